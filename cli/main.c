@@ -1,0 +1,230 @@
+/* main.c: the memest command line. Exit codes: 0 ok, 1 the model or the run
+ * failed, 2 usage. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate.h"
+#include "output.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+#define MAX_DIM_FLAGS 64
+
+static const char usage_text[] =
+    "usage: memest [OPTIONS] MODEL            estimate a model (.onnx or .json)\n"
+    "       memest convert MODEL.onnx -o OUT.json\n"
+    "                                         write a model in memest's JSON graph format\n"
+    "       memest ops                        list the supported operators\n"
+    "       memest --help | --version\n";
+
+static const char help_text[] =
+    "\n"
+    "memest answers, from the model graph alone, how big every layer's outputs\n"
+    "and weights are at the batch size and dims you choose.\n"
+    "\n"
+    "Options for estimating:\n"
+    "  -b, --batch N         bind the leading symbolic dim of every graph input to N\n"
+    "                        (default: none; required when inputs have a symbolic batch)\n"
+    "  -d, --dim NAME=VALUE  bind the symbolic dim NAME, e.g. --dim seq=512; repeatable\n"
+    "                        (default: none)\n"
+    "  -f, --format FMT      table, json or csv (default: table)\n"
+    "  -a, --all             table: also list shape-only layers, whose outputs were\n"
+    "                        folded to constants (default: hidden; json and csv list all)\n"
+    "  -o, --output FILE     write to FILE instead of standard output (default: stdout)\n"
+    "  -h, --help            show this help and exit\n"
+    "  -V, --version         show the version and exit\n"
+    "\n"
+    "Examples:\n"
+    "  memest models/resnet18.onnx --batch 32\n"
+    "  memest models/transformer_block.json --batch 8 --dim seq=512 --format json\n"
+    "  memest convert models/resnet18.onnx -o resnet18.json\n"
+    "\n"
+    "Exit status: 0 success, 1 the model could not be loaded or estimated,\n"
+    "2 wrong usage. Errors name the file, the node and the reason.\n"
+    "Output formats are described in docs/output-format.md.\n";
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "memest: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s(memest --help explains every option)\n", usage_text);
+    return EXIT_USAGE;
+}
+
+static bool parse_int64(const char *s, int64_t *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+typedef struct cli {
+    const char *command;   /* NULL, "convert" or "ops" */
+    const char *model;
+    const char *out_path;
+    output_format format;
+    bool all_layers;
+    est_options opt;
+    est_binding dims[MAX_DIM_FLAGS];
+    char *dim_names[MAX_DIM_FLAGS];
+} cli;
+
+static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
+    const char *eq = strchr(argv[*i], '=');
+    if (strncmp(argv[*i], "--", 2) == 0 && eq) return eq + 1;
+    if (*i + 1 >= argc) return NULL;
+    (void)flag;
+    return argv[++*i];
+}
+
+static bool is_flag(const char *arg, const char *s, const char *l) {
+    size_t n = strlen(l);
+    return strcmp(arg, s) == 0 || strcmp(arg, l) == 0 || (strncmp(arg, l, n) == 0 && arg[n] == '=');
+}
+
+/* Returns -1 to go on, or an exit code. */
+static int parse_args(cli *c, int argc, char **argv) {
+    est_options_init(&c->opt);
+    c->opt.dims = c->dims;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage_text, stdout);
+            fputs(help_text, stdout);
+            return EXIT_OK;
+        } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+            printf("memest %s\n", est_version());
+            return EXIT_OK;
+        } else if (is_flag(a, "-b", "--batch")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, &c->opt.batch) || c->opt.batch <= 0)
+                return usage_error("--batch wants a positive integer, got '%s'", v);
+        } else if (is_flag(a, "-d", "--dim")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs NAME=VALUE", a);
+            const char *eq = strchr(v, '=');
+            int64_t val;
+            if (!eq || eq == v || !parse_int64(eq + 1, &val) || val <= 0)
+                return usage_error("--dim wants NAME=VALUE with a positive VALUE, got '%s'", v);
+            if (c->opt.n_dims == MAX_DIM_FLAGS) return usage_error("too many --dim flags");
+            char *name = strndup(v, (size_t)(eq - v));
+            if (!name) return EXIT_FAIL;
+            c->dim_names[c->opt.n_dims] = name;
+            c->dims[c->opt.n_dims++] = (est_binding){name, val};
+        } else if (is_flag(a, "-f", "--format")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (strcmp(v, "table") == 0) c->format = FORMAT_TABLE;
+            else if (strcmp(v, "json") == 0) c->format = FORMAT_JSON;
+            else if (strcmp(v, "csv") == 0) c->format = FORMAT_CSV;
+            else return usage_error("--format wants table, json or csv, got '%s'", v);
+        } else if (is_flag(a, "-o", "--output")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a file name", a);
+            c->out_path = v;
+        } else if (strcmp(a, "-a") == 0 || strcmp(a, "--all") == 0) {
+            c->all_layers = true;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else if (!c->command && !c->model && (strcmp(a, "convert") == 0 || strcmp(a, "ops") == 0)) {
+            c->command = a;
+        } else if (!c->model) {
+            c->model = a;
+        } else {
+            return usage_error("unexpected argument '%s'", a);
+        }
+    }
+    if (c->command && strcmp(c->command, "ops") == 0) {
+        if (c->model) return usage_error("'ops' takes no model");
+        return -1;
+    }
+    if (!c->model) return usage_error("no model given");
+    if (c->command && strcmp(c->command, "convert") == 0 && !c->out_path)
+        return usage_error("convert needs -o OUT.json");
+    return -1;
+}
+
+static int list_ops(FILE *f) {
+    size_t n = est_op_count();
+    fprintf(f, "%-28s %-12s %s\n", "op", "family", "domain");
+    for (size_t i = 0; i < n; i++) {
+        const char *d = est_op_domain(i);
+        fprintf(f, "%-28s %-12s %s\n", est_op_name(i), est_op_family(i), d[0] ? d : "ai.onnx");
+    }
+    fprintf(f, "\n%zu operators\n", n);
+    return EXIT_OK;
+}
+
+static int convert(const cli *c, const est_graph *g) {
+    est_error err;
+    char *text = NULL;
+    if (est_graph_to_json(g, &text, &err) != EST_OK) {
+        fprintf(stderr, "memest: %s\n", err.message);
+        return EXIT_FAIL;
+    }
+    FILE *f = strcmp(c->out_path, "-") == 0 ? stdout : fopen(c->out_path, "w");
+    if (!f) {
+        fprintf(stderr, "memest: %s: cannot write: %s\n", c->out_path, strerror(errno));
+        est_free(text);
+        return EXIT_FAIL;
+    }
+    fputs(text, f);
+    est_free(text);
+    int bad = ferror(f);
+    if (f != stdout) bad |= fclose(f) != 0;
+    if (bad) fprintf(stderr, "memest: %s: write failed\n", c->out_path);
+    return bad ? EXIT_FAIL : EXIT_OK;
+}
+
+static int estimate(const cli *c, const est_graph *g) {
+    est_error err;
+    est_report *r = NULL;
+    if (est_estimate(g, &c->opt, &r, &err) != EST_OK) {
+        fprintf(stderr, "memest: %s\n", err.message);
+        return EXIT_FAIL;
+    }
+    FILE *f = c->out_path ? fopen(c->out_path, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "memest: %s: cannot write: %s\n", c->out_path, strerror(errno));
+        est_report_free(r);
+        return EXIT_FAIL;
+    }
+    output_opts o = {.model = c->model, .all_layers = c->all_layers};
+    int bad = c->format == FORMAT_JSON  ? print_json(f, r, &o)
+              : c->format == FORMAT_CSV ? print_csv(f, r, &o)
+                                        : print_table(f, r, &o);
+    if (f != stdout) bad |= fclose(f) != 0;
+    else bad |= fflush(f) != 0;
+    est_report_free(r);
+    if (bad) fprintf(stderr, "memest: writing the report failed\n");
+    return bad ? EXIT_FAIL : EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    cli c = {0};
+    int rc = parse_args(&c, argc, argv);
+    if (rc < 0) {
+        if (c.command && strcmp(c.command, "ops") == 0) {
+            rc = list_ops(stdout);
+        } else {
+            est_error err;
+            est_graph *g = NULL;
+            if (est_load_file(c.model, &g, &err) != EST_OK) {
+                fprintf(stderr, "memest: %s\n", err.message);
+                rc = EXIT_FAIL;
+            } else {
+                rc = c.command ? convert(&c, g) : estimate(&c, g);
+                est_graph_free(g);
+            }
+        }
+    }
+    for (size_t i = 0; i < c.opt.n_dims; i++) free(c.dim_names[i]);
+    return rc;
+}

@@ -1,0 +1,207 @@
+/* output.c: renders an est_report as a table, CSV or JSON. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "output.h"
+
+const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, n, "%" PRIu64 " B", bytes);
+    else snprintf(buf, n, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *shape_string(char *buf, size_t n, const est_tensor_info *t) {
+    size_t used = 0;
+    buf[0] = '\0';
+    if (t->rank == 0) {
+        snprintf(buf, n, "scalar");
+        return buf;
+    }
+    for (int d = 0; d < t->rank && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, d ? "x" : "", t->shape[d]);
+    return buf;
+}
+
+static void outputs_string(char *buf, size_t n, const est_layer *L) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < L->n_outputs && used + 1 < n; k++) {
+        char s[256];
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? ", " : "", shape_string(s, sizeof s, &L->outputs[k]));
+    }
+}
+
+static int name_width(const est_report *r, bool all) {
+    int w = 5;
+    for (size_t i = 0; i < est_report_layer_count(r); i++) {
+        const est_layer *L = est_report_layer(r, i);
+        if (L->shape_only && !all) continue;
+        int len = (int)strlen(L->name);
+        if (len > w) w = len;
+    }
+    return w > 44 ? 44 : w;
+}
+
+static void print_name(FILE *f, const char *name, int width) {
+    int len = (int)strlen(name);
+    if (len <= width) fprintf(f, "%-*s", width, name);
+    else fprintf(f, "...%s", name + len - (width - 3)); /* keep the informative tail */
+}
+
+int print_table(FILE *f, const est_report *r, const output_opts *o) {
+    const est_totals *t = est_report_totals(r);
+    char a[64], b[64];
+    fprintf(f, "model: %s\n", o->model);
+    if (est_report_dim_count(r)) {
+        fprintf(f, "dims:");
+        for (size_t i = 0; i < est_report_dim_count(r); i++) {
+            const est_binding *d = est_report_dim(r, i);
+            fprintf(f, " %s=%" PRId64, d->name, d->value);
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+    int w = name_width(r, o->all_layers);
+    fprintf(f, "%5s  %-*s  %-20s  %-24s  %12s  %12s  %12s\n", "#", w, "layer", "op", "output shape", "params",
+            "param bytes", "output bytes");
+    size_t hidden = 0;
+    for (size_t i = 0; i < est_report_layer_count(r); i++) {
+        const est_layer *L = est_report_layer(r, i);
+        if (L->shape_only && !o->all_layers) {
+            hidden++;
+            continue;
+        }
+        char shapes[512];
+        outputs_string(shapes, sizeof shapes, L);
+        fprintf(f, "%5zu  ", i);
+        print_name(f, L->name, w);
+        fprintf(f, "  %-20.20s  %-24s  %12" PRIu64 "  %12s  %12s\n", L->op, shapes, L->param_count,
+                L->param_bytes ? human_bytes(a, sizeof a, L->param_bytes) : "-",
+                human_bytes(b, sizeof b, L->output_bytes));
+    }
+    fprintf(f, "\n");
+    if (hidden)
+        fprintf(f, "%zu shape-only layers (folded to constants) not shown; --all lists them.\n\n", hidden);
+    fprintf(f, "totals\n");
+    fprintf(f, "  layers          %zu\n", est_report_layer_count(r));
+    fprintf(f, "  parameters      %" PRIu64 " (%s)\n", t->param_count, human_bytes(a, sizeof a, t->param_bytes));
+    fprintf(f, "  buffers         %" PRIu64 " (%s)\n", t->buffer_count, human_bytes(a, sizeof a, t->buffer_bytes));
+    fprintf(f, "  constants       %s\n", human_bytes(a, sizeof a, t->constant_bytes));
+    fprintf(f, "  inputs          %s\n", human_bytes(a, sizeof a, t->input_bytes));
+    fprintf(f, "  layer outputs   %s (sum over all layers)\n", human_bytes(a, sizeof a, t->output_bytes));
+    return ferror(f) ? 1 : 0;
+}
+
+static void csv_field(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int print_csv(FILE *f, const est_report *r, const output_opts *o) {
+    (void)o;
+    fprintf(f, "index,name,op,domain,output_shapes,output_dtypes,param_count,param_bytes,buffer_bytes,output_bytes,shape_only\n");
+    for (size_t i = 0; i < est_report_layer_count(r); i++) {
+        const est_layer *L = est_report_layer(r, i);
+        char shapes[1024] = "", dtypes[512] = "";
+        size_t us = 0, ud = 0;
+        for (size_t k = 0; k < L->n_outputs; k++) {
+            char s[256];
+            if (us < sizeof shapes)
+                us += (size_t)snprintf(shapes + us, sizeof shapes - us, "%s%s", k ? ";" : "",
+                                       shape_string(s, sizeof s, &L->outputs[k]));
+            if (ud < sizeof dtypes)
+                ud += (size_t)snprintf(dtypes + ud, sizeof dtypes - ud, "%s%s", k ? ";" : "",
+                                       est_dtype_name(L->outputs[k].dtype));
+        }
+        fprintf(f, "%zu,", i);
+        csv_field(f, L->name);
+        fputc(',', f);
+        csv_field(f, L->op);
+        fputc(',', f);
+        csv_field(f, L->domain);
+        fprintf(f, ",%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d\n", shapes, dtypes, L->param_count,
+                L->param_bytes, L->buffer_bytes, L->output_bytes, L->shape_only);
+    }
+    const est_totals *t = est_report_totals(r);
+    fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",\n", t->param_count, t->param_bytes,
+            t->buffer_bytes, t->output_bytes);
+    return ferror(f) ? 1 : 0;
+}
+
+static cJSON *tensor_json(const est_tensor_info *t) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddStringToObject(o, "dtype", est_dtype_name(t->dtype));
+    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+    for (int d = 0; d < t->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+    cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
+    return o;
+}
+
+int print_json(FILE *f, const est_report *r, const output_opts *o) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", o->model);
+    if (est_report_batch(r) > 0) cJSON_AddNumberToObject(root, "batch", (double)est_report_batch(r));
+    else cJSON_AddNullToObject(root, "batch");
+    cJSON *dims = cJSON_AddObjectToObject(root, "dims");
+    for (size_t i = 0; i < est_report_dim_count(r); i++) {
+        const est_binding *d = est_report_dim(r, i);
+        cJSON_AddNumberToObject(dims, d->name, (double)d->value);
+    }
+    cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+    for (size_t i = 0; i < est_report_layer_count(r); i++) {
+        const est_layer *L = est_report_layer(r, i);
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddStringToObject(l, "name", L->name);
+        cJSON_AddStringToObject(l, "op", L->op);
+        cJSON_AddStringToObject(l, "domain", L->domain);
+        cJSON *ins = cJSON_AddArrayToObject(l, "inputs");
+        for (size_t k = 0; k < L->n_inputs; k++) cJSON_AddItemToArray(ins, tensor_json(&L->inputs[k]));
+        cJSON *outs = cJSON_AddArrayToObject(l, "outputs");
+        for (size_t k = 0; k < L->n_outputs; k++) cJSON_AddItemToArray(outs, tensor_json(&L->outputs[k]));
+        cJSON_AddNumberToObject(l, "param_count", (double)L->param_count);
+        cJSON_AddNumberToObject(l, "param_bytes", (double)L->param_bytes);
+        cJSON_AddNumberToObject(l, "buffer_bytes", (double)L->buffer_bytes);
+        cJSON_AddNumberToObject(l, "output_bytes", (double)L->output_bytes);
+        cJSON_AddBoolToObject(l, "shape_only", L->shape_only);
+        cJSON_AddItemToArray(layers, l);
+    }
+    cJSON *outs = cJSON_AddArrayToObject(root, "outputs");
+    for (size_t k = 0; k < est_report_output_count(r); k++)
+        cJSON_AddItemToArray(outs, tensor_json(est_report_output(r, k)));
+    const est_totals *t = est_report_totals(r);
+    cJSON *tot = cJSON_AddObjectToObject(root, "totals");
+    cJSON_AddNumberToObject(tot, "layer_count", (double)est_report_layer_count(r));
+    cJSON_AddNumberToObject(tot, "param_count", (double)t->param_count);
+    cJSON_AddNumberToObject(tot, "param_bytes", (double)t->param_bytes);
+    cJSON_AddNumberToObject(tot, "buffer_count", (double)t->buffer_count);
+    cJSON_AddNumberToObject(tot, "buffer_bytes", (double)t->buffer_bytes);
+    cJSON_AddNumberToObject(tot, "constant_bytes", (double)t->constant_bytes);
+    cJSON_AddNumberToObject(tot, "input_bytes", (double)t->input_bytes);
+    cJSON_AddNumberToObject(tot, "output_bytes", (double)t->output_bytes);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return 1;
+    fputs(text, f);
+    fputc('\n', f);
+    cJSON_free(text);
+    return ferror(f) ? 1 : 0;
+}

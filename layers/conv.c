@@ -1,0 +1,92 @@
+/* conv.c: Conv and ConvTranspose. */
+#include <string.h>
+
+#include "registry.h"
+
+/* X (N, C, D1..Dn), W (M, C/group, k1..kn) -> (N, M, O1..On). */
+static est_status conv_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *w;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &w)) != EST_OK) return st;
+    if (x->rank < 3) return est_op_fail(ctx, EST_ESHAPE, "input X has rank %d; Conv needs at least 3", x->rank);
+    if (w->rank != x->rank)
+        return est_op_fail(ctx, EST_ESHAPE, "weight W has rank %d, expected %d like X", w->rank, x->rank);
+    int64_t group;
+    if ((st = est_attr_int(ctx, "group", 1, &group)) != EST_OK) return st;
+    if (group <= 0 || x->dims[1] % group != 0 || w->dims[0] % group != 0)
+        return est_op_fail(ctx, EST_EATTR, "group %lld does not divide channels %lld and filters %lld",
+                           (long long)group, (long long)x->dims[1], (long long)w->dims[0]);
+    if (w->dims[1] * group != x->dims[1])
+        return est_op_fail(ctx, EST_ESHAPE, "W expects %lld input channels, X has %lld",
+                           (long long)(w->dims[1] * group), (long long)x->dims[1]);
+    int n = x->rank - 2;
+    int64_t kernel[EST_MAX_RANK], out[EST_MAX_RANK];
+    const int64_t *ks;
+    int64_t nk;
+    if ((st = est_attr_ints(ctx, "kernel_shape", &ks, &nk)) != EST_OK) return st;
+    for (int i = 0; i < n; i++) kernel[i] = nk == n ? ks[i] : w->dims[2 + i];
+    out[0] = x->dims[0];
+    out[1] = w->dims[0];
+    if ((st = est_window_out(ctx, n, x->dims + 2, kernel, false, out + 2)) != EST_OK) return st;
+    const est_tval *b = est_in(ctx, 2);
+    if (b && (b->rank != 1 || b->dims[0] != w->dims[0]))
+        return est_op_fail(ctx, EST_ESHAPE, "bias B must be 1-D of %lld", (long long)w->dims[0]);
+    return est_set_out(ctx, 0, x->dtype, x->rank, out);
+}
+
+/* X (N, C, D..), W (C, M/group, k..) -> (N, M, O..). */
+static est_status conv_transpose_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *w;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &w)) != EST_OK) return st;
+    if (x->rank < 3 || w->rank != x->rank)
+        return est_op_fail(ctx, EST_ESHAPE, "X (rank %d) and W (rank %d) must share a rank of at least 3",
+                           x->rank, w->rank);
+    if (w->dims[0] != x->dims[1])
+        return est_op_fail(ctx, EST_ESHAPE, "W has %lld input channels, X has %lld", (long long)w->dims[0],
+                           (long long)x->dims[1]);
+    int n = x->rank - 2;
+    int64_t group;
+    if ((st = est_attr_int(ctx, "group", 1, &group)) != EST_OK) return st;
+    if (group <= 0) return est_op_fail(ctx, EST_EATTR, "group must be positive");
+    const int64_t *ks, *strides, *dil, *pads, *opad, *oshape;
+    int64_t nk, ns, nd, np, nop, nos;
+    if ((st = est_attr_ints(ctx, "kernel_shape", &ks, &nk)) != EST_OK ||
+        (st = est_attr_ints(ctx, "strides", &strides, &ns)) != EST_OK ||
+        (st = est_attr_ints(ctx, "dilations", &dil, &nd)) != EST_OK ||
+        (st = est_attr_ints(ctx, "pads", &pads, &np)) != EST_OK ||
+        (st = est_attr_ints(ctx, "output_padding", &opad, &nop)) != EST_OK ||
+        (st = est_attr_ints(ctx, "output_shape", &oshape, &nos)) != EST_OK)
+        return st;
+    const char *auto_pad;
+    if ((st = est_attr_string(ctx, "auto_pad", &auto_pad)) != EST_OK) return st;
+    bool same = auto_pad && strncmp(auto_pad, "SAME", 4) == 0;
+    int64_t out[EST_MAX_RANK];
+    out[0] = x->dims[0];
+    out[1] = w->dims[1] * group;
+    for (int i = 0; i < n; i++) {
+        if (nos >= n) {
+            out[2 + i] = oshape[nos - n + i];
+            continue;
+        }
+        int64_t k = nk == n ? ks[i] : w->dims[2 + i];
+        int64_t s = ns == n ? strides[i] : 1, d = nd == n ? dil[i] : 1;
+        int64_t op = nop == n ? opad[i] : 0;
+        int64_t pb = np == 2 * n ? pads[i] : 0, pe = np == 2 * n ? pads[i + n] : 0;
+        if (k <= 0 || s <= 0 || d <= 0 || k > EST_MAX_DIM_VALUE || s > EST_MAX_DIM_VALUE ||
+            d > EST_MAX_DIM_VALUE || op > EST_MAX_DIM_VALUE || pb > EST_MAX_DIM_VALUE || pe > EST_MAX_DIM_VALUE)
+            return est_op_fail(ctx, EST_EATTR, "kernel, strides and dilations must be positive (axis %d)", i);
+        if (same) out[2 + i] = x->dims[2 + i] * s;
+        else out[2 + i] = s * (x->dims[2 + i] - 1) + op + (k - 1) * d + 1 - pb - pe;
+        if (out[2 + i] <= 0)
+            return est_op_fail(ctx, EST_ESHAPE, "output dim %d would be %lld", 2 + i, (long long)out[2 + i]);
+    }
+    return est_set_out(ctx, 0, x->dtype, x->rank, out);
+}
+
+EST_FAMILY(conv,
+    {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = conv_infer},
+    {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = conv_transpose_infer},
+);

@@ -1,0 +1,264 @@
+/* op_util.c: helpers every op's infer function uses. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+
+est_status est_op_fail(est_infer_ctx *ctx, est_status code, const char *fmt, ...) {
+    char reason[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    const est_node *n = ctx->node;
+    return est__fail(ctx->err, code, "%s: node '%s' (%s%s%s): %s", ctx->graph->source, n->name,
+                     n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type, reason);
+}
+
+const est_tval *est_in(const est_infer_ctx *ctx, int i) {
+    return i >= 0 && i < ctx->n_in ? ctx->in[i] : NULL;
+}
+
+est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out) {
+    *out = est_in(ctx, i);
+    if (!*out) return est_op_fail(ctx, EST_EGRAPH, "required input %d is missing", i);
+    if ((*out)->rank < 0) return est_op_fail(ctx, EST_ESHAPE, "input %d has an unknown shape", i);
+    return EST_OK;
+}
+
+est_status est_set_out(est_infer_ctx *ctx, int i, est_dtype dt, int rank, const int64_t *dims) {
+    if (i >= ctx->n_out || !ctx->out[i]) return EST_OK;
+    if (rank < 0 || rank > EST_MAX_RANK)
+        return est_op_fail(ctx, EST_ELIMIT, "output %d would have rank %d (limit %d)", i, rank, EST_MAX_RANK);
+    est_tval *o = ctx->out[i];
+    int64_t count = 1;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 0)
+            return est_op_fail(ctx, EST_ESHAPE, "output %d would have negative dim %lld at axis %d", i,
+                               (long long)dims[d], d);
+        if (est__mul_overflow(count, dims[d], &count))
+            return est_op_fail(ctx, EST_EOVERFLOW, "output %d: element count overflows 64 bits", i);
+        o->dims[d] = dims[d];
+    }
+    if (est_dtype_bytes(dt, (uint64_t)count) == UINT64_MAX)
+        return est_op_fail(ctx, EST_EOVERFLOW, "output %d: byte size overflows 64 bits", i);
+    o->dtype = dt;
+    o->rank = rank;
+    o->elements = count;
+    o->value = NULL;
+    return EST_OK;
+}
+
+est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src) {
+    return est_set_out(ctx, i, src->dtype, src->rank, src->dims);
+}
+
+est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
+    if (i >= ctx->n_out || !ctx->out[i] || ctx->out[i]->rank < 0) return NULL;
+    if (ctx->out[i]->elements > EST_FOLD_MAX_ELEMENTS) return NULL;
+    if (ctx->n_owned == ctx->cap_owned) {
+        int64_t cap = ctx->cap_owned ? ctx->cap_owned * 2 : 64;
+        est_const **no = realloc(ctx->owned, (size_t)cap * sizeof *no);
+        if (!no) return NULL;
+        ctx->owned = no;
+        ctx->cap_owned = cap;
+    }
+    est_const *c = est__const_new(dt, ctx->out[i]->elements);
+    if (!c) return NULL;
+    ctx->owned[ctx->n_owned++] = c;
+    ctx->out[i]->value = c;
+    return c;
+}
+
+const est_attr *est_attr_get(const est_node *n, const char *name) {
+    for (int32_t k = 0; k < n->n_attrs; k++)
+        if (strcmp(n->attrs[k].name, name) == 0) return &n->attrs[k];
+    return NULL;
+}
+
+static const char *const attr_type_names[] = {
+    "undefined", "float", "int", "string", "tensor", "graph", "floats", "ints",
+    "strings", "tensors", "graphs", "sparse tensor", "sparse tensors", "type", "types",
+};
+
+static est_status wrong_type(est_infer_ctx *ctx, const est_attr *a, const char *want) {
+    const char *have = (unsigned)a->type < sizeof attr_type_names / sizeof *attr_type_names
+                           ? attr_type_names[a->type] : "unknown";
+    return est_op_fail(ctx, EST_EATTR, "attribute '%s' is %s, expected %s", a->name, have, want);
+}
+
+est_status est_attr_int(est_infer_ctx *ctx, const char *name, int64_t dflt, int64_t *out) {
+    const est_attr *a = est_attr_get(ctx->node, name);
+    *out = dflt;
+    if (!a) return EST_OK;
+    if (a->type != EST_ATTR_INT) return wrong_type(ctx, a, "int");
+    *out = a->i;
+    return EST_OK;
+}
+
+est_status est_attr_float(est_infer_ctx *ctx, const char *name, double dflt, double *out) {
+    const est_attr *a = est_attr_get(ctx->node, name);
+    *out = dflt;
+    if (!a) return EST_OK;
+    if (a->type == EST_ATTR_INT) { *out = (double)a->i; return EST_OK; }
+    if (a->type != EST_ATTR_FLOAT) return wrong_type(ctx, a, "float");
+    *out = a->f;
+    return EST_OK;
+}
+
+est_status est_attr_string(est_infer_ctx *ctx, const char *name, const char **out) {
+    const est_attr *a = est_attr_get(ctx->node, name);
+    *out = NULL;
+    if (!a) return EST_OK;
+    if (a->type != EST_ATTR_STRING) return wrong_type(ctx, a, "string");
+    *out = a->s;
+    return EST_OK;
+}
+
+est_status est_attr_ints(est_infer_ctx *ctx, const char *name, const int64_t **vals, int64_t *n) {
+    const est_attr *a = est_attr_get(ctx->node, name);
+    *vals = NULL;
+    *n = -1;
+    if (!a) return EST_OK;
+    if (a->type != EST_ATTR_INTS) return wrong_type(ctx, a, "ints");
+    *vals = a->ints;
+    *n = a->n;
+    return EST_OK;
+}
+
+est_status est_attr_floats(est_infer_ctx *ctx, const char *name, const double **vals, int64_t *n) {
+    const est_attr *a = est_attr_get(ctx->node, name);
+    *vals = NULL;
+    *n = -1;
+    if (!a) return EST_OK;
+    if (a->type != EST_ATTR_FLOATS) return wrong_type(ctx, a, "floats");
+    *vals = a->floats;
+    *n = a->n;
+    return EST_OK;
+}
+
+est_status est_axis(est_infer_ctx *ctx, int64_t axis, int rank, int *out) {
+    if (axis < -(int64_t)rank || axis >= rank)
+        return est_op_fail(ctx, EST_EATTR, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return EST_OK;
+}
+
+est_status est_in_ints(est_infer_ctx *ctx, int i, const int64_t **vals, int64_t *n) {
+    const est_tval *t = est_in(ctx, i);
+    *vals = NULL;
+    *n = -1;
+    if (!t || !t->value) return EST_OK;
+    if (!t->value->i64)
+        return est_op_fail(ctx, EST_ESHAPE, "input %d must be an integer tensor", i);
+    *vals = t->value->i64;
+    *n = t->value->count;
+    return EST_OK;
+}
+
+est_status est_broadcast(est_infer_ctx *ctx, int ra, const int64_t *a, int rb, const int64_t *b,
+                         int *rank, int64_t *dims) {
+    int r = ra > rb ? ra : rb;
+    for (int d = 0; d < r; d++) {
+        int64_t da = d - (r - ra) >= 0 ? a[d - (r - ra)] : 1;
+        int64_t db = d - (r - rb) >= 0 ? b[d - (r - rb)] : 1;
+        if (da == db || db == 1) dims[d] = da;
+        else if (da == 1) dims[d] = db;
+        else
+            return est_op_fail(ctx, EST_ESHAPE, "cannot broadcast dim %lld with %lld at axis %d",
+                               (long long)da, (long long)db, d);
+    }
+    *rank = r;
+    return EST_OK;
+}
+
+int64_t est_const_get_i(const est_const *c, int64_t k) {
+    if (c->i64) return c->i64[k];
+    double f = c->f64[k];
+    if (f != f) return 0;
+    if (f >= 9.2e18) return INT64_MAX;
+    if (f <= -9.2e18) return INT64_MIN;
+    return (int64_t)f;
+}
+
+double est_const_get_f(const est_const *c, int64_t k) {
+    return c->f64 ? c->f64[k] : (double)c->i64[k];
+}
+
+void est_const_set(est_const *c, int64_t k, double f, int64_t i, bool from_float) {
+    if (c->f64) {
+        c->f64[k] = from_float ? f : (double)i;
+        return;
+    }
+    int64_t v;
+    if (!from_float) v = i;
+    else if (f != f) v = 0;
+    else if (f >= 9.2e18) v = INT64_MAX;
+    else if (f <= -9.2e18) v = INT64_MIN;
+    else v = (int64_t)f;
+    if (c->dtype == EST_DT_BOOL) v = from_float ? (f != 0) : (i != 0);
+    c->i64[k] = v;
+}
+
+est_status est_infer_like_input0(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st = est_in_req(ctx, 0, &x);
+    if (st != EST_OK) return st;
+    return est_set_out_like(ctx, 0, x);
+}
+
+static est_status read_window_attr(est_infer_ctx *ctx, const char *name, int n, int64_t dflt,
+                                   int64_t *vals, int64_t want) {
+    const int64_t *a;
+    int64_t na;
+    est_status st = est_attr_ints(ctx, name, &a, &na);
+    if (st != EST_OK) return st;
+    for (int i = 0; i < want; i++) vals[i] = dflt;
+    if (na < 0) return EST_OK;
+    if (na != want)
+        return est_op_fail(ctx, EST_EATTR, "attribute '%s' has %lld values, expected %lld", name,
+                           (long long)na, (long long)want);
+    for (int i = 0; i < want; i++) vals[i] = a[i];
+    (void)n;
+    return EST_OK;
+}
+
+est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const int64_t *kernel,
+                          bool ceil_mode, int64_t *out) {
+    int64_t strides[EST_MAX_RANK], dil[EST_MAX_RANK], pads[2 * EST_MAX_RANK];
+    est_status st;
+    if ((st = read_window_attr(ctx, "strides", n, 1, strides, n)) != EST_OK) return st;
+    if ((st = read_window_attr(ctx, "dilations", n, 1, dil, n)) != EST_OK) return st;
+    if ((st = read_window_attr(ctx, "pads", n, 0, pads, 2 * n)) != EST_OK) return st;
+    const char *auto_pad;
+    if ((st = est_attr_string(ctx, "auto_pad", &auto_pad)) != EST_OK) return st;
+    if (!auto_pad) auto_pad = "NOTSET";
+    for (int i = 0; i < n; i++) {
+        if (strides[i] <= 0 || dil[i] <= 0 || kernel[i] <= 0)
+            return est_op_fail(ctx, EST_EATTR, "kernel, strides and dilations must be positive (axis %d)", i);
+        if (pads[i] < 0 || pads[i + n] < 0)
+            return est_op_fail(ctx, EST_EATTR, "pads must not be negative (axis %d)", i);
+        if (kernel[i] > EST_MAX_DIM_VALUE || dil[i] > EST_MAX_DIM_VALUE || strides[i] > EST_MAX_DIM_VALUE ||
+            pads[i] > EST_MAX_DIM_VALUE || pads[i + n] > EST_MAX_DIM_VALUE)
+            return est_op_fail(ctx, EST_ELIMIT, "window attributes above %lld", (long long)EST_MAX_DIM_VALUE);
+        int64_t span = dil[i] * (kernel[i] - 1) + 1; /* bounded: both < 2^40 */
+        if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+            out[i] = (in[i] + strides[i] - 1) / strides[i];
+        } else if (strcmp(auto_pad, "VALID") == 0) {
+            out[i] = in[i] >= span ? (in[i] - span) / strides[i] + 1 : 0;
+        } else if (strcmp(auto_pad, "NOTSET") == 0) {
+            int64_t padded = in[i] + pads[i] + pads[i + n];
+            if (padded < span)
+                return est_op_fail(ctx, EST_ESHAPE, "window of %lld is larger than the padded input %lld (axis %d)",
+                                   (long long)span, (long long)padded, i);
+            int64_t num = padded - span;
+            out[i] = (ceil_mode ? (num + strides[i] - 1) / strides[i] : num / strides[i]) + 1;
+            /* ceil_mode: the last window must start inside the input or left padding */
+            if (ceil_mode && (out[i] - 1) * strides[i] >= in[i] + pads[i]) out[i]--;
+        } else {
+            return est_op_fail(ctx, EST_EATTR, "unknown auto_pad '%s'", auto_pad);
+        }
+    }
+    return EST_OK;
+}

@@ -1,0 +1,144 @@
+/*
+ * registry.h: the single table of operators.
+ *
+ * Each op family lives in one file under layers/ and exports one array of
+ * est_op_def entries, one entry per ONNX op_type. An entry holds every rule
+ * for that op: its shape inference (and constant folding), and, as the
+ * estimator grows, its FLOPs, what it saves for backward and its workspace.
+ *
+ * To add an op: write its rules in the family's file, add an entry to that
+ * file's table. To add a family: create layers/<family>.c with an
+ * EST_FAMILY(<family>) table and list it in layers/registry.c and
+ * layers/meson.build.
+ */
+#ifndef EST_REGISTRY_H
+#define EST_REGISTRY_H
+
+#include "ir.h"
+
+typedef struct est_infer_ctx est_infer_ctx;
+
+/* A per-input-slot bit mask: bit i describes input i. */
+typedef uint32_t est_slot_mask;
+#define EST_SLOT(i) ((est_slot_mask)1u << (i))
+#define EST_SLOTS_FROM(i) (~(est_slot_mask)0 << (i))
+
+typedef struct est_op_def {
+    const char *name;     /* ONNX op_type */
+    const char *domain;   /* "" for the standard domain */
+    int min_inputs, max_inputs;   /* max -1: variadic */
+    int min_outputs, max_outputs;
+    /* Infers output dtypes and shapes; may fold outputs to constants. */
+    est_status (*infer)(est_infer_ctx *ctx);
+    /* Input slots that take no gradient (indices, shapes, ratios, min/max).
+     * An initializer used only here is a constant, not a parameter. */
+    est_slot_mask nondiff_inputs;
+    /* Input slots that hold non-trainable state (running statistics). */
+    est_slot_mask buffer_inputs;
+} est_op_def;
+
+typedef struct est_family {
+    const char *name;
+    const est_op_def *ops;
+    size_t count;
+} est_family;
+
+#define EST_FAMILY(fam, ...)                                                \
+    static const est_op_def est_ops_##fam[] = {__VA_ARGS__};                \
+    const est_family est_family_##fam = {#fam, est_ops_##fam,               \
+        sizeof est_ops_##fam / sizeof est_ops_##fam[0]}
+
+/* Looks up an op; NULL when unsupported. */
+const est_op_def *est__op_lookup(const char *domain, const char *op_type);
+const char *est__op_family_of(const est_op_def *op);
+
+/* ---- what an infer function sees ---------------------------------------- */
+
+/* The inferred state of one tensor during an estimate. */
+typedef struct est_tval {
+    est_dtype dtype;
+    int32_t rank;                 /* -1 while unknown */
+    int64_t dims[EST_MAX_RANK];
+    int64_t elements;
+    const est_const *value;       /* known contents, or NULL */
+} est_tval;
+
+struct est_infer_ctx {
+    const est_graph *graph;
+    const est_node *node;
+    int64_t opset;
+    int n_in;
+    const est_tval *in[EST_MAX_IO];  /* NULL for omitted optional inputs */
+    int n_out;
+    est_tval *out[EST_MAX_IO];       /* NULL for omitted optional outputs */
+    est_error *err;
+    est_const **owned;               /* folded constants owned by the run */
+    int64_t n_owned, cap_owned;
+};
+
+/* ---- helpers for infer functions (layers/op_util.c) ---------------------- */
+
+/* Reports a failure naming the node: "node 'x' (Op): <reason>". */
+est_status est_op_fail(est_infer_ctx *ctx, est_status code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+
+    ;
+
+/* Input i, or NULL when it is absent or beyond the node's inputs. */
+const est_tval *est_in(const est_infer_ctx *ctx, int i);
+/* Input i, failing with a clear message when absent. */
+est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out);
+
+/* Sets output i's dtype and shape (checks dims and the element count); a no-op
+ * for an omitted output. */
+est_status est_set_out(est_infer_ctx *ctx, int i, est_dtype dt, int rank, const int64_t *dims);
+/* Copies an input's dtype and shape to output i. */
+est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src);
+/* Allocates a constant for output i (whose shape must already be set), owned
+ * by the run. NULL when too large to fold or on allocation failure; callers
+ * then simply skip folding. */
+est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt);
+
+/* Attributes. */
+const est_attr *est_attr_get(const est_node *n, const char *name);
+/* Fails with EST_EATTR when present with the wrong type. */
+est_status est_attr_int(est_infer_ctx *ctx, const char *name, int64_t dflt, int64_t *out);
+est_status est_attr_float(est_infer_ctx *ctx, const char *name, double dflt, double *out);
+/* *out NULL when absent. */
+est_status est_attr_string(est_infer_ctx *ctx, const char *name, const char **out);
+/* *n = -1 when absent. */
+est_status est_attr_ints(est_infer_ctx *ctx, const char *name, const int64_t **vals, int64_t *n);
+est_status est_attr_floats(est_infer_ctx *ctx, const char *name, const double **vals, int64_t *n);
+
+/* Normalises a possibly negative axis against rank; fails when out of range. */
+est_status est_axis(est_infer_ctx *ctx, int64_t axis, int rank, int *out);
+
+/* Reads a constant integer input as a list (e.g. Reshape's shape). Sets *n to
+ * -1 when the input's contents are unknown. */
+est_status est_in_ints(est_infer_ctx *ctx, int i, const int64_t **vals, int64_t *n);
+
+/* Numpy-style broadcast of two shapes. */
+est_status est_broadcast(est_infer_ctx *ctx, int ra, const int64_t *a, int rb, const int64_t *b,
+                         int *rank, int64_t *dims);
+
+/* Reads element k of a constant as int64 / double whatever its storage. */
+int64_t est_const_get_i(const est_const *c, int64_t k);
+double est_const_get_f(const est_const *c, int64_t k);
+/* Stores a value converted to c's dtype (integers truncate, bool is != 0). */
+void est_const_set(est_const *c, int64_t k, double f, int64_t i, bool from_float);
+
+
+
+/* ---- shared rules ------------------------------------------------------- */
+
+/* Output = input 0's dtype and shape (element-wise unary ops). */
+est_status est_infer_like_input0(est_infer_ctx *ctx);
+
+/* Spatial output size of a sliding window (Conv, pooling) over `n` spatial
+ * dims, following ONNX's auto_pad, pads, strides, dilations and ceil_mode.
+ * Reads those attributes from the node. */
+est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const int64_t *kernel,
+                          bool ceil_mode, int64_t *out);
+#endif

@@ -1,0 +1,147 @@
+/* api.c: est_estimate() and the report's accessors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+void est_options_init(est_options *opt) {
+    if (opt) memset(opt, 0, sizeof *opt);
+}
+
+void est_report_free(est_report *r) {
+    if (!r) return;
+    for (int64_t i = 0; i < r->n_owned; i++) est__const_free(r->owned[i]);
+    free(r->owned);
+    free(r->tv);
+    free(r->dims);
+    free(r->layers);
+    free(r->infos);
+    free(r->outputs);
+    free(r);
+}
+
+static void fill_info(const est_report *r, int32_t t, est_tensor_info *info) {
+    const est_tval *v = &r->tv[t];
+    info->name = r->graph->tensors[t].name;
+    info->dtype = v->dtype;
+    info->rank = v->rank;
+    info->shape = v->dims;
+    info->elements = (uint64_t)v->elements;
+    info->bytes = est_dtype_bytes(v->dtype, (uint64_t)v->elements);
+}
+
+static size_t count_present(const int32_t *ids, int32_t n) {
+    size_t c = 0;
+    for (int32_t i = 0; i < n; i++) c += ids[i] >= 0;
+    return c;
+}
+
+static est_status build_layers(est_report *r, est_error *err) {
+    const est_graph *g = r->graph;
+    size_t n_infos = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n_infos += count_present(g->nodes[i].inputs, g->nodes[i].n_inputs) +
+                   count_present(g->nodes[i].outputs, g->nodes[i].n_outputs);
+    r->layers = calloc((size_t)g->n_nodes + 1, sizeof *r->layers);
+    r->infos = calloc(n_infos + 1, sizeof *r->infos);
+    r->outputs = calloc((size_t)g->n_outputs + 1, sizeof *r->outputs);
+    if (!r->layers || !r->infos || !r->outputs) return est__fail(err, EST_ENOMEM, "out of memory");
+    est_tensor_info *next = r->infos;
+    est_totals *tot = &r->totals;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        est_layer *L = &r->layers[i];
+        L->name = n->name;
+        L->op = n->op_type;
+        L->domain = n->domain;
+        L->inputs = next;
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k];
+            if (t < 0) continue;
+            fill_info(r, t, next++);
+            L->n_inputs++;
+            const est_tensor *tt = &g->tensors[t];
+            if (tt->kind != EST_T_INITIALIZER || tt->first_consumer != i) continue;
+            bool seen = false; /* the same weight twice in one node counts once */
+            for (int32_t j = 0; j < k; j++) seen |= n->inputs[j] == t;
+            if (seen) continue;
+            uint64_t bytes = est_dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
+            if (tt->role == EST_ROLE_PARAM) {
+                L->param_count += (uint64_t)r->tv[t].elements;
+                L->param_bytes += bytes;
+            } else if (tt->role == EST_ROLE_BUFFER) {
+                L->buffer_bytes += bytes;
+            }
+        }
+        L->outputs = next;
+        L->shape_only = n->n_outputs > 0;
+        for (int32_t k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t < 0) continue;
+            fill_info(r, t, next);
+            L->output_bytes += next->bytes;
+            L->shape_only &= r->tv[t].value != NULL;
+            next++;
+            L->n_outputs++;
+        }
+        tot->output_bytes += L->output_bytes;
+    }
+    r->n_layers = (size_t)g->n_nodes;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        uint64_t elems = (uint64_t)r->tv[t].elements;
+        uint64_t bytes = est_dtype_bytes(r->tv[t].dtype, elems);
+        if (tt->kind == EST_T_INPUT) tot->input_bytes += bytes;
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+        if (tt->role == EST_ROLE_PARAM) {
+            tot->param_count += elems;
+            tot->param_bytes += bytes;
+        } else if (tt->role == EST_ROLE_BUFFER) {
+            tot->buffer_count += elems;
+            tot->buffer_bytes += bytes;
+        } else {
+            tot->constant_bytes += bytes;
+        }
+    }
+    for (int32_t k = 0; k < g->n_outputs; k++) fill_info(r, g->outputs[k], &r->outputs[k]);
+    r->n_outputs = (size_t)g->n_outputs;
+    return EST_OK;
+}
+
+est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+    if (!out) return est__fail(err, EST_EINVAL, "est_estimate: out is NULL");
+    *out = NULL;
+    if (!g) return est__fail(err, EST_EINVAL, "est_estimate: graph is NULL");
+    est_options defaults;
+    if (!opt) {
+        est_options_init(&defaults);
+        opt = &defaults;
+    }
+    est_report *r = calloc(1, sizeof *r);
+    if (!r) return est__fail(err, EST_ENOMEM, "out of memory");
+    r->graph = g;
+    r->batch = opt->batch;
+    est_status st = est__infer(r, opt, err);
+    if (st == EST_OK) st = build_layers(r, err);
+    if (st != EST_OK) {
+        est_report_free(r);
+        return st;
+    }
+    *out = r;
+    return EST_OK;
+}
+
+size_t est_report_layer_count(const est_report *r) { return r ? r->n_layers : 0; }
+const est_layer *est_report_layer(const est_report *r, size_t i) {
+    return r && i < r->n_layers ? &r->layers[i] : NULL;
+}
+const est_totals *est_report_totals(const est_report *r) { return r ? &r->totals : NULL; }
+int64_t est_report_batch(const est_report *r) { return r ? r->batch : 0; }
+size_t est_report_dim_count(const est_report *r) { return r ? r->n_dims : 0; }
+const est_binding *est_report_dim(const est_report *r, size_t i) {
+    return r && i < r->n_dims ? &r->dims[i] : NULL;
+}
+size_t est_report_output_count(const est_report *r) { return r ? r->n_outputs : 0; }
+const est_tensor_info *est_report_output(const est_report *r, size_t i) {
+    return r && i < r->n_outputs ? &r->outputs[i] : NULL;
+}

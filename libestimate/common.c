@@ -1,0 +1,161 @@
+/* common.c: error strings, dtypes, small-constant storage. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ir.h"
+
+static const char *const status_messages[] = {
+#define EST_STATUS_MSG(name, msg) [EST_##name] = msg,
+    EST_STATUS_MAP(EST_STATUS_MSG)
+#undef EST_STATUS_MSG
+};
+
+static const char *const status_names[] = {
+#define EST_STATUS_NAME(name, msg) [EST_##name] = #name,
+    EST_STATUS_MAP(EST_STATUS_NAME)
+#undef EST_STATUS_NAME
+};
+
+const char *est_strerror(est_status code) {
+    if ((unsigned)code >= EST_STATUS_COUNT) return "unknown error";
+    return status_messages[code];
+}
+
+const char *est_status_name(est_status code) {
+    if ((unsigned)code >= EST_STATUS_COUNT) return "EUNKNOWN";
+    return status_names[code];
+}
+
+est_status est__fail(est_error *err, est_status code, const char *fmt, ...) {
+    if (err) {
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+char *est__strdup(const char *s) {
+    if (!s) s = "";
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void est_free(void *p) { free(p); }
+
+const char *est_version(void) { return "0.1.0"; }
+
+/* ---- dtypes ---------------------------------------------------------------- */
+
+typedef struct dtype_info {
+    const char *name;
+    unsigned bits;
+} dtype_info;
+
+static const dtype_info dtypes[EST_DT_COUNT] = {
+    [EST_DT_UNDEFINED] = {"undefined", 0},
+    [EST_DT_FLOAT] = {"float32", 32},
+    [EST_DT_UINT8] = {"uint8", 8},
+    [EST_DT_INT8] = {"int8", 8},
+    [EST_DT_UINT16] = {"uint16", 16},
+    [EST_DT_INT16] = {"int16", 16},
+    [EST_DT_INT32] = {"int32", 32},
+    [EST_DT_INT64] = {"int64", 64},
+    [EST_DT_STRING] = {"string", 0},
+    [EST_DT_BOOL] = {"bool", 8},
+    [EST_DT_FLOAT16] = {"float16", 16},
+    [EST_DT_DOUBLE] = {"float64", 64},
+    [EST_DT_UINT32] = {"uint32", 32},
+    [EST_DT_UINT64] = {"uint64", 64},
+    [EST_DT_COMPLEX64] = {"complex64", 64},
+    [EST_DT_COMPLEX128] = {"complex128", 128},
+    [EST_DT_BFLOAT16] = {"bfloat16", 16},
+    [EST_DT_FLOAT8E4M3FN] = {"float8e4m3fn", 8},
+    [EST_DT_FLOAT8E4M3FNUZ] = {"float8e4m3fnuz", 8},
+    [EST_DT_FLOAT8E5M2] = {"float8e5m2", 8},
+    [EST_DT_FLOAT8E5M2FNUZ] = {"float8e5m2fnuz", 8},
+    [EST_DT_UINT4] = {"uint4", 4},
+    [EST_DT_INT4] = {"int4", 4},
+    [EST_DT_FLOAT4E2M1] = {"float4e2m1", 4},
+};
+
+const char *est_dtype_name(est_dtype dt) {
+    if ((unsigned)dt >= EST_DT_COUNT) return "undefined";
+    return dtypes[dt].name;
+}
+
+est_dtype est_dtype_from_name(const char *name) {
+    static const struct { const char *alias; est_dtype dt; } aliases[] = {
+        {"float", EST_DT_FLOAT}, {"fp32", EST_DT_FLOAT}, {"f32", EST_DT_FLOAT},
+        {"half", EST_DT_FLOAT16}, {"fp16", EST_DT_FLOAT16}, {"f16", EST_DT_FLOAT16},
+        {"bf16", EST_DT_BFLOAT16}, {"double", EST_DT_DOUBLE}, {"fp64", EST_DT_DOUBLE},
+    };
+    if (!name) return EST_DT_UNDEFINED;
+    for (int i = 1; i < EST_DT_COUNT; i++)
+        if (dtypes[i].name && strcasecmp(name, dtypes[i].name) == 0) return (est_dtype)i;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcasecmp(name, aliases[i].alias) == 0) return aliases[i].dt;
+    return EST_DT_UNDEFINED;
+}
+
+uint64_t est_dtype_bytes(est_dtype dt, uint64_t count) {
+    if ((unsigned)dt >= EST_DT_COUNT || dtypes[dt].bits == 0) return 0;
+    uint64_t bits;
+    if (__builtin_mul_overflow(count, (uint64_t)dtypes[dt].bits, &bits)) return UINT64_MAX;
+    return bits / 8 + (bits % 8 != 0);
+}
+
+bool est__dtype_is_float(est_dtype dt) {
+    switch (dt) {
+    case EST_DT_FLOAT: case EST_DT_FLOAT16: case EST_DT_DOUBLE: case EST_DT_BFLOAT16:
+    case EST_DT_FLOAT8E4M3FN: case EST_DT_FLOAT8E4M3FNUZ: case EST_DT_FLOAT8E5M2:
+    case EST_DT_FLOAT8E5M2FNUZ: case EST_DT_FLOAT4E2M1:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool est__dtype_is_int(est_dtype dt) {
+    switch (dt) {
+    case EST_DT_UINT8: case EST_DT_INT8: case EST_DT_UINT16: case EST_DT_INT16:
+    case EST_DT_INT32: case EST_DT_INT64: case EST_DT_BOOL: case EST_DT_UINT32:
+    case EST_DT_UINT64: case EST_DT_UINT4: case EST_DT_INT4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* ---- constants ------------------------------------------------------------- */
+
+est_const *est__const_new(est_dtype dt, int64_t count) {
+    if (count < 0 || count > EST_FOLD_MAX_ELEMENTS) return NULL;
+    bool is_f = est__dtype_is_float(dt);
+    if (!is_f && !est__dtype_is_int(dt)) return NULL;
+    est_const *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->dtype = dt;
+    c->count = count;
+    size_t n = count ? (size_t)count : 1;
+    if (is_f) c->f64 = calloc(n, sizeof(double));
+    else c->i64 = calloc(n, sizeof(int64_t));
+    if (!c->f64 && !c->i64) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void est__const_free(est_const *c) {
+    if (!c) return;
+    free(c->i64);
+    free(c->f64);
+    free(c);
+}

@@ -1,0 +1,294 @@
+/*
+ * estimate.h: the public API of libestimate, the static GPU memory and FLOPs
+ * estimator behind `memest`.
+ *
+ * A worked example: load a model once, estimate it at two batch sizes.
+ *
+ *     #include <estimate.h>
+ *     #include <stdio.h>
+ *
+ *     int main(void) {
+ *         est_error err;
+ *         est_graph *g = NULL;
+ *         if (est_load_file("resnet18.onnx", &g, &err) != EST_OK) {
+ *             fprintf(stderr, "%s\n", err.message);    // names file, node, reason
+ *             return 1;
+ *         }
+ *         int64_t batches[] = {1, 32};
+ *         for (int i = 0; i < 2; i++) {
+ *             est_options opt;
+ *             est_options_init(&opt);
+ *             opt.batch = batches[i];
+ *             est_report *r = NULL;
+ *             if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+ *                 fprintf(stderr, "%s\n", err.message);
+ *                 break;
+ *             }
+ *             const est_totals *t = est_report_totals(r);
+ *             printf("batch %lld: %llu params, %zu layers\n",
+ *                    (long long)batches[i], (unsigned long long)t->param_count,
+ *                    est_report_layer_count(r));
+ *             est_report_free(r);                  // the caller owns each report
+ *         }
+ *         est_graph_free(g);                       // and the graph
+ *         return 0;
+ *     }
+ *
+ * Ownership, in one line each:
+ *  - est_graph: created by est_load_*(), owned by the caller, freed with
+ *    est_graph_free(). Immutable after loading, so one graph can be estimated
+ *    many times, and from several threads at once.
+ *  - est_report: created by est_estimate(), owned by the caller, freed with
+ *    est_report_free(). Every pointer read out of a report (names, shapes,
+ *    layers) stays valid until the report is freed.
+ *  - est_error: storage the caller provides (usually on the stack); it is
+ *    filled on failure and never needs freeing.
+ *  - Strings returned as `char *` (est_graph_to_json) belong to the caller and
+ *    are freed with est_free().
+ *
+ * The library has no global mutable state.
+ */
+#ifndef ESTIMATE_H
+#define ESTIMATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(EST_BUILDING_LIBRARY) && defined(__GNUC__)
+#define EST_API __attribute__((visibility("default")))
+#else
+#define EST_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Error codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* X(NAME, message). EST_OK is 0; every error is a positive value. */
+#define EST_STATUS_MAP(X)                                                     \
+    X(OK, "success")                                                          \
+    X(ENOMEM, "out of memory")                                                \
+    X(EIO, "cannot read file")                                                \
+    X(EPARSE, "malformed model file")                                         \
+    X(EGRAPH, "invalid graph structure")                                      \
+    X(EUNSUPPORTED, "unsupported operator")                                   \
+    X(EUNBOUND, "unbound symbolic dimension")                                 \
+    X(ESHAPE, "shape inference failed")                                       \
+    X(EATTR, "missing or ill-typed attribute")                                \
+    X(EOVERFLOW, "size overflows 64 bits")                                    \
+    X(ELIMIT, "resource limit exceeded")                                      \
+    X(EINVAL, "invalid argument")
+
+typedef enum est_status {
+#define EST_STATUS_ENUM(name, msg) EST_##name,
+    EST_STATUS_MAP(EST_STATUS_ENUM)
+#undef EST_STATUS_ENUM
+    EST_STATUS_COUNT
+} est_status;
+
+/* A static description of `code`, such as "out of memory". Never NULL. */
+EST_API const char *est_strerror(est_status code);
+/* The code's name without prefix, such as "ENOMEM". Never NULL. */
+EST_API const char *est_status_name(est_status code);
+
+/* Filled by any failing call: `code` and a message that names the file, the
+ * node and the reason, e.g. "model.onnx: node 'conv1' (Conv): input 1 has
+ * rank 3, expected 4". Caller-owned storage. */
+typedef struct est_error {
+    est_status code;
+    char message[512];
+} est_error;
+
+/* ------------------------------------------------------------------------ */
+/* Element types: the values are ONNX TensorProto.DataType's.                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum est_dtype {
+    EST_DT_UNDEFINED = 0,
+    EST_DT_FLOAT = 1,
+    EST_DT_UINT8 = 2,
+    EST_DT_INT8 = 3,
+    EST_DT_UINT16 = 4,
+    EST_DT_INT16 = 5,
+    EST_DT_INT32 = 6,
+    EST_DT_INT64 = 7,
+    EST_DT_STRING = 8,
+    EST_DT_BOOL = 9,
+    EST_DT_FLOAT16 = 10,
+    EST_DT_DOUBLE = 11,
+    EST_DT_UINT32 = 12,
+    EST_DT_UINT64 = 13,
+    EST_DT_COMPLEX64 = 14,
+    EST_DT_COMPLEX128 = 15,
+    EST_DT_BFLOAT16 = 16,
+    EST_DT_FLOAT8E4M3FN = 17,
+    EST_DT_FLOAT8E4M3FNUZ = 18,
+    EST_DT_FLOAT8E5M2 = 19,
+    EST_DT_FLOAT8E5M2FNUZ = 20,
+    EST_DT_UINT4 = 21,
+    EST_DT_INT4 = 22,
+    EST_DT_FLOAT4E2M1 = 23,
+    EST_DT_COUNT
+} est_dtype;
+
+/* Lower-case name ("float32", "int64", "bfloat16"); "undefined" if unknown. */
+EST_API const char *est_dtype_name(est_dtype dt);
+/* Parses a name from est_dtype_name() (also "float", "half", "fp16", "bf16").
+ * Returns EST_DT_UNDEFINED when unknown. */
+EST_API est_dtype est_dtype_from_name(const char *name);
+/* Bytes taken by `count` elements of `dt` (4-bit types round up). Returns
+ * UINT64_MAX on overflow and 0 for strings or unknown types. */
+EST_API uint64_t est_dtype_bytes(est_dtype dt, uint64_t count);
+
+/* ------------------------------------------------------------------------ */
+/* Loading                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct est_graph est_graph;
+
+/* Loads an ONNX (.onnx) or JSON graph (.json) file; the format is chosen by
+ * the file's content. Weight bytes are never kept: only names, dtypes and
+ * dims, plus the values of small integer tensors that compute shapes.
+ * On success *out is a new graph owned by the caller (est_graph_free). */
+EST_API est_status est_load_file(const char *path, est_graph **out, est_error *err);
+
+/* Loads an ONNX ModelProto from memory. `name` labels error messages (may be
+ * NULL). The buffer is only read during the call. */
+EST_API est_status est_load_onnx_buffer(const void *data, size_t size, const char *name,
+                                        est_graph **out, est_error *err);
+
+/* Loads the JSON graph format (docs/json-format.md) from memory. */
+EST_API est_status est_load_json_buffer(const char *text, size_t size, const char *name,
+                                        est_graph **out, est_error *err);
+
+/* Frees a graph; NULL is allowed. */
+EST_API void est_graph_free(est_graph *g);
+
+/* Serialises a graph to the JSON graph format. On success *out is a
+ * NUL-terminated string owned by the caller, freed with est_free(). */
+EST_API est_status est_graph_to_json(const est_graph *g, char **out, est_error *err);
+
+/* Frees memory the library handed to the caller as `char *`. */
+EST_API void est_free(void *p);
+
+/* Graph facts that need no estimate. Strings belong to the graph. */
+EST_API const char *est_graph_name(const est_graph *g);      /* file name or "<memory>" */
+EST_API size_t est_graph_node_count(const est_graph *g);
+EST_API int64_t est_graph_opset(const est_graph *g);         /* default-domain opset */
+EST_API size_t est_graph_input_count(const est_graph *g);
+EST_API const char *est_graph_input_name(const est_graph *g, size_t i);
+
+/* ------------------------------------------------------------------------ */
+/* Estimating                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Binds a symbolic dim by name, e.g. {"seq", 512}. */
+typedef struct est_binding {
+    const char *name;
+    int64_t value;
+} est_binding;
+
+/* The known contents of a graph input, for models that take a shape or an
+ * index tensor as input. Exactly one of ints/floats is set; `count` elements
+ * in row-major order. Only used for constant folding during shape inference. */
+typedef struct est_input_value {
+    const char *name;
+    size_t count;
+    const int64_t *ints;
+    const double *floats;
+} est_input_value;
+
+typedef struct est_options {
+    int64_t batch;                 /* binds the leading symbolic dim of every
+                                      graph input; 0 = not given */
+    const est_binding *dims;       /* binds symbolic dims by name */
+    size_t n_dims;
+    const est_input_value *values; /* optional known input contents */
+    size_t n_values;
+} est_options;
+
+/* Sets every option to its default (no batch, no bindings). */
+EST_API void est_options_init(est_options *opt);
+
+typedef struct est_report est_report;
+
+/* Infers every shape under `opt` and fills a new report owned by the caller
+ * (est_report_free). Does not modify or re-parse the graph; safe to call
+ * concurrently on the same graph. */
+EST_API est_status est_estimate(const est_graph *g, const est_options *opt,
+                                est_report **out, est_error *err);
+
+/* Frees a report; NULL is allowed. */
+EST_API void est_report_free(est_report *r);
+
+/* One tensor as a layer sees it. Read-only, owned by the report. */
+typedef struct est_tensor_info {
+    const char *name;
+    est_dtype dtype;
+    int rank;
+    const int64_t *shape;  /* `rank` dims */
+    uint64_t elements;
+    uint64_t bytes;
+} est_tensor_info;
+
+/* One node of the graph, in execution (topological) order. */
+typedef struct est_layer {
+    const char *name;      /* the node's name, or "<op>_<index>" if it has none */
+    const char *op;        /* ONNX op_type */
+    const char *domain;    /* "" for the standard domain */
+    size_t n_inputs;
+    const est_tensor_info *inputs;   /* absent optional inputs are left out */
+    size_t n_outputs;
+    const est_tensor_info *outputs;
+    uint64_t param_count;  /* trainable weights first consumed by this layer */
+    uint64_t param_bytes;
+    uint64_t buffer_bytes; /* non-trainable state first consumed here
+                              (BatchNorm running statistics) */
+    uint64_t output_bytes; /* sum of outputs[].bytes */
+    int shape_only;        /* 1 when every output was folded to a constant:
+                              the node only computes shapes */
+} est_layer;
+
+typedef struct est_totals {
+    uint64_t param_count;
+    uint64_t param_bytes;
+    uint64_t buffer_count;
+    uint64_t buffer_bytes;
+    uint64_t constant_bytes;  /* other initializers (shape constants, ...) */
+    uint64_t input_bytes;     /* graph inputs at the bound shapes */
+    uint64_t output_bytes;    /* sum of every layer's output bytes */
+} est_totals;
+
+EST_API size_t est_report_layer_count(const est_report *r);
+/* The i-th layer, or NULL when i is out of range. */
+EST_API const est_layer *est_report_layer(const est_report *r, size_t i);
+EST_API const est_totals *est_report_totals(const est_report *r);
+EST_API int64_t est_report_batch(const est_report *r);   /* 0 if none */
+/* The symbolic dims that were bound, in order of first appearance. */
+EST_API size_t est_report_dim_count(const est_report *r);
+EST_API const est_binding *est_report_dim(const est_report *r, size_t i);
+/* Graph outputs, with their inferred shapes. */
+EST_API size_t est_report_output_count(const est_report *r);
+EST_API const est_tensor_info *est_report_output(const est_report *r, size_t i);
+
+/* ------------------------------------------------------------------------ */
+/* Operator registry                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Number of supported operators, and the i-th one's op_type and domain
+ * (static strings). Used by `memest ops`. */
+EST_API size_t est_op_count(void);
+EST_API const char *est_op_name(size_t i);
+EST_API const char *est_op_domain(size_t i);
+EST_API const char *est_op_family(size_t i);
+
+EST_API const char *est_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ESTIMATE_H */

@@ -1,0 +1,322 @@
+/* graph.c: building a graph, validating it, ordering it topologically. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+#include "registry.h"
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+est_graph *est__graph_new(const char *source) {
+    est_graph *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->source = est__strdup(source ? source : "<memory>");
+    g->name = est__strdup("");
+    g->producer = est__strdup("");
+    if (!g->source || !g->name || !g->producer) {
+        est_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void free_attr(est_attr *a) {
+    free(a->name);
+    free(a->s);
+    free(a->ints);
+    free(a->floats);
+    if (a->strings)
+        for (int64_t i = 0; i < a->n; i++) free(a->strings[i]);
+    free(a->strings);
+    est__const_free(a->t_value);
+}
+
+void est_graph_free(est_graph *g) {
+    if (!g) return;
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        free(g->tensors[i].name);
+        free(g->tensors[i].dims);
+        est__const_free(g->tensors[i].value);
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        est_node *n = &g->nodes[i];
+        free(n->name);
+        free(n->op_type);
+        free(n->domain);
+        free(n->inputs);
+        free(n->outputs);
+        for (int32_t k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
+        free(n->attrs);
+    }
+    for (int32_t i = 0; i < g->n_symbols; i++) free(g->symbols[i]);
+    free(g->symbols);
+    free(g->tensors);
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->names.slots);
+    free(g->source);
+    free(g->name);
+    free(g->producer);
+    free(g);
+}
+
+static bool map_grow(est_graph *g) {
+    uint64_t cap = g->names.cap ? g->names.cap * 2 : 64;
+    int32_t *slots = malloc(cap * sizeof *slots);
+    if (!slots) return false;
+    for (uint64_t i = 0; i < cap; i++) slots[i] = -1;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        uint64_t h = hash_name(g->tensors[t].name) & (cap - 1);
+        while (slots[h] >= 0) h = (h + 1) & (cap - 1);
+        slots[h] = t;
+    }
+    free(g->names.slots);
+    g->names.slots = slots;
+    g->names.cap = cap;
+    return true;
+}
+
+int32_t est__graph_find(const est_graph *g, const char *name) {
+    if (!g->names.cap) return -1;
+    uint64_t mask = g->names.cap - 1;
+    for (uint64_t h = hash_name(name) & mask;; h = (h + 1) & mask) {
+        int32_t t = g->names.slots[h];
+        if (t < 0) return -1;
+        if (strcmp(g->tensors[t].name, name) == 0) return t;
+    }
+}
+
+int32_t est__graph_tensor(est_graph *g, const char *name) {
+    int32_t t = est__graph_find(g, name);
+    if (t >= 0) return t;
+    if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g)) return -1;
+    if (g->n_tensors == g->cap_tensors) {
+        int32_t cap = g->cap_tensors ? g->cap_tensors * 2 : 64;
+        est_tensor *nt = realloc(g->tensors, (size_t)cap * sizeof *nt);
+        if (!nt) return -1;
+        g->tensors = nt;
+        g->cap_tensors = cap;
+    }
+    char *copy = est__strdup(name);
+    if (!copy) return -1;
+    t = g->n_tensors++;
+    g->tensors[t] = (est_tensor){.name = copy, .rank = -1, .producer = -1, .first_consumer = -1};
+    uint64_t mask = g->names.cap - 1;
+    uint64_t h = hash_name(name) & mask;
+    while (g->names.slots[h] >= 0) h = (h + 1) & mask;
+    g->names.slots[h] = t;
+    return t;
+}
+
+int32_t est__graph_symbol(est_graph *g, const char *name) {
+    for (int32_t i = 0; i < g->n_symbols; i++)
+        if (strcmp(g->symbols[i], name) == 0) return i;
+    char **ns = realloc(g->symbols, (size_t)(g->n_symbols + 1) * sizeof *ns);
+    if (!ns) return -1;
+    g->symbols = ns;
+    if (!(ns[g->n_symbols] = est__strdup(name))) return -1;
+    return g->n_symbols++;
+}
+
+est_node *est__graph_add_node(est_graph *g) {
+    if (g->n_nodes == g->cap_nodes) {
+        int32_t cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        est_node *nn = realloc(g->nodes, (size_t)cap * sizeof *nn);
+        if (!nn) return NULL;
+        g->nodes = nn;
+        g->cap_nodes = cap;
+    }
+    est_node *n = &g->nodes[g->n_nodes++];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+/* ---- finishing ------------------------------------------------------------ */
+
+static const char *tensor_origin(const est_tensor *t) {
+    return t->kind == EST_T_INPUT ? "graph input" : "initializer";
+}
+
+static est_status assign_producers(est_graph *g, est_error *err) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        est_node *n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t < 0) continue;
+            est_tensor *tt = &g->tensors[t];
+            if (tt->kind != EST_T_ACTIVATION)
+                return est__fail(err, EST_EGRAPH, "%s: node '%s' (%s): output '%s' redefines a %s",
+                                 g->source, n->name, n->op_type, tt->name, tensor_origin(tt));
+            if (tt->producer >= 0)
+                return est__fail(err, EST_EGRAPH,
+                                 "%s: node '%s' (%s): output '%s' is already produced by node '%s'",
+                                 g->source, n->name, n->op_type, tt->name,
+                                 g->nodes[tt->producer].name);
+            tt->producer = i;
+        }
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        est_node *n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k];
+            if (t < 0) continue;
+            est_tensor *tt = &g->tensors[t];
+            if (tt->kind == EST_T_ACTIVATION && tt->producer < 0)
+                return est__fail(err, EST_EGRAPH,
+                                 "%s: node '%s' (%s): input '%s' is not produced by any node, "
+                                 "graph input or initializer",
+                                 g->source, n->name, n->op_type, tt->name);
+        }
+    }
+    for (int32_t k = 0; k < g->n_outputs; k++) {
+        est_tensor *tt = &g->tensors[g->outputs[k]];
+        if (tt->kind == EST_T_ACTIVATION && tt->producer < 0)
+            return est__fail(err, EST_EGRAPH, "%s: graph output '%s' is not produced by any node",
+                             g->source, tt->name);
+    }
+    return EST_OK;
+}
+
+static bool already_sorted(const est_graph *g) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && g->tensors[n->inputs[k]].producer >= i) return false;
+    }
+    return true;
+}
+
+/* Kahn's algorithm over node -> consumer edges; reports a node on a cycle. */
+static est_status sort_nodes(est_graph *g, est_error *err) {
+    if (already_sorted(g)) return EST_OK;
+    int32_t nn = g->n_nodes;
+    int64_t n_edges = 0;
+    for (int32_t i = 0; i < nn; i++) n_edges += g->nodes[i].n_inputs;
+    int32_t *indeg = calloc((size_t)nn + 1, sizeof *indeg);
+    int32_t *start = calloc((size_t)nn + 1, sizeof *start);
+    int32_t *edges = malloc((size_t)(n_edges ? n_edges : 1) * sizeof *edges);
+    int32_t *order = malloc((size_t)(nn ? nn : 1) * sizeof *order);
+    est_node *sorted = malloc((size_t)(nn ? nn : 1) * sizeof *sorted);
+    est_status st = EST_OK;
+    if (!indeg || !start || !edges || !order || !sorted) {
+        st = est__fail(err, EST_ENOMEM, "%s: out of memory sorting nodes", g->source);
+        goto out;
+    }
+    for (int32_t i = 0; i < nn; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
+            int32_t t = g->nodes[i].inputs[k];
+            if (t >= 0 && g->tensors[t].producer >= 0) {
+                start[g->tensors[t].producer + 1]++;
+                indeg[i]++;
+            }
+        }
+    for (int32_t i = 0; i < nn; i++) start[i + 1] += start[i];
+    {
+        int32_t *fill = calloc((size_t)nn + 1, sizeof *fill);
+        if (!fill) {
+            st = est__fail(err, EST_ENOMEM, "%s: out of memory sorting nodes", g->source);
+            goto out;
+        }
+        for (int32_t i = 0; i < nn; i++)
+            for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
+                int32_t t = g->nodes[i].inputs[k];
+                if (t >= 0 && g->tensors[t].producer >= 0) {
+                    int32_t p = g->tensors[t].producer;
+                    edges[start[p] + fill[p]++] = i;
+                }
+            }
+        free(fill);
+    }
+    int32_t head = 0, tail = 0;
+    for (int32_t i = 0; i < nn; i++)
+        if (indeg[i] == 0) order[tail++] = i;
+    while (head < tail) {
+        int32_t p = order[head++];
+        for (int32_t e = start[p]; e < start[p + 1]; e++)
+            if (--indeg[edges[e]] == 0) order[tail++] = edges[e];
+    }
+    if (tail < nn) {
+        int32_t bad = 0;
+        while (bad < nn && indeg[bad] == 0) bad++;
+        st = est__fail(err, EST_EGRAPH, "%s: node '%s' (%s): the graph has a cycle through this node",
+                       g->source, g->nodes[bad].name, g->nodes[bad].op_type);
+        goto out;
+    }
+    for (int32_t i = 0; i < nn; i++) sorted[i] = g->nodes[order[i]];
+    free(g->nodes);
+    g->nodes = sorted;
+    g->cap_nodes = nn;
+    sorted = NULL;
+    for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].producer = -1;
+    for (int32_t i = 0; i < nn; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
+            if (g->nodes[i].outputs[k] >= 0) g->tensors[g->nodes[i].outputs[k]].producer = i;
+out:
+    free(indeg);
+    free(start);
+    free(edges);
+    free(order);
+    free(sorted);
+    return st;
+}
+
+/* An initializer is a parameter when a node may differentiate through it, a
+ * buffer when it feeds running-statistics slots, a constant otherwise. */
+static void classify_initializers(est_graph *g) {
+    enum { USE_DIFF = 1, USE_BUFFER = 2 };
+    uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
+    if (!use) return; /* roles stay NONE; the report then counts no params */
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k];
+            if (t < 0 || g->tensors[t].kind != EST_T_INITIALIZER) continue;
+            est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
+            if (n->op && (n->op->buffer_inputs & bit)) use[t] |= USE_BUFFER;
+            else if (!n->op || !(n->op->nondiff_inputs & bit)) use[t] |= USE_DIFF;
+        }
+    }
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        est_tensor *tt = &g->tensors[t];
+        if (tt->kind != EST_T_INITIALIZER) continue;
+        if (use[t] & USE_BUFFER) tt->role = EST_ROLE_BUFFER;
+        /* A 0-d float initializer is a folded scalar (a scale, an epsilon),
+         * not a module's weight. */
+        else if ((use[t] & USE_DIFF) && est__dtype_is_float(tt->dtype) && tt->rank > 0)
+            tt->role = EST_ROLE_PARAM;
+        else tt->role = EST_ROLE_CONST;
+    }
+    free(use);
+}
+
+est_status est__graph_finish(est_graph *g, est_error *err) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        est_node *n = &g->nodes[i];
+        if (strcmp(n->domain, "ai.onnx") == 0) n->domain[0] = '\0';
+        n->op = est__op_lookup(n->domain, n->op_type);
+    }
+    est_status st = assign_producers(g, err);
+    if (st == EST_OK) st = sort_nodes(g, err);
+    if (st != EST_OK) return st;
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
+    classify_initializers(g);
+    return EST_OK;
+}
+
+/* ---- public accessors ------------------------------------------------------ */
+
+const char *est_graph_name(const est_graph *g) { return g ? g->source : ""; }
+size_t est_graph_node_count(const est_graph *g) { return g ? (size_t)g->n_nodes : 0; }
+int64_t est_graph_opset(const est_graph *g) { return g ? g->opset : 0; }
+size_t est_graph_input_count(const est_graph *g) { return g ? (size_t)g->n_inputs : 0; }
+const char *est_graph_input_name(const est_graph *g, size_t i) {
+    if (!g || i >= (size_t)g->n_inputs) return NULL;
+    return g->tensors[g->inputs[i]].name;
+}

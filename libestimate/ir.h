@@ -1,0 +1,182 @@
+/*
+ * ir.h: the in-memory graph every loader builds and every pass reads.
+ *
+ * A graph is tensors plus nodes. Tensors are named values: graph inputs,
+ * initializers (weights, with dims but no bytes) and node outputs. Nodes refer
+ * to tensors by index. After est__graph_finish() the nodes are in topological
+ * order and every tensor has exactly one producer (a node, the graph's inputs
+ * or an initializer), so passes can walk `nodes` front to back.
+ *
+ * Internal: not installed. Names with a double underscore are library-private.
+ */
+#ifndef EST_IR_H
+#define EST_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "estimate.h"
+
+#define EST_MAX_RANK 12
+#define EST_MAX_IO 64      /* inputs or outputs a single node may have */
+
+/* Element values of a small tensor known at estimate time. Integer and bool
+ * types are held as int64, floating types as double. */
+typedef struct est_const {
+    est_dtype dtype;
+    int64_t count;
+    int64_t *i64;   /* set for integer/bool dtypes */
+    double *f64;    /* set for floating dtypes */
+} est_const;
+
+typedef enum est_tensor_kind {
+    EST_T_ACTIVATION = 0, /* produced by a node */
+    EST_T_INPUT,          /* graph input */
+    EST_T_INITIALIZER,    /* weight or constant stored in the model */
+} est_tensor_kind;
+
+/* What an initializer is, decided from how nodes use it. */
+typedef enum est_init_role {
+    EST_ROLE_NONE = 0,
+    EST_ROLE_PARAM,   /* trainable weight */
+    EST_ROLE_BUFFER,  /* non-trainable state (BatchNorm running stats) */
+    EST_ROLE_CONST,   /* shape constants, scalars, dropout ratios, ... */
+} est_init_role;
+
+/* A declared dim: a value, or a symbol (index into graph->symbols), or
+ * unknown (value < 0 and sym < 0). */
+typedef struct est_dimdecl {
+    int64_t value;
+    int32_t sym;
+} est_dimdecl;
+
+typedef struct est_tensor {
+    char *name;
+    est_tensor_kind kind;
+    est_init_role role;
+    est_dtype dtype;        /* declared dtype; UNDEFINED when not declared */
+    int32_t rank;           /* declared rank; -1 when not declared */
+    est_dimdecl *dims;      /* declared dims (rank entries) or NULL */
+    est_const *value;       /* small initializer values kept for folding */
+    int32_t producer;       /* node index, -1 for inputs and initializers */
+    int32_t first_consumer; /* node index, -1 if unused */
+} est_tensor;
+
+typedef enum est_attr_type {
+    EST_ATTR_UNDEFINED = 0,
+    EST_ATTR_FLOAT = 1,
+    EST_ATTR_INT = 2,
+    EST_ATTR_STRING = 3,
+    EST_ATTR_TENSOR = 4,
+    EST_ATTR_GRAPH = 5,
+    EST_ATTR_FLOATS = 6,
+    EST_ATTR_INTS = 7,
+    EST_ATTR_STRINGS = 8,
+    EST_ATTR_TENSORS = 9,
+    EST_ATTR_GRAPHS = 10,
+    EST_ATTR_SPARSE_TENSOR = 11,
+    EST_ATTR_SPARSE_TENSORS = 12,
+    EST_ATTR_TYPE_PROTO = 13,
+    EST_ATTR_TYPE_PROTOS = 14,
+} est_attr_type;
+
+typedef struct est_attr {
+    char *name;
+    est_attr_type type;
+    int64_t i;
+    double f;
+    char *s;             /* STRING (NUL-terminated copy) */
+    int64_t n;           /* element count of ints/floats/strings */
+    int64_t *ints;
+    double *floats;
+    char **strings;
+    /* TENSOR: dtype and dims always; values only when small (for folding). */
+    est_dtype t_dtype;
+    int32_t t_rank;
+    int64_t t_dims[EST_MAX_RANK];
+    est_const *t_value;
+} est_attr;
+
+struct est_op_def;
+
+typedef struct est_node {
+    char *name;         /* never NULL: "<op>_<index>" when the model has none */
+    char *op_type;
+    char *domain;       /* "" for the standard domain */
+    const struct est_op_def *op; /* registry entry, NULL if unsupported */
+    int32_t n_inputs;
+    int32_t *inputs;    /* tensor indices; -1 for an omitted optional input */
+    int32_t n_outputs;
+    int32_t *outputs;   /* tensor indices; -1 for an omitted optional output */
+    int32_t n_attrs;
+    est_attr *attrs;
+    int64_t opset;      /* opset of the node's domain */
+} est_node;
+
+typedef struct est_name_map {
+    uint64_t cap;       /* power of two */
+    int32_t *slots;     /* tensor index or -1 */
+} est_name_map;
+
+struct est_graph {
+    char *source;        /* file path or "<memory>" */
+    char *name;          /* graph name from the model */
+    char *producer;      /* producer_name, e.g. "pytorch" */
+    int64_t ir_version;
+    int64_t opset;       /* default-domain opset */
+    int32_t n_tensors, cap_tensors;
+    est_tensor *tensors;
+    int32_t n_nodes, cap_nodes;
+    est_node *nodes;     /* topological order after finish */
+    int32_t n_inputs;
+    int32_t *inputs;     /* graph inputs that are not initializers */
+    int32_t n_outputs;
+    int32_t *outputs;
+    int32_t n_symbols;
+    char **symbols;      /* distinct dim_param names */
+    est_name_map names;
+};
+
+/* ---- building (used by the loaders) ----------------------------------- */
+
+est_graph *est__graph_new(const char *source);
+/* Returns the tensor index for `name`, creating an activation tensor if new;
+ * -1 on allocation failure. */
+int32_t est__graph_tensor(est_graph *g, const char *name);
+/* Returns the index of an existing tensor or -1. */
+int32_t est__graph_find(const est_graph *g, const char *name);
+/* Interns a dim_param name; returns its index or -1 on allocation failure. */
+int32_t est__graph_symbol(est_graph *g, const char *name);
+/* Appends a zeroed node; returns it or NULL on allocation failure. */
+est_node *est__graph_add_node(est_graph *g);
+/* Validates structure (unique producers, no cycles, every input produced),
+ * sorts nodes topologically, resolves ops and classifies initializers. */
+est_status est__graph_finish(est_graph *g, est_error *err);
+
+void est__const_free(est_const *c);
+est_const *est__const_new(est_dtype dt, int64_t count);
+bool est__dtype_is_float(est_dtype dt);
+bool est__dtype_is_int(est_dtype dt); /* integers and bool */
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* Fills err (if not NULL) with code and a formatted message; returns code. */
+est_status est__fail(est_error *err, est_status code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Checked arithmetic for element counts and bytes. */
+static inline bool est__mul_overflow(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+
+char *est__strdup(const char *s);
+
+/* Values that bound work on hostile input; see docs/robustness.md. */
+#define EST_FOLD_MAX_ELEMENTS 65536   /* largest tensor folded to a constant */
+#define EST_MAX_DIM_VALUE ((int64_t)1 << 40)
+
+#endif

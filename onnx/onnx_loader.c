@@ -1,0 +1,422 @@
+/*
+ * onnx_loader.c: ModelProto -> est_graph, through the protobuf-c parser that
+ * the build generates from onnx.proto.
+ *
+ * Only structure is kept: names, dtypes, dims, attributes, and the values of
+ * small numeric tensors (shape constants) that shape inference folds. Weight
+ * bytes are dropped with the parsed message before this returns, and weights
+ * in external files are never opened.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx.pb-c.h"
+#include "onnx_loader.h"
+
+typedef struct loader {
+    est_graph *g;
+    est_error *err;
+    const char *src;
+} loader;
+
+static est_status oom(loader *L) {
+    return est__fail(L->err, EST_ENOMEM, "%s: out of memory while loading", L->src);
+}
+
+static const char *str_or_empty(const char *s) { return s ? s : ""; }
+
+/* ---- tensor values -------------------------------------------------------- */
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (mant == 0) bits = sign;
+        else { /* subnormal: normalise */
+            exp = 127 - 15 + 1;
+            while (!(mant & 0x400)) { mant <<= 1; exp--; }
+            bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+        }
+    } else if (exp == 31) bits = sign | 0x7f800000u | (mant << 13);
+    else bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static float bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Reads element k of little-endian raw bytes. */
+static void raw_element(const uint8_t *p, est_dtype dt, int64_t k, int64_t *iv, double *fv) {
+    uint64_t u = 0;
+    size_t w = est_dtype_bytes(dt, 1);
+    for (size_t b = 0; b < w; b++) u |= (uint64_t)p[(size_t)k * w + b] << (8 * b);
+    switch (dt) {
+    case EST_DT_FLOAT: { uint32_t x = (uint32_t)u; float f; memcpy(&f, &x, 4); *fv = f; break; }
+    case EST_DT_DOUBLE: { double d; memcpy(&d, &u, 8); *fv = d; break; }
+    case EST_DT_FLOAT16: *fv = half_to_float((uint16_t)u); break;
+    case EST_DT_BFLOAT16: *fv = bf16_to_float((uint16_t)u); break;
+    case EST_DT_INT8: *iv = (int8_t)u; break;
+    case EST_DT_INT16: *iv = (int16_t)u; break;
+    case EST_DT_INT32: *iv = (int32_t)u; break;
+    case EST_DT_INT64: *iv = (int64_t)u; break;
+    case EST_DT_BOOL: *iv = u != 0; break;
+    default: *iv = (int64_t)u; break; /* unsigned types */
+    }
+}
+
+/* Decodes a TensorProto's values when small, numeric and embedded. Returns
+ * EST_OK with *out NULL when the values are not kept. */
+static est_status decode_values(const Onnx__TensorProto *t, int64_t count, est_const **out,
+                                est_error *err, const char *src) {
+    *out = NULL;
+    est_dtype dt = (est_dtype)t->data_type;
+    if (count > EST_FOLD_MAX_ELEMENTS) return EST_OK;
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return EST_OK;
+    if (!est__dtype_is_float(dt) && !est__dtype_is_int(dt)) return EST_OK;
+    size_t width = est_dtype_bytes(dt, 1);
+    if (dt == EST_DT_UINT4 || dt == EST_DT_INT4 || dt == EST_DT_FLOAT4E2M1 || width == 0 ||
+        (est__dtype_is_float(dt) && dt != EST_DT_FLOAT && dt != EST_DT_DOUBLE &&
+         dt != EST_DT_FLOAT16 && dt != EST_DT_BFLOAT16))
+        return EST_OK; /* never needed for shapes */
+    est_const *c = est__const_new(dt, count);
+    if (!c) return est__fail(err, EST_ENOMEM, "%s: out of memory decoding '%s'", src, str_or_empty(t->name));
+    bool is_f = c->f64 != NULL;
+    for (int64_t k = 0; k < count; k++) {
+        int64_t iv = 0;
+        double fv = 0;
+        if (t->has_raw_data) {
+            if ((uint64_t)t->raw_data.len < (uint64_t)count * width) goto short_data;
+            raw_element(t->raw_data.data, dt, k, &iv, &fv);
+        } else if (dt == EST_DT_FLOAT) {
+            if ((size_t)k >= t->n_float_data) goto short_data;
+            fv = t->float_data[k];
+        } else if (dt == EST_DT_DOUBLE) {
+            if ((size_t)k >= t->n_double_data) goto short_data;
+            fv = t->double_data[k];
+        } else if (dt == EST_DT_INT64) {
+            if ((size_t)k >= t->n_int64_data) goto short_data;
+            iv = t->int64_data[k];
+        } else if (dt == EST_DT_UINT32 || dt == EST_DT_UINT64) {
+            if ((size_t)k >= t->n_uint64_data) goto short_data;
+            iv = (int64_t)t->uint64_data[k];
+        } else {
+            if ((size_t)k >= t->n_int32_data) goto short_data;
+            int32_t v = t->int32_data[k];
+            if (dt == EST_DT_FLOAT16) fv = half_to_float((uint16_t)v);
+            else if (dt == EST_DT_BFLOAT16) fv = bf16_to_float((uint16_t)v);
+            else iv = v;
+        }
+        if (is_f) c->f64[k] = fv;
+        else c->i64[k] = iv;
+    }
+    *out = c;
+    return EST_OK;
+short_data:
+    est__const_free(c);
+    return est__fail(err, EST_EPARSE, "%s: tensor '%s' holds fewer values than its dims say", src,
+                     str_or_empty(t->name));
+}
+
+static est_status check_tensor_dims(const Onnx__TensorProto *t, int64_t *count, est_error *err,
+                                    const char *src) {
+    if (t->n_dims > EST_MAX_RANK)
+        return est__fail(err, EST_ELIMIT, "%s: tensor '%s' has rank %zu, above the limit of %d", src,
+                         str_or_empty(t->name), t->n_dims, EST_MAX_RANK);
+    int64_t c = 1;
+    for (size_t d = 0; d < t->n_dims; d++) {
+        if (t->dims[d] < 0)
+            return est__fail(err, EST_ESHAPE, "%s: tensor '%s' has negative dim %lld", src,
+                             str_or_empty(t->name), (long long)t->dims[d]);
+        if (est__mul_overflow(c, t->dims[d], &c))
+            return est__fail(err, EST_EOVERFLOW, "%s: tensor '%s': element count overflows 64 bits",
+                             src, str_or_empty(t->name));
+    }
+    if (t->data_type < 0 || t->data_type >= EST_DT_COUNT || t->data_type == EST_DT_UNDEFINED)
+        return est__fail(err, EST_EPARSE, "%s: tensor '%s' has invalid data type %d", src,
+                         str_or_empty(t->name), (int)t->data_type);
+    *count = c;
+    return EST_OK;
+}
+
+est_status est__onnx_read_tensor(const void *data, size_t size, est_dtype *dtype, int *rank,
+                                 int64_t dims[EST_MAX_RANK], est_const **values, est_error *err) {
+    *values = NULL;
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, size, data);
+    if (!t) return est__fail(err, EST_EPARSE, "not a valid TensorProto");
+    int64_t count = 0;
+    est_status st = check_tensor_dims(t, &count, err, "<tensor>");
+    if (st == EST_OK) {
+        *dtype = (est_dtype)t->data_type;
+        *rank = (int)t->n_dims;
+        for (size_t d = 0; d < t->n_dims; d++) dims[d] = t->dims[d];
+        st = decode_values(t, count, values, err, "<tensor>");
+    }
+    onnx__tensor_proto__free_unpacked(t, NULL);
+    return st;
+}
+
+/* ---- graph pieces ---------------------------------------------------------- */
+
+static est_status add_initializer(loader *L, const Onnx__TensorProto *t) {
+    if (!t->name || !t->name[0])
+        return est__fail(L->err, EST_EPARSE, "%s: an initializer has no name", L->src);
+    int64_t count;
+    est_status st = check_tensor_dims(t, &count, L->err, L->src);
+    if (st != EST_OK) return st;
+    if (est__graph_find(L->g, t->name) >= 0)
+        return est__fail(L->err, EST_EGRAPH, "%s: initializer '%s' is defined twice", L->src, t->name);
+    int32_t ti = est__graph_tensor(L->g, t->name);
+    if (ti < 0) return oom(L);
+    est_tensor *tt = &L->g->tensors[ti];
+    tt->kind = EST_T_INITIALIZER;
+    tt->dtype = (est_dtype)t->data_type;
+    tt->rank = (int32_t)t->n_dims;
+    if (t->n_dims) {
+        tt->dims = calloc(t->n_dims, sizeof *tt->dims);
+        if (!tt->dims) return oom(L);
+        for (size_t d = 0; d < t->n_dims; d++) tt->dims[d] = (est_dimdecl){t->dims[d], -1};
+    }
+    return decode_values(t, count, &tt->value, L->err, L->src);
+}
+
+static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
+    const char *name = str_or_empty(vi->name);
+    if (!name[0]) return est__fail(L->err, EST_EPARSE, "%s: a graph input has no name", L->src);
+    int32_t existing = est__graph_find(L->g, name);
+    if (existing >= 0) {
+        if (L->g->tensors[existing].kind == EST_T_INITIALIZER) return EST_OK; /* IR < 4 style */
+        return est__fail(L->err, EST_EGRAPH, "%s: graph input '%s' is listed twice", L->src, name);
+    }
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return est__fail(L->err, EST_EUNSUPPORTED, "%s: graph input '%s' is not a tensor", L->src, name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int32_t ti = est__graph_tensor(L->g, name);
+    if (ti < 0) return oom(L);
+    est_graph *g = L->g;
+    int32_t *ni = realloc(g->inputs, (size_t)(g->n_inputs + 1) * sizeof *ni);
+    if (!ni) return oom(L);
+    g->inputs = ni;
+    g->inputs[g->n_inputs++] = ti;
+    est_tensor *t = &g->tensors[ti];
+    t->kind = EST_T_INPUT;
+    t->dtype = tt->has_elem_type ? (est_dtype)tt->elem_type : EST_DT_UNDEFINED;
+    if ((unsigned)t->dtype >= EST_DT_COUNT || t->dtype == EST_DT_UNDEFINED)
+        return est__fail(L->err, EST_EPARSE, "%s: graph input '%s' has invalid element type %d", L->src,
+                         name, (int)t->dtype);
+    if (!tt->shape)
+        return est__fail(L->err, EST_ESHAPE, "%s: graph input '%s' has no shape", L->src, name);
+    if (tt->shape->n_dim > EST_MAX_RANK)
+        return est__fail(L->err, EST_ELIMIT, "%s: graph input '%s' has rank %zu, above the limit of %d",
+                         L->src, name, tt->shape->n_dim, EST_MAX_RANK);
+    t->rank = (int32_t)tt->shape->n_dim;
+    if (t->rank) {
+        t->dims = calloc((size_t)t->rank, sizeof *t->dims);
+        if (!t->dims) return oom(L);
+    }
+    for (int32_t d = 0; d < t->rank; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        t->dims[d] = (est_dimdecl){-1, -1};
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (dim->dim_value <= 0)
+                return est__fail(L->err, EST_ESHAPE, "%s: graph input '%s' dim %d is %lld; dims must be positive",
+                                 L->src, name, (int)d, (long long)dim->dim_value);
+            if (dim->dim_value > EST_MAX_DIM_VALUE)
+                return est__fail(L->err, EST_ELIMIT, "%s: graph input '%s' dim %d is %lld, above the limit of %lld",
+                                 L->src, name, (int)d, (long long)dim->dim_value, (long long)EST_MAX_DIM_VALUE);
+            t->dims[d].value = dim->dim_value;
+        } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                   dim->dim_param && dim->dim_param[0]) {
+            if ((t->dims[d].sym = est__graph_symbol(g, dim->dim_param)) < 0) return oom(L);
+        }
+    }
+    return EST_OK;
+}
+
+static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onnx__AttributeProto *p) {
+    if (!(a->name = est__strdup(str_or_empty(p->name)))) return oom(L);
+    est_attr_type type = p->has_type ? (est_attr_type)p->type : EST_ATTR_UNDEFINED;
+    if (type == EST_ATTR_UNDEFINED) { /* IR < 2 models leave the type out */
+        if (p->n_ints) type = EST_ATTR_INTS;
+        else if (p->n_floats) type = EST_ATTR_FLOATS;
+        else if (p->n_strings) type = EST_ATTR_STRINGS;
+        else if (p->t) type = EST_ATTR_TENSOR;
+        else if (p->g) type = EST_ATTR_GRAPH;
+        else if (p->has_s) type = EST_ATTR_STRING;
+        else if (p->has_f) type = EST_ATTR_FLOAT;
+        else type = EST_ATTR_INT;
+    }
+    a->type = type;
+    a->i = p->i;
+    a->f = p->f;
+    switch (type) {
+    case EST_ATTR_STRING:
+        if (!(a->s = malloc(p->s.len + 1))) return oom(L);
+        if (p->s.len) memcpy(a->s, p->s.data, p->s.len);
+        a->s[p->s.len] = '\0';
+        break;
+    case EST_ATTR_INTS:
+        a->n = (int64_t)p->n_ints;
+        if (!(a->ints = malloc((p->n_ints ? p->n_ints : 1) * sizeof *a->ints))) return oom(L);
+        if (p->n_ints) memcpy(a->ints, p->ints, p->n_ints * sizeof *a->ints);
+        break;
+    case EST_ATTR_FLOATS:
+        a->n = (int64_t)p->n_floats;
+        if (!(a->floats = malloc((p->n_floats ? p->n_floats : 1) * sizeof *a->floats))) return oom(L);
+        for (size_t k = 0; k < p->n_floats; k++) a->floats[k] = p->floats[k];
+        break;
+    case EST_ATTR_STRINGS:
+        a->n = (int64_t)p->n_strings;
+        if (!(a->strings = calloc(p->n_strings ? p->n_strings : 1, sizeof *a->strings))) return oom(L);
+        for (size_t k = 0; k < p->n_strings; k++) {
+            if (!(a->strings[k] = malloc(p->strings[k].len + 1))) return oom(L);
+            if (p->strings[k].len) memcpy(a->strings[k], p->strings[k].data, p->strings[k].len);
+            a->strings[k][p->strings[k].len] = '\0';
+        }
+        break;
+    case EST_ATTR_TENSOR: {
+        if (!p->t)
+            return est__fail(L->err, EST_EATTR, "%s: node '%s' (%s): attribute '%s' has no tensor",
+                             L->src, n->name, n->op_type, a->name);
+        int64_t count;
+        est_status st = check_tensor_dims(p->t, &count, L->err, L->src);
+        if (st != EST_OK) return st;
+        a->t_dtype = (est_dtype)p->t->data_type;
+        a->t_rank = (int32_t)p->t->n_dims;
+        for (size_t d = 0; d < p->t->n_dims; d++) a->t_dims[d] = p->t->dims[d];
+        return decode_values(p->t, count, &a->t_value, L->err, L->src);
+    }
+    default:
+        break; /* graphs and type protos: only the type is kept */
+    }
+    return EST_OK;
+}
+
+static int64_t domain_opset(const Onnx__ModelProto *m, const char *domain) {
+    bool std = !domain[0] || strcmp(domain, "ai.onnx") == 0;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const char *d = str_or_empty(m->opset_import[i]->domain);
+        bool dstd = !d[0] || strcmp(d, "ai.onnx") == 0;
+        if ((std && dstd) || strcmp(d, domain) == 0) return m->opset_import[i]->version;
+    }
+    return 0;
+}
+
+static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
+    est_node *n = est__graph_add_node(L->g);
+    if (!n) return oom(L);
+    const char *op = str_or_empty(p->op_type);
+    if (!(n->op_type = est__strdup(op)) || !(n->domain = est__strdup(str_or_empty(p->domain))))
+        return oom(L);
+    if (p->name && p->name[0]) n->name = est__strdup(p->name);
+    else {
+        char buf[96];
+        snprintf(buf, sizeof buf, "%.60s_%d", op[0] ? op : "node", (int)index);
+        n->name = est__strdup(buf);
+    }
+    if (!n->name) return oom(L);
+    if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
+    if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)
+        return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): more than %d inputs or outputs",
+                         L->src, n->name, op, EST_MAX_IO);
+    n->opset = domain_opset(m, n->domain);
+    n->inputs = malloc((p->n_input ? p->n_input : 1) * sizeof *n->inputs);
+    n->outputs = malloc((p->n_output ? p->n_output : 1) * sizeof *n->outputs);
+    n->attrs = calloc(p->n_attribute ? p->n_attribute : 1, sizeof *n->attrs);
+    if (!n->inputs || !n->outputs || !n->attrs) return oom(L);
+    for (size_t k = 0; k < p->n_input; k++) {
+        n->inputs[k] = -1;
+        if (p->input[k] && p->input[k][0] && (n->inputs[k] = est__graph_tensor(L->g, p->input[k])) < 0)
+            return oom(L);
+        n->n_inputs++;
+    }
+    for (size_t k = 0; k < p->n_output; k++) {
+        n->outputs[k] = -1;
+        if (p->output[k] && p->output[k][0] && (n->outputs[k] = est__graph_tensor(L->g, p->output[k])) < 0)
+            return oom(L);
+        n->n_outputs++;
+    }
+    for (size_t k = 0; k < p->n_attribute; k++) {
+        est_status st = copy_attr(L, n, &n->attrs[n->n_attrs++], p->attribute[k]);
+        if (st != EST_OK) return st;
+    }
+    return EST_OK;
+}
+
+static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
+    est_graph *g = L->g;
+    const Onnx__GraphProto *gp = m->graph;
+    if (!gp) return est__fail(L->err, EST_EPARSE, "%s: the model has no graph (not an ONNX model?)", L->src);
+    g->ir_version = m->has_ir_version ? m->ir_version : 0;
+    if (g->ir_version < 3)
+        return est__fail(L->err, EST_EPARSE, "%s: IR version %lld is not supported (3 and up are)",
+                         L->src, (long long)g->ir_version);
+    g->opset = domain_opset(m, "");
+    if (g->opset == 0)
+        return est__fail(L->err, EST_EUNSUPPORTED, "%s: the model imports no default-domain opset", L->src);
+    if (g->opset < 7)
+        return est__fail(L->err, EST_EUNSUPPORTED, "%s: opset %lld is not supported (7 and up are)",
+                         L->src, (long long)g->opset);
+    free(g->name);
+    free(g->producer);
+    g->name = est__strdup(str_or_empty(gp->name));
+    g->producer = est__strdup(str_or_empty(m->producer_name));
+    if (!g->name || !g->producer) return oom(L);
+
+    est_status st = EST_OK;
+    for (size_t i = 0; i < gp->n_initializer && st == EST_OK; i++) st = add_initializer(L, gp->initializer[i]);
+    for (size_t i = 0; i < gp->n_sparse_initializer && st == EST_OK; i++) {
+        const Onnx__SparseTensorProto *sp = gp->sparse_initializer[i];
+        if (!sp->values) return est__fail(L->err, EST_EPARSE, "%s: sparse initializer without values", L->src);
+        Onnx__TensorProto dense = *sp->values; /* name and dtype from values, dims from the sparse */
+        dense.n_dims = sp->n_dims;
+        dense.dims = sp->dims;
+        dense.has_raw_data = 0;
+        dense.n_float_data = dense.n_int32_data = dense.n_int64_data = dense.n_double_data = 0;
+        dense.n_uint64_data = 0;
+        dense.has_data_location = 1;
+        dense.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL; /* no values */
+        st = add_initializer(L, &dense);
+    }
+    for (size_t i = 0; i < gp->n_input && st == EST_OK; i++) st = add_input(L, gp->input[i]);
+    for (size_t i = 0; i < gp->n_node && st == EST_OK; i++) st = add_node(L, m, gp->node[i], (int32_t)i);
+    if (st != EST_OK) return st;
+    g->outputs = malloc((gp->n_output ? gp->n_output : 1) * sizeof *g->outputs);
+    if (!g->outputs) return oom(L);
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = str_or_empty(gp->output[i]->name);
+        int32_t t = est__graph_find(g, name);
+        if (t < 0)
+            return est__fail(L->err, EST_EGRAPH, "%s: graph output '%s' is not produced by any node",
+                             L->src, name);
+        g->outputs[g->n_outputs++] = t;
+    }
+    return est__graph_finish(g, L->err);
+}
+
+est_status est_load_onnx_buffer(const void *data, size_t size, const char *name, est_graph **out,
+                                est_error *err) {
+    if (!out) return est__fail(err, EST_EINVAL, "est_load_onnx_buffer: out is NULL");
+    *out = NULL;
+    const char *src = name ? name : "<memory>";
+    if (!data && size) return est__fail(err, EST_EINVAL, "%s: data is NULL", src);
+    if (size == 0) return est__fail(err, EST_EPARSE, "%s: the file is empty", src);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
+    if (!m)
+        return est__fail(err, EST_EPARSE, "%s: not a valid ONNX protobuf (truncated or corrupt)", src);
+    loader L = {.g = est__graph_new(src), .err = err, .src = src};
+    est_status st = L.g ? build_graph(&L, m) : est__fail(err, EST_ENOMEM, "%s: out of memory", src);
+    onnx__model_proto__free_unpacked(m, NULL);
+    if (st != EST_OK) {
+        est_graph_free(L.g);
+        return st;
+    }
+    *out = L.g;
+    return EST_OK;
+}
