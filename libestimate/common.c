@@ -83,6 +83,9 @@ static const dtype_info dtypes[EST_DT_COUNT] = {
     [EST_DT_UINT4] = {"uint4", 4},
     [EST_DT_INT4] = {"int4", 4},
     [EST_DT_FLOAT4E2M1] = {"float4e2m1", 4},
+    [EST_DT_FLOAT8E8M0] = {"float8e8m0", 8},
+    [EST_DT_UINT2] = {"uint2", 2},
+    [EST_DT_INT2] = {"int2", 2},
 };
 
 const char *est_dtype_name(est_dtype dt) {
@@ -115,7 +118,7 @@ bool est__dtype_is_float(est_dtype dt) {
     switch (dt) {
     case EST_DT_FLOAT: case EST_DT_FLOAT16: case EST_DT_DOUBLE: case EST_DT_BFLOAT16:
     case EST_DT_FLOAT8E4M3FN: case EST_DT_FLOAT8E4M3FNUZ: case EST_DT_FLOAT8E5M2:
-    case EST_DT_FLOAT8E5M2FNUZ: case EST_DT_FLOAT4E2M1:
+    case EST_DT_FLOAT8E5M2FNUZ: case EST_DT_FLOAT4E2M1: case EST_DT_FLOAT8E8M0:
         return true;
     default:
         return false;
@@ -126,7 +129,7 @@ bool est__dtype_is_int(est_dtype dt) {
     switch (dt) {
     case EST_DT_UINT8: case EST_DT_INT8: case EST_DT_UINT16: case EST_DT_INT16:
     case EST_DT_INT32: case EST_DT_INT64: case EST_DT_BOOL: case EST_DT_UINT32:
-    case EST_DT_UINT64: case EST_DT_UINT4: case EST_DT_INT4:
+    case EST_DT_UINT64: case EST_DT_UINT4: case EST_DT_INT4: case EST_DT_UINT2: case EST_DT_INT2:
         return true;
     default:
         return false;

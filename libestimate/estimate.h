@@ -132,6 +132,9 @@ typedef enum est_dtype {
     EST_DT_UINT4 = 21,
     EST_DT_INT4 = 22,
     EST_DT_FLOAT4E2M1 = 23,
+    EST_DT_FLOAT8E8M0 = 24,
+    EST_DT_UINT2 = 25,
+    EST_DT_INT2 = 26,
     EST_DT_COUNT
 } est_dtype;
 
@@ -140,7 +143,7 @@ EST_API const char *est_dtype_name(est_dtype dt);
 /* Parses a name from est_dtype_name() (also "float", "half", "fp16", "bf16").
  * Returns EST_DT_UNDEFINED when unknown. */
 EST_API est_dtype est_dtype_from_name(const char *name);
-/* Bytes taken by `count` elements of `dt` (4-bit types round up). Returns
+/* Bytes taken by `count` elements of `dt` (sub-byte types round up). Returns
  * UINT64_MAX on overflow and 0 for strings or unknown types. */
 EST_API uint64_t est_dtype_bytes(est_dtype dt, uint64_t count);
 

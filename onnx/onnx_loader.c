@@ -80,7 +80,8 @@ static est_status decode_values(const Onnx__TensorProto *t, int64_t count, est_c
         return EST_OK;
     if (!est__dtype_is_float(dt) && !est__dtype_is_int(dt)) return EST_OK;
     size_t width = est_dtype_bytes(dt, 1);
-    if (dt == EST_DT_UINT4 || dt == EST_DT_INT4 || dt == EST_DT_FLOAT4E2M1 || width == 0 ||
+    if (dt == EST_DT_UINT4 || dt == EST_DT_INT4 || dt == EST_DT_FLOAT4E2M1 || dt == EST_DT_UINT2 ||
+        dt == EST_DT_INT2 || width == 0 ||
         (est__dtype_is_float(dt) && dt != EST_DT_FLOAT && dt != EST_DT_DOUBLE &&
          dt != EST_DT_FLOAT16 && dt != EST_DT_BFLOAT16))
         return EST_OK; /* never needed for shapes */
@@ -208,8 +209,8 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
     t->kind = EST_T_INPUT;
     t->dtype = tt->has_elem_type ? (est_dtype)tt->elem_type : EST_DT_UNDEFINED;
     if ((unsigned)t->dtype >= EST_DT_COUNT || t->dtype == EST_DT_UNDEFINED)
-        return est__fail(L->err, EST_EPARSE, "%s: graph input '%s' has invalid element type %d", L->src,
-                         name, (int)t->dtype);
+        return est__fail(L->err, EST_EUNSUPPORTED, "%s: graph input '%s' has unsupported element type %d",
+                         L->src, name, (int)t->dtype);
     if (!tt->shape)
         return est__fail(L->err, EST_ESHAPE, "%s: graph input '%s' has no shape", L->src, name);
     if (tt->shape->n_dim > EST_MAX_RANK)
