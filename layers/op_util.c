@@ -243,19 +243,19 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
             pads[i] > EST_MAX_DIM_VALUE || pads[i + n] > EST_MAX_DIM_VALUE)
             return est_op_fail(ctx, EST_ELIMIT, "window attributes above %lld", (long long)EST_MAX_DIM_VALUE);
         int64_t span = dil[i] * (kernel[i] - 1) + 1; /* bounded: both < 2^40 */
+        bool valid = strcmp(auto_pad, "VALID") == 0;
         if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
             out[i] = (in[i] + strides[i] - 1) / strides[i];
-        } else if (strcmp(auto_pad, "VALID") == 0) {
-            out[i] = in[i] >= span ? (in[i] - span) / strides[i] + 1 : 0;
-        } else if (strcmp(auto_pad, "NOTSET") == 0) {
-            int64_t padded = in[i] + pads[i] + pads[i + n];
+        } else if (valid || strcmp(auto_pad, "NOTSET") == 0) {
+            /* VALID is explicit padding of zero; ceil_mode still applies */
+            int64_t pad_begin = valid ? 0 : pads[i], padded = in[i] + (valid ? 0 : pads[i] + pads[i + n]);
             if (padded < span)
                 return est_op_fail(ctx, EST_ESHAPE, "window of %lld is larger than the padded input %lld (axis %d)",
                                    (long long)span, (long long)padded, i);
             int64_t num = padded - span;
             out[i] = (ceil_mode ? (num + strides[i] - 1) / strides[i] : num / strides[i]) + 1;
             /* ceil_mode: the last window must start inside the input or left padding */
-            if (ceil_mode && (out[i] - 1) * strides[i] >= in[i] + pads[i]) out[i]--;
+            if (ceil_mode && (out[i] - 1) * strides[i] >= in[i] + pad_begin) out[i]--;
         } else {
             return est_op_fail(ctx, EST_EATTR, "unknown auto_pad '%s'", auto_pad);
         }

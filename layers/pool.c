@@ -1,7 +1,129 @@
-/* pool.c: TODO ops of the pool family. */
+/* pool.c: pooling over spatial windows (Max/Average/LpPool), global pooling,
+ * MaxRoiPool and MaxUnpool. */
 #include "registry.h"
 
+/* Reads the required kernel_shape and checks X is (N, C, D1..Dn) to match. */
+static est_status read_kernel(est_infer_ctx *ctx, const est_tval *x, int64_t *kernel, int *n) {
+    const int64_t *ks;
+    int64_t nk;
+    est_status st = est_attr_ints(ctx, "kernel_shape", &ks, &nk);
+    if (st != EST_OK) return st;
+    if (nk < 1) return est_op_fail(ctx, EST_EATTR, "attribute 'kernel_shape' is required");
+    if (x->rank != nk + 2)
+        return est_op_fail(ctx, EST_ESHAPE, "input X has rank %d; a kernel of %lld dims needs rank %lld",
+                           x->rank, (long long)nk, (long long)(nk + 2));
+    for (int i = 0; i < nk; i++) kernel[i] = ks[i];
+    *n = (int)nk;
+    return EST_OK;
+}
+
+/* MaxPool, AveragePool, LpPool: X (N, C, D..) -> Y (N, C, O..); MaxPool's
+ * optional Indices (int64) has Y's shape. */
+static est_status window_pool_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st = est_in_req(ctx, 0, &x);
+    if (st != EST_OK) return st;
+    int64_t kernel[EST_MAX_RANK], out[EST_MAX_RANK], ceil_mode;
+    int n;
+    if ((st = read_kernel(ctx, x, kernel, &n)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "ceil_mode", 0, &ceil_mode)) != EST_OK) return st;
+    out[0] = x->dims[0];
+    out[1] = x->dims[1];
+    if ((st = est_window_out(ctx, n, x->dims + 2, kernel, ceil_mode != 0, out + 2)) != EST_OK) return st;
+    if ((st = est_set_out(ctx, 0, x->dtype, x->rank, out)) != EST_OK) return st;
+    return est_set_out(ctx, 1, EST_DT_INT64, x->rank, out);
+}
+
+/* GlobalAveragePool, GlobalMaxPool, GlobalLpPool: (N, C, D..) -> (N, C, 1..). */
+static est_status global_pool_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st = est_in_req(ctx, 0, &x);
+    if (st != EST_OK) return st;
+    if (x->rank < 2) return est_op_fail(ctx, EST_ESHAPE, "input X has rank %d; needs at least 2", x->rank);
+    int64_t out[EST_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) out[d] = d < 2 ? x->dims[d] : 1;
+    return est_set_out(ctx, 0, x->dtype, x->rank, out);
+}
+
+/* X (N, C, H, W), rois (R, 5) -> (R, C, pooled_h, pooled_w). */
+static est_status max_roi_pool_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *rois;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &rois)) != EST_OK) return st;
+    if (x->rank != 4) return est_op_fail(ctx, EST_ESHAPE, "input X has rank %d; needs 4", x->rank);
+    if (rois->rank != 2 || rois->dims[1] != 5)
+        return est_op_fail(ctx, EST_ESHAPE, "rois must be (num_rois, 5)");
+    const int64_t *pooled;
+    int64_t np;
+    if ((st = est_attr_ints(ctx, "pooled_shape", &pooled, &np)) != EST_OK) return st;
+    if (np != 2) return est_op_fail(ctx, EST_EATTR, "attribute 'pooled_shape' must hold 2 values");
+    int64_t out[4] = {rois->dims[0], x->dims[1], pooled[0], pooled[1]};
+    return est_set_out(ctx, 0, x->dtype, 4, out);
+}
+
+/* Reads a window attribute of n values, or fills dflt when absent. */
+static est_status unpool_attr(est_infer_ctx *ctx, const char *name, int64_t want, int64_t dflt, int64_t *vals) {
+    const int64_t *a;
+    int64_t na;
+    est_status st = est_attr_ints(ctx, name, &a, &na);
+    if (st != EST_OK) return st;
+    if (na >= 0 && na != want)
+        return est_op_fail(ctx, EST_EATTR, "attribute '%s' has %lld values, expected %lld", name,
+                           (long long)na, (long long)want);
+    for (int64_t i = 0; i < want; i++) vals[i] = na < 0 ? dflt : a[i];
+    return EST_OK;
+}
+
+/* X (N, C, D..), I (indices) [, output_shape] -> the pooled input's shape:
+ * output_shape when given, else (D - 1) * stride + kernel - pads. */
+static est_status max_unpool_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st = est_in_req(ctx, 0, &x);
+    if (st != EST_OK) return st;
+    if (est_in(ctx, 2)) {
+        const int64_t *shape;
+        int64_t ns;
+        if ((st = est_in_ints(ctx, 2, &shape, &ns)) != EST_OK) return st;
+        if (ns < 0) return est_op_fail(ctx, EST_EUNSUPPORTED, "output_shape is not known statically");
+        if (ns != x->rank)
+            return est_op_fail(ctx, EST_ESHAPE, "output_shape has %lld values; X has rank %d", (long long)ns, x->rank);
+        return est_set_out(ctx, 0, x->dtype, x->rank, shape);
+    }
+    int64_t kernel[EST_MAX_RANK], strides[EST_MAX_RANK], pads[2 * EST_MAX_RANK], out[EST_MAX_RANK];
+    int n;
+    if ((st = read_kernel(ctx, x, kernel, &n)) != EST_OK ||
+        (st = unpool_attr(ctx, "strides", n, 1, strides)) != EST_OK ||
+        (st = unpool_attr(ctx, "pads", 2 * n, 0, pads)) != EST_OK)
+        return st;
+    out[0] = x->dims[0];
+    out[1] = x->dims[1];
+    for (int i = 0; i < n; i++) {
+        if (strides[i] <= 0 || kernel[i] <= 0 || strides[i] > EST_MAX_DIM_VALUE || kernel[i] > EST_MAX_DIM_VALUE ||
+            pads[i] < 0 || pads[i + n] < 0 || pads[i] > EST_MAX_DIM_VALUE || pads[i + n] > EST_MAX_DIM_VALUE)
+            return est_op_fail(ctx, EST_EATTR, "kernel and strides must be positive, pads not negative (axis %d)", i);
+        out[2 + i] = (x->dims[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n];
+        if (out[2 + i] <= 0)
+            return est_op_fail(ctx, EST_ESHAPE, "output dim %d would be %lld", 2 + i, (long long)out[2 + i]);
+    }
+    return est_set_out(ctx, 0, x->dtype, x->rank, out);
+}
+
 EST_FAMILY(pool,
-    {.name = "__placeholder_pool", .min_inputs = 0, .max_inputs = -1, .min_outputs = 0, .max_outputs = -1,
-     .infer = est_infer_like_input0},
+    {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 2,
+     .infer = window_pool_infer},
+    {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = window_pool_infer},
+    {.name = "LpPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = window_pool_infer},
+    {.name = "GlobalAveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = global_pool_infer},
+    {.name = "GlobalMaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = global_pool_infer},
+    {.name = "GlobalLpPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = global_pool_infer},
+    /* rois are box coordinates, not weights */
+    {.name = "MaxRoiPool", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = max_roi_pool_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "MaxUnpool", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = max_unpool_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
 );

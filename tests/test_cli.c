@@ -1,0 +1,180 @@
+/*
+ * test_cli: the memest command line: exit codes, --help, and the JSON, CSV
+ * and table reports.
+ *
+ * usage: test_cli MEMEST MODELS_DIR TMP_DIR
+ */
+#include <stdbool.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cJSON.h>
+
+#include "test_util.h"
+
+static const char *memest, *models, *tmp;
+
+/* Runs `memest ARGS` through the shell; returns its exit code and its output
+ * (stdout, plus stderr when `with_stderr`), which the caller frees. */
+static int run(const char *args, bool with_stderr, char **out) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s", memest, args, with_stderr ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    int status = pclose(p);
+    if (out) *out = buf;
+    else free(buf);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void expect_exit(const char *args, int want, const char *must_contain) {
+    char *out;
+    int rc = run(args, true, &out);
+    CHECK(rc == want, "memest %s: exit %d, want %d; output: %.300s", args, rc, want, out);
+    CHECK(!must_contain || strstr(out, must_contain), "memest %s: output lacks '%s': %.300s", args, must_contain,
+          out);
+    free(out);
+}
+
+static void exit_codes(void) {
+    char args[4096];
+    expect_exit("--help", 0, "--batch N");
+    expect_exit("--help", 0, "default: table");
+    expect_exit("--version", 0, "memest ");
+    expect_exit("", 2, "no model given");
+    expect_exit("--bogus", 2, "unknown option '--bogus'");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch abc", models);
+    expect_exit(args, 2, "--batch");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --dim seq", models);
+    expect_exit(args, 2, "NAME=VALUE");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --format xml", models);
+    expect_exit(args, 2, "table, json or csv");
+    snprintf(args, sizeof args, "%s/no-such-model.onnx --batch 2", tmp);
+    expect_exit(args, 1, "no-such-model.onnx");
+    snprintf(args, sizeof args, "%s/resnet18.onnx", models);
+    expect_exit(args, 1, "'batch'");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --dim nosuch=3 --batch 2", models);
+    expect_exit(args, 1, "'nosuch'");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32", models);
+    expect_exit(args, 0, "totals");
+    expect_exit("ops", 0, "Conv ");
+}
+
+static const cJSON *field(const cJSON *o, const char *name, int type_check(const cJSON *), const char *ctx) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    CHECK(v && type_check(v), "%s: field '%s' missing or of the wrong type", ctx, name);
+    return v;
+}
+
+static int is_number(const cJSON *v) { return cJSON_IsNumber(v); }
+static int is_string(const cJSON *v) { return cJSON_IsString(v); }
+static int is_array(const cJSON *v) { return cJSON_IsArray(v); }
+static int is_object(const cJSON *v) { return cJSON_IsObject(v); }
+
+static void check_tensor_json(const cJSON *t) {
+    field(t, "name", is_string, "tensor");
+    field(t, "dtype", is_string, "tensor");
+    const cJSON *shape = field(t, "shape", is_array, "tensor");
+    const cJSON *d;
+    cJSON_ArrayForEach(d, shape) CHECK(cJSON_IsNumber(d) && d->valuedouble >= 0, "shape holds a non-number");
+    field(t, "bytes", is_number, "tensor");
+}
+
+static void json_report(void) {
+    char args[4096], *out;
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --format json", models);
+    int rc = run(args, false, &out);
+    CHECK(rc == 0, "json report exit %d", rc);
+    cJSON *root = cJSON_Parse(out);
+    CHECK(root != NULL, "--format json is not valid JSON: %.200s", out);
+    free(out);
+    if (!root) return;
+    field(root, "model", is_string, "top level");
+    const cJSON *batch = field(root, "batch", is_number, "top level");
+    CHECK(batch && batch->valuedouble == 32, "batch is not 32");
+    const cJSON *dims = field(root, "dims", is_object, "top level");
+    const cJSON *bd = cJSON_GetObjectItem(dims, "batch");
+    CHECK(bd && bd->valuedouble == 32, "dims.batch is not 32");
+    const cJSON *layers = field(root, "layers", is_array, "top level");
+    int n = 0;
+    double params = 0;
+    const cJSON *L;
+    cJSON_ArrayForEach(L, layers) {
+        field(L, "name", is_string, "layer");
+        field(L, "op", is_string, "layer");
+        const cJSON *ins = field(L, "inputs", is_array, "layer"), *outs = field(L, "outputs", is_array, "layer"), *t;
+        cJSON_ArrayForEach(t, ins) check_tensor_json(t);
+        cJSON_ArrayForEach(t, outs) check_tensor_json(t);
+        const cJSON *pc = field(L, "param_count", is_number, "layer");
+        field(L, "param_bytes", is_number, "layer");
+        if (pc) params += pc->valuedouble;
+        n++;
+    }
+    CHECK(n > 50, "only %d layers", n);
+    const cJSON *totals = field(root, "totals", is_object, "top level");
+    const cJSON *tp = field(totals, "param_count", is_number, "totals");
+    field(totals, "param_bytes", is_number, "totals");
+    CHECK(tp && tp->valuedouble == params && params == 11689512, "param totals %.0f vs layer sum %.0f", tp ? tp->valuedouble : -1, params);
+    /* The first conv's output at batch 32 is 32x64x112x112 float32. */
+    const cJSON *first = cJSON_GetArrayItem(layers, 0);
+    const cJSON *o0 = cJSON_GetArrayItem(cJSON_GetObjectItem(first, "outputs"), 0);
+    const cJSON *shape = cJSON_GetObjectItem(o0, "shape");
+    CHECK(cJSON_GetArraySize(shape) == 4 && cJSON_GetArrayItem(shape, 0)->valuedouble == 32 &&
+              cJSON_GetArrayItem(shape, 1)->valuedouble == 64 && cJSON_GetArrayItem(shape, 2)->valuedouble == 112,
+          "first layer's output shape is wrong");
+    const cJSON *bytes = cJSON_GetObjectItem(o0, "bytes");
+    CHECK(bytes && bytes->valuedouble == 32.0 * 64 * 112 * 112 * 4, "first layer's output bytes are wrong");
+    cJSON_Delete(root);
+}
+
+static void csv_and_table(void) {
+    char args[4096], *out;
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --format csv", models);
+    CHECK(run(args, false, &out) == 0, "csv exit code");
+    CHECK(strncmp(out, "index,name,op,", 14) == 0, "csv header: %.80s", out);
+    CHECK(strstr(out, "\ntotal,") != NULL, "csv has no total row");
+    int lines = 0;
+    for (char *p = out; *p; p++) lines += *p == '\n';
+    CHECK(lines > 50, "csv has %d lines", lines);
+    free(out);
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2", models);
+    CHECK(run(args, false, &out) == 0, "table exit code");
+    CHECK(strstr(out, "output shape") && strstr(out, "2x64x112x112") && strstr(out, "11689512"),
+          "table lacks the header, a shape or the parameter total");
+    free(out);
+}
+
+/* convert writes JSON that loads back to the same report. */
+static void convert_round_trip(void) {
+    char args[4096], *a, *b;
+    snprintf(args, sizeof args, "convert %s/resnet18.onnx -o %s/resnet18.json", models, tmp);
+    CHECK(run(args, true, NULL) == 0, "convert failed");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 4 --format csv", models);
+    run(args, false, &a);
+    snprintf(args, sizeof args, "%s/resnet18.json --batch 4 --format csv", tmp);
+    int rc = run(args, true, &b);
+    CHECK(rc == 0 && strcmp(a, b) == 0, "the converted model's report differs (exit %d): %.200s", rc, b);
+    free(a);
+    free(b);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s MEMEST MODELS_DIR TMP_DIR\n", argv[0]);
+        return 2;
+    }
+    memest = argv[1];
+    models = argv[2];
+    tmp = argv[3];
+    exit_codes();
+    json_report();
+    csv_and_table();
+    convert_round_trip();
+    return test_result("test_cli");
+}
