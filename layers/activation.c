@@ -1,10 +1,145 @@
-/* activation.c: element-wise activations (Relu, Gelu, Sigmoid, Clip, ...). */
+/*
+ * activation.c: element-wise activations (Relu, Gelu, Sigmoid, Clip, ...).
+ * The output always has X's dtype and shape; the rules check attributes and,
+ * for PRelu and Clip, the extra inputs. Clip folds, since exported shape
+ * arithmetic sometimes clamps an index with it.
+ */
+#include <math.h>
+#include <string.h>
+
 #include "registry.h"
 
-#define UNARY(op_name) \
-    {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, \
-     .infer = est_infer_like_input0}
+/* Checks that the named attributes, where present, are floats; then the
+ * output is like X. */
+static est_status like_input_with_floats(est_infer_ctx *ctx, const char *const *names) {
+    for (; *names; names++) {
+        double ignored;
+        est_status st = est_attr_float(ctx, *names, 0, &ignored);
+        if (st != EST_OK) return st;
+    }
+    return est_infer_like_input0(ctx);
+}
+
+#define FLOAT_ATTRS_RULE(fn, ...)                                  \
+    static est_status fn(est_infer_ctx *ctx) {                     \
+        static const char *const names[] = {__VA_ARGS__, NULL};    \
+        return like_input_with_floats(ctx, names);                 \
+    }
+
+FLOAT_ATTRS_RULE(alpha_infer, "alpha") /* LeakyRelu, Elu, Celu, ThresholdedRelu */
+FLOAT_ATTRS_RULE(selu_infer, "alpha", "gamma")
+FLOAT_ATTRS_RULE(hard_sigmoid_infer, "alpha", "beta")
+FLOAT_ATTRS_RULE(shrink_infer, "bias", "lambd")
+
+/* Gelu (opset 20): `approximate` is "none" or "tanh". */
+static est_status gelu_infer(est_infer_ctx *ctx) {
+    const char *approx;
+    est_status st = est_attr_string(ctx, "approximate", &approx);
+    if (st != EST_OK) return st;
+    if (approx && strcmp(approx, "none") != 0 && strcmp(approx, "tanh") != 0)
+        return est_op_fail(ctx, EST_EATTR, "attribute 'approximate' is '%s', expected 'none' or 'tanh'", approx);
+    return est_infer_like_input0(ctx);
+}
+
+/* PRelu: slope broadcasts one way to X (opset 7+), so Y has X's shape. */
+static est_status prelu_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *slope;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &slope)) != EST_OK) return st;
+    if (slope->rank > x->rank)
+        return est_op_fail(ctx, EST_ESHAPE, "slope has rank %d, more than X's %d; it must broadcast to X",
+                           slope->rank, x->rank);
+    for (int d = 1; d <= slope->rank; d++) {
+        int64_t s = slope->dims[slope->rank - d], xd = x->dims[x->rank - d];
+        if (s != 1 && s != xd)
+            return est_op_fail(ctx, EST_ESHAPE, "slope dim %lld does not broadcast to X's dim %lld (axis %d of X)",
+                               (long long)s, (long long)xd, x->rank - d);
+    }
+    return est_set_out_like(ctx, 0, x);
+}
+
+/* Clip's bounds as inputs (opset 11+): each absent or a one-element tensor of
+ * X's type. */
+static est_status check_clip_bound(est_infer_ctx *ctx, int i, const est_tval *x) {
+    const est_tval *b = est_in(ctx, i);
+    if (!b) return EST_OK;
+    const char *what = i == 1 ? "min" : "max";
+    if (b->rank < 0 || b->elements != 1)
+        return est_op_fail(ctx, EST_ESHAPE, "%s (input %d) must be a scalar; it has %lld elements", what, i,
+                           (long long)b->elements);
+    if (b->dtype != x->dtype && b->dtype != EST_DT_UNDEFINED && x->dtype != EST_DT_UNDEFINED)
+        return est_op_fail(ctx, EST_EGRAPH, "%s (input %d) is %s but X is %s; the types must match", what, i,
+                           est_dtype_name(b->dtype), est_dtype_name(x->dtype));
+    return EST_OK;
+}
+
+/* Folds y = min(max(x, lo), hi) (so lo > hi gives hi, as ONNX specifies).
+ * Bounds come from inputs lo_t/hi_t when given, else from lo/hi. */
+static void clip_fold(est_infer_ctx *ctx, const est_tval *x, const est_tval *lo_t, const est_tval *hi_t,
+                      double lo, double hi) {
+    if (!x->value || x->value->count != x->elements || (lo_t && !lo_t->value) || (hi_t && !hi_t->value)) return;
+    if (x->value->i64 && (isfinite(lo) || isfinite(hi))) return; /* integer X has no attribute bounds */
+    est_const *c = est_fold_out(ctx, 0, x->dtype);
+    if (!c) return;
+    for (int64_t k = 0; k < c->count; k++) {
+        if (c->i64) {
+            int64_t v = x->value->i64[k];
+            if (lo_t && v < est_const_get_i(lo_t->value, 0)) v = est_const_get_i(lo_t->value, 0);
+            if (hi_t && v > est_const_get_i(hi_t->value, 0)) v = est_const_get_i(hi_t->value, 0);
+            c->i64[k] = v;
+        } else {
+            double v = x->value->f64[k];
+            double l = lo_t ? est_const_get_f(lo_t->value, 0) : lo, h = hi_t ? est_const_get_f(hi_t->value, 0) : hi;
+            if (v < l) v = l;
+            if (v > h) v = h;
+            c->f64[k] = v;
+        }
+    }
+}
+
+/* Clip: bounds are attributes `min`/`max` before opset 11, optional inputs 1
+ * and 2 from then on. */
+static est_status clip_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st = est_in_req(ctx, 0, &x);
+    if (st != EST_OK) return st;
+    double lo = -INFINITY, hi = INFINITY;
+    if (ctx->opset < 11) {
+        if (est_in(ctx, 1) || est_in(ctx, 2))
+            return est_op_fail(ctx, EST_EGRAPH, "takes min and max as attributes before opset 11, not as inputs");
+        if ((st = est_attr_float(ctx, "min", -INFINITY, &lo)) != EST_OK ||
+            (st = est_attr_float(ctx, "max", INFINITY, &hi)) != EST_OK)
+            return st;
+    } else if ((st = check_clip_bound(ctx, 1, x)) != EST_OK || (st = check_clip_bound(ctx, 2, x)) != EST_OK) {
+        return st;
+    }
+    if ((st = est_set_out_like(ctx, 0, x)) != EST_OK) return st;
+    clip_fold(ctx, x, est_in(ctx, 1), est_in(ctx, 2), lo, hi);
+    return EST_OK;
+}
+
+#define UNARY(op_name, rule) \
+    {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = rule}
 
 EST_FAMILY(activation,
-    UNARY("Relu"),
+    UNARY("Relu", est_infer_like_input0),
+    UNARY("Sigmoid", est_infer_like_input0),
+    UNARY("Tanh", est_infer_like_input0),
+    UNARY("HardSwish", est_infer_like_input0),
+    UNARY("Softplus", est_infer_like_input0),
+    UNARY("Softsign", est_infer_like_input0),
+    UNARY("Mish", est_infer_like_input0),
+    UNARY("LeakyRelu", alpha_infer),
+    UNARY("Elu", alpha_infer),
+    UNARY("Celu", alpha_infer),
+    UNARY("ThresholdedRelu", alpha_infer),
+    UNARY("Selu", selu_infer),
+    UNARY("HardSigmoid", hard_sigmoid_infer),
+    UNARY("Shrink", shrink_infer),
+    UNARY("Gelu", gelu_infer),
+    {.name = "PRelu", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = prelu_infer},
+    /* min and max take no gradient. */
+    {.name = "Clip", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = clip_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
 );

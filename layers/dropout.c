@@ -1,7 +1,73 @@
-/* dropout.c: TODO ops of the dropout family. */
+/*
+ * dropout.c: Dropout.
+ *
+ * Before opset 12 the ratio is an attribute; from 12 on, ratio and
+ * training_mode are optional scalar inputs. The optional mask output has
+ * the data's shape; its dtype is the data's before opset 10, bool after.
+ */
 #include "registry.h"
 
+/* Opset < 12: one input; `ratio` a float attribute in [0, 1). */
+static est_status check_ratio_attr(est_infer_ctx *ctx) {
+    if (est_in(ctx, 1) || est_in(ctx, 2))
+        return est_op_fail(ctx, EST_EGRAPH, "takes its ratio as an attribute before opset 12, not as an input");
+    double ratio;
+    est_status st = est_attr_float(ctx, "ratio", 0.5, &ratio);
+    if (st != EST_OK) return st;
+    if (!(ratio >= 0 && ratio < 1))
+        return est_op_fail(ctx, EST_EATTR, "attribute 'ratio' is %g, expected a value in [0, 1)", ratio);
+    return EST_OK;
+}
+
+/* Opset >= 12: the optional inputs ratio (float) and training_mode (bool)
+ * must be scalars; a known ratio must lie in [0, 1). */
+static est_status check_ratio_inputs(est_infer_ctx *ctx) {
+    int64_t seed;
+    est_status st = est_attr_int(ctx, "seed", 0, &seed);
+    if (st != EST_OK) return st;
+    static const char *const names[] = {"", "ratio", "training_mode"};
+    for (int i = 1; i <= 2; i++) {
+        const est_tval *t = est_in(ctx, i);
+        if (!t) continue;
+        if (t->rank < 0 || t->elements != 1)
+            return est_op_fail(ctx, EST_ESHAPE, "%s (input %d) must be a scalar; it has %lld elements", names[i], i,
+                               (long long)t->elements);
+        if (i == 2 && t->dtype != EST_DT_BOOL && t->dtype != EST_DT_UNDEFINED)
+            return est_op_fail(ctx, EST_EGRAPH, "training_mode (input 2) is %s, expected bool",
+                               est_dtype_name(t->dtype));
+    }
+    const est_tval *ratio = est_in(ctx, 1);
+    if (ratio && ratio->value && ratio->value->count == 1) {
+        double r = est_const_get_f(ratio->value, 0);
+        if (!(r >= 0 && r < 1))
+            return est_op_fail(ctx, EST_EATTR, "ratio (input 1) is %g, expected a value in [0, 1)", r);
+    }
+    return EST_OK;
+}
+
+/* Output is a copy of the data unless training_mode is given and not known
+ * to be false (opset 12+); only then may its value pass through. */
+static bool is_identity(const est_infer_ctx *ctx) {
+    if (ctx->opset < 12) return false; /* whether the graph trains is not stated */
+    const est_tval *training = est_in(ctx, 2);
+    return !training || (training->value && training->value->count == 1 && est_const_get_i(training->value, 0) == 0);
+}
+
+static est_status dropout_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st = est_in_req(ctx, 0, &x);
+    if (st != EST_OK) return st;
+    st = ctx->opset < 12 ? check_ratio_attr(ctx) : check_ratio_inputs(ctx);
+    if (st != EST_OK) return st;
+    if ((st = est_set_out_like(ctx, 0, x)) != EST_OK) return st;
+    est_dtype mask_dtype = ctx->opset < 10 ? x->dtype : EST_DT_BOOL;
+    if ((st = est_set_out(ctx, 1, mask_dtype, x->rank, x->dims)) != EST_OK) return st;
+    if (ctx->out[0] && is_identity(ctx)) ctx->out[0]->value = x->value; /* both outlive the run's rules */
+    return EST_OK;
+}
+
 EST_FAMILY(dropout,
-    {.name = "__placeholder_dropout", .min_inputs = 0, .max_inputs = -1, .min_outputs = 0, .max_outputs = -1,
-     .infer = est_infer_like_input0},
+    /* ratio and training_mode take no gradient. */
+    {.name = "Dropout", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 2,
+     .infer = dropout_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
 );

@@ -1,7 +1,1231 @@
-/* index.c: TODO ops of the index family. */
+/*
+ * index.c: ops that select, combine or place elements by index: Gather,
+ * GatherElements, GatherND, Slice, Split, Concat, Tile, Pad, ScatterND,
+ * ScatterElements, Scatter, OneHot, Trilu, TopK, CumSum, DepthToSpace,
+ * SpaceToDepth, Resize, Upsample, ReverseSequence, Compress, NonZero, Unique,
+ * GridSample, RoiAlign, CenterCropPad, Col2Im.
+ *
+ * Gather, Slice, Split, Concat and friends fold when their inputs are known:
+ * they carry the shape vectors of exports. Ops whose output size depends on
+ * data (NonZero, Unique, Compress) are only inferred when that data is known.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "registry.h"
 
+/* ---- helpers -------------------------------------------------------------- */
+
+static const char *input_name(const est_infer_ctx *ctx, int i) {
+    if (i >= ctx->node->n_inputs || ctx->node->inputs[i] < 0) return "";
+    return ctx->graph->tensors[ctx->node->inputs[i]].name;
+}
+
+/* Reads integer input i, whose values the output shape depends on. */
+static est_status known_ints(est_infer_ctx *ctx, int i, const char *what, const int64_t **vals, int64_t *n) {
+    if (!est_in(ctx, i)) return est_op_fail(ctx, EST_EGRAPH, "input %d (the %s) is missing", i, what);
+    est_status st = est_in_ints(ctx, i, vals, n);
+    if (st != EST_OK) return st;
+    if (*n < 0)
+        return est_op_fail(ctx, EST_ESHAPE,
+                           "cannot resolve the %s: the values of input %d ('%s') are not known at "
+                           "estimate time",
+                           what, i, input_name(ctx, i));
+    return EST_OK;
+}
+
+/* Reads a known integer scalar (or one-element tensor) input. */
+static est_status known_scalar(est_infer_ctx *ctx, int i, const char *what, int64_t *out) {
+    const int64_t *v;
+    int64_t n;
+    est_status st = known_ints(ctx, i, what, &v, &n);
+    if (st != EST_OK) return st;
+    if (n != 1)
+        return est_op_fail(ctx, EST_ESHAPE, "the %s (input %d) must hold one value, not %lld", what, i, (long long)n);
+    *out = v[0];
+    return EST_OK;
+}
+
+static void copy_value(est_const *dst, int64_t k, const est_const *src, int64_t j) {
+    if (dst->i64) dst->i64[k] = est_const_get_i(src, j);
+    else dst->f64[k] = est_const_get_f(src, j);
+}
+
+static void strides_of(int rank, const int64_t *dims, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= dims[d];
+    }
+}
+
+/* Advances a row-major multi-index by one element. */
+static void next_index(int rank, const int64_t *dims, int64_t *idx) {
+    for (int d = rank - 1; d >= 0; d--) {
+        if (++idx[d] < dims[d]) return;
+        idx[d] = 0;
+    }
+}
+
+static int64_t product(int from, int to, const int64_t *dims) {
+    int64_t p = 1;
+    for (int d = from; d < to; d++) p *= dims[d];
+    return p;
+}
+
+/* Normalises index v against a dim of size n; false when out of range. */
+static bool index_in(int64_t *v, int64_t n) {
+    if (*v < 0) *v += n;
+    return *v >= 0 && *v < n;
+}
+
+static est_status bad_index(est_infer_ctx *ctx, int64_t v, int64_t n) {
+    return est_op_fail(ctx, EST_ESHAPE, "index %lld is out of range for a dim of size %lld", (long long)v,
+                       (long long)n);
+}
+
+static bool scalar_like(const est_tval *t) { return t->elements == 1 && t->rank <= 1; }
+
+/* ---- Gather, GatherElements, GatherND ---------------------------------------- */
+
+static est_status fold_gather(est_infer_ctx *ctx, const est_tval *data, const est_tval *idx, int axis) {
+    est_const *c = data->value && idx->value ? est_fold_out(ctx, 0, data->dtype) : NULL;
+    if (!c) return EST_OK;
+    int64_t outer = product(0, axis, data->dims), n = data->dims[axis];
+    int64_t inner = product(axis + 1, data->rank, data->dims), m = idx->elements;
+    for (int64_t j = 0; j < m; j++) {
+        int64_t v = est_const_get_i(idx->value, j);
+        if (!index_in(&v, n)) return bad_index(ctx, v, n);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t i = 0; i < inner; i++)
+                copy_value(c, (o * m + j) * inner + i, data->value, (o * n + v) * inner + i);
+    }
+    return EST_OK;
+}
+
+/* data[:axis] + indices.shape + data[axis+1:]. */
+static est_status gather_infer(est_infer_ctx *ctx) {
+    const est_tval *data, *idx;
+    est_status st;
+    int64_t axis_attr;
+    int axis;
+    if ((st = est_in_req(ctx, 0, &data)) != EST_OK || (st = est_in_req(ctx, 1, &idx)) != EST_OK) return st;
+    if (data->rank < 1) return est_op_fail(ctx, EST_ESHAPE, "data must have rank 1 or more");
+    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
+    if ((st = est_axis(ctx, axis_attr, data->rank, &axis)) != EST_OK) return st;
+    int rank = data->rank - 1 + idx->rank;
+    if (rank > EST_MAX_RANK)
+        return est_op_fail(ctx, EST_ELIMIT, "output would have rank %d (limit %d)", rank, EST_MAX_RANK);
+    int64_t dims[EST_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < axis; d++) dims[r++] = data->dims[d];
+    for (int d = 0; d < idx->rank; d++) dims[r++] = idx->dims[d];
+    for (int d = axis + 1; d < data->rank; d++) dims[r++] = data->dims[d];
+    if ((st = est_set_out(ctx, 0, data->dtype, rank, dims)) != EST_OK) return st;
+    return fold_gather(ctx, data, idx, axis);
+}
+
+static est_status fold_gather_elements(est_infer_ctx *ctx, const est_tval *data, const est_tval *idx, int axis) {
+    est_const *c = data->value && idx->value ? est_fold_out(ctx, 0, data->dtype) : NULL;
+    if (!c) return EST_OK;
+    int64_t strides[EST_MAX_RANK], at[EST_MAX_RANK] = {0};
+    strides_of(data->rank, data->dims, strides);
+    for (int64_t k = 0; k < idx->elements; k++) {
+        int64_t v = est_const_get_i(idx->value, k), src = 0;
+        if (!index_in(&v, data->dims[axis])) return bad_index(ctx, v, data->dims[axis]);
+        for (int d = 0; d < data->rank; d++) {
+            if (d != axis && at[d] >= data->dims[d]) return bad_index(ctx, at[d], data->dims[d]);
+            src += (d == axis ? v : at[d]) * strides[d];
+        }
+        copy_value(c, k, data->value, src);
+        next_index(idx->rank, idx->dims, at);
+    }
+    return EST_OK;
+}
+
+/* Output takes the indices' shape; Scatter's rule is the same in reverse. */
+static est_status gather_elements_infer(est_infer_ctx *ctx) {
+    const est_tval *data, *idx;
+    est_status st;
+    int64_t axis_attr;
+    int axis;
+    if ((st = est_in_req(ctx, 0, &data)) != EST_OK || (st = est_in_req(ctx, 1, &idx)) != EST_OK) return st;
+    if (data->rank < 1 || idx->rank != data->rank)
+        return est_op_fail(ctx, EST_ESHAPE, "data (rank %d) and indices (rank %d) must share a rank of 1 or more",
+                           data->rank, idx->rank);
+    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
+    if ((st = est_axis(ctx, axis_attr, data->rank, &axis)) != EST_OK) return st;
+    if ((st = est_set_out(ctx, 0, data->dtype, idx->rank, idx->dims)) != EST_OK) return st;
+    return fold_gather_elements(ctx, data, idx, axis);
+}
+
+static est_status fold_gather_nd(est_infer_ctx *ctx, const est_tval *data, const est_tval *idx, int batch) {
+    est_const *c = data->value && idx->value ? est_fold_out(ctx, 0, data->dtype) : NULL;
+    if (!c) return EST_OK;
+    int last = (int)idx->dims[idx->rank - 1];
+    int64_t strides[EST_MAX_RANK];
+    strides_of(data->rank, data->dims, strides);
+    int64_t tuples = idx->elements / (last ? last : 1), batches = product(0, batch, idx->dims);
+    if (tuples == 0 || batches == 0) return EST_OK;
+    int64_t per_batch = tuples / batches;
+    int64_t inner = product(batch + last, data->rank, data->dims);
+    for (int64_t t = 0; t < tuples; t++) {
+        int64_t b = t / per_batch, src = 0;
+        for (int d = batch - 1; d >= 0; d--) { /* the batch coordinates of tuple t */
+            src += (b % data->dims[d]) * strides[d];
+            b /= data->dims[d];
+        }
+        for (int j = 0; j < last; j++) {
+            int64_t v = est_const_get_i(idx->value, t * last + j);
+            if (!index_in(&v, data->dims[batch + j])) return bad_index(ctx, v, data->dims[batch + j]);
+            src += v * strides[batch + j];
+        }
+        for (int64_t i = 0; i < inner; i++) copy_value(c, t * inner + i, data->value, src + i);
+    }
+    return EST_OK;
+}
+
+/* indices.shape[:-1] + data.shape[batch_dims + indices.shape[-1]:]. */
+static est_status gather_nd_infer(est_infer_ctx *ctx) {
+    const est_tval *data, *idx;
+    est_status st;
+    int64_t b;
+    if ((st = est_in_req(ctx, 0, &data)) != EST_OK || (st = est_in_req(ctx, 1, &idx)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "batch_dims", 0, &b)) != EST_OK) return st;
+    if (data->rank < 1 || idx->rank < 1)
+        return est_op_fail(ctx, EST_ESHAPE, "data and indices must have rank 1 or more");
+    if (b < 0 || b >= idx->rank || b >= data->rank)
+        return est_op_fail(ctx, EST_EATTR, "batch_dims %lld must be below both ranks", (long long)b);
+    int64_t last = idx->dims[idx->rank - 1];
+    if (last < 1 || last > data->rank - b)
+        return est_op_fail(ctx, EST_ESHAPE, "indices' last dim %lld must be between 1 and %lld", (long long)last,
+                           (long long)(data->rank - b));
+    for (int d = 0; d < b; d++)
+        if (idx->dims[d] != data->dims[d])
+            return est_op_fail(ctx, EST_ESHAPE, "batch dim %d differs: data %lld, indices %lld", d,
+                               (long long)data->dims[d], (long long)idx->dims[d]);
+    int64_t dims[2 * EST_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < idx->rank - 1; d++) dims[r++] = idx->dims[d];
+    for (int d = (int)(b + last); d < data->rank; d++) dims[r++] = data->dims[d];
+    if ((st = est_set_out(ctx, 0, data->dtype, r, dims)) != EST_OK) return st;
+    return fold_gather_nd(ctx, data, idx, (int)b);
+}
+
+/* ---- Slice ------------------------------------------------------------------ */
+
+typedef struct slice_args {
+    const int64_t *starts, *ends, *axes, *steps;
+    int64_t n, n_axes, n_steps;
+} slice_args;
+
+static est_status read_slice_args(est_infer_ctx *ctx, slice_args *s) {
+    est_status st;
+    int64_t n_ends;
+    s->steps = NULL;
+    s->n_steps = -1;
+    s->axes = NULL;
+    s->n_axes = -1;
+    if (ctx->opset < 10) { /* attributes until opset 10 */
+        if ((st = est_attr_ints(ctx, "starts", &s->starts, &s->n)) != EST_OK ||
+            (st = est_attr_ints(ctx, "ends", &s->ends, &n_ends)) != EST_OK ||
+            (st = est_attr_ints(ctx, "axes", &s->axes, &s->n_axes)) != EST_OK)
+            return st;
+        if (s->n < 0 || n_ends < 0) return est_op_fail(ctx, EST_EATTR, "attributes 'starts' and 'ends' are required");
+    } else {
+        if ((st = known_ints(ctx, 1, "starts", &s->starts, &s->n)) != EST_OK ||
+            (st = known_ints(ctx, 2, "ends", &s->ends, &n_ends)) != EST_OK)
+            return st;
+        if (est_in(ctx, 3) && (st = known_ints(ctx, 3, "axes", &s->axes, &s->n_axes)) != EST_OK) return st;
+        if (est_in(ctx, 4) && (st = known_ints(ctx, 4, "steps", &s->steps, &s->n_steps)) != EST_OK) return st;
+    }
+    if (n_ends != s->n || (s->n_axes >= 0 && s->n_axes != s->n) || (s->n_steps >= 0 && s->n_steps != s->n))
+        return est_op_fail(ctx, EST_ESHAPE, "starts (%lld), ends (%lld), axes and steps must have the same length",
+                           (long long)s->n, (long long)n_ends);
+    return EST_OK;
+}
+
+/* Clamps one axis's start and end as the ONNX spec says; returns the length. */
+static int64_t slice_axis(int64_t dim, int64_t *start, int64_t end, int64_t step) {
+    int64_t s = *start, e = end;
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (dim == 0) return 0;
+    if (step > 0) {
+        s = s < 0 ? 0 : s > dim ? dim : s;
+        e = e < 0 ? 0 : e > dim ? dim : e;
+        *start = s;
+        return e > s ? (e - s - 1) / step + 1 : 0;
+    }
+    s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
+    e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+    *start = s;
+    int64_t stride = step == INT64_MIN ? INT64_MAX : -step;
+    return s > e ? (s - e - 1) / stride + 1 : 0;
+}
+
+static void fold_slice(est_infer_ctx *ctx, const est_tval *x, const int64_t *start, const int64_t *step) {
+    est_const *c = x->value ? est_fold_out(ctx, 0, x->dtype) : NULL;
+    if (!c) return;
+    const est_tval *o = ctx->out[0];
+    int64_t strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
+    strides_of(x->rank, x->dims, strides);
+    for (int64_t k = 0; k < o->elements; k++) {
+        int64_t src = 0;
+        for (int d = 0; d < x->rank; d++) src += (start[d] + idx[d] * step[d]) * strides[d];
+        copy_value(c, k, x->value, src);
+        next_index(o->rank, o->dims, idx);
+    }
+}
+
+static est_status slice_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    slice_args s;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if ((st = read_slice_args(ctx, &s)) != EST_OK) return st;
+    int64_t start[EST_MAX_RANK], step[EST_MAX_RANK], dims[EST_MAX_RANK];
+    bool seen[EST_MAX_RANK] = {false};
+    for (int d = 0; d < x->rank; d++) {
+        start[d] = 0;
+        step[d] = 1;
+        dims[d] = x->dims[d];
+    }
+    for (int64_t i = 0; i < s.n; i++) {
+        int ax;
+        if ((st = est_axis(ctx, s.axes ? s.axes[i] : i, x->rank, &ax)) != EST_OK) return st;
+        if (seen[ax]) return est_op_fail(ctx, EST_EATTR, "axis %d is sliced twice", ax);
+        seen[ax] = true;
+        step[ax] = s.steps ? s.steps[i] : 1;
+        if (step[ax] == 0) return est_op_fail(ctx, EST_ESHAPE, "step %lld is 0", (long long)i);
+        start[ax] = s.starts[i];
+        dims[ax] = slice_axis(x->dims[ax], &start[ax], s.ends[i], step[ax]);
+    }
+    if ((st = est_set_out(ctx, 0, x->dtype, x->rank, dims)) != EST_OK) return st;
+    fold_slice(ctx, x, start, step);
+    return EST_OK;
+}
+
+/* ---- Split, Concat, Tile ------------------------------------------------------ */
+
+/* Opset 18's num_outputs: ceil-sized chunks, the last one smaller. */
+static est_status split_by_count(est_infer_ctx *ctx, int64_t dim, int64_t n, int64_t *sizes) {
+    if (n < 1) return est_op_fail(ctx, EST_EATTR, "num_outputs must be positive");
+    if (n != ctx->n_out)
+        return est_op_fail(ctx, EST_EATTR, "num_outputs is %lld but the node has %d outputs",
+                           (long long)n, ctx->n_out);
+    int64_t chunk = dim / n + (dim % n != 0);
+    for (int64_t i = 0; i < n; i++) sizes[i] = chunk;
+    sizes[n - 1] = dim - chunk * (n - 1);
+    if (sizes[n - 1] < 0)
+        return est_op_fail(ctx, EST_ESHAPE, "cannot split a dim of %lld into %lld chunks of %lld", (long long)dim,
+                           (long long)n, (long long)chunk);
+    return EST_OK;
+}
+
+static est_status split_sizes(est_infer_ctx *ctx, int64_t dim, int64_t *sizes) {
+    const int64_t *split = NULL;
+    int64_t n = -1, num_outputs;
+    est_status st;
+    if (ctx->opset < 13 && (st = est_attr_ints(ctx, "split", &split, &n)) != EST_OK) return st;
+    if (n < 0 && est_in(ctx, 1) && (st = known_ints(ctx, 1, "split sizes", &split, &n)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "num_outputs", -1, &num_outputs)) != EST_OK) return st;
+    if (n < 0 && num_outputs >= 0) return split_by_count(ctx, dim, num_outputs, sizes);
+    if (n < 0) { /* equal parts, one per output */
+        if (dim % ctx->n_out != 0)
+            return est_op_fail(ctx, EST_ESHAPE, "cannot split a dim of %lld into %d equal parts", (long long)dim,
+                               ctx->n_out);
+        for (int i = 0; i < ctx->n_out; i++) sizes[i] = dim / ctx->n_out;
+        return EST_OK;
+    }
+    if (n != ctx->n_out)
+        return est_op_fail(ctx, EST_ESHAPE, "split has %lld sizes but the node has %d outputs",
+                           (long long)n, ctx->n_out);
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (split[i] < 0 || split[i] > dim)
+            return est_op_fail(ctx, EST_ESHAPE, "split size %lld is invalid", (long long)split[i]);
+        sizes[i] = split[i];
+        sum += split[i];
+    }
+    if (sum != dim)
+        return est_op_fail(ctx, EST_ESHAPE, "split sizes add up to %lld, not the dim %lld",
+                           (long long)sum, (long long)dim);
+    return EST_OK;
+}
+
+static est_status split_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    int64_t axis_attr, sizes[EST_MAX_IO];
+    int axis;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
+    if ((st = est_axis(ctx, axis_attr, x->rank, &axis)) != EST_OK) return st;
+    if ((st = split_sizes(ctx, x->dims[axis], sizes)) != EST_OK) return st;
+    int64_t dims[EST_MAX_RANK], offset = 0;
+    int64_t outer = product(0, axis, x->dims), inner = product(axis + 1, x->rank, x->dims);
+    memcpy(dims, x->dims, sizeof dims);
+    for (int i = 0; i < ctx->n_out; i++) {
+        dims[axis] = sizes[i];
+        if ((st = est_set_out(ctx, i, x->dtype, x->rank, dims)) != EST_OK) return st;
+        est_const *c = x->value ? est_fold_out(ctx, i, x->dtype) : NULL;
+        int64_t block = sizes[i] * inner;
+        for (int64_t o = 0; c && o < outer; o++)
+            for (int64_t k = 0; k < block; k++)
+                copy_value(c, o * block + k, x->value, (o * x->dims[axis] + offset) * inner + k);
+        offset += sizes[i];
+    }
+    return EST_OK;
+}
+
+static void fold_concat(est_infer_ctx *ctx, int axis) {
+    for (int i = 0; i < ctx->n_in; i++)
+        if (!ctx->in[i]->value) return;
+    est_const *c = est_fold_out(ctx, 0, ctx->out[0]->dtype);
+    if (!c) return;
+    const est_tval *o = ctx->out[0];
+    int64_t outer = product(0, axis, o->dims), k = 0;
+    for (int64_t b = 0; b < outer; b++)
+        for (int i = 0; i < ctx->n_in; i++) {
+            int64_t block = ctx->in[i]->elements / (outer ? outer : 1);
+            for (int64_t j = 0; j < block; j++) copy_value(c, k++, ctx->in[i]->value, b * block + j);
+        }
+}
+
+static est_status concat_infer(est_infer_ctx *ctx) {
+    const est_tval *first, *t;
+    est_status st;
+    int64_t axis_attr;
+    int axis;
+    if ((st = est_in_req(ctx, 0, &first)) != EST_OK) return st;
+    if (ctx->opset >= 4 && !est_attr_get(ctx->node, "axis"))
+        return est_op_fail(ctx, EST_EATTR, "attribute 'axis' is required");
+    if ((st = est_attr_int(ctx, "axis", 1, &axis_attr)) != EST_OK) return st;
+    if ((st = est_axis(ctx, axis_attr, first->rank, &axis)) != EST_OK) return st;
+    int64_t dims[EST_MAX_RANK];
+    memcpy(dims, first->dims, sizeof dims);
+    for (int i = 1; i < ctx->n_in; i++) {
+        if ((st = est_in_req(ctx, i, &t)) != EST_OK) return st;
+        if (t->rank != first->rank)
+            return est_op_fail(ctx, EST_ESHAPE, "input %d has rank %d, input 0 has %d", i, t->rank, first->rank);
+        for (int d = 0; d < t->rank; d++)
+            if (d != axis && t->dims[d] != first->dims[d])
+                return est_op_fail(ctx, EST_ESHAPE, "input %d has %lld at axis %d, input 0 has %lld", i,
+                                   (long long)t->dims[d], d, (long long)first->dims[d]);
+        dims[axis] += t->dims[axis];
+    }
+    if ((st = est_set_out(ctx, 0, first->dtype, first->rank, dims)) != EST_OK) return st;
+    if (ctx->out[0]) fold_concat(ctx, axis);
+    return EST_OK;
+}
+
+static void fold_tile(est_infer_ctx *ctx, const est_tval *x) {
+    est_const *c = x->value ? est_fold_out(ctx, 0, x->dtype) : NULL;
+    if (!c) return;
+    const est_tval *o = ctx->out[0];
+    int64_t strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
+    strides_of(x->rank, x->dims, strides);
+    for (int64_t k = 0; k < o->elements; k++) {
+        int64_t src = 0;
+        for (int d = 0; d < x->rank; d++) src += (idx[d] % x->dims[d]) * strides[d];
+        copy_value(c, k, x->value, src);
+        next_index(o->rank, o->dims, idx);
+    }
+}
+
+static est_status tile_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    int64_t dims[EST_MAX_RANK];
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    memcpy(dims, x->dims, sizeof dims);
+    if (ctx->opset < 6) { /* Tile-1: scalar inputs tiles and axis */
+        int64_t tiles, axis_v;
+        int axis;
+        if ((st = known_scalar(ctx, 1, "tiles", &tiles)) != EST_OK) return st;
+        if ((st = known_scalar(ctx, 2, "axis", &axis_v)) != EST_OK) return st;
+        if ((st = est_axis(ctx, axis_v, x->rank, &axis)) != EST_OK) return st;
+        if (tiles < 0) return est_op_fail(ctx, EST_ESHAPE, "tiles must not be negative");
+        if (est__mul_overflow(dims[axis], tiles, &dims[axis]))
+            return est_op_fail(ctx, EST_EOVERFLOW, "output dim overflows");
+    } else {
+        const int64_t *rep;
+        int64_t n;
+        if ((st = known_ints(ctx, 1, "repeats", &rep, &n)) != EST_OK) return st;
+        if (n != x->rank)
+            return est_op_fail(ctx, EST_ESHAPE, "repeats has %lld values for an input of rank %d",
+                               (long long)n, x->rank);
+        for (int d = 0; d < x->rank; d++) {
+            if (rep[d] < 0) return est_op_fail(ctx, EST_ESHAPE, "repeats[%d] is negative", d);
+            if (est__mul_overflow(dims[d], rep[d], &dims[d]))
+                return est_op_fail(ctx, EST_EOVERFLOW, "output dim overflows");
+        }
+    }
+    if ((st = est_set_out(ctx, 0, x->dtype, x->rank, dims)) != EST_OK) return st;
+    fold_tile(ctx, x);
+    return EST_OK;
+}
+
+/* ---- Pad, CenterCropPad ----------------------------------------------------- */
+
+/* Per-axis pads before (begin) and after (end) from attributes or inputs. */
+static est_status read_pads(est_infer_ctx *ctx, int rank, int64_t *begin, int64_t *end) {
+    const int64_t *pads, *axes = NULL;
+    int64_t n, n_axes = -1;
+    est_status st;
+    if (ctx->opset < 11) {
+        if ((st = est_attr_ints(ctx, ctx->opset < 2 ? "paddings" : "pads", &pads, &n)) != EST_OK) return st;
+        if (n < 0)
+            return est_op_fail(ctx, EST_EATTR, "attribute '%s' is required", ctx->opset < 2 ? "paddings" : "pads");
+    } else {
+        if ((st = known_ints(ctx, 1, "pads", &pads, &n)) != EST_OK) return st;
+        if (est_in(ctx, 3) && (st = known_ints(ctx, 3, "axes", &axes, &n_axes)) != EST_OK) return st;
+    }
+    int64_t count = n_axes >= 0 ? n_axes : rank;
+    if (n != 2 * count)
+        return est_op_fail(ctx, EST_ESHAPE, "pads has %lld values; expected %lld",
+                           (long long)n, (long long)(2 * count));
+    for (int d = 0; d < rank; d++) begin[d] = end[d] = 0;
+    for (int64_t i = 0; i < count; i++) {
+        int ax = (int)i;
+        if (axes && (st = est_axis(ctx, axes[i], rank, &ax)) != EST_OK) return st;
+        begin[ax] = pads[i];
+        end[ax] = pads[i + count];
+    }
+    return EST_OK;
+}
+
+/* Folds constant and edge padding (the modes shape vectors use). */
+static void fold_pad(est_infer_ctx *ctx, const est_tval *x, const int64_t *begin) {
+    const char *mode;
+    if (!x->value || est_attr_string(ctx, "mode", &mode) != EST_OK) return;
+    bool edge = mode && strcmp(mode, "edge") == 0;
+    if (mode && !edge && strcmp(mode, "constant") != 0) return;
+    double fill = 0;
+    const est_tval *cv = est_in(ctx, 2);
+    if (ctx->opset < 11 && est_attr_float(ctx, "value", 0, &fill) != EST_OK) return;
+    if (ctx->opset >= 11 && cv && !cv->value) return;
+    if (ctx->opset >= 11 && cv && cv->value->count > 0) fill = est_const_get_f(cv->value, 0);
+    est_const *c = est_fold_out(ctx, 0, x->dtype);
+    if (!c) return;
+    const est_tval *o = ctx->out[0];
+    int64_t strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
+    strides_of(x->rank, x->dims, strides);
+    for (int64_t k = 0; k < o->elements; k++) {
+        int64_t src = 0;
+        bool inside = x->elements > 0;
+        for (int d = 0; d < x->rank; d++) {
+            int64_t v = idx[d] - begin[d];
+            if (edge) v = v < 0 ? 0 : v >= x->dims[d] ? x->dims[d] - 1 : v;
+            inside &= v >= 0 && v < x->dims[d];
+            src += v * strides[d];
+        }
+        if (inside) copy_value(c, k, x->value, src);
+        else est_const_set(c, k, fill, (int64_t)fill, true);
+        next_index(o->rank, o->dims, idx);
+    }
+}
+
+static est_status pad_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    int64_t begin[EST_MAX_RANK], end[EST_MAX_RANK], dims[EST_MAX_RANK];
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if ((st = read_pads(ctx, x->rank, begin, end)) != EST_OK) return st;
+    for (int d = 0; d < x->rank; d++) {
+        if (begin[d] > EST_MAX_DIM_VALUE || end[d] > EST_MAX_DIM_VALUE || begin[d] < -EST_MAX_DIM_VALUE ||
+            end[d] < -EST_MAX_DIM_VALUE)
+            return est_op_fail(ctx, EST_ELIMIT, "pads on axis %d exceed %lld", d, (long long)EST_MAX_DIM_VALUE);
+        dims[d] = x->dims[d] + begin[d] + end[d];
+        if (dims[d] < 0)
+            return est_op_fail(ctx, EST_ESHAPE, "pads %lld, %lld shrink axis %d of size %lld below zero",
+                               (long long)begin[d], (long long)end[d], d, (long long)x->dims[d]);
+    }
+    if ((st = est_set_out(ctx, 0, x->dtype, x->rank, dims)) != EST_OK) return st;
+    fold_pad(ctx, x, begin);
+    return EST_OK;
+}
+
+/* The dims at `axes` (default all) become the shape input's values. */
+static est_status center_crop_pad_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    const int64_t *shape, *axes;
+    int64_t n, n_axes;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if ((st = known_ints(ctx, 1, "target shape", &shape, &n)) != EST_OK) return st;
+    if ((st = est_attr_ints(ctx, "axes", &axes, &n_axes)) != EST_OK) return st;
+    if (n != (n_axes >= 0 ? n_axes : x->rank))
+        return est_op_fail(ctx, EST_ESHAPE, "the target shape has %lld values for %lld axes", (long long)n,
+                           (long long)(n_axes >= 0 ? n_axes : x->rank));
+    int64_t dims[EST_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    for (int64_t i = 0; i < n; i++) {
+        int ax = (int)i;
+        if (axes && (st = est_axis(ctx, axes[i], x->rank, &ax)) != EST_OK) return st;
+        dims[ax] = shape[i];
+    }
+    return est_set_out(ctx, 0, x->dtype, x->rank, dims);
+}
+
+/* ---- ScatterND, ScatterElements, Scatter ---------------------------------------- */
+
+static void combine(est_const *c, int64_t k, const est_const *u, int64_t j, const char *reduction) {
+    if (!reduction || strcmp(reduction, "none") == 0) {
+        copy_value(c, k, u, j);
+    } else if (c->i64) {
+        int64_t a = c->i64[k], b = est_const_get_i(u, j);
+        if (strcmp(reduction, "add") == 0) c->i64[k] = (int64_t)((uint64_t)a + (uint64_t)b);
+        else if (strcmp(reduction, "mul") == 0) c->i64[k] = (int64_t)((uint64_t)a * (uint64_t)b);
+        else if (strcmp(reduction, "max") == 0) c->i64[k] = a > b ? a : b;
+        else if (strcmp(reduction, "min") == 0) c->i64[k] = a < b ? a : b;
+    } else {
+        double a = c->f64[k], b = est_const_get_f(u, j);
+        if (strcmp(reduction, "add") == 0) c->f64[k] = a + b;
+        else if (strcmp(reduction, "mul") == 0) c->f64[k] = a * b;
+        else if (strcmp(reduction, "max") == 0) c->f64[k] = a > b ? a : b;
+        else if (strcmp(reduction, "min") == 0) c->f64[k] = a < b ? a : b;
+    }
+}
+
+static est_status read_reduction(est_infer_ctx *ctx, const char **reduction) {
+    static const char *const known[] = {"none", "add", "mul", "max", "min"};
+    est_status st = est_attr_string(ctx, "reduction", reduction);
+    if (st != EST_OK || !*reduction) return st;
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (strcmp(*reduction, known[i]) == 0) return EST_OK;
+    return est_op_fail(ctx, EST_EATTR, "unknown reduction '%s'", *reduction);
+}
+
+/* Output = data; folds when data, indices and updates are all known. */
+static est_const *scatter_fold_start(est_infer_ctx *ctx, const est_tval *data, const est_tval *idx,
+                                     const est_tval *upd) {
+    if (!data->value || !idx->value || !upd->value) return NULL;
+    est_const *c = est_fold_out(ctx, 0, data->dtype);
+    for (int64_t k = 0; c && k < data->elements; k++) copy_value(c, k, data->value, k);
+    return c;
+}
+
+static est_status scatter_nd_infer(est_infer_ctx *ctx) {
+    const est_tval *data, *idx, *upd;
+    est_status st;
+    const char *reduction;
+    if ((st = est_in_req(ctx, 0, &data)) != EST_OK || (st = est_in_req(ctx, 1, &idx)) != EST_OK ||
+        (st = est_in_req(ctx, 2, &upd)) != EST_OK)
+        return st;
+    if ((st = read_reduction(ctx, &reduction)) != EST_OK) return st;
+    int64_t last = idx->rank ? idx->dims[idx->rank - 1] : 0;
+    if (idx->rank < 1 || last > data->rank)
+        return est_op_fail(ctx, EST_ESHAPE, "indices' last dim must be at most data's rank %d", data->rank);
+    bool ok = upd->rank == idx->rank - 1 + data->rank - last;
+    for (int d = 0; ok && d < idx->rank - 1; d++) ok = upd->dims[d] == idx->dims[d];
+    for (int d = (int)last; ok && d < data->rank; d++) ok = upd->dims[idx->rank - 1 + d - last] == data->dims[d];
+    if (!ok)
+        return est_op_fail(ctx, EST_ESHAPE, "updates must have shape indices.shape[:-1] + data.shape[%lld:]",
+                           (long long)last);
+    if ((st = est_set_out_like(ctx, 0, data)) != EST_OK) return st;
+    est_const *c = scatter_fold_start(ctx, data, idx, upd);
+    if (!c) return EST_OK;
+    int64_t strides[EST_MAX_RANK], inner = product((int)last, data->rank, data->dims);
+    int64_t tuples = last ? idx->elements / last : product(0, idx->rank - 1, idx->dims);
+    strides_of(data->rank, data->dims, strides);
+    for (int64_t t = 0; t < tuples; t++) {
+        int64_t dst = 0;
+        for (int j = 0; j < last; j++) {
+            int64_t v = est_const_get_i(idx->value, t * last + j);
+            if (!index_in(&v, data->dims[j])) return bad_index(ctx, v, data->dims[j]);
+            dst += v * strides[j];
+        }
+        for (int64_t i = 0; i < inner; i++) combine(c, dst + i, upd->value, t * inner + i, reduction);
+    }
+    return EST_OK;
+}
+
+static est_status scatter_elements_infer(est_infer_ctx *ctx) {
+    const est_tval *data, *idx, *upd;
+    est_status st;
+    const char *reduction;
+    int64_t axis_attr;
+    int axis;
+    if ((st = est_in_req(ctx, 0, &data)) != EST_OK || (st = est_in_req(ctx, 1, &idx)) != EST_OK ||
+        (st = est_in_req(ctx, 2, &upd)) != EST_OK)
+        return st;
+    if ((st = read_reduction(ctx, &reduction)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
+    if ((st = est_axis(ctx, axis_attr, data->rank, &axis)) != EST_OK) return st;
+    bool ok = idx->rank == data->rank && upd->rank == data->rank;
+    for (int d = 0; ok && d < idx->rank; d++) ok = idx->dims[d] == upd->dims[d];
+    if (!ok)
+        return est_op_fail(ctx, EST_ESHAPE, "indices and updates must have one shape, of data's rank %d", data->rank);
+    if ((st = est_set_out_like(ctx, 0, data)) != EST_OK) return st;
+    est_const *c = scatter_fold_start(ctx, data, idx, upd);
+    if (!c) return EST_OK;
+    int64_t strides[EST_MAX_RANK], at[EST_MAX_RANK] = {0};
+    strides_of(data->rank, data->dims, strides);
+    for (int64_t k = 0; k < idx->elements; k++) {
+        int64_t v = est_const_get_i(idx->value, k), dst = 0;
+        if (!index_in(&v, data->dims[axis])) return bad_index(ctx, v, data->dims[axis]);
+        for (int d = 0; d < data->rank; d++) {
+            if (d != axis && at[d] >= data->dims[d]) return bad_index(ctx, at[d], data->dims[d]);
+            dst += (d == axis ? v : at[d]) * strides[d];
+        }
+        combine(c, dst, upd->value, k, reduction);
+        next_index(idx->rank, idx->dims, at);
+    }
+    return EST_OK;
+}
+
+/* ---- OneHot, Trilu, TopK, CumSum, ReverseSequence ---------------------------------- */
+
+/* indices' shape with a `depth` dim inserted at axis; depth must be known. */
+static est_status one_hot_infer(est_infer_ctx *ctx) {
+    const est_tval *idx, *depth, *values;
+    est_status st;
+    int64_t axis_attr;
+    int axis;
+    if ((st = est_in_req(ctx, 0, &idx)) != EST_OK || (st = est_in_req(ctx, 1, &depth)) != EST_OK ||
+        (st = est_in_req(ctx, 2, &values)) != EST_OK)
+        return st;
+    if (!scalar_like(depth)) return est_op_fail(ctx, EST_ESHAPE, "depth must hold one value");
+    if (!depth->value)
+        return est_op_fail(ctx, EST_ESHAPE,
+                           "cannot resolve the one-hot depth: the value of input 1 ('%s') is not known at "
+                           "estimate time", input_name(ctx, 1));
+    int64_t n = est_const_get_i(depth->value, 0);
+    if (n < 1 || n > EST_MAX_DIM_VALUE) return est_op_fail(ctx, EST_ESHAPE, "depth %lld is invalid", (long long)n);
+    if ((st = est_attr_int(ctx, "axis", -1, &axis_attr)) != EST_OK) return st;
+    if ((st = est_axis(ctx, axis_attr, idx->rank + 1, &axis)) != EST_OK) return st;
+    int64_t dims[EST_MAX_RANK + 1];
+    for (int d = 0, j = 0; d <= idx->rank; d++) dims[d] = d == axis ? n : idx->dims[j++];
+    return est_set_out(ctx, 0, values->dtype, idx->rank + 1, dims);
+}
+
+/* Keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the last two dims. */
+static est_status trilu_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *kt = est_in(ctx, 1);
+    est_status st;
+    int64_t upper, k = 0;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if (x->rank < 2) return est_op_fail(ctx, EST_ESHAPE, "input has rank %d; Trilu needs at least 2", x->rank);
+    if ((st = est_attr_int(ctx, "upper", 1, &upper)) != EST_OK) return st;
+    if ((st = est_set_out_like(ctx, 0, x)) != EST_OK) return st;
+    if (kt && (!kt->value || kt->value->count != 1)) return EST_OK; /* unknown k: no folding */
+    if (kt) k = est_const_get_i(kt->value, 0);
+    est_const *c = x->value ? est_fold_out(ctx, 0, x->dtype) : NULL;
+    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+    for (int64_t e = 0; c && e < x->elements; e++) {
+        int64_t i = e / cols % rows, j = e % cols;
+        bool keep = upper ? j - i >= k : j - i <= k;
+        if (keep) copy_value(c, e, x->value, e);
+        else est_const_set(c, e, 0, 0, false);
+    }
+    return EST_OK;
+}
+
+static est_status top_k_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    int64_t axis_attr, k;
+    int axis;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "axis", -1, &axis_attr)) != EST_OK) return st;
+    if ((st = est_axis(ctx, axis_attr, x->rank, &axis)) != EST_OK) return st;
+    if (ctx->opset < 10) { /* k was an attribute until opset 10 */
+        if ((st = est_attr_int(ctx, "k", -1, &k)) != EST_OK) return st;
+    } else if ((st = known_scalar(ctx, 1, "K", &k)) != EST_OK) {
+        return st;
+    }
+    if (k < 0 || k > x->dims[axis])
+        return est_op_fail(ctx, EST_ESHAPE, "K %lld is outside 0..%lld (the size of axis %d)", (long long)k,
+                           (long long)x->dims[axis], axis);
+    int64_t dims[EST_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    dims[axis] = k;
+    if ((st = est_set_out(ctx, 0, x->dtype, x->rank, dims)) != EST_OK) return st;
+    return est_set_out(ctx, 1, EST_DT_INT64, x->rank, dims);
+}
+
+static est_status cum_sum_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *axis;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &axis)) != EST_OK) return st;
+    if (!scalar_like(axis)) return est_op_fail(ctx, EST_ESHAPE, "axis must be a scalar");
+    int ax;
+    if (axis->value && (st = est_axis(ctx, est_const_get_i(axis->value, 0), x->rank, &ax)) != EST_OK) return st;
+    return est_set_out_like(ctx, 0, x);
+}
+
+static est_status reverse_sequence_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *lens;
+    est_status st;
+    int64_t batch_axis, time_axis;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &lens)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "batch_axis", 1, &batch_axis)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "time_axis", 0, &time_axis)) != EST_OK) return st;
+    if (x->rank < 2) return est_op_fail(ctx, EST_ESHAPE, "input has rank %d; needs at least 2", x->rank);
+    if ((batch_axis != 0 && batch_axis != 1) || (time_axis != 0 && time_axis != 1) || batch_axis == time_axis)
+        return est_op_fail(ctx, EST_EATTR, "batch_axis and time_axis must be 0 and 1, in either order");
+    if (lens->rank != 1 || lens->dims[0] != x->dims[batch_axis])
+        return est_op_fail(ctx, EST_ESHAPE, "sequence_lens must be 1-D of the batch size %lld",
+                           (long long)x->dims[batch_axis]);
+    return est_set_out_like(ctx, 0, x);
+}
+
+/* ---- DepthToSpace, SpaceToDepth ------------------------------------------------- */
+
+static est_status depth_space_infer(est_infer_ctx *ctx, bool to_space) {
+    const est_tval *x;
+    est_status st;
+    int64_t b;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if (x->rank != 4) return est_op_fail(ctx, EST_ESHAPE, "input has rank %d; needs 4 (N, C, H, W)", x->rank);
+    if ((st = est_attr_int(ctx, "blocksize", 0, &b)) != EST_OK) return st;
+    if (b < 1 || b > (1 << 20)) return est_op_fail(ctx, EST_EATTR, "blocksize must be a positive integer");
+    int64_t dims[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
+    if (to_space) {
+        if (dims[1] % (b * b))
+            return est_op_fail(ctx, EST_ESHAPE, "channels %lld are not divisible by blocksize^2", (long long)dims[1]);
+        dims[1] /= b * b;
+        dims[2] *= b;
+        dims[3] *= b;
+    } else {
+        if (dims[2] % b || dims[3] % b)
+            return est_op_fail(ctx, EST_ESHAPE, "height and width must be divisible by blocksize %lld", (long long)b);
+        if (est__mul_overflow(dims[1], b * b, &dims[1]))
+            return est_op_fail(ctx, EST_EOVERFLOW, "output channels overflow 64 bits");
+        dims[2] /= b;
+        dims[3] /= b;
+    }
+    return est_set_out(ctx, 0, x->dtype, 4, dims);
+}
+
+static est_status depth_to_space_infer(est_infer_ctx *ctx) { return depth_space_infer(ctx, true); }
+static est_status space_to_depth_infer(est_infer_ctx *ctx) { return depth_space_infer(ctx, false); }
+
+/* ---- Resize, Upsample ------------------------------------------------------- */
+
+/* floor(dim * scale), in float like ONNX's own shape inference. */
+static est_status scale_dim(est_infer_ctx *ctx, int64_t dim, double scale, int axis, int64_t *out) {
+    if (!(scale > 0) || scale * (double)dim > (double)EST_MAX_DIM_VALUE)
+        return est_op_fail(ctx, EST_ESHAPE, "scale %g for axis %d (of size %lld) is invalid", scale, axis,
+                           (long long)dim);
+    *out = (int64_t)floorf((float)dim * (float)scale);
+    return EST_OK;
+}
+
+static est_status apply_scales(est_infer_ctx *ctx, const est_tval *x, const est_const *scales,
+                               const int64_t *axes, int64_t n, int64_t *dims) {
+    for (int64_t i = 0; i < n; i++) {
+        int ax = (int)i;
+        est_status st;
+        if (axes && (st = est_axis(ctx, axes[i], x->rank, &ax)) != EST_OK) return st;
+        if ((st = scale_dim(ctx, x->dims[ax], est_const_get_f(scales, i), ax, &dims[ax])) != EST_OK) return st;
+    }
+    return EST_OK;
+}
+
+/* not_larger / not_smaller: one scale for all axes, min or max of
+ * sizes[i] / dim, applied with round-half-up (float, as ONNX does). */
+static est_status keep_aspect_ratio(est_infer_ctx *ctx, const est_tval *x, const int *ax, int64_t n,
+                                    bool not_larger, int64_t *dims) {
+    float scale = not_larger ? 3.4e38f : 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (x->dims[ax[i]] == 0)
+            return est_op_fail(ctx, EST_ESHAPE, "cannot keep the aspect ratio of the empty axis %d", ax[i]);
+        float s = (float)dims[ax[i]] / (float)x->dims[ax[i]];
+        scale = not_larger ? fminf(scale, s) : fmaxf(scale, s);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double v = roundf(scale * (float)x->dims[ax[i]]);
+        if (v > (double)EST_MAX_DIM_VALUE)
+            return est_op_fail(ctx, EST_ESHAPE, "axis %d would have %g elements", ax[i], v);
+        dims[ax[i]] = (int64_t)v;
+    }
+    return EST_OK;
+}
+
+/* Sizes, adjusted by keep_aspect_ratio_policy (opset 18). */
+static est_status apply_sizes(est_infer_ctx *ctx, const est_tval *x, const int64_t *sizes, const int64_t *axes,
+                              int64_t n, int64_t *dims) {
+    const char *policy;
+    est_status st;
+    if ((st = est_attr_string(ctx, "keep_aspect_ratio_policy", &policy)) != EST_OK) return st;
+    bool not_larger = policy && strcmp(policy, "not_larger") == 0;
+    bool not_smaller = policy && strcmp(policy, "not_smaller") == 0;
+    if (policy && !not_larger && !not_smaller && strcmp(policy, "stretch") != 0)
+        return est_op_fail(ctx, EST_EATTR, "unknown keep_aspect_ratio_policy '%s'", policy);
+    int ax[EST_MAX_RANK];
+    for (int64_t i = 0; i < n; i++) {
+        ax[i] = (int)i;
+        if (axes && (st = est_axis(ctx, axes[i], x->rank, &ax[i])) != EST_OK) return st;
+        if (sizes[i] < 0 || sizes[i] > EST_MAX_DIM_VALUE)
+            return est_op_fail(ctx, EST_ESHAPE, "size %lld is invalid", (long long)sizes[i]);
+        dims[ax[i]] = sizes[i];
+    }
+    return not_larger || not_smaller ? keep_aspect_ratio(ctx, x, ax, n, not_larger, dims) : EST_OK;
+}
+
+/* A scales or sizes input: absent, empty (treated as absent) or known. */
+static est_status resize_input(est_infer_ctx *ctx, int i, const char *what, bool *present) {
+    const est_tval *t = est_in(ctx, i);
+    *present = t && t->rank >= 0 && t->elements > 0;
+    if (*present && !t->value)
+        return est_op_fail(ctx, EST_ESHAPE, "cannot resolve the output shape: the values of the %s (input %d, '%s') "
+                           "are not known at estimate time", what, i, input_name(ctx, i));
+    return EST_OK;
+}
+
+/* Opset 10: X, scales. From 11: X, roi, scales, sizes (axes from 18). */
+static est_status resize_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    const int64_t *axes = NULL;
+    int64_t n_axes = -1;
+    bool has_scales, has_sizes = false;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    int scales_at = ctx->opset < 11 ? 1 : 2;
+    if ((st = resize_input(ctx, scales_at, "scales", &has_scales)) != EST_OK) return st;
+    if (ctx->opset >= 11 && (st = resize_input(ctx, 3, "sizes", &has_sizes)) != EST_OK) return st;
+    if ((st = est_attr_ints(ctx, "axes", &axes, &n_axes)) != EST_OK) return st;
+    int64_t want = n_axes >= 0 ? n_axes : x->rank;
+    if (want > x->rank)
+        return est_op_fail(ctx, EST_EATTR, "axes has %lld entries for rank %d", (long long)want, x->rank);
+    int64_t dims[EST_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    if (has_sizes) {
+        const int64_t *sizes;
+        int64_t n;
+        if ((st = known_ints(ctx, 3, "sizes", &sizes, &n)) != EST_OK) return st;
+        if (n != want)
+            return est_op_fail(ctx, EST_ESHAPE, "sizes has %lld values; expected %lld",
+                               (long long)n, (long long)want);
+        if ((st = apply_sizes(ctx, x, sizes, axes, n, dims)) != EST_OK) return st;
+    } else if (has_scales) {
+        const est_const *scales = est_in(ctx, scales_at)->value;
+        if (scales->count != want)
+            return est_op_fail(ctx, EST_ESHAPE, "scales has %lld values; expected %lld",
+                               (long long)scales->count, (long long)want);
+        if ((st = apply_scales(ctx, x, scales, axes, want, dims)) != EST_OK) return st;
+    } else {
+        return est_op_fail(ctx, EST_ESHAPE, "neither scales nor sizes is given");
+    }
+    return est_set_out(ctx, 0, x->dtype, x->rank, dims);
+}
+
+/* Opset 7-8: scales attribute; from 9: scales input. */
+static est_status upsample_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    int64_t dims[EST_MAX_RANK], n;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if (ctx->opset < 7)
+        return est_op_fail(ctx, EST_EUNSUPPORTED, "Upsample-1 (height_scale, width_scale) is not supported");
+    const double *attr = NULL;
+    const est_const *scales = NULL;
+    if (ctx->opset < 9) {
+        if ((st = est_attr_floats(ctx, "scales", &attr, &n)) != EST_OK) return st;
+    } else {
+        scales = est_in(ctx, 1) ? est_in(ctx, 1)->value : NULL;
+        n = scales ? scales->count : -1;
+        if (!scales)
+            return est_op_fail(ctx, EST_ESHAPE,
+                               "cannot resolve the output shape: the values of scales (input 1, '%s') are not "
+                               "known at estimate time", input_name(ctx, 1));
+    }
+    if (n != x->rank)
+        return est_op_fail(ctx, EST_ESHAPE, "scales has %lld values; expected %d", (long long)n, x->rank);
+    for (int d = 0; d < x->rank; d++)
+        if ((st = scale_dim(ctx, x->dims[d], attr ? attr[d] : est_const_get_f(scales, d), d, &dims[d])) != EST_OK)
+            return st;
+    return est_set_out(ctx, 0, x->dtype, x->rank, dims);
+}
+
+/* ---- Compress, NonZero, Unique: data-dependent sizes ------------------------------ */
+
+static est_status compress_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *cond;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &cond)) != EST_OK) return st;
+    if (cond->rank != 1) return est_op_fail(ctx, EST_ESHAPE, "condition must be 1-D");
+    if (!cond->value)
+        return est_op_fail(ctx, EST_EUNSUPPORTED, "the output size depends on the condition's values, which are "
+                           "unknown at estimate time");
+    bool has_axis = est_attr_get(ctx->node, "axis") != NULL;
+    int64_t axis_attr, dims[EST_MAX_RANK];
+    int axis = 0, rank = 1;
+    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
+    if (has_axis && (st = est_axis(ctx, axis_attr, x->rank, &axis)) != EST_OK) return st;
+    int64_t len = has_axis ? x->dims[axis] : x->elements, kept = 0;
+    if (cond->elements > len)
+        return est_op_fail(ctx, EST_ESHAPE, "condition has %lld entries for %lld slices",
+                           (long long)cond->elements, (long long)len);
+    int64_t keep[1];
+    for (int64_t i = 0; i < cond->elements; i++) kept += est_const_get_f(cond->value, i) != 0;
+    keep[0] = kept;
+    if (has_axis) {
+        memcpy(dims, x->dims, sizeof dims);
+        dims[axis] = kept;
+        rank = x->rank;
+    }
+    return est_set_out(ctx, 0, x->dtype, rank, has_axis ? dims : keep);
+}
+
+/* [rank, count of non-zeros] int64, only when the input is known. */
+static est_status non_zero_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if (!x->value || x->rank < 1)
+        return est_op_fail(ctx, EST_EUNSUPPORTED, "the output size depends on the input's values, which are "
+                           "unknown at estimate time");
+    int64_t dims[2] = {x->rank, 0};
+    for (int64_t k = 0; k < x->elements; k++) dims[1] += est_const_get_f(x->value, k) != 0;
+    if ((st = est_set_out(ctx, 0, EST_DT_INT64, 2, dims)) != EST_OK) return st;
+    est_const *c = est_fold_out(ctx, 0, EST_DT_INT64);
+    int64_t idx[EST_MAX_RANK] = {0}, j = 0;
+    for (int64_t k = 0; c && k < x->elements; k++) {
+        if (est_const_get_f(x->value, k) != 0) {
+            for (int d = 0; d < x->rank; d++) c->i64[d * dims[1] + j] = idx[d];
+            j++;
+        }
+        next_index(x->rank, x->dims, idx);
+    }
+    return EST_OK;
+}
+
+/* The slices of a known tensor along one axis: `outer` blocks of `n` slices
+ * of `inner` elements (n elements of 1 when flattened). */
+typedef struct slices {
+    const est_const *v;
+    int64_t outer, n, inner;
+} slices;
+
+/* Orders slices a and b lexicographically. */
+static int slice_cmp(const slices *s, int64_t a, int64_t b) {
+    for (int64_t o = 0; o < s->outer; o++)
+        for (int64_t i = 0; i < s->inner; i++) {
+            int64_t ka = (o * s->n + a) * s->inner + i, kb = (o * s->n + b) * s->inner + i;
+            if (s->v->i64 ? s->v->i64[ka] != s->v->i64[kb] : s->v->f64[ka] != s->v->f64[kb])
+                return (s->v->i64 ? s->v->i64[ka] < s->v->i64[kb] : s->v->f64[ka] < s->v->f64[kb]) ? -1 : 1;
+        }
+    return 0;
+}
+
+/* Merge sort of slice numbers (qsort has no context argument in C11). */
+static void sort_slices(const slices *s, int64_t *order, int64_t *tmp, int64_t n) {
+    if (n < 2) return;
+    int64_t h = n / 2, i = 0, j = h, k = 0;
+    sort_slices(s, order, tmp, h);
+    sort_slices(s, order + h, tmp, n - h);
+    while (i < h && j < n) tmp[k++] = slice_cmp(s, order[j], order[i]) < 0 ? order[j++] : order[i++];
+    while (i < h) tmp[k++] = order[i++];
+    while (j < n) tmp[k++] = order[j++];
+    memcpy(order, tmp, (size_t)n * sizeof *order);
+}
+
+/* Counts the distinct slices; -1 when out of memory. */
+static int64_t count_unique(const slices *s) {
+    int64_t *order = malloc((size_t)(s->n ? s->n : 1) * sizeof *order);
+    int64_t *tmp = malloc((size_t)(s->n ? s->n : 1) * sizeof *tmp);
+    int64_t unique = -1;
+    if (order && tmp) {
+        for (int64_t i = 0; i < s->n; i++) order[i] = i;
+        sort_slices(s, order, tmp, s->n);
+        unique = s->n > 0;
+        for (int64_t i = 1; i < s->n; i++) unique += slice_cmp(s, order[i - 1], order[i]) != 0;
+    }
+    free(order);
+    free(tmp);
+    return unique;
+}
+
+static est_status unique_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if (!x->value)
+        return est_op_fail(ctx, EST_EUNSUPPORTED, "the output size depends on the input's values, which are "
+                           "unknown at estimate time");
+    bool has_axis = est_attr_get(ctx->node, "axis") != NULL;
+    int64_t axis_attr, dims[EST_MAX_RANK];
+    int axis = 0;
+    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
+    if (has_axis && (st = est_axis(ctx, axis_attr, x->rank, &axis)) != EST_OK) return st;
+    int64_t n = has_axis ? x->dims[axis] : x->elements;
+    slices sl = {x->value, has_axis ? product(0, axis, x->dims) : 1, n,
+                 has_axis ? product(axis + 1, x->rank, x->dims) : 1};
+    int64_t u = count_unique(&sl);
+    if (u < 0) return est_op_fail(ctx, EST_ENOMEM, "out of memory");
+    memcpy(dims, x->dims, sizeof dims);
+    dims[axis] = u;
+    if ((st = est_set_out(ctx, 0, x->dtype, has_axis ? x->rank : 1, has_axis ? dims : &u)) != EST_OK) return st;
+    if ((st = est_set_out(ctx, 1, EST_DT_INT64, 1, &u)) != EST_OK) return st;
+    if ((st = est_set_out(ctx, 2, EST_DT_INT64, 1, &n)) != EST_OK) return st;
+    return est_set_out(ctx, 3, EST_DT_INT64, 1, &u);
+}
+
+/* ---- GridSample, RoiAlign, Col2Im --------------------------------------------- */
+
+/* X (N, C, D1..Dn), grid (N, O1..On, n) -> (N, C, O1..On). */
+static est_status grid_sample_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *grid;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &grid)) != EST_OK) return st;
+    if (x->rank < 3 || grid->rank != x->rank || (ctx->opset < 20 && x->rank != 4))
+        return est_op_fail(ctx, EST_ESHAPE, "X (rank %d) and grid (rank %d) must share a rank of %s", x->rank,
+                           grid->rank, ctx->opset < 20 ? "4" : "3 or more");
+    if (grid->dims[0] != x->dims[0] || grid->dims[grid->rank - 1] != x->rank - 2)
+        return est_op_fail(ctx, EST_ESHAPE, "grid must be (N=%lld, ..., %d)", (long long)x->dims[0], x->rank - 2);
+    int64_t dims[EST_MAX_RANK];
+    dims[0] = x->dims[0];
+    dims[1] = x->dims[1];
+    for (int d = 2; d < x->rank; d++) dims[d] = grid->dims[d - 1];
+    return est_set_out(ctx, 0, x->dtype, x->rank, dims);
+}
+
+/* X (N, C, H, W), rois (R, 4), batch_indices (R) -> (R, C, oh, ow). */
+static est_status roi_align_infer(est_infer_ctx *ctx) {
+    const est_tval *x, *rois, *bi;
+    est_status st;
+    int64_t oh, ow;
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &rois)) != EST_OK ||
+        (st = est_in_req(ctx, 2, &bi)) != EST_OK)
+        return st;
+    if (x->rank != 4) return est_op_fail(ctx, EST_ESHAPE, "X has rank %d; needs 4 (N, C, H, W)", x->rank);
+    if (rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != rois->dims[0])
+        return est_op_fail(ctx, EST_ESHAPE, "rois must be (R, 4) and batch_indices (R)");
+    if ((st = est_attr_int(ctx, "output_height", 1, &oh)) != EST_OK) return st;
+    if ((st = est_attr_int(ctx, "output_width", 1, &ow)) != EST_OK) return st;
+    int64_t dims[4] = {rois->dims[0], x->dims[1], oh, ow};
+    return est_set_out(ctx, 0, x->dtype, 4, dims);
+}
+
+/* Number of sliding blocks along one image axis, as in Col2Im/Im2Col; -1
+ * when the window overflows. Every argument is at most EST_MAX_DIM_VALUE. */
+static int64_t block_count(int64_t image, int64_t block, int64_t dil, int64_t stride, int64_t pb, int64_t pe) {
+    int64_t span, padded = image + pb + pe;
+    if (est__mul_overflow(dil, block - 1, &span)) return -1;
+    span += 1;
+    return padded < span ? 0 : (padded - span) / stride + 1;
+}
+
+static est_status col2im_attr(est_infer_ctx *ctx, const char *name, int64_t n, int64_t dflt, int64_t *out) {
+    const int64_t *v;
+    int64_t nv;
+    est_status st = est_attr_ints(ctx, name, &v, &nv);
+    if (st != EST_OK) return st;
+    if (nv >= 0 && nv != n)
+        return est_op_fail(ctx, EST_EATTR, "attribute '%s' has %lld values, expected %lld",
+                           name, (long long)nv, (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = nv >= 0 ? v[i] : dflt;
+        if (out[i] < 0 || out[i] > EST_MAX_DIM_VALUE)
+            return est_op_fail(ctx, EST_EATTR, "attribute '%s' is invalid", name);
+    }
+    return EST_OK;
+}
+
+/* The elements per block (prod(block)) and the block count L that Col2Im's
+ * input must have. */
+static est_status col2im_blocks(est_infer_ctx *ctx, int64_t n, const int64_t *image, const int64_t *block,
+                                int64_t *size, int64_t *blocks) {
+    int64_t dil[EST_MAX_RANK], strides[EST_MAX_RANK], pads[2 * EST_MAX_RANK];
+    est_status st;
+    if ((st = col2im_attr(ctx, "dilations", n, 1, dil)) != EST_OK ||
+        (st = col2im_attr(ctx, "strides", n, 1, strides)) != EST_OK ||
+        (st = col2im_attr(ctx, "pads", 2 * n, 0, pads)) != EST_OK)
+        return st;
+    *size = *blocks = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (block[i] < 1 || image[i] < 0 || block[i] > EST_MAX_DIM_VALUE || image[i] > EST_MAX_DIM_VALUE ||
+            dil[i] < 1 || strides[i] < 1)
+            return est_op_fail(ctx, EST_ESHAPE, "image_shape, block_shape, dilations and strides must be positive");
+        int64_t count = block_count(image[i], block[i], dil[i], strides[i], pads[i], pads[i + n]);
+        if (count < 0 || est__mul_overflow(*size, block[i], size) || est__mul_overflow(*blocks, count, blocks))
+            return est_op_fail(ctx, EST_EOVERFLOW, "the block sizes overflow 64 bits");
+    }
+    return EST_OK;
+}
+
+/* input (N, C * prod(block), L) -> (N, C, image...). */
+static est_status col2im_infer(est_infer_ctx *ctx) {
+    const est_tval *x;
+    est_status st;
+    const int64_t *image, *block;
+    int64_t n, nb, size, blocks, dims[EST_MAX_RANK];
+    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
+    if ((st = known_ints(ctx, 1, "image shape", &image, &n)) != EST_OK) return st;
+    if ((st = known_ints(ctx, 2, "block shape", &block, &nb)) != EST_OK) return st;
+    if (x->rank != 3 || n != nb || n < 1 || n + 2 > EST_MAX_RANK)
+        return est_op_fail(ctx, EST_ESHAPE, "input must be 3-D, and image_shape and block_shape of one length");
+    if ((st = col2im_blocks(ctx, n, image, block, &size, &blocks)) != EST_OK) return st;
+    if (x->dims[1] % size != 0 || x->dims[2] != blocks)
+        return est_op_fail(ctx, EST_ESHAPE,
+                           "input (%lld, %lld, %lld) does not hold %lld blocks of %lld elements per channel",
+                           (long long)x->dims[0], (long long)x->dims[1], (long long)x->dims[2], (long long)blocks,
+                           (long long)size);
+    dims[0] = x->dims[0];
+    dims[1] = x->dims[1] / size;
+    for (int64_t i = 0; i < n; i++) dims[2 + i] = image[i];
+    return est_set_out(ctx, 0, x->dtype, (int)n + 2, dims);
+}
+
 EST_FAMILY(index,
-    {.name = "__placeholder_index", .min_inputs = 0, .max_inputs = -1, .min_outputs = 0, .max_outputs = -1,
-     .infer = est_infer_like_input0},
+    {.name = "Gather", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = gather_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "GatherElements", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = gather_elements_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "GatherND", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = gather_nd_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "Slice", .min_inputs = 1, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
+     .infer = slice_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
+    {.name = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = -1,
+     .infer = split_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "Concat", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
+     .infer = concat_infer},
+    {.name = "Tile", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = tile_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
+    {.name = "Pad", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+     .infer = pad_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
+    {.name = "CenterCropPad", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = center_crop_pad_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "ScatterND", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = scatter_nd_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "ScatterElements", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = scatter_elements_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "Scatter", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = scatter_elements_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "OneHot", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = one_hot_infer, .nondiff_inputs = EST_SLOT(0) | EST_SLOT(1) | EST_SLOT(2)},
+    {.name = "Trilu", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = trilu_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "TopK", .min_inputs = 1, .max_inputs = 2, .min_outputs = 2, .max_outputs = 2,
+     .infer = top_k_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "CumSum", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = cum_sum_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "ReverseSequence", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = reverse_sequence_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "DepthToSpace", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = depth_to_space_infer},
+    {.name = "SpaceToDepth", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = space_to_depth_infer},
+    {.name = "Resize", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+     .infer = resize_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
+    {.name = "Upsample", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = upsample_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "Compress", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = compress_infer, .nondiff_inputs = EST_SLOT(1)},
+    {.name = "NonZero", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+     .infer = non_zero_infer, .nondiff_inputs = EST_SLOT(0)},
+    {.name = "Unique", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 4,
+     .infer = unique_infer},
+    {.name = "GridSample", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = grid_sample_infer},
+    {.name = "RoiAlign", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = roi_align_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
+    {.name = "Col2Im", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = col2im_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
 );

@@ -1,7 +1,347 @@
-/* linear.c: TODO ops of the linear family. */
+/* linear.c: matrix products (Gemm, MatMul and its quantized forms, Einsum)
+ * and the fused Attention of opset 23. */
+#include <stdio.h>
+#include <string.h>
+
 #include "registry.h"
 
+/* Writes dims as "[2x3x4]" for error messages. */
+static const char *shape_str(char *buf, size_t size, int rank, const int64_t *dims) {
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < rank && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? "x" : "", (long long)dims[d]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
+/* ---- Gemm ----------------------------------------------------------------- */
+
+/* Y = alpha * A' * B' + beta * C: A' (M, K), B' (K, N), C broadcast to (M, N). */
+static est_status gemm_infer(est_infer_ctx *ctx) {
+    const est_tval *a, *b;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &a)) != EST_OK || (st = est_in_req(ctx, 1, &b)) != EST_OK) return st;
+    if (a->rank != 2 || b->rank != 2)
+        return est_op_fail(ctx, EST_ESHAPE, "A (rank %d) and B (rank %d) must both be 2-D", a->rank, b->rank);
+    int64_t trans_a, trans_b;
+    if ((st = est_attr_int(ctx, "transA", 0, &trans_a)) != EST_OK ||
+        (st = est_attr_int(ctx, "transB", 0, &trans_b)) != EST_OK)
+        return st;
+    int64_t m = a->dims[trans_a ? 1 : 0], ka = a->dims[trans_a ? 0 : 1];
+    int64_t kb = b->dims[trans_b ? 1 : 0], n = b->dims[trans_b ? 0 : 1];
+    if (ka != kb) {
+        char sa[64], sb[64];
+        return est_op_fail(ctx, EST_ESHAPE, "A %s%s and B %s%s disagree on K (%lld vs %lld)",
+                           shape_str(sa, sizeof sa, 2, a->dims), trans_a ? " (transposed)" : "",
+                           shape_str(sb, sizeof sb, 2, b->dims), trans_b ? " (transposed)" : "",
+                           (long long)ka, (long long)kb);
+    }
+    int64_t out[2] = {m, n};
+    const est_tval *c = est_in(ctx, 2);
+    if (c && c->rank >= 0) {
+        int rank;
+        int64_t bc[EST_MAX_RANK];
+        if (c->rank > 2 || est_broadcast(ctx, 2, out, c->rank, c->dims, &rank, bc) != EST_OK ||
+            bc[0] != m || bc[1] != n) {
+            char sc[EST_MAX_RANK * 16];
+            return est_op_fail(ctx, EST_ESHAPE, "C %s does not broadcast to (M, N) = (%lld, %lld)",
+                               shape_str(sc, sizeof sc, c->rank, c->dims), (long long)m, (long long)n);
+        }
+    }
+    return est_set_out(ctx, 0, a->dtype, 2, out);
+}
+
+/* ---- MatMul --------------------------------------------------------------- */
+
+/* numpy.matmul shapes: a 1-D operand gains a unit dim (prepended for A,
+ * appended for B) that the result drops; batch dims broadcast. */
+static est_status matmul_shape(est_infer_ctx *ctx, const est_tval *a, const est_tval *b, int *rank,
+                               int64_t *out) {
+    char sa[EST_MAX_RANK * 16], sb[EST_MAX_RANK * 16];
+    if (a->rank < 1 || b->rank < 1)
+        return est_op_fail(ctx, EST_ESHAPE, "MatMul operands must have rank 1 or more (A rank %d, B rank %d)",
+                           a->rank, b->rank);
+    int64_t am = a->rank == 1 ? 1 : a->dims[a->rank - 2], ak = a->dims[a->rank - 1];
+    int64_t bk = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2], bn = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    if (ak != bk)
+        return est_op_fail(ctx, EST_ESHAPE, "A %s and B %s disagree on K (%lld vs %lld)",
+                           shape_str(sa, sizeof sa, a->rank, a->dims), shape_str(sb, sizeof sb, b->rank, b->dims),
+                           (long long)ak, (long long)bk);
+    int a_batch = a->rank > 2 ? a->rank - 2 : 0, b_batch = b->rank > 2 ? b->rank - 2 : 0;
+    int r;
+    if (est_broadcast(ctx, a_batch, a->dims, b_batch, b->dims, &r, out) != EST_OK)
+        return est_op_fail(ctx, EST_ESHAPE, "the batch dims of A %s and B %s do not broadcast",
+                           shape_str(sa, sizeof sa, a->rank, a->dims), shape_str(sb, sizeof sb, b->rank, b->dims));
+    if (a->rank > 1) out[r++] = am;
+    if (b->rank > 1) out[r++] = bn;
+    *rank = r;
+    return EST_OK;
+}
+
+static est_status matmul_infer(est_infer_ctx *ctx) {
+    const est_tval *a, *b;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &a)) != EST_OK || (st = est_in_req(ctx, 1, &b)) != EST_OK) return st;
+    int rank;
+    int64_t out[EST_MAX_RANK];
+    if ((st = matmul_shape(ctx, a, b, &rank, out)) != EST_OK) return st;
+    return est_set_out(ctx, 0, a->dtype, rank, out);
+}
+
+/* A, B [, a_zero_point, b_zero_point] -> int32 product. */
+static est_status matmul_integer_infer(est_infer_ctx *ctx) {
+    const est_tval *a, *b;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &a)) != EST_OK || (st = est_in_req(ctx, 1, &b)) != EST_OK) return st;
+    int rank;
+    int64_t out[EST_MAX_RANK];
+    if ((st = matmul_shape(ctx, a, b, &rank, out)) != EST_OK) return st;
+    return est_set_out(ctx, 0, EST_DT_INT32, rank, out);
+}
+
+/* a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp -> typed like y_zp. */
+static est_status qlinear_matmul_infer(est_infer_ctx *ctx) {
+    const est_tval *a, *b, *y_zero;
+    est_status st;
+    if ((st = est_in_req(ctx, 0, &a)) != EST_OK || (st = est_in_req(ctx, 3, &b)) != EST_OK ||
+        (st = est_in_req(ctx, 7, &y_zero)) != EST_OK)
+        return st;
+    int rank;
+    int64_t out[EST_MAX_RANK];
+    if ((st = matmul_shape(ctx, a, b, &rank, out)) != EST_OK) return st;
+    return est_set_out(ctx, 0, y_zero->dtype, rank, out);
+}
+
+/* ---- Einsum --------------------------------------------------------------- */
+
+/* Labels are a-z and A-Z; an ellipsis ("...") stands for broadcast dims. */
+#define EINSUM_LABELS 52
+#define EINSUM_ELLIPSIS (-2)
+
+static int einsum_label(char c) {
+    if (c >= 'a' && c <= 'z') return c - 'a';
+    if (c >= 'A' && c <= 'Z') return 26 + c - 'A';
+    return -1;
+}
+
+/* One term of the equation: its labels in order, the ellipsis as
+ * EINSUM_ELLIPSIS. */
+typedef struct einsum_term {
+    int n;
+    int labels[EST_MAX_RANK + 1];
+    bool has_ellipsis;
+} einsum_term;
+
+/* Parses the term in s[0..len), skipping spaces. */
+static est_status einsum_parse_term(est_infer_ctx *ctx, const char *s, size_t len, einsum_term *t) {
+    t->n = 0;
+    t->has_ellipsis = false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == ' ') continue;
+        int label = einsum_label(s[i]);
+        if (s[i] == '.') {
+            if (i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.' || t->has_ellipsis)
+                return est_op_fail(ctx, EST_EATTR, "equation: a term has a malformed or repeated ellipsis");
+            t->has_ellipsis = true;
+            label = EINSUM_ELLIPSIS;
+            i += 2;
+        } else if (label < 0) {
+            return est_op_fail(ctx, EST_EATTR, "equation: unexpected character '%c'", s[i]);
+        }
+        if (t->n > EST_MAX_RANK) return est_op_fail(ctx, EST_ELIMIT, "equation: a term has too many labels");
+        t->labels[t->n++] = label;
+    }
+    return EST_OK;
+}
+
+typedef struct einsum_dims {
+    int64_t label_dim[EINSUM_LABELS]; /* -1 until seen */
+    int label_count[EINSUM_LABELS];   /* occurrences over all inputs */
+    int ell_rank;                     /* broadcast rank of the ellipsis dims */
+    int64_t ell_dims[EST_MAX_RANK];
+} einsum_dims;
+
+/* Records one operand's dims against its term: labels must agree (1
+ * broadcasts), ellipsis dims broadcast numpy-style. */
+static est_status einsum_bind_operand(est_infer_ctx *ctx, int slot, const einsum_term *t, einsum_dims *ed) {
+    const est_tval *x;
+    est_status st = est_in_req(ctx, slot, &x);
+    if (st != EST_OK) return st;
+    int named = t->n - (t->has_ellipsis ? 1 : 0);
+    int ell = x->rank - named;
+    if (ell < 0 || (!t->has_ellipsis && ell != 0))
+        return est_op_fail(ctx, EST_ESHAPE, "input %d has rank %d, but its term names %d dims", slot, x->rank, named);
+    int d = 0;
+    for (int k = 0; k < t->n; k++) {
+        if (t->labels[k] == EINSUM_ELLIPSIS) {
+            int64_t merged[EST_MAX_RANK];
+            int r;
+            if ((st = est_broadcast(ctx, ed->ell_rank, ed->ell_dims, ell, x->dims + d, &r, merged)) != EST_OK)
+                return st;
+            memcpy(ed->ell_dims, merged, sizeof merged);
+            ed->ell_rank = r;
+            d += ell;
+            continue;
+        }
+        int64_t *have = &ed->label_dim[t->labels[k]];
+        int64_t dim = x->dims[d++];
+        ed->label_count[t->labels[k]]++;
+        if (*have < 0 || *have == 1) *have = dim;
+        else if (dim != 1 && dim != *have)
+            return est_op_fail(ctx, EST_ESHAPE, "equation: label '%c' is %lld in one place and %lld in another",
+                               t->labels[k] < 26 ? 'a' + t->labels[k] : 'A' + t->labels[k] - 26,
+                               (long long)*have, (long long)dim);
+    }
+    return EST_OK;
+}
+
+/* The implicit output: the ellipsis, then labels used exactly once, in
+ * alphabetical order (upper case sorts before lower case, as in ASCII). */
+static void einsum_implicit_output(const einsum_dims *ed, bool any_ellipsis, einsum_term *out) {
+    out->n = 0;
+    out->has_ellipsis = any_ellipsis;
+    if (any_ellipsis) out->labels[out->n++] = EINSUM_ELLIPSIS;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < 26; k++) {
+            int label = pass == 0 ? 26 + k : k;
+            if (ed->label_count[label] == 1 && out->n <= EST_MAX_RANK) out->labels[out->n++] = label;
+        }
+}
+
+static est_status einsum_output_shape(est_infer_ctx *ctx, const einsum_term *out_term, const einsum_dims *ed,
+                                      int *rank, int64_t *dims) {
+    int r = 0;
+    for (int k = 0; k < out_term->n; k++) {
+        int label = out_term->labels[k];
+        if (label == EINSUM_ELLIPSIS) {
+            if (r + ed->ell_rank > EST_MAX_RANK) return est_op_fail(ctx, EST_ELIMIT, "output rank too large");
+            for (int e = 0; e < ed->ell_rank; e++) dims[r++] = ed->ell_dims[e];
+            continue;
+        }
+        if (ed->label_dim[label] < 0)
+            return est_op_fail(ctx, EST_EATTR, "equation: output label '%c' is not in any input",
+                               label < 26 ? 'a' + label : 'A' + label - 26);
+        if (r >= EST_MAX_RANK) return est_op_fail(ctx, EST_ELIMIT, "output rank too large");
+        dims[r++] = ed->label_dim[label];
+    }
+    *rank = r;
+    return EST_OK;
+}
+
+static est_status einsum_infer(est_infer_ctx *ctx) {
+    const char *eq;
+    est_status st = est_attr_string(ctx, "equation", &eq);
+    if (st != EST_OK) return st;
+    if (!eq) return est_op_fail(ctx, EST_EATTR, "attribute 'equation' is required");
+    const char *arrow = strstr(eq, "->");
+    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+    einsum_dims ed = {.ell_rank = 0};
+    for (int k = 0; k < EINSUM_LABELS; k++) ed.label_dim[k] = -1;
+    bool any_ellipsis = false;
+    int slot = 0;
+    for (size_t start = 0; start <= lhs_len; slot++) {
+        const char *comma = memchr(eq + start, ',', lhs_len - start);
+        size_t end = comma ? (size_t)(comma - eq) : lhs_len;
+        if (slot >= ctx->n_in)
+            return est_op_fail(ctx, EST_EATTR, "equation has more terms than the %d inputs", ctx->n_in);
+        einsum_term t;
+        if ((st = einsum_parse_term(ctx, eq + start, end - start, &t)) != EST_OK ||
+            (st = einsum_bind_operand(ctx, slot, &t, &ed)) != EST_OK)
+            return st;
+        any_ellipsis |= t.has_ellipsis;
+        start = end + 1;
+    }
+    if (slot != ctx->n_in)
+        return est_op_fail(ctx, EST_EATTR, "equation has %d terms for %d inputs", slot, ctx->n_in);
+    einsum_term out_term;
+    if (arrow) st = einsum_parse_term(ctx, arrow + 2, strlen(arrow + 2), &out_term);
+    else einsum_implicit_output(&ed, any_ellipsis, &out_term);
+    if (st != EST_OK) return st;
+    int rank = 0;
+    int64_t dims[EST_MAX_RANK];
+    if ((st = einsum_output_shape(ctx, &out_term, &ed, &rank, dims)) != EST_OK) return st;
+    return est_set_out(ctx, 0, ctx->in[0]->dtype, rank, dims);
+}
+
+/* ---- Attention ------------------------------------------------------------ */
+
+/* The per-head view of Q, K or V: (batch, heads, seq, head_size). */
+typedef struct attn_view {
+    int64_t batch, heads, seq, head_size;
+} attn_view;
+
+/* 4-D inputs are already per head; 3-D ones (batch, seq, hidden) split
+ * hidden by the heads attribute. */
+static est_status attn_view_of(est_infer_ctx *ctx, int slot, const char *heads_attr, attn_view *v) {
+    const est_tval *t;
+    est_status st = est_in_req(ctx, slot, &t);
+    if (st != EST_OK) return st;
+    if (t->rank == 4) {
+        *v = (attn_view){t->dims[0], t->dims[1], t->dims[2], t->dims[3]};
+        return EST_OK;
+    }
+    if (t->rank != 3) return est_op_fail(ctx, EST_ESHAPE, "input %d has rank %d; Attention takes 3-D or 4-D", slot, t->rank);
+    int64_t heads;
+    if ((st = est_attr_int(ctx, heads_attr, 0, &heads)) != EST_OK) return st;
+    if (heads <= 0 || t->dims[2] % heads != 0)
+        return est_op_fail(ctx, EST_EATTR, "3-D input %d needs '%s' dividing its hidden size %lld", slot,
+                           heads_attr, (long long)t->dims[2]);
+    *v = (attn_view){t->dims[0], heads, t->dims[1], t->dims[2] / heads};
+    return EST_OK;
+}
+
+/* The past key/value's sequence length, 0 without a cache. */
+static est_status attn_past_seq(est_infer_ctx *ctx, const attn_view *k, int64_t *past) {
+    const est_tval *pk = est_in(ctx, 4), *pv = est_in(ctx, 5);
+    *past = 0;
+    if (!pk && !pv) return EST_OK;
+    if (!pk || !pv) return est_op_fail(ctx, EST_EGRAPH, "past_key and past_value must be given together");
+    if (pk->rank != 4 || pv->rank != 4 || pk->dims[2] != pv->dims[2] || pk->dims[1] != k->heads)
+        return est_op_fail(ctx, EST_ESHAPE, "past_key and past_value must be (batch, kv_num_heads, past_seq, size)");
+    *past = pk->dims[2];
+    return EST_OK;
+}
+
+/* Y like Q (with V's head size), present key/value with past + new
+ * positions, qk_matmul_output (batch, q_heads, q_seq, total_seq). */
+static est_status attention_infer(est_infer_ctx *ctx) {
+    attn_view q, k, v;
+    int64_t past;
+    est_status st;
+    if ((st = attn_view_of(ctx, 0, "q_num_heads", &q)) != EST_OK ||
+        (st = attn_view_of(ctx, 1, "kv_num_heads", &k)) != EST_OK ||
+        (st = attn_view_of(ctx, 2, "kv_num_heads", &v)) != EST_OK || (st = attn_past_seq(ctx, &k, &past)) != EST_OK)
+        return st;
+    if (q.head_size != k.head_size || k.seq != v.seq || k.heads != v.heads || q.heads % k.heads != 0)
+        return est_op_fail(ctx, EST_ESHAPE, "Q, K and V disagree: head sizes %lld/%lld, kv lengths %lld/%lld, "
+                           "heads %lld/%lld/%lld", (long long)q.head_size, (long long)k.head_size, (long long)k.seq,
+                           (long long)v.seq, (long long)q.heads, (long long)k.heads, (long long)v.heads);
+    const est_tval *qt = ctx->in[0], *kt = ctx->in[1], *vt = ctx->in[2];
+    int64_t total = past + k.seq;
+    int64_t y3[3] = {q.batch, q.seq, q.heads * v.head_size}, y4[4] = {q.batch, q.heads, q.seq, v.head_size};
+    int64_t pk[4] = {k.batch, k.heads, total, k.head_size}, pv[4] = {v.batch, v.heads, total, v.head_size};
+    int64_t qk[4] = {q.batch, q.heads, q.seq, total};
+    if ((st = est_set_out(ctx, 0, qt->dtype, qt->rank, qt->rank == 3 ? y3 : y4)) != EST_OK ||
+        (st = est_set_out(ctx, 1, kt->dtype, 4, pk)) != EST_OK || (st = est_set_out(ctx, 2, vt->dtype, 4, pv)) != EST_OK)
+        return st;
+    return est_set_out(ctx, 3, qt->dtype, 4, qk);
+}
+
 EST_FAMILY(linear,
-    {.name = "__placeholder_linear", .min_inputs = 0, .max_inputs = -1, .min_outputs = 0, .max_outputs = -1,
-     .infer = est_infer_like_input0},
+    {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+     .infer = gemm_infer},
+    {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+     .infer = matmul_infer},
+    /* zero points are quantization constants */
+    {.name = "MatMulInteger", .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+     .infer = matmul_integer_infer, .nondiff_inputs = EST_SLOT(2) | EST_SLOT(3)},
+    /* scales and zero points are quantization constants */
+    {.name = "QLinearMatMul", .min_inputs = 8, .max_inputs = 8, .min_outputs = 1, .max_outputs = 1,
+     .infer = qlinear_matmul_infer,
+     .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2) | EST_SLOT(4) | EST_SLOT(5) | EST_SLOT(6) | EST_SLOT(7)},
+    {.name = "Einsum", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
+     .infer = einsum_infer},
+    /* the mask and the per-sample lengths take no gradient */
+    {.name = "Attention", .min_inputs = 3, .max_inputs = 7, .min_outputs = 1, .max_outputs = 4,
+     .infer = attention_infer, .nondiff_inputs = EST_SLOT(3) | EST_SLOT(6)},
 );

@@ -84,25 +84,25 @@ static est_status layernorm_infer(est_infer_ctx *ctx) {
     return EST_OK;
 }
 
-/* input (N, C, D..), scale (C), B (C) -> like input. */
+/* input (N, C, ...), scale (C), B (C) -> like input. */
 static est_status instancenorm_infer(est_infer_ctx *ctx) {
     const est_tval *x;
     est_status st = est_in_req(ctx, 0, &x);
     if (st != EST_OK) return st;
-    if (x->rank < 3) return est_op_fail(ctx, EST_ESHAPE, "input has rank %d; needs at least 3 (N, C, D...)", x->rank);
+    if (x->rank < 2) return est_op_fail(ctx, EST_ESHAPE, "input has rank %d; needs at least 2 (N, C, ...)", x->rank);
     if ((st = check_channel_vector(ctx, 1, "scale", x->dims[1])) != EST_OK ||
         (st = check_channel_vector(ctx, 2, "B", x->dims[1])) != EST_OK)
         return st;
     return est_set_out_like(ctx, 0, x);
 }
 
-/* X (N, C, D..) -> like X. scale and bias are per group at opset 18, per
+/* X (N, C, ...) -> like X. scale and bias are per group at opset 18, per
  * channel from opset 21. */
 static est_status groupnorm_infer(est_infer_ctx *ctx) {
     const est_tval *x;
     est_status st = est_in_req(ctx, 0, &x);
     if (st != EST_OK) return st;
-    if (x->rank < 3) return est_op_fail(ctx, EST_ESHAPE, "input X has rank %d; needs at least 3 (N, C, D...)", x->rank);
+    if (x->rank < 2) return est_op_fail(ctx, EST_ESHAPE, "input X has rank %d; needs at least 2 (N, C, ...)", x->rank);
     int64_t groups;
     if ((st = est_attr_int(ctx, "num_groups", 0, &groups)) != EST_OK) return st;
     if (groups <= 0 || x->dims[1] % groups != 0)

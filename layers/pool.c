@@ -61,7 +61,7 @@ static est_status max_roi_pool_infer(est_infer_ctx *ctx) {
     return est_set_out(ctx, 0, x->dtype, 4, out);
 }
 
-/* Reads a window attribute of n values, or fills dflt when absent. */
+/* Reads a window attribute of `want` values, or fills dflt when absent. */
 static est_status unpool_attr(est_infer_ctx *ctx, const char *name, int64_t want, int64_t dflt, int64_t *vals) {
     const int64_t *a;
     int64_t na;

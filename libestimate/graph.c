@@ -294,12 +294,32 @@ static void classify_initializers(est_graph *g) {
     free(use);
 }
 
-est_status est__graph_finish(est_graph *g, est_error *err) {
+/* Resolves every node's registry entry. Consecutive nodes often share an op
+ * type, and a graph uses few distinct ones, so a small cache of recent
+ * lookups spares most registry scans. */
+static void resolve_ops(est_graph *g) {
+    enum { CACHE = 16 };
+    const est_node *recent[CACHE] = {0};
+    int next = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         if (strcmp(n->domain, "ai.onnx") == 0) n->domain[0] = '\0';
+        int c = 0;
+        while (c < CACHE && recent[c] &&
+               (strcmp(recent[c]->op_type, n->op_type) != 0 || strcmp(recent[c]->domain, n->domain) != 0))
+            c++;
+        if (c < CACHE && recent[c]) {
+            n->op = recent[c]->op;
+            continue;
+        }
         n->op = est__op_lookup(n->domain, n->op_type);
+        recent[next] = n;
+        next = (next + 1) % CACHE;
     }
+}
+
+est_status est__graph_finish(est_graph *g, est_error *err) {
+    resolve_ops(g);
     est_status st = assign_producers(g, err);
     if (st == EST_OK) st = sort_nodes(g, err);
     if (st != EST_OK) return st;

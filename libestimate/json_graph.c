@@ -1,15 +1,1302 @@
-/* json_graph.c: placeholder until the JSON graph format lands. */
+/*
+ * json_graph.c: the JSON graph format of docs/json-format.md, for models that
+ * exist only on paper.
+ *
+ * Loading parses the text with cJSON, checks every field, and builds the graph
+ * with the same builder functions as the ONNX loader, so both loaders end in
+ * est__graph_finish(). Writing prints a graph straight into a malloc'd string,
+ * one input, initializer and node per line; what it writes loads back to the
+ * same graph.
+ *
+ * Exactness: cJSON holds numbers as doubles, so integers are exact only up to
+ * 2^53 - 1. Larger ones are written as decimal strings ("9223372036854775807"),
+ * and infinities and NaN as "inf", "-inf" and "nan". Float attributes and the
+ * values of float tensors other than float64 are float32 by ONNX's rules: they
+ * are rounded to float32 when loaded and written with the fewest digits that
+ * give the same float32 back.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cJSON.h"
 #include "ir.h"
+
+#define JSON_FORMAT_NAME "memest-graph"
+#define JSON_FORMAT_VERSION 1
+/* The largest integer every JSON reader holds exactly (doubles). */
+#define JSON_EXACT_INT_MAX (((int64_t)1 << 53) - 1)
+/* opset_import domains; bounds the per-node domain lookup. */
+#define JSON_MAX_DOMAINS 256
+
+#if defined(__GNUC__)
+#define JSON_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define JSON_PRINTF(fmt, args)
+#endif
+
+/* Attribute types by the key that names them in {"ints": [...]}. */
+static const struct attr_kind {
+    const char *key;
+    est_attr_type type;
+    const char *shape;  /* for error messages: what a well-formed one looks like */
+} attr_kinds[] = {
+    {"int", EST_ATTR_INT, "{\"int\": N}"},
+    {"float", EST_ATTR_FLOAT, "{\"float\": X}"},
+    {"string", EST_ATTR_STRING, "{\"string\": \"...\"}"},
+    {"ints", EST_ATTR_INTS, "{\"ints\": [...]}"},
+    {"floats", EST_ATTR_FLOATS, "{\"floats\": [...]}"},
+    {"strings", EST_ATTR_STRINGS, "{\"strings\": [...]}"},
+    {"tensor", EST_ATTR_TENSOR, "{\"tensor\": {\"dtype\": ..., \"dims\": [...]}}"},
+    /* Kept by type only: memest never looks inside them. */
+    {"graph", EST_ATTR_GRAPH, "{\"graph\": null}"},
+    {"graphs", EST_ATTR_GRAPHS, "{\"graphs\": null}"},
+    {"tensors", EST_ATTR_TENSORS, "{\"tensors\": null}"},
+    {"sparse_tensor", EST_ATTR_SPARSE_TENSOR, "{\"sparse_tensor\": null}"},
+    {"sparse_tensors", EST_ATTR_SPARSE_TENSORS, "{\"sparse_tensors\": null}"},
+    {"type_proto", EST_ATTR_TYPE_PROTO, "{\"type_proto\": null}"},
+    {"type_protos", EST_ATTR_TYPE_PROTOS, "{\"type_protos\": null}"},
+};
+#define N_ATTR_KINDS (sizeof attr_kinds / sizeof attr_kinds[0])
+
+static const struct attr_kind *attr_kind_of_type(est_attr_type type) {
+    for (size_t k = 0; k < N_ATTR_KINDS; k++)
+        if (attr_kinds[k].type == type) return &attr_kinds[k];
+    return NULL;
+}
+
+static bool is_default_domain(const char *domain) {
+    return !domain[0] || strcmp(domain, "ai.onnx") == 0;
+}
+
+/* Values of every float dtype but float64 are float32 in the file. */
+static bool holds_single(est_dtype dt) { return dt != EST_DT_DOUBLE; }
+
+/* ---- duplicate names ------------------------------------------------------- */
+
+typedef struct named_index {
+    const char *name;
+    size_t index;
+} named_index;
+
+static int cmp_named_index(const void *a, const void *b) {
+    const named_index *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Finds a repeated name in names[0..n) in O(n log n). Returns 1 and the two
+ * indices (*first < *second) if one repeats, 0 if none does, -1 when out of
+ * memory. */
+static int find_duplicate(const char *const *names, size_t n, size_t *first, size_t *second) {
+    if (n < 2) return 0;
+    named_index *v = malloc(n * sizeof *v);
+    if (!v) return -1;
+    for (size_t i = 0; i < n; i++) v[i] = (named_index){names[i], i};
+    qsort(v, n, sizeof *v, cmp_named_index);
+    int found = 0;
+    for (size_t i = 1; i < n && !found; i++)
+        if (strcmp(v[i - 1].name, v[i].name) == 0) {
+            *first = v[i - 1].index;
+            *second = v[i].index;
+            found = 1;
+        }
+    free(v);
+    return found;
+}
+
+/* ======================================================================== */
+/* Loading                                                                  */
+/* ======================================================================== */
+
+typedef struct json_loader {
+    est_graph *g;
+    est_error *err;
+    const char *src;
+    const cJSON *opsets;  /* the "opset_import" object */
+    char where[256];      /* what an error is about: "node 3 'conv1' (Conv)" */
+} json_loader;
+
+static est_status fail(json_loader *J, est_status code, const char *fmt, ...) JSON_PRINTF(3, 4);
+static est_status fail(json_loader *J, est_status code, const char *fmt, ...) {
+    char reason[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    return est__fail(J->err, code, "%s: %s%s%s", J->src, J->where, J->where[0] ? ": " : "", reason);
+}
+
+static est_status oom(json_loader *J) {
+    return est__fail(J->err, EST_ENOMEM, "%s: out of memory while loading", J->src);
+}
+
+static void set_where(json_loader *J, const char *fmt, ...) JSON_PRINTF(2, 3);
+static void set_where(json_loader *J, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(J->where, sizeof J->where, fmt, ap);
+    va_end(ap);
+}
+
+/* Appends ": attribute 'x'" and the like; returns the old length for restoring. */
+static size_t push_where(json_loader *J, const char *what, const char *name) {
+    size_t len = strlen(J->where);
+    snprintf(J->where + len, sizeof J->where - len, "%s%s '%.64s'", len ? ": " : "", what, name);
+    return len;
+}
+
+static const char *key_of(const cJSON *item) { return item->string ? item->string : ""; }
+
+/* ---- fields ------------------------------------------------------------------ */
+
+/* Fails unless every key of `obj` is in `allowed` (NULL-terminated, at most 32
+ * names) and none repeats: a misspelt field is an error, not ignored. */
+static est_status check_fields(json_loader *J, const cJSON *obj, const char *const *allowed) {
+    uint32_t seen = 0;
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        int k = 0;
+        while (allowed[k] && strcmp(allowed[k], key_of(c)) != 0) k++;
+        if (!allowed[k]) {
+            char list[256] = "";
+            for (int i = 0; allowed[i]; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", allowed[i]);
+            return fail(J, EST_EPARSE, "unknown field '%.64s' (known fields: %s)", key_of(c), list);
+        }
+        if (seen & (UINT32_C(1) << k)) return fail(J, EST_EPARSE, "field '%s' appears twice", allowed[k]);
+        seen |= UINT32_C(1) << k;
+    }
+    return EST_OK;
+}
+
+static est_status get_required(json_loader *J, const cJSON *obj, const char *key, const cJSON **out) {
+    *out = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return *out ? EST_OK : fail(J, EST_EPARSE, "missing field '%s'", key);
+}
+
+/* A string field; when optional and absent, *out is left as it is. */
+static est_status get_string(json_loader *J, const cJSON *obj, const char *key, bool required,
+                             const char **out) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!item) return required ? fail(J, EST_EPARSE, "missing field '%s'", key) : EST_OK;
+    if (!cJSON_IsString(item)) return fail(J, EST_EPARSE, "field '%s' must be a string", key);
+    *out = item->valuestring;
+    return EST_OK;
+}
+
+/* An array field; when optional and absent, *out is NULL. */
+static est_status get_array(json_loader *J, const cJSON *obj, const char *key, bool required,
+                            const cJSON **out) {
+    *out = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!*out) return required ? fail(J, EST_EPARSE, "missing field '%s'", key) : EST_OK;
+    if (!cJSON_IsArray(*out)) return fail(J, EST_EPARSE, "field '%s' must be an array", key);
+    return EST_OK;
+}
+
+/* ---- numbers ------------------------------------------------------------------ */
+
+typedef enum num_result {
+    NUM_OK,
+    NUM_WRONG_TYPE,  /* not a number (nor a string holding one) */
+    NUM_NOT_WHOLE,   /* 1.5 where an integer belongs */
+    NUM_INEXACT,     /* beyond 2^53 as a JSON number: digits may be lost */
+    NUM_RANGE,       /* beyond int64, or beyond float32 for a float32 */
+} num_result;
+
+static const char *int_problem(num_result r) {
+    switch (r) {
+    case NUM_NOT_WHOLE: return "must be a whole number";
+    case NUM_INEXACT: return "is too large to be exact as a JSON number; write it as a decimal string";
+    case NUM_RANGE: return "is outside the int64 range";
+    default: return "must be an integer";
+    }
+}
+
+static const char *float_problem(num_result r) {
+    return r == NUM_RANGE ? "is outside the float32 range"
+                          : "must be a number, \"inf\", \"-inf\" or \"nan\"";
+}
+
+/* A JSON number that is a whole number below 2^53 in magnitude. */
+static num_result int_from_number(double d, int64_t *out) {
+    if (!isfinite(d)) return NUM_INEXACT;
+    if (d != floor(d)) return NUM_NOT_WHOLE;
+    if (fabs(d) > (double)JSON_EXACT_INT_MAX) return NUM_INEXACT;
+    *out = (int64_t)d;
+    return NUM_OK;
+}
+
+/* A decimal string such as "-9223372036854775808", for integers that JSON
+ * numbers cannot hold exactly. */
+static num_result int_from_string(const char *s, int64_t *out) {
+    const char *p = s + (*s == '-');
+    if (!*p) return NUM_WRONG_TYPE;
+    int64_t v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9') return NUM_WRONG_TYPE;
+        int digit = *p - '0';
+        /* Accumulate negatively: -2^63 has no positive counterpart. */
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_sub_overflow(v, digit, &v)) return NUM_RANGE;
+    }
+    if (*s != '-') {
+        if (v == INT64_MIN) return NUM_RANGE;
+        v = -v;
+    }
+    *out = v;
+    return NUM_OK;
+}
+
+static num_result int_from_json(const cJSON *item, int64_t *out) {
+    if (cJSON_IsNumber(item)) return int_from_number(item->valuedouble, out);
+    if (cJSON_IsString(item)) return int_from_string(item->valuestring, out);
+    return NUM_WRONG_TYPE;
+}
+
+static bool special_float(const char *s, double *out) {
+    if (strcmp(s, "inf") == 0 || strcmp(s, "+inf") == 0) *out = INFINITY;
+    else if (strcmp(s, "-inf") == 0) *out = -INFINITY;
+    else if (strcmp(s, "nan") == 0) *out = NAN;
+    else return false;
+    return true;
+}
+
+/* A number, or "inf"/"-inf"/"nan"; rounded to float32 when `single`. */
+static num_result float_from_json(const cJSON *item, bool single, double *out) {
+    double d;
+    if (cJSON_IsNumber(item)) {
+        d = item->valuedouble;
+        if (!isfinite(d)) return NUM_RANGE; /* 1e999: the parser overflowed */
+    } else if (!cJSON_IsString(item) || !special_float(item->valuestring, &d)) {
+        return NUM_WRONG_TYPE;
+    }
+    if (single) {
+        float f = (float)d;
+        if (isinf(f) && !isinf(d)) return NUM_RANGE;
+        d = f;
+    }
+    *out = d;
+    return NUM_OK;
+}
+
+/* ---- dtypes, dims and values ----------------------------------------------------- */
+
+static est_status parse_dtype(json_loader *J, const cJSON *obj, est_dtype *out) {
+    const char *name = NULL;
+    est_status st = get_string(J, obj, "dtype", true, &name);
+    if (st != EST_OK) return st;
+    *out = est_dtype_from_name(name);
+    if (*out == EST_DT_UNDEFINED)
+        return fail(J, EST_EPARSE, "unknown dtype '%.64s' (use a name such as float32, float16, int64)", name);
+    return EST_OK;
+}
+
+/* One dim of a graph input: a positive integer, a symbolic name, or null. */
+static est_status parse_input_dim(json_loader *J, const cJSON *item, int d, est_dimdecl *out) {
+    *out = (est_dimdecl){-1, -1};
+    if (cJSON_IsNull(item)) return EST_OK;
+    if (cJSON_IsString(item)) {
+        if (!item->valuestring[0]) return fail(J, EST_EPARSE, "dim %d is an empty name", d);
+        if ((out->sym = est__graph_symbol(J->g, item->valuestring)) < 0) return oom(J);
+        return EST_OK;
+    }
+    if (!cJSON_IsNumber(item))
+        return fail(J, EST_EPARSE, "dim %d must be a positive integer, a symbolic name or null", d);
+    double v = item->valuedouble;
+    if (v <= 0)
+        return fail(J, EST_ESHAPE, "dim %d is %g; dims must be positive", d, v);
+    if (v > (double)EST_MAX_DIM_VALUE)
+        return fail(J, EST_ELIMIT, "dim %d is %g, above the limit of %lld", d, v, (long long)EST_MAX_DIM_VALUE);
+    if (v != floor(v)) return fail(J, EST_EPARSE, "dim %d is %g; dims must be whole numbers", d, v);
+    out->value = (int64_t)v;
+    return EST_OK;
+}
+
+static est_status parse_input_dims(json_loader *J, const cJSON *arr, est_tensor *t) {
+    int rank = cJSON_GetArraySize(arr);
+    if (rank > EST_MAX_RANK)
+        return fail(J, EST_ELIMIT, "rank %d is above the limit of %d", rank, EST_MAX_RANK);
+    t->rank = rank;
+    if (rank && !(t->dims = calloc((size_t)rank, sizeof *t->dims))) return oom(J);
+    int d = 0;
+    for (const cJSON *item = arr->child; item; item = item->next, d++) {
+        est_status st = parse_input_dim(J, item, d, &t->dims[d]);
+        if (st != EST_OK) return st;
+    }
+    return EST_OK;
+}
+
+/* A tensor as initializers and tensor attributes declare it. */
+typedef struct tensor_decl {
+    est_dtype dtype;
+    int32_t rank;
+    int64_t dims[EST_MAX_RANK];
+    int64_t count;      /* elements */
+    est_const *value;   /* from "values"; owned by the caller once parsed */
+} tensor_decl;
+
+/* Fixed dims: non-negative integers whose product fits in int64. */
+static est_status parse_fixed_dims(json_loader *J, const cJSON *arr, tensor_decl *t) {
+    int rank = cJSON_GetArraySize(arr);
+    if (rank > EST_MAX_RANK)
+        return fail(J, EST_ELIMIT, "rank %d is above the limit of %d", rank, EST_MAX_RANK);
+    t->rank = rank;
+    t->count = 1;
+    int d = 0;
+    for (const cJSON *item = arr->child; item; item = item->next, d++) {
+        if (!cJSON_IsNumber(item)) return fail(J, EST_EPARSE, "dim %d must be an integer", d);
+        num_result r = int_from_number(item->valuedouble, &t->dims[d]);
+        if (r == NUM_INEXACT)
+            return fail(J, EST_EOVERFLOW, "dim %d is too large: the element count overflows 64 bits", d);
+        if (r != NUM_OK) return fail(J, EST_EPARSE, "dim %d %s", d, int_problem(r));
+        if (t->dims[d] < 0)
+            return fail(J, EST_ESHAPE, "dim %d is %lld; dims must not be negative", d, (long long)t->dims[d]);
+        if (est__mul_overflow(t->count, t->dims[d], &t->count))
+            return fail(J, EST_EOVERFLOW, "the element count overflows 64 bits");
+    }
+    return EST_OK;
+}
+
+static est_status parse_value(json_loader *J, const cJSON *item, est_const *c, int64_t k) {
+    num_result r;
+    if (c->f64) {
+        r = float_from_json(item, holds_single(c->dtype), &c->f64[k]);
+        return r == NUM_OK ? EST_OK : fail(J, EST_EPARSE, "value %lld %s", (long long)k, float_problem(r));
+    }
+    if (cJSON_IsBool(item)) { /* true/false, for bool tensors written by hand */
+        c->i64[k] = cJSON_IsTrue(item);
+        return EST_OK;
+    }
+    r = int_from_json(item, &c->i64[k]);
+    return r == NUM_OK ? EST_OK : fail(J, EST_EPARSE, "value %lld %s", (long long)k, int_problem(r));
+}
+
+/* "values": optional, and only for small numeric tensors. */
+static est_status parse_values(json_loader *J, const cJSON *obj, tensor_decl *t) {
+    const cJSON *arr = NULL;
+    est_status st = get_array(J, obj, "values", false, &arr);
+    if (st != EST_OK || !arr) return st;
+    if (!est__dtype_is_float(t->dtype) && !est__dtype_is_int(t->dtype))
+        return fail(J, EST_EPARSE, "'values' are only allowed for numeric dtypes, not %s",
+                    est_dtype_name(t->dtype));
+    if (t->count > EST_FOLD_MAX_ELEMENTS)
+        return fail(J, EST_ELIMIT, "'values' are kept for at most %d elements; this tensor has %lld "
+                    "(leave the values of weights out)", EST_FOLD_MAX_ELEMENTS, (long long)t->count);
+    int n = cJSON_GetArraySize(arr);
+    if (n != t->count)
+        return fail(J, EST_EPARSE, "field 'values' has %d elements; its dims give %lld", n, (long long)t->count);
+    if (!(t->value = est__const_new(t->dtype, t->count))) return oom(J);
+    int64_t k = 0;
+    for (const cJSON *item = arr->child; item; item = item->next, k++)
+        if ((st = parse_value(J, item, t->value, k)) != EST_OK) return st;
+    return EST_OK;
+}
+
+/* "dtype", "dims" and optional "values". On failure t->value may still hold
+ * a partial constant, which the caller frees. */
+static est_status parse_tensor_decl(json_loader *J, const cJSON *obj, tensor_decl *t) {
+    const cJSON *dims = NULL;
+    est_status st = parse_dtype(J, obj, &t->dtype);
+    if (st == EST_OK) st = get_array(J, obj, "dims", true, &dims);
+    if (st == EST_OK) st = parse_fixed_dims(J, dims, t);
+    if (st == EST_OK) st = parse_values(J, obj, t);
+    return st;
+}
+
+/* ---- header ------------------------------------------------------------------------ */
+
+static est_status check_format(json_loader *J, const cJSON *root) {
+    const char *format = NULL;
+    const cJSON *version = NULL;
+    est_status st = get_string(J, root, "format", true, &format);
+    if (st != EST_OK) return st;
+    if (strcmp(format, JSON_FORMAT_NAME) != 0)
+        return fail(J, EST_EPARSE, "field 'format' is '%.64s'; a memest graph has \"%s\"", format,
+                    JSON_FORMAT_NAME);
+    if ((st = get_required(J, root, "version", &version)) != EST_OK) return st;
+    int64_t v = 0;
+    if (!cJSON_IsNumber(version) || int_from_number(version->valuedouble, &v) != NUM_OK || v < 1)
+        return fail(J, EST_EPARSE, "field 'version' must be a positive integer");
+    if (v > JSON_FORMAT_VERSION)
+        return fail(J, EST_EUNSUPPORTED, "format version %lld is newer than this memest reads (%d)",
+                    (long long)v, JSON_FORMAT_VERSION);
+    return EST_OK;
+}
+
+static est_status parse_names(json_loader *J, const cJSON *root) {
+    const char *name = "", *producer = "";
+    est_status st = get_string(J, root, "name", false, &name);
+    if (st == EST_OK) st = get_string(J, root, "producer", false, &producer);
+    if (st != EST_OK) return st;
+    char *n = est__strdup(name), *p = est__strdup(producer);
+    if (!n || !p) {
+        free(n);
+        free(p);
+        return oom(J);
+    }
+    free(J->g->name);
+    free(J->g->producer);
+    J->g->name = n;
+    J->g->producer = p;
+    return EST_OK;
+}
+
+static est_status check_opset_entry(json_loader *J, const cJSON *entry, const cJSON *opsets) {
+    int64_t v = 0;
+    if (!cJSON_IsNumber(entry) || int_from_number(entry->valuedouble, &v) != NUM_OK || v < 1)
+        return fail(J, EST_EPARSE, "opset_import: the version of domain '%.64s' must be a positive integer",
+                    key_of(entry));
+    bool std = is_default_domain(key_of(entry));
+    for (const cJSON *c = opsets->child; c != entry; c = c->next)
+        if (strcmp(key_of(c), key_of(entry)) == 0 || (std && is_default_domain(key_of(c))))
+            return fail(J, EST_EPARSE, "opset_import: domain '%.64s' is listed twice", key_of(entry));
+    if (std) J->g->opset = (int64_t)entry->valuedouble;
+    return EST_OK;
+}
+
+static est_status parse_opsets(json_loader *J, const cJSON *root) {
+    est_status st = get_required(J, root, "opset_import", &J->opsets);
+    if (st != EST_OK) return st;
+    if (!cJSON_IsObject(J->opsets))
+        return fail(J, EST_EPARSE, "field 'opset_import' must be an object such as {\"\": 17}");
+    if (cJSON_GetArraySize(J->opsets) > JSON_MAX_DOMAINS)
+        return fail(J, EST_ELIMIT, "opset_import lists more than %d domains", JSON_MAX_DOMAINS);
+    for (const cJSON *c = J->opsets->child; c; c = c->next)
+        if ((st = check_opset_entry(J, c, J->opsets)) != EST_OK) return st;
+    if (J->g->opset == 0)
+        return fail(J, EST_EUNSUPPORTED, "opset_import has no default domain (\"\"), e.g. {\"\": 17}");
+    if (J->g->opset < 7)
+        return fail(J, EST_EUNSUPPORTED, "opset %lld is not supported (7 and up are)", (long long)J->g->opset);
+    return EST_OK;
+}
+
+/* The opset of a node's domain; 0 when the domain is not imported, as ONNX. */
+static int64_t domain_opset(const json_loader *J, const char *domain) {
+    if (is_default_domain(domain)) return J->g->opset;
+    for (const cJSON *c = J->opsets->child; c; c = c->next)
+        if (strcmp(key_of(c), domain) == 0) return (int64_t)c->valuedouble;
+    return 0;
+}
+
+/* ---- inputs and initializers ----------------------------------------------------------- */
+
+static est_status check_new_tensor_name(json_loader *J, const char *name) {
+    if (!name[0]) return fail(J, EST_EPARSE, "field 'name' is empty");
+    int32_t t = est__graph_find(J->g, name);
+    if (t < 0) return EST_OK;
+    const char *was = J->g->tensors[t].kind == EST_T_INPUT ? "a graph input" : "an initializer";
+    return fail(J, EST_EGRAPH, "the name '%.64s' is already used by %s", name, was);
+}
+
+static est_status add_graph_input(json_loader *J, const char *name, int32_t *out) {
+    est_graph *g = J->g;
+    int32_t *grown = realloc(g->inputs, (size_t)(g->n_inputs + 1) * sizeof *grown);
+    if (!grown) return oom(J);
+    g->inputs = grown;
+    if ((*out = est__graph_tensor(g, name)) < 0) return oom(J);
+    g->inputs[g->n_inputs++] = *out;
+    g->tensors[*out].kind = EST_T_INPUT;
+    return EST_OK;
+}
+
+static est_status parse_input(json_loader *J, const cJSON *obj, int index) {
+    static const char *const fields[] = {"name", "dtype", "dims", "comment", NULL};
+    set_where(J, "graph input %d", index);
+    if (!cJSON_IsObject(obj)) return fail(J, EST_EPARSE, "must be an object");
+    const char *name = NULL;
+    const cJSON *dims = NULL;
+    est_dtype dtype;
+    est_status st = get_string(J, obj, "name", true, &name);
+    if (st != EST_OK) return st;
+    set_where(J, "graph input '%.80s'", name);
+    if ((st = check_fields(J, obj, fields)) != EST_OK) return st;
+    if ((st = check_new_tensor_name(J, name)) != EST_OK) return st;
+    if ((st = parse_dtype(J, obj, &dtype)) != EST_OK) return st;
+    if ((st = get_array(J, obj, "dims", true, &dims)) != EST_OK) return st;
+    int32_t t = -1;
+    if ((st = add_graph_input(J, name, &t)) != EST_OK) return st;
+    J->g->tensors[t].dtype = dtype;
+    return parse_input_dims(J, dims, &J->g->tensors[t]);
+}
+
+static est_status add_initializer(json_loader *J, const char *name, tensor_decl *decl) {
+    int32_t t = est__graph_tensor(J->g, name);
+    if (t < 0) return oom(J);
+    est_tensor *tt = &J->g->tensors[t];
+    tt->kind = EST_T_INITIALIZER;
+    tt->dtype = decl->dtype;
+    tt->rank = decl->rank;
+    if (decl->rank && !(tt->dims = calloc((size_t)decl->rank, sizeof *tt->dims))) return oom(J);
+    for (int32_t d = 0; d < decl->rank; d++) tt->dims[d] = (est_dimdecl){decl->dims[d], -1};
+    tt->value = decl->value; /* the graph owns it from here */
+    decl->value = NULL;
+    return EST_OK;
+}
+
+static est_status parse_initializer(json_loader *J, const cJSON *obj, int index) {
+    static const char *const fields[] = {"name", "dtype", "dims", "values", "comment", NULL};
+    set_where(J, "initializer %d", index);
+    if (!cJSON_IsObject(obj)) return fail(J, EST_EPARSE, "must be an object");
+    const char *name = NULL;
+    est_status st = get_string(J, obj, "name", true, &name);
+    if (st != EST_OK) return st;
+    set_where(J, "initializer '%.80s'", name);
+    if ((st = check_fields(J, obj, fields)) != EST_OK) return st;
+    if ((st = check_new_tensor_name(J, name)) != EST_OK) return st;
+    tensor_decl decl = {0};
+    st = parse_tensor_decl(J, obj, &decl);
+    if (st == EST_OK) st = add_initializer(J, name, &decl);
+    est__const_free(decl.value);
+    return st;
+}
+
+typedef est_status (*item_parser)(json_loader *J, const cJSON *item, int index);
+
+static est_status parse_list(json_loader *J, const cJSON *root, const char *key, bool required,
+                             item_parser parse) {
+    const cJSON *arr = NULL;
+    est_status st = get_array(J, root, key, required, &arr);
+    if (st != EST_OK || !arr) return st;
+    int index = 0;
+    for (const cJSON *item = arr->child; item; item = item->next, index++)
+        if ((st = parse(J, item, index)) != EST_OK) return st;
+    J->where[0] = '\0';
+    return EST_OK;
+}
+
+/* ---- attributes -------------------------------------------------------------------------- */
+
+static const struct attr_kind *attr_kind_of_key(const char *key) {
+    for (size_t k = 0; k < N_ATTR_KINDS; k++)
+        if (strcmp(attr_kinds[k].key, key) == 0) return &attr_kinds[k];
+    return NULL;
+}
+
+/* The error for a typed attribute whose content is wrong. */
+static est_status bad_attr(json_loader *J, const est_attr *a, const struct attr_kind *kind,
+                           const char *detail) {
+    return fail(J, EST_EATTR, "attribute '%.64s' must be %s%s%s", a->name, kind->shape,
+                detail ? ": " : "", detail ? detail : "");
+}
+
+static est_status parse_attr_ints(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
+    if (!cJSON_IsArray(v)) return bad_attr(J, a, kind, NULL);
+    int n = cJSON_GetArraySize(v);
+    if (!(a->ints = malloc((size_t)(n ? n : 1) * sizeof *a->ints))) return oom(J);
+    a->n = n;
+    int k = 0;
+    for (const cJSON *item = v->child; item; item = item->next, k++) {
+        num_result r = int_from_json(item, &a->ints[k]);
+        if (r != NUM_OK) {
+            char detail[128];
+            snprintf(detail, sizeof detail, "element %d %s", k, int_problem(r));
+            return bad_attr(J, a, kind, detail);
+        }
+    }
+    return EST_OK;
+}
+
+static est_status parse_attr_floats(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
+    if (!cJSON_IsArray(v)) return bad_attr(J, a, kind, NULL);
+    int n = cJSON_GetArraySize(v);
+    if (!(a->floats = malloc((size_t)(n ? n : 1) * sizeof *a->floats))) return oom(J);
+    a->n = n;
+    int k = 0;
+    for (const cJSON *item = v->child; item; item = item->next, k++) {
+        num_result r = float_from_json(item, true, &a->floats[k]);
+        if (r != NUM_OK) {
+            char detail[128];
+            snprintf(detail, sizeof detail, "element %d %s", k, float_problem(r));
+            return bad_attr(J, a, kind, detail);
+        }
+    }
+    return EST_OK;
+}
+
+static est_status parse_attr_strings(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
+    if (!cJSON_IsArray(v)) return bad_attr(J, a, kind, NULL);
+    int n = cJSON_GetArraySize(v);
+    if (!(a->strings = calloc((size_t)(n ? n : 1), sizeof *a->strings))) return oom(J);
+    a->n = n; /* entries stay NULL until set, which freeing allows */
+    int k = 0;
+    for (const cJSON *item = v->child; item; item = item->next, k++) {
+        if (!cJSON_IsString(item)) {
+            char detail[64];
+            snprintf(detail, sizeof detail, "element %d must be a string", k);
+            return bad_attr(J, a, kind, detail);
+        }
+        if (!(a->strings[k] = est__strdup(item->valuestring))) return oom(J);
+    }
+    return EST_OK;
+}
+
+static est_status parse_attr_tensor(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
+    static const char *const fields[] = {"dtype", "dims", "values", NULL};
+    if (!cJSON_IsObject(v)) return bad_attr(J, a, kind, NULL);
+    size_t len = push_where(J, "attribute", a->name);
+    tensor_decl decl = {0};
+    est_status st = check_fields(J, v, fields);
+    if (st == EST_OK) st = parse_tensor_decl(J, v, &decl);
+    J->where[len] = '\0';
+    if (st != EST_OK) {
+        est__const_free(decl.value);
+        return st;
+    }
+    a->t_dtype = decl.dtype;
+    a->t_rank = decl.rank;
+    memcpy(a->t_dims, decl.dims, sizeof a->t_dims);
+    a->t_value = decl.value;
+    return EST_OK;
+}
+
+static est_status parse_attr_scalar(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
+    num_result r;
+    switch (a->type) {
+    case EST_ATTR_INT:
+        r = int_from_json(v, &a->i);
+        return r == NUM_OK ? EST_OK : bad_attr(J, a, kind, int_problem(r));
+    case EST_ATTR_FLOAT:
+        r = float_from_json(v, true, &a->f);
+        return r == NUM_OK ? EST_OK : bad_attr(J, a, kind, float_problem(r));
+    case EST_ATTR_STRING:
+        if (!cJSON_IsString(v)) return bad_attr(J, a, kind, NULL);
+        return (a->s = est__strdup(v->valuestring)) ? EST_OK : oom(J);
+    default: /* kept by type only */
+        return cJSON_IsNull(v) ? EST_OK : bad_attr(J, a, kind, NULL);
+    }
+}
+
+/* One attribute: "name": {"type": value}, with exactly one type key. */
+static est_status parse_attr(json_loader *J, const cJSON *item, est_attr *a) {
+    if (!(a->name = est__strdup(key_of(item)))) return oom(J);
+    if (!a->name[0]) return fail(J, EST_EATTR, "an attribute has an empty name");
+    if (!cJSON_IsObject(item) || !item->child || item->child->next)
+        return fail(J, EST_EATTR, "attribute '%.64s' must be an object with one type key, such as "
+                    "{\"int\": 1} or {\"ints\": [1, 1]}", a->name);
+    const cJSON *v = item->child;
+    const struct attr_kind *kind = attr_kind_of_key(key_of(v));
+    if (!kind)
+        return fail(J, EST_EATTR, "attribute '%.64s' has unknown type '%.32s' (types: int, float, string, "
+                    "ints, floats, strings, tensor)", a->name, key_of(v));
+    a->type = kind->type;
+    switch (kind->type) {
+    case EST_ATTR_INTS: return parse_attr_ints(J, v, a, kind);
+    case EST_ATTR_FLOATS: return parse_attr_floats(J, v, a, kind);
+    case EST_ATTR_STRINGS: return parse_attr_strings(J, v, a, kind);
+    case EST_ATTR_TENSOR: return parse_attr_tensor(J, v, a, kind);
+    default: return parse_attr_scalar(J, v, a, kind);
+    }
+}
+
+static est_status check_attr_names(json_loader *J, const cJSON *attrs, int n) {
+    const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
+    if (!names) return oom(J);
+    int k = 0;
+    for (const cJSON *c = attrs->child; c; c = c->next) names[k++] = key_of(c);
+    size_t first, second;
+    int dup = find_duplicate(names, (size_t)n, &first, &second);
+    est_status st = dup < 0 ? oom(J)
+                    : dup   ? fail(J, EST_EATTR, "attribute '%.64s' appears twice", names[first])
+                            : EST_OK;
+    free(names);
+    return st;
+}
+
+static est_status parse_attrs(json_loader *J, const cJSON *obj, est_node *n) {
+    const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(obj, "attributes");
+    if (!attrs) return EST_OK;
+    if (!cJSON_IsObject(attrs))
+        return fail(J, EST_EPARSE, "field 'attributes' must be an object such as {\"axis\": {\"int\": 1}}");
+    int count = cJSON_GetArraySize(attrs);
+    est_status st = check_attr_names(J, attrs, count);
+    if (st != EST_OK) return st;
+    if (!(n->attrs = calloc((size_t)(count ? count : 1), sizeof *n->attrs))) return oom(J);
+    for (const cJSON *item = attrs->child; item; item = item->next)
+        if ((st = parse_attr(J, item, &n->attrs[n->n_attrs++])) != EST_OK) return st;
+    return EST_OK;
+}
+
+/* ---- nodes ------------------------------------------------------------------------------------ */
+
+/* Node inputs or outputs: tensor names, "" for an omitted optional one. */
+static est_status parse_io(json_loader *J, const cJSON *obj, const char *key, bool required,
+                           int32_t **ids, int32_t *n) {
+    const cJSON *arr = NULL;
+    est_status st = get_array(J, obj, key, required, &arr);
+    if (st != EST_OK) return st;
+    int count = arr ? cJSON_GetArraySize(arr) : 0;
+    if (count > EST_MAX_IO) return fail(J, EST_ELIMIT, "more than %d %s", EST_MAX_IO, key);
+    if (!(*ids = malloc((size_t)(count ? count : 1) * sizeof **ids))) return oom(J);
+    for (const cJSON *item = arr ? arr->child : NULL; item; item = item->next) {
+        if (!cJSON_IsString(item))
+            return fail(J, EST_EPARSE, "%s %d must be a tensor name (a string; \"\" when omitted)",
+                        key[0] == 'i' ? "input" : "output", (int)*n);
+        int32_t t = -1;
+        if (item->valuestring[0] && (t = est__graph_tensor(J->g, item->valuestring)) < 0) return oom(J);
+        (*ids)[(*n)++] = t;
+    }
+    return EST_OK;
+}
+
+static est_status set_node_names(json_loader *J, est_node *n, const char *name, const char *op,
+                                 const char *domain, int index) {
+    char generated[96];
+    if (!name) { /* unnamed, as the ONNX loader names it */
+        snprintf(generated, sizeof generated, "%.60s_%d", op, index);
+        name = generated;
+    }
+    if (!(n->name = est__strdup(name)) || !(n->op_type = est__strdup(op)) ||
+        !(n->domain = est__strdup(domain)))
+        return oom(J);
+    n->opset = domain_opset(J, domain);
+    return EST_OK;
+}
+
+static est_status parse_node(json_loader *J, const cJSON *obj, int index) {
+    static const char *const fields[] = {"name", "op", "domain", "inputs", "outputs", "attributes",
+                                         "comment", NULL};
+    set_where(J, "node %d", index);
+    if (!cJSON_IsObject(obj)) return fail(J, EST_EPARSE, "must be an object");
+    const char *name = NULL, *op = NULL, *domain = "";
+    est_status st = get_string(J, obj, "name", false, &name);
+    if (st != EST_OK) return st;
+    if (name && !name[0]) return fail(J, EST_EPARSE, "field 'name' is empty (leave it out instead)");
+    if (name) set_where(J, "node %d '%.80s'", index, name);
+    if ((st = get_string(J, obj, "op", true, &op)) != EST_OK) return st;
+    if (!op[0]) return fail(J, EST_EPARSE, "field 'op' is empty");
+    if (name) set_where(J, "node %d '%.80s' (%.40s)", index, name, op);
+    else set_where(J, "node %d (%.40s)", index, op);
+    if ((st = check_fields(J, obj, fields)) != EST_OK) return st;
+    if ((st = get_string(J, obj, "domain", false, &domain)) != EST_OK) return st;
+    est_node *n = est__graph_add_node(J->g);
+    if (!n) return oom(J);
+    st = set_node_names(J, n, name, op, domain, index);
+    if (st == EST_OK) st = parse_io(J, obj, "inputs", false, &n->inputs, &n->n_inputs);
+    if (st == EST_OK) st = parse_io(J, obj, "outputs", true, &n->outputs, &n->n_outputs);
+    if (st == EST_OK) st = parse_attrs(J, obj, n);
+    return st;
+}
+
+/* Node names label the report and every error, so they must be unique. */
+static est_status check_node_names(json_loader *J) {
+    est_graph *g = J->g;
+    const char **names = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *names);
+    if (!names) return oom(J);
+    for (int32_t i = 0; i < g->n_nodes; i++) names[i] = g->nodes[i].name;
+    size_t first, second;
+    int dup = find_duplicate(names, (size_t)g->n_nodes, &first, &second);
+    free(names);
+    if (dup < 0) return oom(J);
+    if (!dup) return EST_OK;
+    const est_node *n = &g->nodes[second];
+    set_where(J, "node %zu '%.80s' (%.40s)", second, n->name, n->op_type);
+    return fail(J, EST_EGRAPH, "the node name is already used by node %zu", first);
+}
+
+/* ---- graph outputs ------------------------------------------------------------------------------ */
+
+static est_status parse_outputs(json_loader *J, const cJSON *root) {
+    const cJSON *arr = NULL;
+    est_status st = get_array(J, root, "outputs", true, &arr);
+    if (st != EST_OK) return st;
+    int count = cJSON_GetArraySize(arr), k = 0;
+    est_graph *g = J->g;
+    if (!(g->outputs = malloc((size_t)(count ? count : 1) * sizeof *g->outputs))) return oom(J);
+    for (const cJSON *item = arr->child; item; item = item->next, k++) {
+        if (!cJSON_IsString(item) || !item->valuestring[0])
+            return fail(J, EST_EPARSE, "graph output %d must be a tensor name", k);
+        int32_t t = est__graph_find(g, item->valuestring);
+        if (t < 0)
+            return fail(J, EST_EGRAPH, "graph output '%.80s' is not produced by any node, graph input "
+                        "or initializer", item->valuestring);
+        g->outputs[g->n_outputs++] = t;
+    }
+    return EST_OK;
+}
+
+/* ---- top level --------------------------------------------------------------------------------- */
+
+static est_status build_graph(json_loader *J, const cJSON *root) {
+    static const char *const fields[] = {"format", "version", "name", "producer", "opset_import", "inputs",
+                                         "initializers", "nodes", "outputs", "comment", NULL};
+    if (!cJSON_IsObject(root)) return fail(J, EST_EPARSE, "the top level must be a JSON object");
+    est_status st = check_fields(J, root, fields);
+    if (st == EST_OK) st = check_format(J, root);
+    if (st == EST_OK) st = parse_names(J, root);
+    if (st == EST_OK) st = parse_opsets(J, root);
+    if (st == EST_OK) st = parse_list(J, root, "inputs", true, parse_input);
+    if (st == EST_OK) st = parse_list(J, root, "initializers", false, parse_initializer);
+    if (st == EST_OK) st = parse_list(J, root, "nodes", true, parse_node);
+    if (st == EST_OK) st = check_node_names(J);
+    if (st == EST_OK) {
+        J->where[0] = '\0';
+        st = parse_outputs(J, root);
+    }
+    return st == EST_OK ? est__graph_finish(J->g, J->err) : st;
+}
+
+static bool is_blank(const char *text, size_t size) {
+    for (size_t i = 0; i < size; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r' && text[i] != '\n') return false;
+    return true;
+}
+
+/* "line 3, column 14 (byte 52), near '...'" for a syntax error at `at`. */
+static est_status syntax_error(const char *text, size_t size, size_t at, const char *src, const char *what,
+                               est_error *err) {
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i < at; i++) {
+        column = text[i] == '\n' ? 1 : column + 1;
+        line += text[i] == '\n';
+    }
+    char near[24];
+    size_t k = 0;
+    for (; k < sizeof near - 1 && at + k < size && text[at + k] != '\n'; k++) {
+        unsigned char c = (unsigned char)text[at + k];
+        near[k] = c >= 32 && c < 127 ? (char)c : '?';
+    }
+    near[k] = '\0';
+    return est__fail(err, EST_EPARSE, "%s: %s at line %zu, column %zu (byte %zu), near '%s'", src, what, line,
+                     column, at, near);
+}
+
+/* Parses exactly `size` bytes (no NUL needed) as one JSON value. */
+static est_status parse_text(const char *text, size_t size, const char *src, cJSON **out, est_error *err) {
+    /* The parse end comes back through the argument: cJSON_GetErrorPtr() is
+     * global, and loads may run on several threads. */
+    const char *end = NULL;
+    *out = cJSON_ParseWithLengthOpts(text, size, &end, 0);
+    size_t at = end && end >= text && end <= text + size ? (size_t)(end - text) : 0;
+    if (!*out) return syntax_error(text, size, at, src, "invalid JSON (or out of memory)", err);
+    while (at < size && (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n')) at++;
+    if (at == size) return EST_OK;
+    cJSON_Delete(*out);
+    *out = NULL;
+    return syntax_error(text, size, at, src, "unexpected text after the graph", err);
+}
 
 est_status est_load_json_buffer(const char *text, size_t size, const char *name, est_graph **out,
                                 est_error *err) {
-    (void)text; (void)size;
-    if (out) *out = NULL;
-    return est__fail(err, EST_EUNSUPPORTED, "%s: JSON graphs are not supported yet", name ? name : "<memory>");
+    if (!out) return est__fail(err, EST_EINVAL, "est_load_json_buffer: out is NULL");
+    *out = NULL;
+    const char *src = name ? name : "<memory>";
+    if (!text && size) return est__fail(err, EST_EINVAL, "%s: text is NULL", src);
+    if (is_blank(text, size)) return est__fail(err, EST_EPARSE, "%s: the file is empty", src);
+    cJSON *root = NULL;
+    est_status st = parse_text(text, size, src, &root, err);
+    if (st != EST_OK) return st;
+    json_loader J = {.g = est__graph_new(src), .err = err, .src = src};
+    st = J.g ? build_graph(&J, root) : est__fail(err, EST_ENOMEM, "%s: out of memory", src);
+    cJSON_Delete(root);
+    if (st != EST_OK) {
+        est_graph_free(J.g);
+        return st;
+    }
+    *out = J.g;
+    return EST_OK;
+}
+
+/* ======================================================================== */
+/* Writing                                                                  */
+/* ======================================================================== */
+
+/* A growing string; after an allocation failure it stops growing and only
+ * `failed` is set, so writers check once at the end. */
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} text_buf;
+
+static void put_n(text_buf *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown) {
+            b->failed = true;
+            return;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void put(text_buf *b, const char *s) { put_n(b, s, strlen(s)); }
+
+static void put_string(text_buf *b, const char *s) {
+    put(b, "\"");
+    for (const char *run = s;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c && c != '"' && c != '\\' && c >= 0x20) continue;
+        put_n(b, run, (size_t)(s - run));
+        if (!c) break;
+        char esc[8];
+        if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
+        else if (c == '\n') snprintf(esc, sizeof esc, "\\n");
+        else if (c == '\t') snprintf(esc, sizeof esc, "\\t");
+        else snprintf(esc, sizeof esc, "\\u%04x", c);
+        put(b, esc);
+        run = s + 1;
+    }
+    put(b, "\"");
+}
+
+static void put_int(text_buf *b, int64_t v) {
+    char buf[32];
+    bool exact = v >= -JSON_EXACT_INT_MAX && v <= JSON_EXACT_INT_MAX;
+    snprintf(buf, sizeof buf, exact ? "%lld" : "\"%lld\"", (long long)v);
+    put(b, buf);
+}
+
+/* The fewest digits that read back to the same value: the same float32 when
+ * `single`, the same double otherwise. */
+static void put_real(text_buf *b, double v, bool single) {
+    if (isnan(v) || isinf(v)) {
+        put(b, isnan(v) ? "\"nan\"" : v > 0 ? "\"inf\"" : "\"-inf\"");
+        return;
+    }
+    char buf[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        double back = strtod(buf, NULL);
+        if (single ? (float)back == (float)v : back == v) break;
+    }
+    for (char *p = buf; *p; p++) /* a locale's decimal comma is not JSON */
+        if (*p != '-' && *p != '+' && *p != 'e' && (*p < '0' || *p > '9')) *p = '.';
+    put(b, buf);
+}
+
+static void put_key(text_buf *b, const char *key) {
+    put_string(b, key);
+    put(b, ": ");
+}
+
+static void put_dims(text_buf *b, const int64_t *dims, int32_t rank) {
+    put(b, "[");
+    for (int32_t d = 0; d < rank; d++) {
+        if (d) put(b, ", ");
+        put_int(b, dims[d]);
+    }
+    put(b, "]");
+}
+
+static void put_values(text_buf *b, const est_const *c) {
+    put(b, "[");
+    for (int64_t k = 0; k < c->count; k++) {
+        if (k) put(b, ", ");
+        if (c->f64) put_real(b, c->f64[k], holds_single(c->dtype));
+        else put_int(b, c->i64[k]);
+    }
+    put(b, "]");
+}
+
+/* "dtype", "dims" and, when kept, "values": the body of an initializer or a
+ * tensor attribute. */
+static void put_tensor_body(text_buf *b, est_dtype dtype, const int64_t *dims, int32_t rank,
+                            const est_const *value) {
+    put_key(b, "dtype");
+    put_string(b, est_dtype_name(dtype));
+    put(b, ", ");
+    put_key(b, "dims");
+    put_dims(b, dims, rank);
+    if (value) {
+        put(b, ", ");
+        put_key(b, "values");
+        put_values(b, value);
+    }
+}
+
+static void put_attr_value(text_buf *b, const est_attr *a) {
+    switch (a->type) {
+    case EST_ATTR_INT: put_int(b, a->i); break;
+    case EST_ATTR_FLOAT: put_real(b, a->f, true); break;
+    case EST_ATTR_STRING: put_string(b, a->s ? a->s : ""); break;
+    case EST_ATTR_INTS: put_dims(b, a->ints, (int32_t)a->n); break;
+    case EST_ATTR_FLOATS:
+        put(b, "[");
+        for (int64_t k = 0; k < a->n; k++) {
+            if (k) put(b, ", ");
+            put_real(b, a->floats[k], true);
+        }
+        put(b, "]");
+        break;
+    case EST_ATTR_STRINGS:
+        put(b, "[");
+        for (int64_t k = 0; k < a->n; k++) {
+            if (k) put(b, ", ");
+            put_string(b, a->strings[k] ? a->strings[k] : "");
+        }
+        put(b, "]");
+        break;
+    case EST_ATTR_TENSOR:
+        put(b, "{");
+        put_tensor_body(b, a->t_dtype, a->t_dims, a->t_rank, a->t_value);
+        put(b, "}");
+        break;
+    default: put(b, "null"); break;
+    }
+}
+
+static void put_attrs(text_buf *b, const est_node *n) {
+    put(b, "{");
+    for (int32_t k = 0; k < n->n_attrs; k++) {
+        const est_attr *a = &n->attrs[k];
+        if (k) put(b, ", ");
+        put_key(b, a->name);
+        put(b, "{");
+        put_key(b, attr_kind_of_type(a->type)->key); /* checked by check_writable */
+        put_attr_value(b, a);
+        put(b, "}");
+    }
+    put(b, "}");
+}
+
+static void put_tensor_names(text_buf *b, const est_graph *g, const int32_t *ids, int32_t n) {
+    put(b, "[");
+    for (int32_t k = 0; k < n; k++) {
+        if (k) put(b, ", ");
+        put_string(b, ids[k] >= 0 ? g->tensors[ids[k]].name : "");
+    }
+    put(b, "]");
+}
+
+static void put_node(text_buf *b, const est_node *n, const est_graph *g) {
+    put(b, "{");
+    put_key(b, "name");
+    put_string(b, n->name);
+    put(b, ", ");
+    put_key(b, "op");
+    put_string(b, n->op_type);
+    if (n->domain[0]) {
+        put(b, ", ");
+        put_key(b, "domain");
+        put_string(b, n->domain);
+    }
+    put(b, ", ");
+    put_key(b, "inputs");
+    put_tensor_names(b, g, n->inputs, n->n_inputs);
+    put(b, ", ");
+    put_key(b, "outputs");
+    put_tensor_names(b, g, n->outputs, n->n_outputs);
+    if (n->n_attrs) {
+        put(b, ", ");
+        put_key(b, "attributes");
+        put_attrs(b, n);
+    }
+    put(b, "}");
+}
+
+static void put_input(text_buf *b, const est_tensor *t, const est_graph *g) {
+    put(b, "{");
+    put_key(b, "name");
+    put_string(b, t->name);
+    put(b, ", ");
+    put_key(b, "dtype");
+    put_string(b, est_dtype_name(t->dtype));
+    put(b, ", ");
+    put_key(b, "dims");
+    put(b, "[");
+    for (int32_t d = 0; d < t->rank; d++) {
+        if (d) put(b, ", ");
+        if (t->dims[d].value >= 0) put_int(b, t->dims[d].value);
+        else if (t->dims[d].sym >= 0) put_string(b, g->symbols[t->dims[d].sym]);
+        else put(b, "null");
+    }
+    put(b, "]}");
+}
+
+static void put_initializer(text_buf *b, const est_tensor *t) {
+    int64_t dims[EST_MAX_RANK];
+    for (int32_t d = 0; d < t->rank; d++) dims[d] = t->dims[d].value;
+    put(b, "{");
+    put_key(b, "name");
+    put_string(b, t->name);
+    put(b, ", ");
+    put_tensor_body(b, t->dtype, dims, t->rank, t->value);
+    put(b, "}");
+}
+
+/* Opens a top-level list member: one element per line follows. */
+static void open_list(text_buf *b, const char *key) {
+    put(b, ",\n  ");
+    put_key(b, key);
+    put(b, "[");
+}
+
+static void list_item(text_buf *b, bool first) { put(b, first ? "\n    " : ",\n    "); }
+
+static void close_list(text_buf *b, bool empty) { put(b, empty ? "]" : "\n  ]"); }
+
+/* Every non-default domain the nodes use, in order of first use, with its
+ * opset. Returns false when there are more than the format allows. */
+typedef struct domain_list {
+    int n;
+    const char *names[JSON_MAX_DOMAINS];
+    int64_t opsets[JSON_MAX_DOMAINS];
+} domain_list;
+
+static bool collect_domains(const est_graph *g, domain_list *list) {
+    list->n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        if (is_default_domain(n->domain) || n->opset <= 0) continue; /* 0: not imported */
+        int k = 0;
+        while (k < list->n && strcmp(list->names[k], n->domain) != 0) k++;
+        if (k < list->n) continue;
+        if (list->n + 1 >= JSON_MAX_DOMAINS) return false; /* the default domain takes one */
+        list->names[list->n] = n->domain;
+        list->opsets[list->n++] = n->opset;
+    }
+    return true;
+}
+
+static void put_opsets(text_buf *b, const est_graph *g, const domain_list *domains) {
+    put(b, ",\n  ");
+    put_key(b, "opset_import");
+    put(b, "{\"\": ");
+    put_int(b, g->opset);
+    for (int k = 0; k < domains->n; k++) {
+        put(b, ", ");
+        put_key(b, domains->names[k]);
+        put_int(b, domains->opsets[k]);
+    }
+    put(b, "}");
+}
+
+static void put_header(text_buf *b, const est_graph *g, const domain_list *domains) {
+    put(b, "{\n  ");
+    put_key(b, "format");
+    put_string(b, JSON_FORMAT_NAME);
+    put(b, ",\n  ");
+    put_key(b, "version");
+    put_int(b, JSON_FORMAT_VERSION);
+    put(b, ",\n  ");
+    put_key(b, "name");
+    put_string(b, g->name);
+    if (g->producer[0]) {
+        put(b, ",\n  ");
+        put_key(b, "producer");
+        put_string(b, g->producer);
+    }
+    put_opsets(b, g, domains);
+}
+
+static void put_graph(text_buf *b, const est_graph *g, const domain_list *domains) {
+    put_header(b, g, domains);
+    open_list(b, "inputs");
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        list_item(b, i == 0);
+        put_input(b, &g->tensors[g->inputs[i]], g);
+    }
+    close_list(b, g->n_inputs == 0);
+    open_list(b, "initializers");
+    bool first = true;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        if (g->tensors[t].kind != EST_T_INITIALIZER) continue;
+        list_item(b, first);
+        put_initializer(b, &g->tensors[t]);
+        first = false;
+    }
+    close_list(b, first);
+    open_list(b, "nodes");
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        list_item(b, i == 0);
+        put_node(b, &g->nodes[i], g);
+    }
+    close_list(b, g->n_nodes == 0);
+    put(b, ",\n  ");
+    put_key(b, "outputs");
+    put_tensor_names(b, g, g->outputs, g->n_outputs);
+    put(b, "\n}\n");
+}
+
+/* ---- what the format cannot hold --------------------------------------------------------------- */
+
+static bool dims_exact(const int64_t *dims, int32_t rank) {
+    for (int32_t d = 0; d < rank; d++)
+        if (dims[d] > JSON_EXACT_INT_MAX) return false;
+    return true;
+}
+
+static est_status check_writable_attrs(const est_graph *g, const est_node *n, est_error *err) {
+    const char **names = malloc((size_t)(n->n_attrs ? n->n_attrs : 1) * sizeof *names);
+    if (!names) return est__fail(err, EST_ENOMEM, "out of memory writing JSON");
+    est_status st = EST_OK;
+    for (int32_t k = 0; k < n->n_attrs && st == EST_OK; k++) {
+        const est_attr *a = &n->attrs[k];
+        names[k] = a->name;
+        if (!a->name[0] || !attr_kind_of_type(a->type) || a->type == EST_ATTR_UNDEFINED)
+            st = est__fail(err, EST_EATTR, "%s: node '%s' (%s): attribute '%s' has a name or type (%d) that "
+                           "the JSON format cannot hold", g->source, n->name, n->op_type, a->name, (int)a->type);
+        else if (a->type == EST_ATTR_TENSOR && !dims_exact(a->t_dims, a->t_rank))
+            st = est__fail(err, EST_ELIMIT, "%s: node '%s' (%s): attribute '%s' has a dim above 2^53",
+                           g->source, n->name, n->op_type, a->name);
+    }
+    size_t first, second;
+    int dup = st == EST_OK ? find_duplicate(names, (size_t)n->n_attrs, &first, &second) : 0;
+    if (dup < 0) st = est__fail(err, EST_ENOMEM, "out of memory writing JSON");
+    if (dup > 0)
+        st = est__fail(err, EST_EATTR, "%s: node '%s' (%s): attribute '%s' appears twice; the JSON format "
+                       "needs unique attribute names", g->source, n->name, n->op_type, names[first]);
+    free(names);
+    return st;
+}
+
+static est_status check_writable_nodes(const est_graph *g, est_error *err) {
+    const char **names = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *names);
+    if (!names) return est__fail(err, EST_ENOMEM, "out of memory writing JSON");
+    for (int32_t i = 0; i < g->n_nodes; i++) names[i] = g->nodes[i].name;
+    size_t first, second;
+    int dup = find_duplicate(names, (size_t)g->n_nodes, &first, &second);
+    est_status st = EST_OK;
+    if (dup < 0) st = est__fail(err, EST_ENOMEM, "out of memory writing JSON");
+    if (dup > 0)
+        st = est__fail(err, EST_EGRAPH, "%s: node name '%s' is used by two nodes; the JSON format needs "
+                       "unique node names", g->source, names[first]);
+    free(names);
+    for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) st = check_writable_attrs(g, &g->nodes[i], err);
+    return st;
+}
+
+static est_status check_writable_initializers(const est_graph *g, est_error *err) {
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        if (tt->kind != EST_T_INITIALIZER) continue;
+        for (int32_t d = 0; d < tt->rank; d++)
+            if (tt->dims[d].value > JSON_EXACT_INT_MAX)
+                return est__fail(err, EST_ELIMIT, "%s: initializer '%s' has a dim above 2^53", g->source, tt->name);
+    }
+    return EST_OK;
 }
 
 est_status est_graph_to_json(const est_graph *g, char **out, est_error *err) {
-    (void)g;
-    if (out) *out = NULL;
-    return est__fail(err, EST_EUNSUPPORTED, "JSON output is not supported yet");
+    if (!out) return est__fail(err, EST_EINVAL, "est_graph_to_json: out is NULL");
+    *out = NULL;
+    if (!g) return est__fail(err, EST_EINVAL, "est_graph_to_json: graph is NULL");
+    domain_list *domains = malloc(sizeof *domains);
+    if (!domains) return est__fail(err, EST_ENOMEM, "%s: out of memory writing JSON", g->source);
+    est_status st = check_writable_initializers(g, err);
+    if (st == EST_OK) st = check_writable_nodes(g, err);
+    if (st == EST_OK && !collect_domains(g, domains))
+        st = est__fail(err, EST_ELIMIT, "%s: the graph uses more than %d opset domains", g->source,
+                       JSON_MAX_DOMAINS);
+    if (st != EST_OK) {
+        free(domains);
+        return st;
+    }
+    text_buf b = {0};
+    put_graph(&b, g, domains);
+    free(domains);
+    if (b.failed) {
+        free(b.data);
+        return est__fail(err, EST_ENOMEM, "%s: out of memory writing JSON", g->source);
+    }
+    *out = b.data; /* the caller frees it with est_free() */
+    return EST_OK;
 }
