@@ -262,3 +262,11 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
     }
     return EST_OK;
 }
+
+uint64_t est_tval_bytes(const est_tval *t) {
+    return t && t->rank >= 0 ? est_dtype_bytes(t->dtype, (uint64_t)t->elements) : 0;
+}
+
+void est_save_extra(est_saved *s, uint64_t bytes) {
+    if (s->n_extra < EST_MAX_EXTRA) s->extra_bytes[s->n_extra++] = bytes;
+}

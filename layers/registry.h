@@ -17,6 +17,17 @@
 #include "ir.h"
 
 typedef struct est_infer_ctx est_infer_ctx;
+typedef struct est_cost_ctx est_cost_ctx;
+typedef struct est_flops est_flops;
+typedef struct est_saved est_saved;
+
+/* How an op's output 0 relates to input 0's storage, as PyTorch eager runs it. */
+typedef enum est_view {
+    EST_VIEW_NONE = 0,   /* a new tensor */
+    EST_VIEW_ALIAS,      /* always a view of input 0 (Squeeze, Unsqueeze, Identity, Expand, Slice) */
+    EST_VIEW_RESHAPE,    /* a view if input 0 is contiguous, else a copy (Reshape, Flatten) */
+    EST_VIEW_PERMUTE,    /* a view whose layout is no longer contiguous (Transpose) */
+} est_view;
 
 /* A per-input-slot bit mask: bit i describes input i. */
 typedef uint32_t est_slot_mask;
@@ -35,6 +46,18 @@ typedef struct est_op_def {
     est_slot_mask nondiff_inputs;
     /* Input slots that hold non-trainable state (running statistics). */
     est_slot_mask buffer_inputs;
+
+    /* ---- training-step rules; NULL/0 means "none" ---- */
+    /* Forward and backward FLOPs (2 per multiply-add for Conv, Gemm, MatMul,
+     * attention; per element for the rest, as docs/memory-model.md says). */
+    void (*flops)(const est_cost_ctx *c, est_flops *f);
+    /* What autograd keeps for this op's backward. */
+    void (*saves)(const est_cost_ctx *c, est_saved *s);
+    /* Temporary bytes the forward kernel allocates and frees (workspace). */
+    uint64_t (*workspace)(const est_cost_ctx *c);
+    /* Temporary bytes the backward allocates beyond the input gradients. */
+    uint64_t (*backward_workspace)(const est_cost_ctx *c);
+    est_view view;
 } est_op_def;
 
 typedef struct est_family {
@@ -75,6 +98,37 @@ struct est_infer_ctx {
     est_const **owned;               /* folded constants owned by the run */
     int64_t n_owned, cap_owned;
 };
+
+/* ---- what a training-step rule sees ---------------------------------------- */
+
+struct est_cost_ctx {
+    const est_node *node;
+    int64_t opset;
+    int n_in, n_out;
+    const est_tval *in[EST_MAX_IO];   /* NULL for omitted inputs */
+    const est_tval *out[EST_MAX_IO];  /* NULL for omitted outputs */
+    bool in_grad[EST_MAX_IO];         /* input i needs a gradient */
+    bool in_param[EST_MAX_IO];        /* input i is a trainable parameter */
+    bool any_grad;                    /* some input needs a gradient: backward runs */
+};
+
+struct est_flops {
+    uint64_t fwd;
+    uint64_t bwd;
+};
+
+#define EST_MAX_EXTRA 4
+struct est_saved {
+    est_slot_mask inputs;    /* inputs kept alive until this op's backward */
+    est_slot_mask outputs;   /* outputs kept alive until this op's backward */
+    int n_extra;             /* tensors made only for backward: masks, indices, statistics */
+    uint64_t extra_bytes[EST_MAX_EXTRA];
+};
+
+/* Bytes of tensor t (0 for NULL). */
+uint64_t est_tval_bytes(const est_tval *t);
+/* Adds an extra saved tensor of `bytes`. */
+void est_save_extra(est_saved *s, uint64_t bytes);
 
 /* ---- helpers for infer functions (layers/op_util.c) ---------------------- */
 

@@ -205,7 +205,33 @@ typedef struct est_input_value {
     const double *floats;
 } est_input_value;
 
+/* What step to simulate. */
+typedef enum est_mode {
+    EST_MODE_TRAIN = 0,   /* forward under autograd, backward, optimizer step */
+    EST_MODE_INFER,       /* one forward pass without autograd */
+} est_mode;
+
+/* The optimizer of a training step; its state and its step's temporaries
+ * follow PyTorch's default (foreach) implementations. */
+typedef enum est_optimizer {
+    EST_OPT_ADAM = 0,     /* the default: the most used, and it needs the most state */
+    EST_OPT_ADAMW,
+    EST_OPT_SGD,
+    EST_OPT_MOMENTUM,     /* SGD with momentum */
+    EST_OPT_COUNT
+} est_optimizer;
+
+EST_API const char *est_mode_name(est_mode m);           /* "train", "infer" */
+EST_API const char *est_optimizer_name(est_optimizer o); /* "adam", "sgd", ... */
+/* Parse a name; return -1 when unknown. */
+EST_API int est_mode_from_name(const char *name);
+EST_API int est_optimizer_from_name(const char *name);
+
 typedef struct est_options {
+    est_mode mode;                 /* default EST_MODE_TRAIN */
+    est_optimizer optimizer;       /* default EST_OPT_ADAM */
+    est_dtype dtype;               /* dtype of parameters and floating-point
+                                      activations; default EST_DT_FLOAT */
     int64_t batch;                 /* binds the leading symbolic dim of every
                                       graph input; 0 = not given */
     const est_binding *dims;       /* binds symbolic dims by name */
@@ -252,6 +278,13 @@ typedef struct est_layer {
     uint64_t buffer_bytes; /* non-trainable state first consumed here
                               (BatchNorm running statistics) */
     uint64_t output_bytes; /* sum of outputs[].bytes */
+    uint64_t flops_forward;
+    uint64_t flops_backward; /* 0 in inference */
+    uint64_t saved_bytes;  /* what autograd keeps for this layer's backward:
+                              saved inputs, outputs and masks/indices/statistics,
+                              each rounded like the allocator rounds */
+    uint64_t temp_bytes;   /* workspace or temporaries of the forward and
+                              backward kernels */
     int shape_only;        /* 1 when every output was folded to a constant:
                               the node only computes shapes */
 } est_layer;
@@ -264,7 +297,42 @@ typedef struct est_totals {
     uint64_t constant_bytes;  /* other initializers (shape constants, ...) */
     uint64_t input_bytes;     /* graph inputs at the bound shapes */
     uint64_t output_bytes;    /* sum of every layer's output bytes */
+    uint64_t flops_forward;
+    uint64_t flops_backward;
+    /* Memory by category. Sizes are rounded as the allocator rounds them. */
+    uint64_t params_bytes;
+    uint64_t buffers_bytes;
+    uint64_t grads_bytes;      /* parameter gradients after backward */
+    uint64_t optimizer_bytes;  /* optimizer state (steady state) */
+    uint64_t activations_bytes;/* activations saved for backward, at their peak
+                                  (the end of the forward pass); in inference,
+                                  the largest set of live activations */
+    uint64_t temp_bytes;       /* the largest temporary: workspaces,
+                                  optimizer-step temporaries */
+    uint64_t peak_bytes;       /* the simulated peak of allocated memory */
 } est_totals;
+
+/* Where the peak happens. */
+typedef enum est_phase {
+    EST_PHASE_FORWARD = 0,
+    EST_PHASE_BACKWARD,
+    EST_PHASE_OPTIMIZER,
+} est_phase;
+
+EST_API const char *est_phase_name(est_phase p); /* "forward", "backward", "optimizer" */
+
+/* Memory live at the peak, by category; the fields sum to `bytes`. */
+typedef struct est_peak {
+    uint64_t bytes;
+    est_phase phase;
+    const char *layer;       /* the layer running at the peak ("" for the optimizer) */
+    uint64_t params, buffers, grads, optimizer, activations, temp, inputs, other;
+} est_peak;
+
+EST_API const est_peak *est_report_peak(const est_report *r);
+EST_API est_mode est_report_mode(const est_report *r);
+EST_API est_optimizer est_report_optimizer(const est_report *r);
+EST_API est_dtype est_report_dtype(const est_report *r);
 
 EST_API size_t est_report_layer_count(const est_report *r);
 /* The i-th layer, or NULL when i is out of range. */

@@ -305,10 +305,11 @@ static est_status parse_input_dim(json_loader *J, const cJSON *item, int d, est_
         return fail(J, EST_EPARSE, "dim %d must be a positive integer, a symbolic name or null", d);
     double v = item->valuedouble;
     if (v <= 0)
-        return fail(J, EST_ESHAPE, "dim %d is %g; dims must be positive", d, v);
+        return fail(J, EST_ESHAPE, "dim %d is %.15g; dims must be positive", d, v);
     if (v > (double)EST_MAX_DIM_VALUE)
-        return fail(J, EST_ELIMIT, "dim %d is %g, above the limit of %lld", d, v, (long long)EST_MAX_DIM_VALUE);
-    if (v != floor(v)) return fail(J, EST_EPARSE, "dim %d is %g; dims must be whole numbers", d, v);
+        return fail(J, EST_ELIMIT, "dim %d is %.15g, above the limit of %lld", d, v,
+                    (long long)EST_MAX_DIM_VALUE);
+    if (v != floor(v)) return fail(J, EST_EPARSE, "dim %d is %.15g; dims must be whole numbers", d, v);
     out->value = (int64_t)v;
     return EST_OK;
 }

@@ -15,6 +15,10 @@ struct est_report {
     size_t n_outputs;
     est_tensor_info *outputs;
     est_totals totals;
+    est_peak peak;
+    est_mode mode;
+    est_optimizer optimizer;
+    est_dtype dtype;
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;
@@ -22,5 +26,9 @@ struct est_report {
 
 /* Runs shape inference into r->tv (r->graph and options already set). */
 est_status est__infer(est_report *r, const est_options *opt, est_error *err);
+
+/* Simulates the step r->mode describes over the inferred graph: fills every
+ * layer's FLOPs, saved and temp bytes, the memory totals and the peak. */
+est_status est__simulate(est_report *r, est_error *err);
 
 #endif

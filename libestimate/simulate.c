@@ -1,0 +1,460 @@
+/*
+ * simulate.c: one training step (or one inference pass) as PyTorch eager runs
+ * it, replayed as a sequence of allocations and frees. The peak is read off
+ * that sequence, not summed.
+ *
+ * Training step, in the order of the reference protocol (docs/memory-model.md):
+ *   zero_grad(set_to_none=True)      parameter gradients are gone
+ *   y = model(x)                     forward under autograd: each op's outputs
+ *                                    are allocated; what its backward needs
+ *                                    (registry `saves`) stays alive; the rest
+ *                                    is freed after its last use; the previous
+ *                                    iteration's y is freed when y is rebound
+ *   loss = y.float().mean()          a scalar
+ *   loss.backward()                  nodes in reverse: input gradients are
+ *                                    allocated, output gradients and saved
+ *                                    tensors released; parameter gradients stay
+ *   opt.step()                       foreach update, with its temporaries
+ * The state is steady: the optimizer state already exists (iteration >= 2).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+/* PyTorch's caching allocator rounds every block up to 512 bytes. */
+#define EST_ALLOC_ROUND 512
+
+typedef enum category {
+    CAT_PARAM, CAT_BUFFER, CAT_GRAD, CAT_OPT, CAT_ACT, CAT_TEMP, CAT_INPUT, CAT_OTHER, CAT_COUNT
+} category;
+
+typedef struct sim {
+    est_report *r;
+    const est_graph *g;
+    bool train;
+    uint64_t live[CAT_COUNT];
+    uint64_t total;
+    uint64_t max_transient;
+    /* per tensor */
+    int32_t *base;          /* the tensor whose storage this one uses */
+    bool *needs_grad;
+    bool *contiguous;
+    bool *allocated;        /* per storage (indexed by base) */
+    int32_t *last_use;      /* per storage: last forward reader, -1 none */
+    int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
+    bool *kept;             /* per storage: a graph output, alive after the step */
+    uint64_t *grad_bytes;   /* per tensor: its live gradient's bytes */
+    bool *param_has_grad;
+    /* per node */
+    est_saved *saved;
+    est_cost_ctx *ctx;      /* built once per node */
+} sim;
+
+static uint64_t round_alloc(uint64_t bytes) {
+    if (bytes == 0) return 0;
+    return (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
+}
+
+/* Bytes of tensor t as the step stores it: floating tensors take the dtype
+ * the user chose. */
+static uint64_t tensor_bytes(const sim *s, int32_t t) {
+    const est_tval *v = &s->r->tv[t];
+    est_dtype dt = est__dtype_is_float(v->dtype) ? s->r->dtype : v->dtype;
+    return est_dtype_bytes(dt, (uint64_t)v->elements);
+}
+
+static uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
+
+static void alloc(sim *s, category c, uint64_t bytes) {
+    s->live[c] += bytes;
+    s->total += bytes;
+}
+
+static void release(sim *s, category c, uint64_t bytes) {
+    s->live[c] -= bytes;
+    s->total -= bytes;
+}
+
+/* Records a peak candidate: what is live plus a transient of `extra` bytes. */
+static void observe(sim *s, est_phase phase, const char *layer, uint64_t extra) {
+    if (extra > s->max_transient) s->max_transient = extra;
+    est_peak *p = &s->r->peak;
+    if (s->total + extra <= p->bytes) return;
+    p->bytes = s->total + extra;
+    p->phase = phase;
+    p->layer = layer;
+    p->params = s->live[CAT_PARAM];
+    p->buffers = s->live[CAT_BUFFER];
+    p->grads = s->live[CAT_GRAD];
+    p->optimizer = s->live[CAT_OPT];
+    p->activations = s->live[CAT_ACT];
+    p->temp = s->live[CAT_TEMP] + extra;
+    p->inputs = s->live[CAT_INPUT];
+    p->other = s->live[CAT_OTHER];
+}
+
+static bool is_folded(const sim *s, int32_t t) { return s->r->tv[t].value != NULL; }
+
+/* ---- classification --------------------------------------------------------- */
+
+static void build_contexts(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        s->needs_grad[t] = s->train && g->tensors[t].kind == EST_T_INITIALIZER &&
+                           g->tensors[t].role == EST_ROLE_PARAM;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        est_cost_ctx *c = &s->ctx[i];
+        memset(c, 0, sizeof *c);
+        c->node = n;
+        c->opset = n->opset;
+        c->n_in = n->n_inputs;
+        c->n_out = n->n_outputs;
+        for (int k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k];
+            if (t < 0) continue;
+            c->in[k] = &s->r->tv[t];
+            bool diff = k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k));
+            c->in_grad[k] = diff && s->needs_grad[t];
+            c->in_param[k] = g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].role == EST_ROLE_PARAM;
+            c->any_grad |= c->in_grad[k];
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t < 0) continue;
+            c->out[k] = &s->r->tv[t];
+            s->needs_grad[t] = c->any_grad && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t);
+        }
+    }
+}
+
+/* Which storage each tensor uses: views share their input's. */
+static void assign_storage(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        s->base[t] = t;
+        s->contiguous[t] = true;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+        int32_t in = n->inputs[0], out = n->outputs[0];
+        if (is_folded(s, out)) continue;
+        switch (n->op->view) {
+        case EST_VIEW_ALIAS:
+            s->base[out] = s->base[in];
+            s->contiguous[out] = s->contiguous[in];
+            break;
+        case EST_VIEW_PERMUTE:
+            s->base[out] = s->base[in];
+            s->contiguous[out] = false;
+            break;
+        case EST_VIEW_RESHAPE:
+            if (s->contiguous[in]) s->base[out] = s->base[in];
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static bool is_activation_storage(const sim *s, int32_t b) {
+    return s->g->tensors[b].kind == EST_T_ACTIVATION && !is_folded(s, b);
+}
+
+static void plan_lifetimes(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        s->last_use[t] = -1;
+        s->saved_until[t] = INT32_MAX;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) s->last_use[s->base[n->inputs[k]]] = i;
+        /* a view's storage must outlive the view's own readers */
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] < i)
+                s->last_use[s->base[n->outputs[k]]] = i;
+        est_saved *sv = &s->saved[i];
+        memset(sv, 0, sizeof *sv);
+        if (!s->train || !s->ctx[i].any_grad || !n->op->saves) continue;
+        n->op->saves(&s->ctx[i], sv);
+        for (int k = 0; k < n->n_inputs && k < 32; k++)
+            if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
+                int32_t b = s->base[n->inputs[k]];
+                if (i < s->saved_until[b]) s->saved_until[b] = i;
+            }
+        for (int k = 0; k < n->n_outputs && k < 32; k++)
+            if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0) {
+                int32_t b = s->base[n->outputs[k]];
+                if (i < s->saved_until[b]) s->saved_until[b] = i;
+            }
+    }
+    for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
+}
+
+/* ---- the step ---------------------------------------------------------------- */
+
+static uint64_t params_alloc_bytes(const sim *s) {
+    uint64_t sum = 0;
+    for (int32_t t = 0; t < s->g->n_tensors; t++) {
+        const est_tensor *tt = &s->g->tensors[t];
+        if (tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM && tt->first_consumer >= 0)
+            sum += tensor_alloc(s, t);
+    }
+    return sum;
+}
+
+/* Parameters, buffers, optimizer state and the input batch: what lives before
+ * the forward pass. */
+static void allocate_resident(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        if (tt->kind == EST_T_INPUT) {
+            alloc(s, CAT_INPUT, tensor_alloc(s, t));
+            s->allocated[t] = true;
+        }
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+        if (tt->role == EST_ROLE_PARAM) alloc(s, CAT_PARAM, tensor_alloc(s, t));
+        else if (tt->role == EST_ROLE_BUFFER) alloc(s, CAT_BUFFER, tensor_alloc(s, t));
+    }
+    if (!s->train) return;
+    uint64_t p = params_alloc_bytes(s);
+    int state_per_param = s->r->optimizer == EST_OPT_SGD ? 0 : s->r->optimizer == EST_OPT_MOMENTUM ? 1 : 2;
+    alloc(s, CAT_OPT, p * (uint64_t)state_per_param);
+    /* The previous iteration's y and loss live until y is rebound. */
+    for (int32_t k = 0; k < g->n_outputs; k++) alloc(s, CAT_OTHER, tensor_alloc(s, g->outputs[k]));
+    alloc(s, CAT_OTHER, EST_ALLOC_ROUND);
+}
+
+static bool output_needed(const sim *s, int32_t i, int k) {
+    int32_t t = s->g->nodes[i].outputs[k];
+    int32_t b = s->base[t];
+    return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
+}
+
+static void forward(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        est_layer *L = &s->r->layers[i];
+        if (L->shape_only) continue;
+        for (int k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
+            alloc(s, CAT_ACT, tensor_alloc(s, t));
+            s->allocated[t] = true;
+        }
+        const est_saved *sv = &s->saved[i];
+        for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+        uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
+        L->temp_bytes = ws;
+        observe(s, EST_PHASE_FORWARD, n->name, ws);
+        /* free what no later op reads and no backward needs */
+        for (int k = 0; k < n->n_inputs; k++) {
+            if (n->inputs[k] < 0) continue;
+            int32_t b = s->base[n->inputs[k]];
+            if (s->allocated[b] && is_activation_storage(s, b) && s->last_use[b] == i && !s->kept[b] &&
+                s->saved_until[b] == INT32_MAX) {
+                release(s, CAT_ACT, tensor_alloc(s, b));
+                s->allocated[b] = false;
+            }
+        }
+    }
+}
+
+/* The gradient of input k of node i: a new tensor, or for a view op, a view
+ * of the output's gradient. Returns the bytes newly allocated. */
+static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
+    const est_node *n = &s->g->nodes[i];
+    int32_t t = n->inputs[k];
+    uint64_t bytes = tensor_alloc(s, t);
+    if (s->ctx[i].in_param[k]) {
+        if (s->param_has_grad[t]) *transient += bytes; /* accumulated into the existing .grad */
+        else {
+            alloc(s, CAT_GRAD, bytes);
+            s->param_has_grad[t] = true;
+        }
+        return;
+    }
+    int32_t out = n->outputs[0];
+    bool same_size = out >= 0 && s->r->tv[out].elements == s->r->tv[t].elements;
+    if (k == 0 && n->op->view != EST_VIEW_NONE && same_size && s->grad_bytes[out] && !s->grad_bytes[t]) {
+        s->grad_bytes[t] = s->grad_bytes[out]; /* a view of the incoming gradient */
+        s->grad_bytes[out] = 0;
+        return;
+    }
+    if (s->grad_bytes[t]) *transient += bytes; /* summed into the existing gradient */
+    else {
+        alloc(s, CAT_TEMP, bytes);
+        s->grad_bytes[t] = bytes;
+    }
+}
+
+static bool receives_grad(const sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0 && s->grad_bytes[n->outputs[k]]) return true;
+    return false;
+}
+
+static void release_saved(sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    const est_saved *sv = &s->saved[i];
+    for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+    int32_t ids[2 * EST_MAX_IO];
+    int n_ids = 0;
+    for (int k = 0; k < n->n_inputs; k++) if (n->inputs[k] >= 0) ids[n_ids++] = n->inputs[k];
+    for (int k = 0; k < n->n_outputs; k++) if (n->outputs[k] >= 0) ids[n_ids++] = n->outputs[k];
+    for (int j = 0; j < n_ids; j++) {
+        int32_t b = s->base[ids[j]];
+        if (s->saved_until[b] == i && s->allocated[b] && is_activation_storage(s, b) && !s->kept[b]) {
+            release(s, CAT_ACT, tensor_alloc(s, b));
+            s->allocated[b] = false;
+        }
+    }
+}
+
+static void backward(sim *s) {
+    const est_graph *g = s->g;
+    /* loss.backward(): d loss = 1, then MeanBackward fills dy */
+    alloc(s, CAT_TEMP, EST_ALLOC_ROUND);
+    for (int32_t k = 0; k < g->n_outputs; k++) {
+        int32_t y = g->outputs[k];
+        if (!s->needs_grad[y] || s->grad_bytes[y]) continue;
+        s->grad_bytes[y] = tensor_alloc(s, y);
+        alloc(s, CAT_TEMP, s->grad_bytes[y]);
+    }
+    observe(s, EST_PHASE_BACKWARD, "loss", 0);
+    release(s, CAT_TEMP, EST_ALLOC_ROUND);
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const est_node *n = &g->nodes[i];
+        est_layer *L = &s->r->layers[i];
+        if (s->ctx[i].any_grad && receives_grad(s, i)) {
+            uint64_t transient = 0;
+            for (int k = 0; k < n->n_inputs; k++)
+                if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) grad_of_input(s, i, k, &transient);
+            uint64_t ws = n->op->backward_workspace ? round_alloc(n->op->backward_workspace(&s->ctx[i])) : 0;
+            if (ws > L->temp_bytes) L->temp_bytes = ws;
+            observe(s, EST_PHASE_BACKWARD, n->name, transient + ws);
+            for (int k = 0; k < n->n_outputs; k++) {
+                int32_t t = n->outputs[k];
+                if (t < 0 || !s->grad_bytes[t]) continue;
+                release(s, CAT_TEMP, s->grad_bytes[t]);
+                s->grad_bytes[t] = 0;
+            }
+        }
+        release_saved(s, i);
+    }
+    /* gradients that reached no producer (graph inputs) are dropped */
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (s->grad_bytes[t]) {
+            release(s, CAT_TEMP, s->grad_bytes[t]);
+            s->grad_bytes[t] = 0;
+        }
+}
+
+/* The foreach optimizers update in place; Adam's step also materialises
+ * sqrt(exp_avg_sq) for every parameter before the addcdiv. */
+static void optimizer_step(sim *s) {
+    uint64_t temp = 0;
+    if (s->r->optimizer == EST_OPT_ADAM || s->r->optimizer == EST_OPT_ADAMW) temp = params_alloc_bytes(s);
+    observe(s, EST_PHASE_OPTIMIZER, "", temp);
+}
+
+static void free_sim(sim *s) {
+    free(s->base);
+    free(s->needs_grad);
+    free(s->contiguous);
+    free(s->allocated);
+    free(s->last_use);
+    free(s->saved_until);
+    free(s->kept);
+    free(s->grad_bytes);
+    free(s->param_has_grad);
+    free(s->saved);
+    free(s->ctx);
+}
+
+static void fill_layer_costs(sim *s) {
+    const est_graph *g = s->g;
+    est_totals *tot = &s->r->totals;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        est_layer *L = &s->r->layers[i];
+        est_flops f = {0, 0};
+        if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
+        L->flops_forward = f.fwd;
+        L->flops_backward = s->train && s->ctx[i].any_grad ? f.bwd : 0;
+        tot->flops_forward += L->flops_forward;
+        tot->flops_backward += L->flops_backward;
+        const est_saved *sv = &s->saved[i];
+        uint64_t saved = 0;
+        for (int e = 0; e < sv->n_extra; e++) saved += round_alloc(sv->extra_bytes[e]);
+        for (int k = 0; k < n->n_inputs && k < 32; k++)
+            if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
+                saved += tensor_alloc(s, n->inputs[k]);
+        for (int k = 0; k < n->n_outputs && k < 32; k++)
+            if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0)
+                saved += tensor_alloc(s, n->outputs[k]);
+        L->saved_bytes = saved;
+    }
+}
+
+est_status est__simulate(est_report *r, est_error *err) {
+    const est_graph *g = r->graph;
+    size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
+    sim s = {.r = r, .g = g, .train = r->mode == EST_MODE_TRAIN};
+    s.base = calloc(nt, sizeof *s.base);
+    s.needs_grad = calloc(nt, sizeof *s.needs_grad);
+    s.contiguous = calloc(nt, sizeof *s.contiguous);
+    s.allocated = calloc(nt, sizeof *s.allocated);
+    s.last_use = calloc(nt, sizeof *s.last_use);
+    s.saved_until = calloc(nt, sizeof *s.saved_until);
+    s.kept = calloc(nt, sizeof *s.kept);
+    s.grad_bytes = calloc(nt, sizeof *s.grad_bytes);
+    s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
+    s.saved = calloc(nn, sizeof *s.saved);
+    s.ctx = calloc(nn, sizeof *s.ctx);
+    if (!s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.saved_until || !s.kept ||
+        !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx) {
+        free_sim(&s);
+        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+    }
+    r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};
+    build_contexts(&s);
+    assign_storage(&s);
+    plan_lifetimes(&s);
+    fill_layer_costs(&s);
+
+    est_totals *tot = &r->totals;
+    allocate_resident(&s);
+    tot->params_bytes = s.live[CAT_PARAM];
+    tot->buffers_bytes = s.live[CAT_BUFFER];
+    tot->optimizer_bytes = s.live[CAT_OPT];
+    observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
+    forward(&s);
+    tot->activations_bytes = s.live[CAT_ACT];
+    if (s.train) {
+        /* y was rebound: the previous iteration's y and loss are freed; the new loss */
+        release(&s, CAT_OTHER, s.live[CAT_OTHER]);
+        for (int32_t k = 0; k < g->n_outputs; k++) {
+            int32_t b = s.base[g->outputs[k]];
+            if (s.allocated[b] && is_activation_storage(&s, b)) {
+                release(&s, CAT_ACT, tensor_alloc(&s, b));
+                alloc(&s, CAT_OTHER, tensor_alloc(&s, b));
+            }
+        }
+        alloc(&s, CAT_OTHER, EST_ALLOC_ROUND);
+        backward(&s);
+        tot->grads_bytes = s.live[CAT_GRAD];
+        optimizer_step(&s);
+    }
+    tot->temp_bytes = s.max_transient;
+    tot->peak_bytes = r->peak.bytes;
+    free_sim(&s);
+    return EST_OK;
+}
