@@ -23,14 +23,23 @@ static const char usage_text[] =
 
 static const char help_text[] =
     "\n"
-    "memest answers, from the model graph alone, how big every layer's outputs\n"
-    "and weights are at the batch size and dims you choose.\n"
+    "memest answers, from the model graph alone, how much GPU memory and how many\n"
+    "FLOPs a training step (or an inference pass) needs at the batch size and dims\n"
+    "you choose: per layer, by category, and the peak with where it happens.\n"
     "\n"
     "Options for estimating:\n"
     "  -b, --batch N         bind the leading symbolic dim of every graph input to N\n"
     "                        (default: none; required when inputs have a symbolic batch)\n"
     "  -d, --dim NAME=VALUE  bind the symbolic dim NAME, e.g. --dim seq=512; repeatable\n"
     "                        (default: none)\n"
+    "  -m, --mode MODE       train: one training step (forward, backward, optimizer\n"
+    "                        step); infer: one forward pass without autograd\n"
+    "                        (default: train)\n"
+    "      --optimizer OPT   sgd, momentum, adam or adamw (default: adam: the most\n"
+    "                        used optimizer, and the one that needs the most memory,\n"
+    "                        so the answer errs on the safe side)\n"
+    "      --dtype DT        dtype of parameters and activations: float32, float16\n"
+    "                        or bfloat16 (default: float32)\n"
     "  -f, --format FMT      table, json or csv (default: table)\n"
     "  -a, --all             table: also list shape-only layers, whose outputs were\n"
     "                        folded to constants (default: hidden; json and csv list all)\n"
@@ -40,6 +49,8 @@ static const char help_text[] =
     "\n"
     "Examples:\n"
     "  memest models/resnet18.onnx --batch 32\n"
+    "  memest models/resnet18.onnx --batch 32 --optimizer sgd --mode train\n"
+    "  memest models/resnet18.onnx --batch 1 --mode infer\n"
     "  memest models/transformer_block.json --batch 8 --dim seq=512 --format json\n"
     "  memest convert models/resnet18.onnx -o resnet18.json\n"
     "\n"
@@ -120,6 +131,22 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!name) return EXIT_FAIL;
             c->dim_names[c->opt.n_dims] = name;
             c->dims[c->opt.n_dims++] = (est_binding){name, val};
+        } else if (is_flag(a, "-m", "--mode")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            int m = est_mode_from_name(v);
+            if (m < 0) return usage_error("--mode wants train or infer, got '%s'", v);
+            c->opt.mode = (est_mode)m;
+        } else if (is_flag(a, "--optimizer", "--optimizer")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            int o = est_optimizer_from_name(v);
+            if (o < 0) return usage_error("--optimizer wants sgd, momentum, adam or adamw, got '%s'", v);
+            c->opt.optimizer = (est_optimizer)o;
+        } else if (is_flag(a, "--dtype", "--dtype")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            est_dtype dt = est_dtype_from_name(v);
+            if (dt != EST_DT_FLOAT && dt != EST_DT_FLOAT16 && dt != EST_DT_BFLOAT16)
+                return usage_error("--dtype wants float32, float16 or bfloat16, got '%s'", v);
+            c->opt.dtype = dt;
         } else if (is_flag(a, "-f", "--format")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "table") == 0) c->format = FORMAT_TABLE;

@@ -159,6 +159,11 @@ static cJSON *tensor_json(const est_tensor_info *t) {
 int print_json(FILE *f, const est_report *r, const output_opts *o) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", o->model);
+    cJSON_AddStringToObject(root, "mode", est_mode_name(est_report_mode(r)));
+    if (est_report_mode(r) == EST_MODE_TRAIN)
+        cJSON_AddStringToObject(root, "optimizer", est_optimizer_name(est_report_optimizer(r)));
+    else cJSON_AddNullToObject(root, "optimizer");
+    cJSON_AddStringToObject(root, "dtype", est_dtype_name(est_report_dtype(r)));
     if (est_report_batch(r) > 0) cJSON_AddNumberToObject(root, "batch", (double)est_report_batch(r));
     else cJSON_AddNullToObject(root, "batch");
     cJSON *dims = cJSON_AddObjectToObject(root, "dims");
@@ -181,6 +186,10 @@ int print_json(FILE *f, const est_report *r, const output_opts *o) {
         cJSON_AddNumberToObject(l, "param_bytes", (double)L->param_bytes);
         cJSON_AddNumberToObject(l, "buffer_bytes", (double)L->buffer_bytes);
         cJSON_AddNumberToObject(l, "output_bytes", (double)L->output_bytes);
+        cJSON_AddNumberToObject(l, "flops_forward", (double)L->flops_forward);
+        cJSON_AddNumberToObject(l, "flops_backward", (double)L->flops_backward);
+        cJSON_AddNumberToObject(l, "saved_bytes", (double)L->saved_bytes);
+        cJSON_AddNumberToObject(l, "temp_bytes", (double)L->temp_bytes);
         cJSON_AddBoolToObject(l, "shape_only", L->shape_only);
         cJSON_AddItemToArray(layers, l);
     }
@@ -197,6 +206,29 @@ int print_json(FILE *f, const est_report *r, const output_opts *o) {
     cJSON_AddNumberToObject(tot, "constant_bytes", (double)t->constant_bytes);
     cJSON_AddNumberToObject(tot, "input_bytes", (double)t->input_bytes);
     cJSON_AddNumberToObject(tot, "output_bytes", (double)t->output_bytes);
+    cJSON_AddNumberToObject(tot, "flops_forward", (double)t->flops_forward);
+    cJSON_AddNumberToObject(tot, "flops_backward", (double)t->flops_backward);
+    cJSON_AddNumberToObject(tot, "params_bytes", (double)t->params_bytes);
+    cJSON_AddNumberToObject(tot, "buffers_bytes", (double)t->buffers_bytes);
+    cJSON_AddNumberToObject(tot, "grads_bytes", (double)t->grads_bytes);
+    cJSON_AddNumberToObject(tot, "optimizer_bytes", (double)t->optimizer_bytes);
+    cJSON_AddNumberToObject(tot, "activations_bytes", (double)t->activations_bytes);
+    cJSON_AddNumberToObject(tot, "temp_bytes", (double)t->temp_bytes);
+    cJSON_AddNumberToObject(tot, "peak_bytes", (double)t->peak_bytes);
+    const est_peak *p = est_report_peak(r);
+    cJSON *peak = cJSON_AddObjectToObject(root, "peak");
+    cJSON_AddNumberToObject(peak, "bytes", (double)p->bytes);
+    cJSON_AddStringToObject(peak, "phase", est_phase_name(p->phase));
+    cJSON_AddStringToObject(peak, "layer", p->layer);
+    cJSON *live = cJSON_AddObjectToObject(peak, "breakdown");
+    cJSON_AddNumberToObject(live, "params", (double)p->params);
+    cJSON_AddNumberToObject(live, "buffers", (double)p->buffers);
+    cJSON_AddNumberToObject(live, "grads", (double)p->grads);
+    cJSON_AddNumberToObject(live, "optimizer", (double)p->optimizer);
+    cJSON_AddNumberToObject(live, "activations", (double)p->activations);
+    cJSON_AddNumberToObject(live, "temp", (double)p->temp);
+    cJSON_AddNumberToObject(live, "inputs", (double)p->inputs);
+    cJSON_AddNumberToObject(live, "other", (double)p->other);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return 1;

@@ -5,8 +5,33 @@
 #include "report.h"
 
 void est_options_init(est_options *opt) {
-    if (opt) memset(opt, 0, sizeof *opt);
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->mode = EST_MODE_TRAIN;
+    opt->optimizer = EST_OPT_ADAM;
+    opt->dtype = EST_DT_FLOAT;
 }
+
+static const char *const mode_names[] = {[EST_MODE_TRAIN] = "train", [EST_MODE_INFER] = "infer"};
+static const char *const optimizer_names[] = {
+    [EST_OPT_ADAM] = "adam", [EST_OPT_ADAMW] = "adamw", [EST_OPT_SGD] = "sgd", [EST_OPT_MOMENTUM] = "momentum"};
+static const char *const phase_names[] = {
+    [EST_PHASE_FORWARD] = "forward", [EST_PHASE_BACKWARD] = "backward", [EST_PHASE_OPTIMIZER] = "optimizer"};
+
+const char *est_mode_name(est_mode m) { return (unsigned)m < 2 ? mode_names[m] : "unknown"; }
+const char *est_optimizer_name(est_optimizer o) {
+    return (unsigned)o < EST_OPT_COUNT ? optimizer_names[o] : "unknown";
+}
+const char *est_phase_name(est_phase p) { return (unsigned)p < 3 ? phase_names[p] : "unknown"; }
+
+static int index_of(const char *const *names, int n, const char *name) {
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(names[i], name) == 0) return i;
+    return -1;
+}
+
+int est_mode_from_name(const char *name) { return index_of(mode_names, 2, name); }
+int est_optimizer_from_name(const char *name) { return index_of(optimizer_names, EST_OPT_COUNT, name); }
 
 void est_report_free(est_report *r) {
     if (!r) return;
@@ -121,8 +146,18 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     if (!r) return est__fail(err, EST_ENOMEM, "out of memory");
     r->graph = g;
     r->batch = opt->batch;
-    est_status st = est__infer(r, opt, err);
+    r->mode = opt->mode;
+    r->optimizer = opt->optimizer;
+    r->dtype = opt->dtype == EST_DT_UNDEFINED ? EST_DT_FLOAT : opt->dtype;
+    est_status st = EST_OK;
+    if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT)
+        st = est__fail(err, EST_EINVAL, "est_estimate: invalid mode or optimizer");
+    else if (r->dtype != EST_DT_FLOAT && r->dtype != EST_DT_FLOAT16 && r->dtype != EST_DT_BFLOAT16)
+        st = est__fail(err, EST_EINVAL, "est_estimate: dtype %s is not float32, float16 or bfloat16",
+                       est_dtype_name(r->dtype));
+    if (st == EST_OK) st = est__infer(r, opt, err);
     if (st == EST_OK) st = build_layers(r, err);
+    if (st == EST_OK) st = est__simulate(r, err);
     if (st != EST_OK) {
         est_report_free(r);
         return st;
@@ -145,3 +180,7 @@ size_t est_report_output_count(const est_report *r) { return r ? r->n_outputs : 
 const est_tensor_info *est_report_output(const est_report *r, size_t i) {
     return r && i < r->n_outputs ? &r->outputs[i] : NULL;
 }
+const est_peak *est_report_peak(const est_report *r) { return r ? &r->peak : NULL; }
+est_mode est_report_mode(const est_report *r) { return r ? r->mode : EST_MODE_TRAIN; }
+est_optimizer est_report_optimizer(const est_report *r) { return r ? r->optimizer : EST_OPT_ADAM; }
+est_dtype est_report_dtype(const est_report *r) { return r ? r->dtype : EST_DT_FLOAT; }

@@ -177,6 +177,7 @@ char *est__strdup(const char *s);
 
 /* Values that bound work on hostile input; see docs/robustness.md. */
 #define EST_FOLD_MAX_ELEMENTS 65536   /* largest tensor folded to a constant */
+#define EST_FOLD_MAX_FLOAT_VALUES 64  /* largest floating initializer whose values are kept */
 #define EST_MAX_DIM_VALUE ((int64_t)1 << 40)
 
 #endif

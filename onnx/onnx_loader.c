@@ -79,6 +79,9 @@ static est_status decode_values(const Onnx__TensorProto *t, int64_t count, est_c
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return EST_OK;
     if (!est__dtype_is_float(dt) && !est__dtype_is_int(dt)) return EST_OK;
+    /* Weights are never needed: keep floating values only for scalars and
+     * short vectors (Resize scales, Range bounds, fill values). */
+    if (est__dtype_is_float(dt) && count > EST_FOLD_MAX_FLOAT_VALUES) return EST_OK;
     size_t width = est_dtype_bytes(dt, 1);
     if (dt == EST_DT_UINT4 || dt == EST_DT_INT4 || dt == EST_DT_FLOAT4E2M1 || dt == EST_DT_UINT2 ||
         dt == EST_DT_INT2 || width == 0 ||
