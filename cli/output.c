@@ -20,6 +20,20 @@ const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
     return buf;
 }
 
+const char *human_count(char *buf, size_t n, uint64_t v) {
+    static const char *const units[] = {"", "K", "M", "G", "T", "P", "E"};
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1000.0 && u < 6) {
+        x /= 1000.0;
+        u++;
+    }
+    if (v == 0) snprintf(buf, n, "-");
+    else if (u == 0) snprintf(buf, n, "%" PRIu64, v);
+    else snprintf(buf, n, "%.2f%s", x, units[u]);
+    return buf;
+}
+
 const char *shape_string(char *buf, size_t n, const est_tensor_info *t) {
     size_t used = 0;
     buf[0] = '\0';
@@ -72,8 +86,8 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     }
     fprintf(f, "\n");
     int w = name_width(r, o->all_layers);
-    fprintf(f, "%5s  %-*s  %-20s  %-24s  %12s  %12s  %12s\n", "#", w, "layer", "op", "output shape", "params",
-            "param bytes", "output bytes");
+    fprintf(f, "%5s  %-*s  %-20s  %-24s  %10s  %11s  %11s  %10s  %10s  %11s  %10s\n", "#", w, "layer", "op",
+            "output shape", "params", "param bytes", "output", "fwd flops", "bwd flops", "saved", "temp");
     size_t hidden = 0;
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
@@ -85,9 +99,13 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
         outputs_string(shapes, sizeof shapes, L);
         fprintf(f, "%5zu  ", i);
         print_name(f, L->name, w);
-        fprintf(f, "  %-20.20s  %-24s  %12" PRIu64 "  %12s  %12s\n", L->op, shapes, L->param_count,
-                L->param_bytes ? human_bytes(a, sizeof a, L->param_bytes) : "-",
-                human_bytes(b, sizeof b, L->output_bytes));
+        char fw[32], bw[32], sv[64], tp[64];
+        fprintf(f, "  %-20.20s  %-24s  %10" PRIu64 "  %11s  %11s  %10s  %10s  %11s  %10s\n", L->op, shapes,
+                L->param_count, L->param_bytes ? human_bytes(a, sizeof a, L->param_bytes) : "-",
+                human_bytes(b, sizeof b, L->output_bytes), human_count(fw, sizeof fw, L->flops_forward),
+                human_count(bw, sizeof bw, L->flops_backward),
+                L->saved_bytes ? human_bytes(sv, sizeof sv, L->saved_bytes) : "-",
+                L->temp_bytes ? human_bytes(tp, sizeof tp, L->temp_bytes) : "-");
     }
     fprintf(f, "\n");
     if (hidden)
@@ -99,6 +117,29 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  constants       %s\n", human_bytes(a, sizeof a, t->constant_bytes));
     fprintf(f, "  inputs          %s\n", human_bytes(a, sizeof a, t->input_bytes));
     fprintf(f, "  layer outputs   %s (sum over all layers)\n", human_bytes(a, sizeof a, t->output_bytes));
+    fprintf(f, "  flops           %s forward, %s backward\n", human_count(a, sizeof a, t->flops_forward),
+            human_count(b, sizeof b, t->flops_backward));
+    fprintf(f, "\nmemory (%s, %s%s%s)\n", est_mode_name(est_report_mode(r)), est_dtype_name(est_report_dtype(r)),
+            est_report_mode(r) == EST_MODE_TRAIN ? ", optimizer " : "",
+            est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : "");
+    fprintf(f, "  parameters      %s\n", human_bytes(a, sizeof a, t->params_bytes));
+    fprintf(f, "  buffers         %s\n", human_bytes(a, sizeof a, t->buffers_bytes));
+    fprintf(f, "  gradients       %s\n", human_bytes(a, sizeof a, t->grads_bytes));
+    fprintf(f, "  optimizer state %s\n", human_bytes(a, sizeof a, t->optimizer_bytes));
+    fprintf(f, "  activations     %s (%s)\n", human_bytes(a, sizeof a, t->activations_bytes),
+            est_report_mode(r) == EST_MODE_TRAIN ? "saved for backward, at the end of the forward pass"
+                                                 : "live at the end of the forward pass");
+    fprintf(f, "  largest temp    %s\n", human_bytes(a, sizeof a, t->temp_bytes));
+    const est_peak *p = est_report_peak(r);
+    fprintf(f, "  PEAK            %s  during %s%s%s\n", human_bytes(a, sizeof a, p->bytes), est_phase_name(p->phase),
+            p->layer[0] ? ", at layer " : "", p->layer);
+    const struct { const char *name; uint64_t bytes; } parts[] = {
+        {"params", p->params}, {"buffers", p->buffers}, {"grads", p->grads}, {"optimizer", p->optimizer},
+        {"activations", p->activations}, {"temp", p->temp}, {"inputs", p->inputs}, {"other", p->other}};
+    fprintf(f, "                  made of:");
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].bytes) fprintf(f, " %s %s;", parts[i].name, human_bytes(a, sizeof a, parts[i].bytes));
+    fprintf(f, "\n");
     return ferror(f) ? 1 : 0;
 }
 
@@ -117,7 +158,8 @@ static void csv_field(FILE *f, const char *s) {
 
 int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     (void)o;
-    fprintf(f, "index,name,op,domain,output_shapes,output_dtypes,param_count,param_bytes,buffer_bytes,output_bytes,shape_only\n");
+    fprintf(f, "index,name,op,domain,output_shapes,output_dtypes,param_count,param_bytes,buffer_bytes,output_bytes,shape_only,"
+               "flops_forward,flops_backward,saved_bytes,temp_bytes\n");
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
         char shapes[1024] = "", dtypes[512] = "";
@@ -137,12 +179,18 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
         csv_field(f, L->op);
         fputc(',', f);
         csv_field(f, L->domain);
-        fprintf(f, ",%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d\n", shapes, dtypes, L->param_count,
-                L->param_bytes, L->buffer_bytes, L->output_bytes, L->shape_only);
+        fprintf(f, ",%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                   ",%" PRIu64 "\n",
+                shapes, dtypes, L->param_count, L->param_bytes, L->buffer_bytes, L->output_bytes, L->shape_only,
+                L->flops_forward, L->flops_backward, L->saved_bytes, L->temp_bytes);
     }
     const est_totals *t = est_report_totals(r);
-    fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",\n", t->param_count, t->param_bytes,
-            t->buffer_bytes, t->output_bytes);
+    fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%" PRIu64 ",%" PRIu64
+               ",%" PRIu64 "\n",
+            t->param_count, t->param_bytes, t->buffer_bytes, t->output_bytes, t->flops_forward, t->flops_backward,
+            t->activations_bytes, t->temp_bytes);
+    const est_peak *p = est_report_peak(r);
+    fprintf(f, "peak,%s,%s,,,,,,,%" PRIu64 ",,,,,\n", est_phase_name(p->phase), p->layer, p->bytes);
     return ferror(f) ? 1 : 0;
 }
 

@@ -21,6 +21,8 @@ int print_json(FILE *f, const est_report *r, const output_opts *o);
 
 /* "1.50 MiB"; writes into buf and returns it. */
 const char *human_bytes(char *buf, size_t n, uint64_t bytes);
+/* "3.63G" (decimal units; "-" for 0); writes into buf and returns it. */
+const char *human_count(char *buf, size_t n, uint64_t v);
 /* "1x3x224x224" (or "scalar"); writes into buf and returns it. */
 const char *shape_string(char *buf, size_t n, const est_tensor_info *t);
 
