@@ -3,6 +3,14 @@
  * The output always has X's dtype and shape; the rules check attributes and,
  * for PRelu and Clip, the extra inputs. Clip folds, since exported shape
  * arithmetic sometimes clamps an index with it.
+ *
+ * FLOPs per element (docs/flops.md); backward = 2 x forward when X needs a
+ * gradient:
+ *   1  Relu LeakyRelu PRelu ThresholdedRelu Clip Shrink
+ *   2  HardSigmoid (a multiply-add, then a clamp)
+ *   3  HardSwish (HardSigmoid, then a multiply)
+ *   4  Sigmoid Tanh Elu Celu Selu Softplus Softsign (one exp-like function)
+ *   8  Gelu Mish (a transcendental function plus a few multiplies and adds)
  */
 #include <math.h>
 #include <string.h>
@@ -118,28 +126,79 @@ static est_status clip_infer(est_infer_ctx *ctx) {
     return EST_OK;
 }
 
-#define UNARY(op_name, rule) \
-    {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = rule}
+/* ---- training-step rules ------------------------------------------------- */
+
+#define PIECEWISE_LINEAR_FLOPS 1
+#define HARD_SIGMOID_FLOPS 2
+#define HARD_SWISH_FLOPS 3
+#define TRANSCENDENTAL_FLOPS 4
+#define COMPOSITE_FLOPS 8
+
+#define PER_ELEMENT_RULE(fn, per_element)                                                     \
+    static void fn(const est_cost_ctx *c, est_flops *f) {                                    \
+        est_flops_per_element(c, per_element, est_tval_elements(est_cost_out(c, 0)), f);     \
+    }
+
+PER_ELEMENT_RULE(piecewise_linear_flops, PIECEWISE_LINEAR_FLOPS)
+PER_ELEMENT_RULE(hard_sigmoid_flops, HARD_SIGMOID_FLOPS)
+PER_ELEMENT_RULE(hard_swish_flops, HARD_SWISH_FLOPS)
+PER_ELEMENT_RULE(transcendental_flops, TRANSCENDENTAL_FLOPS)
+PER_ELEMENT_RULE(composite_flops, COMPOSITE_FLOPS)
+
+/* relu ("threshold_backward(grad, result, 0)"), sigmoid
+ * ("sigmoid_backward(grad, result)"), tanh ("tanh_backward(grad, result)"):
+ * the formula reads the result. */
+static void saves_output(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_output(c, s, 0);
+}
+
+/* gelu ("gelu_backward(grad, self, approximate)"), leaky_relu, elu / celu /
+ * selu ("elu_backward(..., is_result=false, self)"), hardswish, hardsigmoid,
+ * softplus, mish, hardshrink / softshrink, threshold (ThresholdedRelu), clamp
+ * ("clamp_backward(grad, self, min, max)"): the formula reads self. */
+static void saves_input(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 0);
+}
+
+/* softsign is x / (1 + |x|): abs keeps x, the divide keeps x and the
+ * denominator, a tensor made only for backward. */
+static void softsign_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_extra(s, est_tval_bytes(est_cost_out(c, 0)));
+}
+
+/* _prelu_kernel: "self, weight: _prelu_kernel_backward(grad, self, weight)". */
+static void prelu_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_input(c, s, 1);
+}
+
+#define UNARY(op_name, rule, ...) \
+    {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = rule, \
+     __VA_ARGS__}
 
 EST_FAMILY(activation,
-    UNARY("Relu", est_infer_like_input0),
-    UNARY("Sigmoid", est_infer_like_input0),
-    UNARY("Tanh", est_infer_like_input0),
-    UNARY("HardSwish", est_infer_like_input0),
-    UNARY("Softplus", est_infer_like_input0),
-    UNARY("Softsign", est_infer_like_input0),
-    UNARY("Mish", est_infer_like_input0),
-    UNARY("LeakyRelu", alpha_infer),
-    UNARY("Elu", alpha_infer),
-    UNARY("Celu", alpha_infer),
-    UNARY("ThresholdedRelu", alpha_infer),
-    UNARY("Selu", selu_infer),
-    UNARY("HardSigmoid", hard_sigmoid_infer),
-    UNARY("Shrink", shrink_infer),
-    UNARY("Gelu", gelu_infer),
+    UNARY("Relu", est_infer_like_input0, .flops = piecewise_linear_flops, .saves = saves_output),
+    UNARY("Sigmoid", est_infer_like_input0, .flops = transcendental_flops, .saves = saves_output),
+    UNARY("Tanh", est_infer_like_input0, .flops = transcendental_flops, .saves = saves_output),
+    UNARY("HardSwish", est_infer_like_input0, .flops = hard_swish_flops, .saves = saves_input),
+    UNARY("Softplus", est_infer_like_input0, .flops = transcendental_flops, .saves = saves_input),
+    UNARY("Softsign", est_infer_like_input0, .flops = transcendental_flops, .saves = softsign_saves),
+    UNARY("Mish", est_infer_like_input0, .flops = composite_flops, .saves = saves_input),
+    UNARY("LeakyRelu", alpha_infer, .flops = piecewise_linear_flops, .saves = saves_input),
+    UNARY("Elu", alpha_infer, .flops = transcendental_flops, .saves = saves_input),
+    UNARY("Celu", alpha_infer, .flops = transcendental_flops, .saves = saves_input),
+    UNARY("ThresholdedRelu", alpha_infer, .flops = piecewise_linear_flops, .saves = saves_input),
+    UNARY("Selu", selu_infer, .flops = transcendental_flops, .saves = saves_input),
+    UNARY("HardSigmoid", hard_sigmoid_infer, .flops = hard_sigmoid_flops, .saves = saves_input),
+    UNARY("Shrink", shrink_infer, .flops = piecewise_linear_flops, .saves = saves_input),
+    UNARY("Gelu", gelu_infer, .flops = composite_flops, .saves = saves_input),
     {.name = "PRelu", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = prelu_infer},
+     .infer = prelu_infer, .flops = piecewise_linear_flops, .saves = prelu_saves},
     /* min and max take no gradient. */
     {.name = "Clip", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = clip_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
+     .infer = clip_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .flops = piecewise_linear_flops,
+     .saves = saves_input},
 );

@@ -1,4 +1,15 @@
-/* conv.c: Conv and ConvTranspose. */
+/*
+ * conv.c: Conv and ConvTranspose.
+ *
+ * FLOPs count 2 per multiply-add, as torch.utils.flop_counter counts
+ * aten.convolution; the bias add is not counted:
+ *   Conv           fwd = 2 * elements(Y) * (C/group) * prod(kernel)
+ *   ConvTranspose  fwd = 2 * elements(X) * (M/group) * prod(kernel)
+ * Backward: one convolution of the forward's size for the input gradient
+ * (only when X needs one: a network's first conv computes none) and one for
+ * the weight gradient. Grouped convs count their real work (C/group), not
+ * FlopCounterMode's group-times-too-high weight-gradient figure.
+ */
 #include <string.h>
 
 #include "registry.h"
@@ -84,9 +95,46 @@ static est_status conv_transpose_infer(est_infer_ctx *ctx) {
     return est_set_out(ctx, 0, x->dtype, x->rank, out);
 }
 
+/* ---- training-step rules ------------------------------------------------- */
+
+/* Multiply-adds per element of the tensor that drives the loop (Y for Conv,
+ * X for ConvTranspose): one per weight element of a single filter, i.e.
+ * W's elements over its leading dim (channels per group times kernel). */
+static uint64_t conv_flops_for(const est_cost_ctx *c, const est_tval *driver) {
+    const est_tval *w = est_cost_in(c, 1);
+    if (!w || w->rank < 1 || w->dims[0] <= 0) return 0;
+    uint64_t per_filter = est_tval_elements(w) / (uint64_t)w->dims[0];
+    return est_mul_sat(2, est_mul_sat(est_tval_elements(driver), per_filter));
+}
+
+/* Backward: grad_input and grad_weight each cost one forward. */
+static void conv_backward_flops(const est_cost_ctx *c, est_flops *f) {
+    uint64_t grads = (uint64_t)est_needs_grad(c, 0) + (uint64_t)est_needs_grad(c, 1);
+    f->bwd = est_mul_sat(grads, f->fwd);
+}
+
+static void conv_flops(const est_cost_ctx *c, est_flops *f) {
+    f->fwd = conv_flops_for(c, est_cost_out(c, 0));
+    conv_backward_flops(c, f);
+}
+
+static void conv_transpose_flops(const est_cost_ctx *c, est_flops *f) {
+    f->fwd = conv_flops_for(c, est_cost_in(c, 0));
+    conv_backward_flops(c, f);
+}
+
+/* convolution: "input, weight, bias: convolution_backward(grad, input,
+ * weight, ...)": one formula, so input and weight are saved whenever any
+ * gradient is needed, even when only the weight needs one. */
+static void conv_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!c->any_grad) return;
+    est_save_input(c, s, 0);
+    est_save_input(c, s, 1);
+}
+
 EST_FAMILY(conv,
     {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = conv_infer},
+     .infer = conv_infer, .flops = conv_flops, .saves = conv_saves},
     {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = conv_transpose_infer},
+     .infer = conv_transpose_infer, .flops = conv_transpose_flops, .saves = conv_saves},
 );

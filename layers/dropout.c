@@ -4,6 +4,9 @@
  * Before opset 12 the ratio is an attribute; from 12 on, ratio and
  * training_mode are optional scalar inputs. The optional mask output has
  * the data's shape; its dtype is the data's before opset 10, bool after.
+ *
+ * FLOPs per element (docs/flops.md): 2 in training (draw the mask, scale
+ * the kept values), 0 when the op is an identity; backward = 2 x forward.
  */
 #include "registry.h"
 
@@ -66,8 +69,50 @@ static est_status dropout_infer(est_infer_ctx *ctx) {
     return EST_OK;
 }
 
+/* ---- training-step rules ------------------------------------------------- */
+
+#define DROPOUT_FLOPS 2
+
+/* The drop ratio: input 1 (opset 12+, default 0.5) or the attribute; -1
+ * when the input is not known. */
+static double dropout_ratio(const est_cost_ctx *c) {
+    if (c->opset < 12) return est_node_attr_float(c->node, "ratio", 0.5);
+    const est_tval *ratio = est_cost_in(c, 1);
+    if (!ratio) return 0.5;
+    return ratio->value && ratio->value->count == 1 ? est_const_get_f(ratio->value, 0) : -1;
+}
+
+/* True when the op drops values, as PyTorch's native_dropout does in
+ * training with 0 < p: not when the ratio is known to be 0, nor when it is an
+ * identity by ONNX's rules (is_test before opset 7; training_mode absent or
+ * false from opset 12; in between the graph does not say, and a training
+ * step trains). */
+static bool dropout_drops(const est_cost_ctx *c) {
+    if (dropout_ratio(c) == 0) return false;
+    if (c->opset < 7) return est_node_attr_int(c->node, "is_test", 0) == 0;
+    if (c->opset < 12) return true;
+    const est_tval *training = est_cost_in(c, 2);
+    if (!training) return false;
+    return !(training->value && training->value->count == 1 && est_const_get_i(training->value, 0) == 0);
+}
+
+static void dropout_flops(const est_cost_ctx *c, est_flops *f) {
+    f->fwd = f->bwd = 0;
+    if (dropout_drops(c)) est_flops_per_element(c, DROPOUT_FLOPS, est_tval_elements(est_cost_out(c, 0)), f);
+}
+
+/* native_dropout: "input: native_dropout_backward(grad, result1, scale)":
+ * only the bool mask (1 byte per element), not the output. When the node
+ * outputs the mask, that output is the saved tensor. */
+static void dropout_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c) || !dropout_drops(c)) return;
+    if (est_cost_out(c, 1)) est_save_output(c, s, 1);
+    else est_save_extra(s, est_tval_elements(est_cost_in(c, 0)));
+}
+
 EST_FAMILY(dropout,
     /* ratio and training_mode take no gradient. */
     {.name = "Dropout", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 2,
-     .infer = dropout_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
+     .infer = dropout_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .flops = dropout_flops,
+     .saves = dropout_saves},
 );

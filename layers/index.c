@@ -8,6 +8,17 @@
  * Gather, Slice, Split, Concat and friends fold when their inputs are known:
  * they carry the shape vectors of exports. Ops whose output size depends on
  * data (NonZero, Unique, Compress) are only inferred when that data is known.
+ *
+ * FLOPs (docs/flops.md); backward = 2 x forward when the data needs a
+ * gradient. Ops that only move data count 0: Gather*, Slice, Split, Concat,
+ * Tile, Pad, CenterCropPad, OneHot, Trilu, ReverseSequence, DepthToSpace,
+ * SpaceToDepth, Compress, Unique, Scatter* without a reduction. The rest:
+ *   1 per element   Scatter* with a reduction (per update), CumSum, TopK and
+ *                   NonZero (per input), Col2Im (per input: overlapping adds)
+ *   Resize, Upsample, GridSample per output element: nearest 0, linear
+ *                   2 * 2^d, cubic 2 * 4^d (d = interpolated dims)
+ *   RoiAlign        8 per sample (a bilinear read), sampling_ratio^2 samples
+ *                   per output element (2^2 when adaptive)
  */
 #include <math.h>
 #include <stdio.h>
@@ -1173,39 +1184,171 @@ static est_status col2im_infer(est_infer_ctx *ctx) {
     return est_set_out(ctx, 0, x->dtype, (int)n + 2, dims);
 }
 
+/* ---- training-step rules ------------------------------------------------- */
+
+#define INDEX_ARITHMETIC_FLOPS 1
+#define ROI_ALIGN_SAMPLE_FLOPS 8
+#define ROI_ALIGN_ADAPTIVE_RATIO 2
+
+static uint64_t in_elements(const est_cost_ctx *c, int i) { return est_tval_elements(est_cost_in(c, i)); }
+static uint64_t out_elements(const est_cost_ctx *c) { return est_tval_elements(est_cost_out(c, 0)); }
+
+/* One operation per input element. */
+static void per_input_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, INDEX_ARITHMETIC_FLOPS, in_elements(c, 0), f);
+}
+
+/* A reduction combines each update into the data; a plain scatter copies. */
+static bool scatter_reduces(const est_cost_ctx *c) {
+    const char *reduction = est_node_attr_string(c->node, "reduction", "none");
+    return strcmp(reduction, "none") != 0;
+}
+
+static void scatter_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, scatter_reduces(c) ? INDEX_ARITHMETIC_FLOPS : 0, in_elements(c, 2), f);
+}
+
+/* Interpolation per output element over d dims: nearest copies, linear
+ * blends 2^d neighbours, cubic 4^d (a multiply-add each). */
+static uint64_t interpolation_flops(const char *mode, int d) {
+    uint64_t taps = 1, per_dim = strstr(mode, "cubic") ? 4 : strstr(mode, "linear") ? 2 : 0;
+    if (!per_dim) return 0;
+    for (int i = 0; i < d; i++) taps = est_mul_sat(taps, per_dim);
+    return est_mul_sat(2, taps);
+}
+
+/* Resize / Upsample: the dims whose size changes are interpolated. */
+static void resize_flops(const est_cost_ctx *c, est_flops *f) {
+    const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
+    int d = 0;
+    for (int i = 0; x && y && i < x->rank && i < y->rank; i++) d += x->dims[i] != y->dims[i];
+    const char *mode = est_node_attr_string(c->node, "mode", "nearest");
+    est_flops_per_element(c, interpolation_flops(mode, d), out_elements(c), f);
+}
+
+/* GridSample interpolates over X's spatial dims (bilinear by default). */
+static void grid_sample_flops(const est_cost_ctx *c, est_flops *f) {
+    const est_tval *x = est_cost_in(c, 0);
+    int d = x && x->rank > 2 ? x->rank - 2 : 0;
+    const char *mode = est_node_attr_string(c->node, "mode", "linear");
+    est_flops_per_element(c, interpolation_flops(mode, d), out_elements(c), f);
+}
+
+static void roi_align_flops(const est_cost_ctx *c, est_flops *f) {
+    int64_t ratio = est_node_attr_int(c->node, "sampling_ratio", 0);
+    uint64_t r = ratio > 0 ? (uint64_t)ratio : ROI_ALIGN_ADAPTIVE_RATIO;
+    est_flops_per_element(c, est_mul_sat(ROI_ALIGN_SAMPLE_FLOPS, est_mul_sat(r, r)), out_elements(c), f);
+}
+
+/* embedding ("embedding_backward(grad, indices, ...)") and index_select
+ * ("index_select_backward(grad, self.sizes(), dim, index)") keep the
+ * indices; a scalar index is select(), which keeps nothing. */
+static void gather_saves(const est_cost_ctx *c, est_saved *s) {
+    const est_tval *indices = est_cost_in(c, 1);
+    if (est_backward_runs(c) && est_needs_grad(c, 0) && indices && indices->rank > 0) est_save_input(c, s, 1);
+}
+
+/* gather: "self: gather_backward(grad, self, dim, index, sparse_grad)". */
+static void gather_elements_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_input(c, s, 1);
+}
+
+/* Advanced indexing, index.Tensor: "self: index_backward(..., indices,
+ * grad)"; also index_put (ScatterND): "values: grad.index(indices)". */
+static void saves_indices(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 1);
+}
+
+/* scatter_reduce ("self, src: scatter_reduce_backward(grad, self, dim, index,
+ * src, reduce, include_self, result)") keeps everything; scatter / index_put
+ * keep the indices, scatter_add only for src's gradient. */
+static void scatter_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    const char *reduction = est_node_attr_string(c->node, "reduction", "none");
+    if (strcmp(reduction, "none") == 0 || (strcmp(reduction, "add") == 0 && est_needs_grad(c, 2))) {
+        est_save_input(c, s, 1);
+    } else if (strcmp(reduction, "add") != 0) {
+        for (int i = 0; i <= 2; i++) est_save_input(c, s, i);
+        est_save_output(c, s, 0);
+    }
+}
+
+/* reflection_pad / replication_pad: "self: reflection_pad2d_backward(grad,
+ * self, padding)"; constant_pad_nd keeps nothing. */
+static void pad_saves(const est_cost_ctx *c, est_saved *s) {
+    const char *mode = est_node_attr_string(c->node, "mode", "constant");
+    if (est_backward_runs(c) && (strcmp(mode, "reflect") == 0 || strcmp(mode, "edge") == 0))
+        est_save_input(c, s, 0);
+}
+
+/* topk: "self: value_selecting_reduction_backward(grad, dim, indices, ...)":
+ * the indices, output 1. */
+static void top_k_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_output(c, s, 1);
+}
+
+/* Compress is index_select(x, axis, nonzero(condition)): the int64 index,
+ * one per kept slice, exists only for backward. */
+static void compress_saves(const est_cost_ctx *c, est_saved *s) {
+    const est_tval *y = est_cost_out(c, 0);
+    if (!est_backward_runs(c) || !y) return;
+    int64_t axis = est_node_attr_int(c->node, "axis", INT64_MIN);
+    if (axis != INT64_MIN && axis < 0) axis += y->rank;
+    bool along_axis = axis != INT64_MIN && axis >= 0 && axis < y->rank;
+    uint64_t kept = along_axis ? (uint64_t)y->dims[axis] : est_tval_elements(y);
+    est_save_extra(s, est_dtype_bytes(EST_DT_INT64, kept));
+}
+
+/* grid_sampler_2d: "input, grid: grid_sampler_2d_backward(grad, input, grid,
+ * ...)". */
+static void grid_sample_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_input(c, s, 1);
+}
+
+/* torchvision roi_align saves the rois (and X's shape). */
+static void roi_align_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 1);
+}
+
 EST_FAMILY(index,
     {.name = "Gather", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = gather_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = gather_infer, .nondiff_inputs = EST_SLOT(1), .saves = gather_saves},
     {.name = "GatherElements", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = gather_elements_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = gather_elements_infer, .nondiff_inputs = EST_SLOT(1), .saves = gather_elements_saves},
     {.name = "GatherND", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = gather_nd_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = gather_nd_infer, .nondiff_inputs = EST_SLOT(1), .saves = saves_indices},
     {.name = "Slice", .min_inputs = 1, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
-     .infer = slice_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
+     .infer = slice_infer, .nondiff_inputs = EST_SLOTS_FROM(1), .view = EST_VIEW_ALIAS},
     {.name = "Split", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = -1,
-     .infer = split_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = split_infer, .nondiff_inputs = EST_SLOT(1), .view = EST_VIEW_ALIAS},
     {.name = "Concat", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
      .infer = concat_infer},
     {.name = "Tile", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
      .infer = tile_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
     {.name = "Pad", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
-     .infer = pad_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
+     .infer = pad_infer, .nondiff_inputs = EST_SLOTS_FROM(1), .saves = pad_saves},
     {.name = "CenterCropPad", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .infer = center_crop_pad_infer, .nondiff_inputs = EST_SLOT(1)},
     {.name = "ScatterND", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = scatter_nd_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = scatter_nd_infer, .nondiff_inputs = EST_SLOT(1), .flops = scatter_flops, .saves = scatter_saves},
     {.name = "ScatterElements", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = scatter_elements_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = scatter_elements_infer, .nondiff_inputs = EST_SLOT(1), .flops = scatter_flops,
+     .saves = scatter_saves},
     {.name = "Scatter", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = scatter_elements_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = scatter_elements_infer, .nondiff_inputs = EST_SLOT(1), .flops = scatter_flops,
+     .saves = scatter_saves},
     {.name = "OneHot", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
      .infer = one_hot_infer, .nondiff_inputs = EST_SLOT(0) | EST_SLOT(1) | EST_SLOT(2)},
     {.name = "Trilu", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .infer = trilu_infer, .nondiff_inputs = EST_SLOT(1)},
     {.name = "TopK", .min_inputs = 1, .max_inputs = 2, .min_outputs = 2, .max_outputs = 2,
-     .infer = top_k_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = top_k_infer, .nondiff_inputs = EST_SLOT(1), .flops = per_input_flops, .saves = top_k_saves},
     {.name = "CumSum", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = cum_sum_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = cum_sum_infer, .nondiff_inputs = EST_SLOT(1), .flops = per_input_flops},
     {.name = "ReverseSequence", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .infer = reverse_sequence_infer, .nondiff_inputs = EST_SLOT(1)},
     {.name = "DepthToSpace", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
@@ -1213,19 +1356,20 @@ EST_FAMILY(index,
     {.name = "SpaceToDepth", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = space_to_depth_infer},
     {.name = "Resize", .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
-     .infer = resize_infer, .nondiff_inputs = EST_SLOTS_FROM(1)},
+     .infer = resize_infer, .nondiff_inputs = EST_SLOTS_FROM(1), .flops = resize_flops},
     {.name = "Upsample", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = upsample_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = upsample_infer, .nondiff_inputs = EST_SLOT(1), .flops = resize_flops},
     {.name = "Compress", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = compress_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = compress_infer, .nondiff_inputs = EST_SLOT(1), .saves = compress_saves},
     {.name = "NonZero", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = non_zero_infer, .nondiff_inputs = EST_SLOT(0)},
+     .infer = non_zero_infer, .nondiff_inputs = EST_SLOT(0), .flops = per_input_flops},
     {.name = "Unique", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 4,
      .infer = unique_infer},
     {.name = "GridSample", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = grid_sample_infer},
+     .infer = grid_sample_infer, .flops = grid_sample_flops, .saves = grid_sample_saves},
     {.name = "RoiAlign", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = roi_align_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
+     .infer = roi_align_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .flops = roi_align_flops,
+     .saves = roi_align_saves},
     {.name = "Col2Im", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = col2im_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
+     .infer = col2im_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .flops = per_input_flops},
 );

@@ -1,5 +1,19 @@
-/* linear.c: matrix products (Gemm, MatMul and its quantized forms, Einsum)
- * and the fused Attention of opset 23. */
+/*
+ * linear.c: matrix products (Gemm, MatMul and its quantized forms, Einsum)
+ * and the fused Attention of opset 23.
+ *
+ * FLOPs count 2 per multiply-add, as torch.utils.flop_counter counts
+ * aten.mm / addmm / bmm and scaled dot-product attention; bias adds (Gemm's
+ * C) and attention's softmax are not counted:
+ *   Gemm, MatMul   fwd = 2 * elements(Y) * K
+ *   Einsum         fwd = 2 * prod(dims of the labels) per pairwise
+ *                  contraction, left to right, as torch.einsum runs it
+ *   Attention      fwd = 2 * Skv * (elements(Q) + elements(Y))  (QK^T, PV)
+ * Backward: each operand that needs a gradient costs one product of the
+ * forward's size (grad_A = grad @ B^T, grad_B = A^T @ grad); attention adds
+ * grad_probs = grad @ V^T when Q or K needs a gradient. Integer products
+ * (MatMulInteger, QLinearMatMul) have no backward.
+ */
 #include <stdio.h>
 #include <string.h>
 
@@ -132,26 +146,43 @@ typedef struct einsum_term {
     bool has_ellipsis;
 } einsum_term;
 
-/* Parses the term in s[0..len), skipping spaces. */
-static est_status einsum_parse_term(est_infer_ctx *ctx, const char *s, size_t len, einsum_term *t) {
+typedef enum einsum_parse_error {
+    EINSUM_PARSED, EINSUM_BAD_ELLIPSIS, EINSUM_BAD_CHAR, EINSUM_TOO_MANY_LABELS,
+} einsum_parse_error;
+
+/* Parses the term in s[0..len), skipping spaces; on EINSUM_BAD_CHAR, *bad is
+ * the character. Shared by the shape rule and the FLOPs rule. */
+static einsum_parse_error einsum_parse_labels(const char *s, size_t len, einsum_term *t, char *bad) {
     t->n = 0;
     t->has_ellipsis = false;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == ' ') continue;
         int label = einsum_label(s[i]);
         if (s[i] == '.') {
-            if (i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.' || t->has_ellipsis)
-                return est_op_fail(ctx, EST_EATTR, "equation: a term has a malformed or repeated ellipsis");
+            if (i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.' || t->has_ellipsis) return EINSUM_BAD_ELLIPSIS;
             t->has_ellipsis = true;
             label = EINSUM_ELLIPSIS;
             i += 2;
         } else if (label < 0) {
-            return est_op_fail(ctx, EST_EATTR, "equation: unexpected character '%c'", s[i]);
+            *bad = s[i];
+            return EINSUM_BAD_CHAR;
         }
-        if (t->n > EST_MAX_RANK) return est_op_fail(ctx, EST_ELIMIT, "equation: a term has too many labels");
+        if (t->n > EST_MAX_RANK) return EINSUM_TOO_MANY_LABELS;
         t->labels[t->n++] = label;
     }
-    return EST_OK;
+    return EINSUM_PARSED;
+}
+
+static est_status einsum_parse_term(est_infer_ctx *ctx, const char *s, size_t len, einsum_term *t) {
+    char bad = 0;
+    switch (einsum_parse_labels(s, len, t, &bad)) {
+    case EINSUM_PARSED: return EST_OK;
+    case EINSUM_BAD_ELLIPSIS:
+        return est_op_fail(ctx, EST_EATTR, "equation: a term has a malformed or repeated ellipsis");
+    case EINSUM_BAD_CHAR: return est_op_fail(ctx, EST_EATTR, "equation: unexpected character '%c'", bad);
+    case EINSUM_TOO_MANY_LABELS: break;
+    }
+    return est_op_fail(ctx, EST_ELIMIT, "equation: a term has too many labels");
 }
 
 typedef struct einsum_dims {
@@ -327,21 +358,252 @@ static est_status attention_infer(est_infer_ctx *ctx) {
     return est_set_out(ctx, 3, qt->dtype, 4, qk);
 }
 
+/* ---- training-step rules ------------------------------------------------- */
+
+/* The forward of a product: 2 * elements(Y) * K. */
+static uint64_t product_flops(const est_cost_ctx *c, uint64_t k) {
+    return est_mul_sat(2, est_mul_sat(est_tval_elements(est_cost_out(c, 0)), k));
+}
+
+/* One product of the forward's size per operand (slots 0 and 1) that needs
+ * a gradient; none for integer products. */
+static uint64_t two_operand_backward(const est_cost_ctx *c, uint64_t fwd) {
+    if (!est_backward_runs(c)) return 0;
+    return est_mul_sat(fwd, (uint64_t)est_needs_grad(c, 0) + (uint64_t)est_needs_grad(c, 1));
+}
+
+static void gemm_flops(const est_cost_ctx *c, est_flops *f) {
+    const est_tval *a = est_cost_in(c, 0);
+    bool trans_a = est_node_attr_int(c->node, "transA", 0) != 0;
+    uint64_t k = a && a->rank == 2 ? (uint64_t)a->dims[trans_a ? 0 : 1] : 0;
+    f->fwd = product_flops(c, k);
+    f->bwd = two_operand_backward(c, f->fwd);
+}
+
+/* MatMul and its integer forms: K is A's last dim (A is slot 0 in all). */
+static void matmul_flops(const est_cost_ctx *c, est_flops *f) {
+    const est_tval *a = est_cost_in(c, 0);
+    uint64_t k = a && a->rank >= 1 ? (uint64_t)a->dims[a->rank - 1] : 0;
+    f->fwd = product_flops(c, k);
+    f->bwd = two_operand_backward(c, f->fwd);
+}
+
+/* mm / addmm: "mat1: mm_mat1_backward(grad, mat2, ...)", "mat2:
+ * mm_mat2_backward(grad, mat1, ...)": each operand is kept only for the
+ * other's gradient. Gemm's C needs nothing (its gradient is grad). */
+static void matmul_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_needs_grad(c, 1)) est_save_input(c, s, 0);
+    if (est_needs_grad(c, 0)) est_save_input(c, s, 1);
+}
+
+/* ---- Einsum's cost ----- */
+
+/* The label sets of an einsum, with each label's size. */
+typedef struct einsum_sets {
+    int n;                          /* operands */
+    uint64_t in[EST_MAX_IO];        /* label bits of each operand */
+    bool ell[EST_MAX_IO];           /* the operand has an ellipsis */
+    uint64_t out;                   /* label bits of the output */
+    uint64_t dim[EINSUM_LABELS];    /* size of each label */
+    uint64_t ell_elements;          /* elements of the broadcast ellipsis dims */
+} einsum_sets;
+
+/* Records one operand's labels and sizes; false when it does not fit. */
+static bool einsum_collect(const est_tval *x, const einsum_term *t, int *count, int64_t *ell_dims, int *ell_rank,
+                           uint64_t *bits, einsum_sets *es) {
+    int named = t->n - (t->has_ellipsis ? 1 : 0), ell = x->rank - named, d = 0;
+    if (ell < 0) return false;
+    for (int k = 0; k < t->n; k++) {
+        if (t->labels[k] == EINSUM_ELLIPSIS) {
+            for (int e = 0; e < ell; e++) { /* right-aligned numpy broadcast */
+                int slot = EST_MAX_RANK - ell + e;
+                if (ell_dims[slot] < x->dims[d + e]) ell_dims[slot] = x->dims[d + e];
+            }
+            if (ell > *ell_rank) *ell_rank = ell;
+            d += ell;
+            continue;
+        }
+        int label = t->labels[k];
+        *bits |= (uint64_t)1 << label;
+        count[label]++;
+        if (es->dim[label] < (uint64_t)x->dims[d]) es->dim[label] = (uint64_t)x->dims[d];
+        d++;
+    }
+    return true;
+}
+
+/* Labels used exactly once: the implicit output's. */
+static uint64_t einsum_single_use(const int *count) {
+    uint64_t bits = 0;
+    for (int k = 0; k < EINSUM_LABELS; k++)
+        if (count[k] == 1) bits |= (uint64_t)1 << k;
+    return bits;
+}
+
+/* Parses the equation against the operands; false when it cannot (inference
+ * reports why). */
+static bool einsum_sets_of(const est_cost_ctx *c, einsum_sets *es) {
+    const char *eq = est_node_attr_string(c->node, "equation", NULL);
+    if (!eq) return false;
+    memset(es, 0, sizeof *es);
+    const char *arrow = strstr(eq, "->");
+    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+    int count[EINSUM_LABELS] = {0}, ell_rank = 0;
+    int64_t ell_dims[EST_MAX_RANK];
+    for (int e = 0; e < EST_MAX_RANK; e++) ell_dims[e] = 1;
+    char bad;
+    einsum_term t;
+    for (size_t start = 0; start <= lhs_len; es->n++) {
+        const char *comma = memchr(eq + start, ',', lhs_len - start);
+        size_t end = comma ? (size_t)(comma - eq) : lhs_len;
+        const est_tval *x = est_cost_in(c, es->n);
+        if (es->n >= c->n_in || !x || x->rank < 0 ||
+            einsum_parse_labels(eq + start, end - start, &t, &bad) != EINSUM_PARSED ||
+            !einsum_collect(x, &t, count, ell_dims, &ell_rank, &es->in[es->n], es))
+            return false;
+        es->ell[es->n] = t.has_ellipsis;
+        start = end + 1;
+    }
+    if (arrow && einsum_parse_labels(arrow + 2, strlen(arrow + 2), &t, &bad) != EINSUM_PARSED) return false;
+    es->out = arrow ? 0 : einsum_single_use(count);
+    for (int k = 0; arrow && k < t.n; k++)
+        if (t.labels[k] != EINSUM_ELLIPSIS) es->out |= (uint64_t)1 << t.labels[k];
+    es->ell_elements = 1;
+    for (int e = EST_MAX_RANK - ell_rank; e < EST_MAX_RANK; e++)
+        es->ell_elements = est_mul_sat(es->ell_elements, (uint64_t)ell_dims[e]);
+    return true;
+}
+
+static uint64_t einsum_label_product(const einsum_sets *es, uint64_t bits) {
+    uint64_t p = 1;
+    for (int k = 0; k < EINSUM_LABELS; k++)
+        if (bits >> k & 1) p = est_mul_sat(p, es->dim[k]);
+    return p;
+}
+
+/* Contracts left to right as torch.einsum does: labels no later term needs
+ * are summed away first (not counted), then each pair is one bmm costing 2
+ * FLOPs per element of its full label space. */
+static uint64_t einsum_pairwise_flops(const einsum_sets *es) {
+    uint64_t total = 0, cur = es->in[0];
+    bool cur_ell = es->ell[0];
+    for (int i = 1; i < es->n; i++) {
+        uint64_t later = es->out;
+        for (int j = i + 1; j < es->n; j++) later |= es->in[j];
+        cur &= es->in[i] | later;
+        uint64_t both = cur | (es->in[i] & (cur | later));
+        cur_ell = cur_ell || es->ell[i];
+        uint64_t space = est_mul_sat(einsum_label_product(es, both), cur_ell ? es->ell_elements : 1);
+        total = est_add_sat(total, est_mul_sat(2, space));
+        cur = both & later;
+    }
+    return total;
+}
+
+/* Einsum: pairwise products (backward: one per operand needing a gradient);
+ * a single operand is a sum (1 per input element when a label is summed
+ * away) or a permutation or diagonal (0). */
+static void einsum_flops(const est_cost_ctx *c, est_flops *f) {
+    einsum_sets es;
+    f->fwd = f->bwd = 0;
+    if (!einsum_sets_of(c, &es)) return;
+    if (es.n == 1) {
+        bool sums = (es.in[0] & ~es.out) != 0;
+        est_flops_per_element(c, sums ? 1 : 0, est_tval_elements(est_cost_in(c, 0)), f);
+        return;
+    }
+    f->fwd = einsum_pairwise_flops(&es);
+    uint64_t grads = 0;
+    for (int i = 0; i < es.n; i++) grads += est_needs_grad(c, i);
+    f->bwd = est_backward_runs(c) ? est_mul_sat(grads, f->fwd) : 0;
+}
+
+/* torch.einsum lowers to bmm, whose backward keeps each operand for the
+ * others' gradients (bmm: "self: grad.bmm(mat2.transpose(1, 2))"). With more
+ * than two operands the intermediate products are kept too; not counted. */
+static void einsum_saves(const est_cost_ctx *c, est_saved *s) {
+    if (c->n_in < 2) return;
+    for (int i = 0; i < c->n_in; i++) {
+        bool other_needs_grad = false;
+        for (int j = 0; j < c->n_in; j++) other_needs_grad |= j != i && est_needs_grad(c, j);
+        if (other_needs_grad) est_save_input(c, s, i);
+    }
+}
+
+/* ---- Attention's cost ----- */
+
+/* Key positions attended to: past plus new. */
+static uint64_t attention_kv_len(const est_cost_ctx *c) {
+    const est_tval *k = est_cost_in(c, 1), *past = est_cost_in(c, 4);
+    uint64_t len = k && k->rank >= 3 ? (uint64_t)k->dims[k->rank == 4 ? 2 : 1] : 0;
+    if (past && past->rank == 4) len = est_add_sat(len, (uint64_t)past->dims[2]);
+    return len;
+}
+
+/* As FlopCounterMode's sdpa rules: forward QK^T and PV; backward grad_v and
+ * grad_probs (PV-sized), grad_q and grad_k (QK^T-sized), each only when
+ * needed. */
+static void attention_flops(const est_cost_ctx *c, est_flops *f) {
+    uint64_t kv = attention_kv_len(c);
+    uint64_t qk = est_mul_sat(2, est_mul_sat(est_tval_elements(est_cost_in(c, 0)), kv));
+    uint64_t pv = est_mul_sat(2, est_mul_sat(est_tval_elements(est_cost_out(c, 0)), kv));
+    f->fwd = est_add_sat(qk, pv);
+    f->bwd = 0;
+    if (!est_backward_runs(c)) return;
+    bool grad_q = est_needs_grad(c, 0), grad_k = est_needs_grad(c, 1) || est_needs_grad(c, 4);
+    bool grad_v = est_needs_grad(c, 2) || est_needs_grad(c, 5);
+    if (grad_v) f->bwd = est_add_sat(f->bwd, pv);
+    if (grad_q || grad_k) f->bwd = est_add_sat(f->bwd, pv);
+    if (grad_q) f->bwd = est_add_sat(f->bwd, qk);
+    if (grad_k) f->bwd = est_add_sat(f->bwd, qk);
+}
+
+/* Rows of the softmax: batch * q_heads * q_seq. */
+static uint64_t attention_rows(const est_cost_ctx *c) {
+    const est_tval *q = est_cost_in(c, 0);
+    if (!q || q->rank < 3) return 0;
+    if (q->rank == 4) return est_mul_sat((uint64_t)q->dims[0], est_mul_sat((uint64_t)q->dims[1], (uint64_t)q->dims[2]));
+    int64_t heads = est_node_attr_int(c->node, "q_num_heads", 1);
+    return est_mul_sat(est_mul_sat((uint64_t)q->dims[0], (uint64_t)q->dims[1]), heads > 0 ? (uint64_t)heads : 1);
+}
+
+/* Flash / memory-efficient SDPA ("query, key, value:
+ * _scaled_dot_product_flash_attention_backward(grad, query, key, value,
+ * output, logsumexp, ...)"): Q, K, V, the output and a float32 logsumexp per
+ * softmax row; the efficient kernel also keeps the mask (attn_bias). With a
+ * cache, K and V are the concatenated present_key / present_value. */
+static void attention_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_input(c, s, 3);
+    if (est_cost_in(c, 4) && est_cost_out(c, 1) && est_cost_out(c, 2)) {
+        est_save_output(c, s, 1);
+        est_save_output(c, s, 2);
+    } else {
+        for (int i = 1; i <= 5; i++)
+            if (i != 3) est_save_input(c, s, i);
+    }
+    est_save_output(c, s, 0);
+    est_save_extra(s, est_mul_sat(attention_rows(c), 4));
+}
+
 EST_FAMILY(linear,
     {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = gemm_infer},
+     .infer = gemm_infer, .flops = gemm_flops, .saves = matmul_saves},
     {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = matmul_infer},
+     .infer = matmul_infer, .flops = matmul_flops, .saves = matmul_saves},
     /* zero points are quantization constants */
     {.name = "MatMulInteger", .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
-     .infer = matmul_integer_infer, .nondiff_inputs = EST_SLOT(2) | EST_SLOT(3)},
+     .infer = matmul_integer_infer, .nondiff_inputs = EST_SLOT(2) | EST_SLOT(3), .flops = matmul_flops},
     /* scales and zero points are quantization constants */
     {.name = "QLinearMatMul", .min_inputs = 8, .max_inputs = 8, .min_outputs = 1, .max_outputs = 1,
      .infer = qlinear_matmul_infer,
-     .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2) | EST_SLOT(4) | EST_SLOT(5) | EST_SLOT(6) | EST_SLOT(7)},
+     .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2) | EST_SLOT(4) | EST_SLOT(5) | EST_SLOT(6) | EST_SLOT(7),
+     .flops = matmul_flops},
     {.name = "Einsum", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
-     .infer = einsum_infer},
+     .infer = einsum_infer, .flops = einsum_flops, .saves = einsum_saves},
     /* the mask and the per-sample lengths take no gradient */
     {.name = "Attention", .min_inputs = 3, .max_inputs = 7, .min_outputs = 1, .max_outputs = 4,
-     .infer = attention_infer, .nondiff_inputs = EST_SLOT(3) | EST_SLOT(6)},
+     .infer = attention_infer, .nondiff_inputs = EST_SLOT(3) | EST_SLOT(6), .flops = attention_flops,
+     .saves = attention_saves},
 );

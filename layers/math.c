@@ -7,6 +7,15 @@
  * runs through these ops. Folding computes in int64 or double and then
  * converts to the output dtype the way the ONNX kernels do: integers wrap to
  * their width, floats round to their precision.
+ *
+ * FLOPs per output element (docs/flops.md); backward = 2 x forward when
+ * some input needs a gradient and the output is floating:
+ *   1  Add Sub Mul Div Mod Neg Abs Reciprocal Where, comparisons, logic,
+ *      bitwise ops, IsNaN IsInf; Floor Ceil Round Sign (backward 0: their
+ *      gradient is zeros)
+ *   4  Exp Log Sqrt Pow Erf and the trigonometric / hyperbolic functions
+ *   n-1  Sum Max Min of n inputs;  n  Mean of n inputs
+ *   0  Cast CastLike (data movement)
  */
 #include <float.h>
 #include <math.h>
@@ -559,66 +568,163 @@ static est_status cast_like_infer(est_infer_ctx *ctx) {
     return cast_to(ctx, like->dtype);
 }
 
+/* ---- training-step rules ------------------------------------------------- */
+
+#define SIMPLE_FLOPS 1          /* one arithmetic, compare or select */
+#define TRANSCENDENTAL_FLOPS 4  /* exp, log, sqrt, erf, pow, trigonometry */
+
+static uint64_t out_elements(const est_cost_ctx *c) { return est_tval_elements(est_cost_out(c, 0)); }
+
+static void simple_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, SIMPLE_FLOPS, out_elements(c), f);
+}
+
+static void transcendental_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, TRANSCENDENTAL_FLOPS, out_elements(c), f);
+}
+
+/* Floor, Ceil, Round, Sign: "self: zeros_like(grad)", no backward work. */
+static void piecewise_constant_flops(const est_cost_ctx *c, est_flops *f) {
+    f->fwd = est_mul_sat(SIMPLE_FLOPS, out_elements(c));
+    f->bwd = 0;
+}
+
+/* Sum, Max, Min of n inputs: n - 1 combines per element. */
+static void variadic_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, c->n_in > 1 ? (uint64_t)(c->n_in - 1) : 0, out_elements(c), f);
+}
+
+/* Mean: n - 1 adds and a divide. */
+static void mean_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, (uint64_t)c->n_in, out_elements(c), f);
+}
+
+/* abs ("grad * self.sgn()"), log ("grad.div(self.conj())"), sin, cos, asin,
+ * acos, atan, sinh, cosh, asinh, acosh, atanh, erf: the formula reads self. */
+static void saves_input(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 0);
+}
+
+/* exp ("grad * result"), sqrt ("grad / (2 * result)"), reciprocal
+ * ("-grad * (result * result)"), tan ("grad * (1 + result.pow(2))"). */
+static void saves_output(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_output(c, s, 0);
+}
+
+/* mul: "self: mul_tensor_backward(grad, other, ...)", "other:
+ * mul_tensor_backward(grad, self, ...)": each operand only for the other's
+ * gradient. */
+static void mul_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    if (est_needs_grad(c, 1)) est_save_input(c, s, 0);
+    if (est_needs_grad(c, 0)) est_save_input(c, s, 1);
+}
+
+/* div: "self: div_tensor_self_backward(grad, other, ...)", "other:
+ * div_tensor_other_backward(grad, self, other)". */
+static void div_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 1);
+    if (est_needs_grad(c, 1)) est_save_input(c, s, 0);
+}
+
+/* pow: "self: pow_backward_self(grad, self, exponent)", "exponent:
+ * pow_backward_exponent(grad, self, exponent, result)". */
+static void pow_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_input(c, s, 1);
+    if (est_needs_grad(c, 1)) est_save_output(c, s, 0);
+}
+
+/* fmod / remainder: "self: grad", "other: -grad * self.div(other, 'trunc')". */
+static void mod_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c) || !est_needs_grad(c, 1)) return;
+    est_save_input(c, s, 0);
+    est_save_input(c, s, 1);
+}
+
+/* maximum / minimum: "self: at::where(self == other, grad / 2, grad)
+ * .masked_fill_(self < other, 0)": both operands. n inputs chain n - 1 of
+ * them, so the n - 2 intermediate results are kept too (one extra). */
+static void max_min_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c) || c->n_in < 2) return;
+    for (int i = 0; i < c->n_in; i++) est_save_input(c, s, i);
+    if (c->n_in > 2)
+        est_save_extra(s, est_mul_sat((uint64_t)(c->n_in - 2), est_tval_bytes(est_cost_out(c, 0))));
+}
+
+/* where: "self: where(condition, grad, 0)": the condition. */
+static void where_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 0);
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
-#define UNARY(op_name, rule) \
-    {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = rule}
-#define BINARY(op_name, rule) \
-    {.name = op_name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1, .infer = rule}
-#define VARIADIC(op_name, rule) \
-    {.name = op_name, .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1, .infer = rule}
+#define UNARY(op_name, rule, ...)                                                                      \
+    {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = rule, \
+     __VA_ARGS__}
+#define BINARY(op_name, rule, ...)                                                                     \
+    {.name = op_name, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1, .infer = rule, \
+     __VA_ARGS__}
+#define VARIADIC(op_name, rule, ...)                                                                    \
+    {.name = op_name, .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1, .infer = rule, \
+     __VA_ARGS__}
+#define SIMPLE .flops = simple_flops
+#define TRANSCENDENTAL .flops = transcendental_flops
 
 EST_FAMILY(math,
-    UNARY("Abs", abs_infer),
-    UNARY("Neg", neg_infer),
-    UNARY("Exp", exp_infer),
-    UNARY("Log", log_infer),
-    UNARY("Sqrt", sqrt_infer),
-    UNARY("Reciprocal", reciprocal_infer),
-    UNARY("Floor", floor_infer),
-    UNARY("Ceil", ceil_infer),
-    UNARY("Round", round_infer),
-    UNARY("Sign", sign_infer),
-    UNARY("Sin", sin_infer),
-    UNARY("Cos", cos_infer),
-    UNARY("Tan", tan_infer),
-    UNARY("Asin", asin_infer),
-    UNARY("Acos", acos_infer),
-    UNARY("Atan", atan_infer),
-    UNARY("Sinh", sinh_infer),
-    UNARY("Cosh", cosh_infer),
-    UNARY("Asinh", asinh_infer),
-    UNARY("Acosh", acosh_infer),
-    UNARY("Atanh", atanh_infer),
-    UNARY("Not", not_infer),
-    UNARY("IsNaN", isnan_infer),
-    UNARY("IsInf", isinf_infer),
-    UNARY("BitwiseNot", bitwise_not_infer),
-    UNARY("Erf", erf_infer),
-    BINARY("Add", add_infer),
-    BINARY("Sub", sub_infer),
-    BINARY("Mul", mul_infer),
-    BINARY("Div", div_infer),
-    BINARY("Pow", pow_infer),
-    BINARY("Mod", mod_infer),
-    BINARY("BitShift", bitshift_infer),
-    BINARY("BitwiseAnd", bitwise_and_infer),
-    BINARY("BitwiseOr", bitwise_or_infer),
-    BINARY("BitwiseXor", bitwise_xor_infer),
-    BINARY("And", and_infer),
-    BINARY("Or", or_infer),
-    BINARY("Xor", xor_infer),
-    BINARY("Equal", equal_infer),
-    BINARY("Less", less_infer),
-    BINARY("Greater", greater_infer),
-    BINARY("LessOrEqual", less_equal_infer),
-    BINARY("GreaterOrEqual", greater_equal_infer),
-    VARIADIC("Max", max_infer),
-    VARIADIC("Min", min_infer),
-    VARIADIC("Sum", sum_infer),
-    VARIADIC("Mean", mean_infer),
+    UNARY("Abs", abs_infer, SIMPLE, .saves = saves_input),
+    UNARY("Neg", neg_infer, SIMPLE),
+    UNARY("Exp", exp_infer, TRANSCENDENTAL, .saves = saves_output),
+    UNARY("Log", log_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Sqrt", sqrt_infer, TRANSCENDENTAL, .saves = saves_output),
+    UNARY("Reciprocal", reciprocal_infer, SIMPLE, .saves = saves_output),
+    UNARY("Floor", floor_infer, .flops = piecewise_constant_flops),
+    UNARY("Ceil", ceil_infer, .flops = piecewise_constant_flops),
+    UNARY("Round", round_infer, .flops = piecewise_constant_flops),
+    UNARY("Sign", sign_infer, .flops = piecewise_constant_flops),
+    UNARY("Sin", sin_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Cos", cos_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Tan", tan_infer, TRANSCENDENTAL, .saves = saves_output),
+    UNARY("Asin", asin_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Acos", acos_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Atan", atan_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Sinh", sinh_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Cosh", cosh_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Asinh", asinh_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Acosh", acosh_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Atanh", atanh_infer, TRANSCENDENTAL, .saves = saves_input),
+    UNARY("Not", not_infer, SIMPLE),
+    UNARY("IsNaN", isnan_infer, SIMPLE),
+    UNARY("IsInf", isinf_infer, SIMPLE),
+    UNARY("BitwiseNot", bitwise_not_infer, SIMPLE),
+    UNARY("Erf", erf_infer, TRANSCENDENTAL, .saves = saves_input),
+    BINARY("Add", add_infer, SIMPLE),
+    BINARY("Sub", sub_infer, SIMPLE),
+    BINARY("Mul", mul_infer, SIMPLE, .saves = mul_saves),
+    BINARY("Div", div_infer, SIMPLE, .saves = div_saves),
+    BINARY("Pow", pow_infer, TRANSCENDENTAL, .saves = pow_saves),
+    BINARY("Mod", mod_infer, SIMPLE, .saves = mod_saves),
+    BINARY("BitShift", bitshift_infer, SIMPLE),
+    BINARY("BitwiseAnd", bitwise_and_infer, SIMPLE),
+    BINARY("BitwiseOr", bitwise_or_infer, SIMPLE),
+    BINARY("BitwiseXor", bitwise_xor_infer, SIMPLE),
+    BINARY("And", and_infer, SIMPLE),
+    BINARY("Or", or_infer, SIMPLE),
+    BINARY("Xor", xor_infer, SIMPLE),
+    BINARY("Equal", equal_infer, SIMPLE),
+    BINARY("Less", less_infer, SIMPLE),
+    BINARY("Greater", greater_infer, SIMPLE),
+    BINARY("LessOrEqual", less_equal_infer, SIMPLE),
+    BINARY("GreaterOrEqual", greater_equal_infer, SIMPLE),
+    VARIADIC("Max", max_infer, .flops = variadic_flops, .saves = max_min_saves),
+    VARIADIC("Min", min_infer, .flops = variadic_flops, .saves = max_min_saves),
+    VARIADIC("Sum", sum_infer, .flops = variadic_flops),
+    VARIADIC("Mean", mean_infer, .flops = mean_flops),
     {.name = "Where", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = where_infer, .nondiff_inputs = EST_SLOT(0)},
+     .infer = where_infer, .nondiff_inputs = EST_SLOT(0), .flops = simple_flops, .saves = where_saves},
+    /* _to_copy: "self: _to_copy_backward(grad, self.options())" keeps nothing. */
     {.name = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = cast_infer},
     /* Only input 1's dtype matters: no gradient flows into it. */

@@ -270,3 +270,77 @@ uint64_t est_tval_bytes(const est_tval *t) {
 void est_save_extra(est_saved *s, uint64_t bytes) {
     if (s->n_extra < EST_MAX_EXTRA) s->extra_bytes[s->n_extra++] = bytes;
 }
+
+/* ---- helpers for training-step rules ------------------------------------ */
+
+uint64_t est_mul_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t est_add_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t est_tval_elements(const est_tval *t) {
+    return t && t->rank >= 0 && t->elements > 0 ? (uint64_t)t->elements : 0;
+}
+
+const est_tval *est_cost_in(const est_cost_ctx *c, int i) {
+    return i >= 0 && i < c->n_in ? c->in[i] : NULL;
+}
+
+const est_tval *est_cost_out(const est_cost_ctx *c, int i) {
+    return i >= 0 && i < c->n_out ? c->out[i] : NULL;
+}
+
+bool est_needs_grad(const est_cost_ctx *c, int i) {
+    return est_cost_in(c, i) && c->in_grad[i];
+}
+
+bool est_backward_runs(const est_cost_ctx *c) {
+    const est_tval *y = est_cost_out(c, 0);
+    return c->any_grad && y && est__dtype_is_float(y->dtype);
+}
+
+void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements, est_flops *f) {
+    f->fwd = est_mul_sat(per_element, elements);
+    f->bwd = est_backward_runs(c) ? est_mul_sat(2, f->fwd) : 0;
+}
+
+void est_save_input(const est_cost_ctx *c, est_saved *s, int i) {
+    const est_tval *t = est_cost_in(c, i);
+    if (t && !t->value && i < 32) s->inputs |= EST_SLOT(i); /* the mask has 32 slots */
+}
+
+void est_save_output(const est_cost_ctx *c, est_saved *s, int i) {
+    if (est_cost_out(c, i) && i < 32) s->outputs |= EST_SLOT(i);
+}
+
+uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
+    return est_mul_sat(count, x && x->dtype == EST_DT_DOUBLE ? 8 : 4);
+}
+
+int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt) {
+    const est_attr *a = est_attr_get(n, name);
+    return a && a->type == EST_ATTR_INT ? a->i : dflt;
+}
+
+double est_node_attr_float(const est_node *n, const char *name, double dflt) {
+    const est_attr *a = est_attr_get(n, name);
+    if (a && a->type == EST_ATTR_FLOAT) return a->f;
+    return a && a->type == EST_ATTR_INT ? (double)a->i : dflt;
+}
+
+const char *est_node_attr_string(const est_node *n, const char *name, const char *dflt) {
+    const est_attr *a = est_attr_get(n, name);
+    return a && a->type == EST_ATTR_STRING && a->s ? a->s : dflt;
+}
+
+const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count) {
+    const est_attr *a = est_attr_get(n, name);
+    bool ok = a && a->type == EST_ATTR_INTS;
+    *count = ok ? a->n : 0;
+    return ok ? a->ints : NULL;
+}

@@ -1,5 +1,16 @@
-/* pool.c: pooling over spatial windows (Max/Average/LpPool), global pooling,
- * MaxRoiPool and MaxUnpool. */
+/*
+ * pool.c: pooling over spatial windows (Max/Average/LpPool), global pooling,
+ * MaxRoiPool and MaxUnpool.
+ *
+ * FLOPs (docs/flops.md); backward = 2 x forward when X needs a gradient:
+ *   MaxPool, AveragePool   1 per window element per output element
+ *   LpPool                 2 per window element per output element (pow, add)
+ *   GlobalAveragePool, GlobalMaxPool   1 per input element
+ *   GlobalLpPool           2 per input element
+ *   MaxRoiPool             1 per output element per H*W / (pooled_h*pooled_w)
+ *                          input elements (each bin as if the ROI were the map)
+ *   MaxUnpool              0 (a scatter)
+ */
 #include "registry.h"
 
 /* Reads the required kernel_shape and checks X is (N, C, D1..Dn) to match. */
@@ -108,22 +119,111 @@ static est_status max_unpool_infer(est_infer_ctx *ctx) {
     return est_set_out(ctx, 0, x->dtype, x->rank, out);
 }
 
+/* ---- training-step rules ------------------------------------------------- */
+
+#define LP_POOL_FLOPS 2  /* |x|^p and an add per window element */
+
+static uint64_t in_elements(const est_cost_ctx *c) { return est_tval_elements(est_cost_in(c, 0)); }
+static uint64_t out_elements(const est_cost_ctx *c) { return est_tval_elements(est_cost_out(c, 0)); }
+
+static uint64_t window_elements(const est_cost_ctx *c) {
+    int64_t n;
+    const int64_t *kernel = est_node_attr_ints(c->node, "kernel_shape", &n);
+    uint64_t w = 1;
+    for (int64_t i = 0; kernel && i < n; i++) w = est_mul_sat(w, kernel[i] > 0 ? (uint64_t)kernel[i] : 1);
+    return w;
+}
+
+static void window_pool_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, window_elements(c), out_elements(c), f);
+}
+
+static void lp_pool_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, est_mul_sat(LP_POOL_FLOPS, window_elements(c)), out_elements(c), f);
+}
+
+static void global_pool_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, 1, in_elements(c), f);
+}
+
+static void global_lp_pool_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, LP_POOL_FLOPS, in_elements(c), f);
+}
+
+/* Each bin scans its share of the map: H*W / (pooled_h*pooled_w). */
+static void max_roi_pool_flops(const est_cost_ctx *c, est_flops *f) {
+    const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
+    uint64_t per_bin = 1;
+    if (x && y && x->rank == 4 && y->rank == 4) {
+        uint64_t bins = est_mul_sat((uint64_t)y->dims[2], (uint64_t)y->dims[3]);
+        if (bins) per_bin = est_mul_sat((uint64_t)x->dims[2], (uint64_t)x->dims[3]) / bins;
+    }
+    est_flops_per_element(c, per_bin ? per_bin : 1, out_elements(c), f);
+}
+
+/* max_pool2d_with_indices: "self: max_pool2d_with_indices_backward(grad,
+ * self, ..., result1)": X and the int64 indices, which are output 1 when
+ * the node has it and otherwise exist only for backward. */
+static void max_pool_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    if (est_cost_out(c, 1)) est_save_output(c, s, 1);
+    else est_save_extra(s, est_dtype_bytes(EST_DT_INT64, out_elements(c)));
+}
+
+/* avg_pool2d: "self: avg_pool2d_backward(grad, self, kernel_size, ...)":
+ * the backward reads only X's shape, but autograd keeps X itself. */
+static void average_pool_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 0);
+}
+
+/* F.lp_pool2d: pow keeps X; avg_pool2d keeps X^p (X-sized); abs, relu, the
+ * sign * relu product and the final pow keep four output-sized tensors. */
+static void lp_pool_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_extra(s, est_tval_bytes(est_cost_in(c, 0)));
+    est_save_extra(s, est_mul_sat(4, est_tval_bytes(est_cost_out(c, 0))));
+}
+
+/* adaptive_max_pool2d: "self: adaptive_max_pool2d_backward(grad, self,
+ * result1)": X and the int64 indices. (GlobalAveragePool is mean(), which
+ * keeps nothing but shapes.) */
+static void global_max_pool_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_extra(s, est_dtype_bytes(EST_DT_INT64, out_elements(c)));
+}
+
+/* torchvision roi_pool saves the rois and an int32 argmax per output element. */
+static void max_roi_pool_saves(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 1);
+    est_save_extra(s, est_dtype_bytes(EST_DT_INT32, out_elements(c)));
+}
+
+/* max_unpool2d: "self: max_pool_double_backward(grad, indices, 2)". */
+static void max_unpool_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 1);
+}
+
 EST_FAMILY(pool,
     {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 2,
-     .infer = window_pool_infer},
+     .infer = window_pool_infer, .flops = window_pool_flops, .saves = max_pool_saves},
     {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = window_pool_infer},
+     .infer = window_pool_infer, .flops = window_pool_flops, .saves = average_pool_saves},
     {.name = "LpPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = window_pool_infer},
+     .infer = window_pool_infer, .flops = lp_pool_flops, .saves = lp_pool_saves},
     {.name = "GlobalAveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = global_pool_infer},
+     .infer = global_pool_infer, .flops = global_pool_flops},
     {.name = "GlobalMaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = global_pool_infer},
+     .infer = global_pool_infer, .flops = global_pool_flops, .saves = global_max_pool_saves},
     {.name = "GlobalLpPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = global_pool_infer},
+     .infer = global_pool_infer, .flops = global_lp_pool_flops, .saves = lp_pool_saves},
     /* rois are box coordinates, not weights */
     {.name = "MaxRoiPool", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = max_roi_pool_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = max_roi_pool_infer, .nondiff_inputs = EST_SLOT(1), .flops = max_roi_pool_flops,
+     .saves = max_roi_pool_saves},
     {.name = "MaxUnpool", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = max_unpool_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2)},
+     .infer = max_unpool_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .saves = max_unpool_saves},
 );

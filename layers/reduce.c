@@ -1,6 +1,15 @@
-/* reduce.c: the Reduce* ops and ArgMax/ArgMin. ReduceSum, ReduceProd,
+/*
+ * reduce.c: the Reduce* ops and ArgMax/ArgMin. ReduceSum, ReduceProd,
  * ReduceMax and ReduceMin fold on known inputs, since shape computations
- * (e.g. the element count of a Shape) use them. */
+ * (e.g. the element count of a Shape) use them.
+ *
+ * FLOPs per input element (docs/flops.md); backward = 2 x forward when the
+ * data needs a gradient (ArgMax / ArgMin have none):
+ *   1  ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceLogSum
+ *      ArgMax ArgMin
+ *   2  ReduceL1 ReduceL2 ReduceSumSquare (abs or square, then add)
+ *   5  ReduceLogSumExp (exp, then add)
+ */
 #include <math.h>
 #include <string.h>
 
@@ -166,23 +175,59 @@ static est_status arg_reduce_infer(est_infer_ctx *ctx) {
     return est_set_out(ctx, 0, EST_DT_INT64, rank, out);
 }
 
-#define REDUCE_OP(op_name)                                                                          \
+/* ---- training-step rules ------------------------------------------------- */
+
+#define REDUCE_FLOPS 1
+#define REDUCE_NORM_FLOPS 2
+#define REDUCE_LOG_SUM_EXP_FLOPS 5
+
+#define PER_INPUT_ELEMENT_RULE(fn, per_element)                                              \
+    static void fn(const est_cost_ctx *c, est_flops *f) {                                   \
+        est_flops_per_element(c, per_element, est_tval_elements(est_cost_in(c, 0)), f);     \
+    }
+
+PER_INPUT_ELEMENT_RULE(reduce_flops, REDUCE_FLOPS)
+PER_INPUT_ELEMENT_RULE(reduce_norm_flops, REDUCE_NORM_FLOPS)
+PER_INPUT_ELEMENT_RULE(reduce_log_sum_exp_flops, REDUCE_LOG_SUM_EXP_FLOPS)
+
+/* amax / amin ("scale_grad_by_count(..., result == self, dim)"), prod
+ * ("prod_backward(grad, self, result, ...)"), linalg_vector_norm
+ * ("linalg_vector_norm_backward(grad, self, ord, result, ...)"), logsumexp
+ * ("logsumexp_backward(grad, self, result, ...)"): the data and the result.
+ * (sum and mean keep only shapes.) */
+static void saves_input_and_result(const est_cost_ctx *c, est_saved *s) {
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 0);
+    est_save_output(c, s, 0);
+}
+
+/* log(sum(x)): log keeps the sum, a tensor made only for backward. */
+static void log_sum_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_extra(s, est_tval_bytes(est_cost_out(c, 0)));
+}
+
+/* x.pow(2).sum(): "self: pow_backward(grad, self, exponent)" keeps x. */
+static void sum_square_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_input(c, s, 0);
+}
+
+#define REDUCE_OP(op_name, ...)                                                                     \
     {.name = op_name, .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,         \
-     .infer = reduce_infer, .nondiff_inputs = EST_SLOT(1)}
+     .infer = reduce_infer, .nondiff_inputs = EST_SLOT(1), __VA_ARGS__}
 
 EST_FAMILY(reduce,
-    REDUCE_OP("ReduceSum"),
-    REDUCE_OP("ReduceProd"),
-    REDUCE_OP("ReduceMax"),
-    REDUCE_OP("ReduceMin"),
-    REDUCE_OP("ReduceMean"),
-    REDUCE_OP("ReduceL1"),
-    REDUCE_OP("ReduceL2"),
-    REDUCE_OP("ReduceLogSum"),
-    REDUCE_OP("ReduceLogSumExp"),
-    REDUCE_OP("ReduceSumSquare"),
+    REDUCE_OP("ReduceSum", .flops = reduce_flops),
+    REDUCE_OP("ReduceProd", .flops = reduce_flops, .saves = saves_input_and_result),
+    REDUCE_OP("ReduceMax", .flops = reduce_flops, .saves = saves_input_and_result),
+    REDUCE_OP("ReduceMin", .flops = reduce_flops, .saves = saves_input_and_result),
+    REDUCE_OP("ReduceMean", .flops = reduce_flops),
+    REDUCE_OP("ReduceL1", .flops = reduce_norm_flops, .saves = saves_input_and_result),
+    REDUCE_OP("ReduceL2", .flops = reduce_norm_flops, .saves = saves_input_and_result),
+    REDUCE_OP("ReduceLogSum", .flops = reduce_flops, .saves = log_sum_saves),
+    REDUCE_OP("ReduceLogSumExp", .flops = reduce_log_sum_exp_flops, .saves = saves_input_and_result),
+    REDUCE_OP("ReduceSumSquare", .flops = reduce_norm_flops, .saves = sum_square_saves),
     {.name = "ArgMax", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = arg_reduce_infer},
+     .infer = arg_reduce_infer, .flops = reduce_flops},
     {.name = "ArgMin", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = arg_reduce_infer},
+     .infer = arg_reduce_infer, .flops = reduce_flops},
 );

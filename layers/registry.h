@@ -195,4 +195,38 @@ est_status est_infer_like_input0(est_infer_ctx *ctx);
  * Reads those attributes from the node. */
 est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const int64_t *kernel,
                           bool ceil_mode, int64_t *out);
+/* ---- helpers for training-step rules (layers/op_util.c) ------------------ */
+
+/* a * b and a + b, saturating at UINT64_MAX so hostile shapes cannot wrap. */
+uint64_t est_mul_sat(uint64_t a, uint64_t b);
+uint64_t est_add_sat(uint64_t a, uint64_t b);
+/* Elements of t; 0 when t is absent or its shape unknown. */
+uint64_t est_tval_elements(const est_tval *t);
+/* Input or output i of the node, NULL when absent. */
+const est_tval *est_cost_in(const est_cost_ctx *c, int i);
+const est_tval *est_cost_out(const est_cost_ctx *c, int i);
+/* True when input i is present and needs a gradient. */
+bool est_needs_grad(const est_cost_ctx *c, int i);
+/* True when the op's backward does work: some input needs a gradient and
+ * output 0 is floating (bool and integer outputs carry no gradient). */
+bool est_backward_runs(const est_cost_ctx *c);
+/* Element-wise FLOPs: fwd = per_element * elements; bwd = 2 * fwd when the
+ * backward runs (docs/flops.md). */
+void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements, est_flops *f);
+/* Marks input i saved for backward. Skips absent inputs and inputs whose
+ * contents are known: constants and small weights, which PyTorch holds as
+ * Python numbers or persistent tensors, never as activations. */
+void est_save_input(const est_cost_ctx *c, est_saved *s, int i);
+/* Marks output i saved for backward (when present). */
+void est_save_output(const est_cost_ctx *c, est_saved *s, int i);
+/* Bytes of `count` statistics (mean, inverse std) PyTorch keeps for x:
+ * float32, or float64 when x is double. */
+uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
+/* Attributes read by training-step rules. Inference has already checked
+ * them, so these only fall back to dflt when absent or of another type. */
+int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt);
+double est_node_attr_float(const est_node *n, const char *name, double dflt);
+const char *est_node_attr_string(const est_node *n, const char *name, const char *dflt);
+/* An ints attribute, NULL (and *count 0) when absent. */
+const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count);
 #endif

@@ -5,6 +5,12 @@
  *
  * Every rule folds its output when its inputs are known, because these ops are
  * the links of the Shape -> Gather -> Concat -> Reshape chains of exports.
+ *
+ * Training step: all move or describe data, so 0 FLOPs, and none keeps a
+ * tensor for backward (view / expand / permute backwards reshape, sum_to or
+ * permute grad, knowing only shapes). PyTorch runs Squeeze, Unsqueeze,
+ * Identity and Expand as views, Reshape and Flatten as views of contiguous
+ * tensors, Transpose as a permuted view.
  */
 #include <math.h>
 #include <stdio.h>
@@ -487,17 +493,17 @@ EST_FAMILY(shape,
     {.name = "Size", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = size_infer, .nondiff_inputs = EST_SLOT(0)},
     {.name = "Reshape", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = reshape_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = reshape_infer, .nondiff_inputs = EST_SLOT(1), .view = EST_VIEW_RESHAPE},
     {.name = "Flatten", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = flatten_infer},
+     .infer = flatten_infer, .view = EST_VIEW_RESHAPE},
     {.name = "Squeeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = squeeze_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = squeeze_infer, .nondiff_inputs = EST_SLOT(1), .view = EST_VIEW_ALIAS},
     {.name = "Unsqueeze", .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = unsqueeze_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = unsqueeze_infer, .nondiff_inputs = EST_SLOT(1), .view = EST_VIEW_ALIAS},
     {.name = "Transpose", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = transpose_infer},
+     .infer = transpose_infer, .view = EST_VIEW_PERMUTE},
     {.name = "Expand", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = expand_infer, .nondiff_inputs = EST_SLOT(1)},
+     .infer = expand_infer, .nondiff_inputs = EST_SLOT(1), .view = EST_VIEW_ALIAS},
     {.name = "ConstantOfShape", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = constant_of_shape_infer, .nondiff_inputs = EST_SLOT(0)},
     {.name = "Constant", .min_inputs = 0, .max_inputs = 0, .min_outputs = 1, .max_outputs = 1,
@@ -505,7 +511,7 @@ EST_FAMILY(shape,
     {.name = "Range", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
      .infer = range_infer, .nondiff_inputs = EST_SLOT(0) | EST_SLOT(1) | EST_SLOT(2)},
     {.name = "Identity", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = identity_infer},
+     .infer = identity_infer, .view = EST_VIEW_ALIAS},
     {.name = "EyeLike", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = eye_like_infer, .nondiff_inputs = EST_SLOT(0)},
 );

@@ -1,4 +1,12 @@
-/* softmax.c: Softmax, LogSoftmax and Hardmax. */
+/*
+ * softmax.c: Softmax, LogSoftmax and Hardmax.
+ *
+ * FLOPs per element (docs/flops.md); backward = 2 x forward when X needs a
+ * gradient:
+ *   8  Softmax LogSoftmax (max 1, subtract 1, exp 4, sum 1, divide or
+ *      subtract the log 1)
+ *   1  Hardmax (an arg max; its output carries no gradient)
+ */
 #include "registry.h"
 
 /* The output has the input's dtype and shape. `axis` defaults to 1 before
@@ -18,12 +26,33 @@ static est_status softmax_infer(est_infer_ctx *ctx) {
     return est_set_out_like(ctx, 0, x);
 }
 
-#define SOFTMAX_LIKE(op_name) \
+/* ---- training-step rules ------------------------------------------------- */
+
+#define SOFTMAX_FLOPS 8
+#define HARDMAX_FLOPS 1
+
+static void softmax_flops(const est_cost_ctx *c, est_flops *f) {
+    est_flops_per_element(c, SOFTMAX_FLOPS, est_tval_elements(est_cost_out(c, 0)), f);
+}
+
+/* Hardmax is argmax + one_hot: not differentiable. */
+static void hardmax_flops(const est_cost_ctx *c, est_flops *f) {
+    f->fwd = est_mul_sat(HARDMAX_FLOPS, est_tval_elements(est_cost_out(c, 0)));
+    f->bwd = 0;
+}
+
+/* _softmax: "self: _softmax_backward_data(grad, result, dim, ...)";
+ * _log_softmax: "self: _log_softmax_backward_data(grad, result, dim, ...)". */
+static void softmax_saves(const est_cost_ctx *c, est_saved *s) {
+    if (est_backward_runs(c)) est_save_output(c, s, 0);
+}
+
+#define SOFTMAX_LIKE(op_name, ...) \
     {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, \
-     .infer = softmax_infer}
+     .infer = softmax_infer, __VA_ARGS__}
 
 EST_FAMILY(softmax,
-    SOFTMAX_LIKE("Softmax"),
-    SOFTMAX_LIKE("LogSoftmax"),
-    SOFTMAX_LIKE("Hardmax"),
+    SOFTMAX_LIKE("Softmax", .flops = softmax_flops, .saves = softmax_saves),
+    SOFTMAX_LIKE("LogSoftmax", .flops = softmax_flops, .saves = softmax_saves),
+    SOFTMAX_LIKE("Hardmax", .flops = hardmax_flops),
 );
