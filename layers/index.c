@@ -59,27 +59,6 @@ static est_status known_scalar(est_infer_ctx *ctx, int i, const char *what, int6
     return EST_OK;
 }
 
-static void copy_value(est_const *dst, int64_t k, const est_const *src, int64_t j) {
-    if (dst->i64) dst->i64[k] = est_const_get_i(src, j);
-    else dst->f64[k] = est_const_get_f(src, j);
-}
-
-static void strides_of(int rank, const int64_t *dims, int64_t *strides) {
-    int64_t s = 1;
-    for (int d = rank - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= dims[d];
-    }
-}
-
-/* Advances a row-major multi-index by one element. */
-static void next_index(int rank, const int64_t *dims, int64_t *idx) {
-    for (int d = rank - 1; d >= 0; d--) {
-        if (++idx[d] < dims[d]) return;
-        idx[d] = 0;
-    }
-}
-
 static int64_t product(int from, int to, const int64_t *dims) {
     int64_t p = 1;
     for (int d = from; d < to; d++) p *= dims[d];
@@ -111,7 +90,7 @@ static est_status fold_gather(est_infer_ctx *ctx, const est_tval *data, const es
         if (!index_in(&v, n)) return bad_index(ctx, v, n);
         for (int64_t o = 0; o < outer; o++)
             for (int64_t i = 0; i < inner; i++)
-                copy_value(c, (o * m + j) * inner + i, data->value, (o * n + v) * inner + i);
+                est_const_copy(c, (o * m + j) * inner + i, data->value, (o * n + v) * inner + i);
     }
     return EST_OK;
 }
@@ -142,7 +121,7 @@ static est_status fold_gather_elements(est_infer_ctx *ctx, const est_tval *data,
     est_const *c = data->value && idx->value ? est_fold_out(ctx, 0, data->dtype) : NULL;
     if (!c) return EST_OK;
     int64_t strides[EST_MAX_RANK], at[EST_MAX_RANK] = {0};
-    strides_of(data->rank, data->dims, strides);
+    est_strides(data->rank, data->dims, strides);
     for (int64_t k = 0; k < idx->elements; k++) {
         int64_t v = est_const_get_i(idx->value, k), src = 0;
         if (!index_in(&v, data->dims[axis])) return bad_index(ctx, v, data->dims[axis]);
@@ -150,8 +129,8 @@ static est_status fold_gather_elements(est_infer_ctx *ctx, const est_tval *data,
             if (d != axis && at[d] >= data->dims[d]) return bad_index(ctx, at[d], data->dims[d]);
             src += (d == axis ? v : at[d]) * strides[d];
         }
-        copy_value(c, k, data->value, src);
-        next_index(idx->rank, idx->dims, at);
+        est_const_copy(c, k, data->value, src);
+        est_next_index(idx->rank, idx->dims, at);
     }
     return EST_OK;
 }
@@ -177,7 +156,7 @@ static est_status fold_gather_nd(est_infer_ctx *ctx, const est_tval *data, const
     if (!c) return EST_OK;
     int last = (int)idx->dims[idx->rank - 1];
     int64_t strides[EST_MAX_RANK];
-    strides_of(data->rank, data->dims, strides);
+    est_strides(data->rank, data->dims, strides);
     int64_t tuples = idx->elements / (last ? last : 1), batches = product(0, batch, idx->dims);
     if (tuples == 0 || batches == 0) return EST_OK;
     int64_t per_batch = tuples / batches;
@@ -193,7 +172,7 @@ static est_status fold_gather_nd(est_infer_ctx *ctx, const est_tval *data, const
             if (!index_in(&v, data->dims[batch + j])) return bad_index(ctx, v, data->dims[batch + j]);
             src += v * strides[batch + j];
         }
-        for (int64_t i = 0; i < inner; i++) copy_value(c, t * inner + i, data->value, src + i);
+        for (int64_t i = 0; i < inner; i++) est_const_copy(c, t * inner + i, data->value, src + i);
     }
     return EST_OK;
 }
@@ -282,12 +261,12 @@ static void fold_slice(est_infer_ctx *ctx, const est_tval *x, const int64_t *sta
     if (!c) return;
     const est_tval *o = ctx->out[0];
     int64_t strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
-    strides_of(x->rank, x->dims, strides);
+    est_strides(x->rank, x->dims, strides);
     for (int64_t k = 0; k < o->elements; k++) {
         int64_t src = 0;
         for (int d = 0; d < x->rank; d++) src += (start[d] + idx[d] * step[d]) * strides[d];
-        copy_value(c, k, x->value, src);
-        next_index(o->rank, o->dims, idx);
+        est_const_copy(c, k, x->value, src);
+        est_next_index(o->rank, o->dims, idx);
     }
 }
 
@@ -386,7 +365,7 @@ static est_status split_infer(est_infer_ctx *ctx) {
         int64_t block = sizes[i] * inner;
         for (int64_t o = 0; c && o < outer; o++)
             for (int64_t k = 0; k < block; k++)
-                copy_value(c, o * block + k, x->value, (o * x->dims[axis] + offset) * inner + k);
+                est_const_copy(c, o * block + k, x->value, (o * x->dims[axis] + offset) * inner + k);
         offset += sizes[i];
     }
     return EST_OK;
@@ -402,7 +381,7 @@ static void fold_concat(est_infer_ctx *ctx, int axis) {
     for (int64_t b = 0; b < outer; b++)
         for (int i = 0; i < ctx->n_in; i++) {
             int64_t block = ctx->in[i]->elements / (outer ? outer : 1);
-            for (int64_t j = 0; j < block; j++) copy_value(c, k++, ctx->in[i]->value, b * block + j);
+            for (int64_t j = 0; j < block; j++) est_const_copy(c, k++, ctx->in[i]->value, b * block + j);
         }
 }
 
@@ -438,12 +417,12 @@ static void fold_tile(est_infer_ctx *ctx, const est_tval *x) {
     if (!c) return;
     const est_tval *o = ctx->out[0];
     int64_t strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
-    strides_of(x->rank, x->dims, strides);
+    est_strides(x->rank, x->dims, strides);
     for (int64_t k = 0; k < o->elements; k++) {
         int64_t src = 0;
         for (int d = 0; d < x->rank; d++) src += (idx[d] % x->dims[d]) * strides[d];
-        copy_value(c, k, x->value, src);
-        next_index(o->rank, o->dims, idx);
+        est_const_copy(c, k, x->value, src);
+        est_next_index(o->rank, o->dims, idx);
     }
 }
 
@@ -524,7 +503,7 @@ static void fold_pad(est_infer_ctx *ctx, const est_tval *x, const int64_t *begin
     if (!c) return;
     const est_tval *o = ctx->out[0];
     int64_t strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
-    strides_of(x->rank, x->dims, strides);
+    est_strides(x->rank, x->dims, strides);
     for (int64_t k = 0; k < o->elements; k++) {
         int64_t src = 0;
         bool inside = x->elements > 0;
@@ -534,9 +513,9 @@ static void fold_pad(est_infer_ctx *ctx, const est_tval *x, const int64_t *begin
             inside &= v >= 0 && v < x->dims[d];
             src += v * strides[d];
         }
-        if (inside) copy_value(c, k, x->value, src);
+        if (inside) est_const_copy(c, k, x->value, src);
         else est_const_set(c, k, fill, (int64_t)fill, true);
-        next_index(o->rank, o->dims, idx);
+        est_next_index(o->rank, o->dims, idx);
     }
 }
 
@@ -586,7 +565,7 @@ static est_status center_crop_pad_infer(est_infer_ctx *ctx) {
 
 static void combine(est_const *c, int64_t k, const est_const *u, int64_t j, const char *reduction) {
     if (!reduction || strcmp(reduction, "none") == 0) {
-        copy_value(c, k, u, j);
+        est_const_copy(c, k, u, j);
     } else if (c->i64) {
         int64_t a = c->i64[k], b = est_const_get_i(u, j);
         if (strcmp(reduction, "add") == 0) c->i64[k] = (int64_t)((uint64_t)a + (uint64_t)b);
@@ -616,7 +595,7 @@ static est_const *scatter_fold_start(est_infer_ctx *ctx, const est_tval *data, c
                                      const est_tval *upd) {
     if (!data->value || !idx->value || !upd->value) return NULL;
     est_const *c = est_fold_out(ctx, 0, data->dtype);
-    for (int64_t k = 0; c && k < data->elements; k++) copy_value(c, k, data->value, k);
+    for (int64_t k = 0; c && k < data->elements; k++) est_const_copy(c, k, data->value, k);
     return c;
 }
 
@@ -642,7 +621,7 @@ static est_status scatter_nd_infer(est_infer_ctx *ctx) {
     if (!c) return EST_OK;
     int64_t strides[EST_MAX_RANK], inner = product((int)last, data->rank, data->dims);
     int64_t tuples = last ? idx->elements / last : product(0, idx->rank - 1, idx->dims);
-    strides_of(data->rank, data->dims, strides);
+    est_strides(data->rank, data->dims, strides);
     for (int64_t t = 0; t < tuples; t++) {
         int64_t dst = 0;
         for (int j = 0; j < last; j++) {
@@ -675,7 +654,7 @@ static est_status scatter_elements_infer(est_infer_ctx *ctx) {
     est_const *c = scatter_fold_start(ctx, data, idx, upd);
     if (!c) return EST_OK;
     int64_t strides[EST_MAX_RANK], at[EST_MAX_RANK] = {0};
-    strides_of(data->rank, data->dims, strides);
+    est_strides(data->rank, data->dims, strides);
     for (int64_t k = 0; k < idx->elements; k++) {
         int64_t v = est_const_get_i(idx->value, k), dst = 0;
         if (!index_in(&v, data->dims[axis])) return bad_index(ctx, v, data->dims[axis]);
@@ -684,7 +663,7 @@ static est_status scatter_elements_infer(est_infer_ctx *ctx) {
             dst += (d == axis ? v : at[d]) * strides[d];
         }
         combine(c, dst, upd->value, k, reduction);
-        next_index(idx->rank, idx->dims, at);
+        est_next_index(idx->rank, idx->dims, at);
     }
     return EST_OK;
 }
@@ -730,7 +709,7 @@ static est_status trilu_infer(est_infer_ctx *ctx) {
     for (int64_t e = 0; c && e < x->elements; e++) {
         int64_t i = e / cols % rows, j = e % cols;
         bool keep = upper ? j - i >= k : j - i <= k;
-        if (keep) copy_value(c, e, x->value, e);
+        if (keep) est_const_copy(c, e, x->value, e);
         else est_const_set(c, e, 0, 0, false);
     }
     return EST_OK;
@@ -1002,7 +981,7 @@ static est_status non_zero_infer(est_infer_ctx *ctx) {
             for (int d = 0; d < x->rank; d++) c->i64[d * dims[1] + j] = idx[d];
             j++;
         }
-        next_index(x->rank, x->dims, idx);
+        est_next_index(x->rank, x->dims, idx);
     }
     return EST_OK;
 }

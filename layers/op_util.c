@@ -344,3 +344,26 @@ const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *
     *count = ok ? a->n : 0;
     return ok ? a->ints : NULL;
 }
+
+/* Copies element j of src into element k of dst, converting between storages. */
+void est_const_copy(est_const *dst, int64_t k, const est_const *src, int64_t j) {
+    if (dst->i64) dst->i64[k] = est_const_get_i(src, j);
+    else dst->f64[k] = est_const_get_f(src, j);
+}
+
+/* Row-major strides of a shape. */
+void est_strides(int rank, const int64_t *dims, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= dims[d];
+    }
+}
+
+/* Advances a row-major multi-index by one element. */
+void est_next_index(int rank, const int64_t *dims, int64_t *idx) {
+    for (int d = rank - 1; d >= 0; d--) {
+        if (++idx[d] < dims[d]) return;
+        idx[d] = 0;
+    }
+}

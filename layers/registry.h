@@ -229,4 +229,10 @@ double est_node_attr_float(const est_node *n, const char *name, double dflt);
 const char *est_node_attr_string(const est_node *n, const char *name, const char *dflt);
 /* An ints attribute, NULL (and *count 0) when absent. */
 const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count);
+
+/* Folding helpers shared by the shape and index families. */
+void est_const_copy(est_const *dst, int64_t k, const est_const *src, int64_t j);
+void est_strides(int rank, const int64_t *dims, int64_t *strides);
+void est_next_index(int rank, const int64_t *dims, int64_t *idx);
+
 #endif

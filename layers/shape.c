@@ -53,28 +53,6 @@ static void share_values(est_infer_ctx *ctx, const est_tval *x) {
     if (o && x->value && o->elements == x->value->count && o->dtype == x->value->dtype) o->value = x->value;
 }
 
-static void copy_value(est_const *dst, int64_t k, const est_const *src, int64_t j) {
-    if (dst->i64) dst->i64[k] = est_const_get_i(src, j);
-    else dst->f64[k] = est_const_get_f(src, j);
-}
-
-/* Row-major strides of a shape. */
-static void strides_of(int rank, const int64_t *dims, int64_t *strides) {
-    int64_t s = 1;
-    for (int d = rank - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= dims[d];
-    }
-}
-
-/* Advances a row-major multi-index by one element. */
-static void next_index(int rank, const int64_t *dims, int64_t *idx) {
-    for (int d = rank - 1; d >= 0; d--) {
-        if (++idx[d] < dims[d]) return;
-        idx[d] = 0;
-    }
-}
-
 static bool scalar_like(const est_tval *t) { return t->rank == 0 || (t->rank == 1 && t->dims[0] == 1); }
 
 /* ---- Shape, Size ---------------------------------------------------------- */
@@ -292,12 +270,12 @@ static void fold_transpose(est_infer_ctx *ctx, const est_tval *x, const int *per
     if (!c) return;
     const est_tval *o = ctx->out[0];
     int64_t in_strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
-    strides_of(x->rank, x->dims, in_strides);
+    est_strides(x->rank, x->dims, in_strides);
     for (int64_t k = 0; k < o->elements; k++) {
         int64_t src = 0;
         for (int d = 0; d < o->rank; d++) src += idx[d] * in_strides[perm[d]];
-        copy_value(c, k, x->value, src);
-        next_index(o->rank, o->dims, idx);
+        est_const_copy(c, k, x->value, src);
+        est_next_index(o->rank, o->dims, idx);
     }
 }
 
@@ -321,13 +299,13 @@ static void fold_broadcast(est_infer_ctx *ctx, const est_tval *x) {
     const est_tval *o = ctx->out[0];
     int off = o->rank - x->rank;
     int64_t in_strides[EST_MAX_RANK], idx[EST_MAX_RANK] = {0};
-    strides_of(x->rank, x->dims, in_strides);
+    est_strides(x->rank, x->dims, in_strides);
     for (int64_t k = 0; k < o->elements; k++) {
         int64_t src = 0;
         for (int d = 0; d < x->rank; d++)
             if (x->dims[d] != 1) src += idx[d + off] * in_strides[d];
-        copy_value(c, k, x->value, src);
-        next_index(o->rank, o->dims, idx);
+        est_const_copy(c, k, x->value, src);
+        est_next_index(o->rank, o->dims, idx);
     }
 }
 
@@ -367,7 +345,7 @@ static est_status constant_of_shape_infer(est_infer_ctx *ctx) {
     if (a && (!v || v->count < 1)) return EST_OK; /* the fill value is not kept: no folding */
     est_const *c = est_fold_out(ctx, 0, dt);
     for (int64_t k = 0; c && k < c->count; k++) {
-        if (v) copy_value(c, k, v, 0);
+        if (v) est_const_copy(c, k, v, 0);
         else c->f64[k] = 0;
     }
     return EST_OK;
