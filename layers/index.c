@@ -29,29 +29,11 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static const char *input_name(const est_infer_ctx *ctx, int i) {
-    if (i >= ctx->node->n_inputs || ctx->node->inputs[i] < 0) return "";
-    return ctx->graph->tensors[ctx->node->inputs[i]].name;
-}
-
-/* Reads integer input i, whose values the output shape depends on. */
-static est_status known_ints(est_infer_ctx *ctx, int i, const char *what, const int64_t **vals, int64_t *n) {
-    if (!est_in(ctx, i)) return est_op_fail(ctx, EST_EGRAPH, "input %d (the %s) is missing", i, what);
-    est_status st = est_in_ints(ctx, i, vals, n);
-    if (st != EST_OK) return st;
-    if (*n < 0)
-        return est_op_fail(ctx, EST_ESHAPE,
-                           "cannot resolve the %s: the values of input %d ('%s') are not known at "
-                           "estimate time",
-                           what, i, input_name(ctx, i));
-    return EST_OK;
-}
-
 /* Reads a known integer scalar (or one-element tensor) input. */
 static est_status known_scalar(est_infer_ctx *ctx, int i, const char *what, int64_t *out) {
     const int64_t *v;
     int64_t n;
-    est_status st = known_ints(ctx, i, what, &v, &n);
+    est_status st = est_in_known_ints(ctx, i, what, &v, &n);
     if (st != EST_OK) return st;
     if (n != 1)
         return est_op_fail(ctx, EST_ESHAPE, "the %s (input %d) must hold one value, not %lld", what, i, (long long)n);
@@ -225,11 +207,11 @@ static est_status read_slice_args(est_infer_ctx *ctx, slice_args *s) {
             return st;
         if (s->n < 0 || n_ends < 0) return est_op_fail(ctx, EST_EATTR, "attributes 'starts' and 'ends' are required");
     } else {
-        if ((st = known_ints(ctx, 1, "starts", &s->starts, &s->n)) != EST_OK ||
-            (st = known_ints(ctx, 2, "ends", &s->ends, &n_ends)) != EST_OK)
+        if ((st = est_in_known_ints(ctx, 1, "starts", &s->starts, &s->n)) != EST_OK ||
+            (st = est_in_known_ints(ctx, 2, "ends", &s->ends, &n_ends)) != EST_OK)
             return st;
-        if (est_in(ctx, 3) && (st = known_ints(ctx, 3, "axes", &s->axes, &s->n_axes)) != EST_OK) return st;
-        if (est_in(ctx, 4) && (st = known_ints(ctx, 4, "steps", &s->steps, &s->n_steps)) != EST_OK) return st;
+        if (est_in(ctx, 3) && (st = est_in_known_ints(ctx, 3, "axes", &s->axes, &s->n_axes)) != EST_OK) return st;
+        if (est_in(ctx, 4) && (st = est_in_known_ints(ctx, 4, "steps", &s->steps, &s->n_steps)) != EST_OK) return st;
     }
     if (n_ends != s->n || (s->n_axes >= 0 && s->n_axes != s->n) || (s->n_steps >= 0 && s->n_steps != s->n))
         return est_op_fail(ctx, EST_ESHAPE, "starts (%lld), ends (%lld), axes and steps must have the same length",
@@ -320,7 +302,7 @@ static est_status split_sizes(est_infer_ctx *ctx, int64_t dim, int64_t *sizes) {
     int64_t n = -1, num_outputs;
     est_status st;
     if (ctx->opset < 13 && (st = est_attr_ints(ctx, "split", &split, &n)) != EST_OK) return st;
-    if (n < 0 && est_in(ctx, 1) && (st = known_ints(ctx, 1, "split sizes", &split, &n)) != EST_OK) return st;
+    if (n < 0 && est_in(ctx, 1) && (st = est_in_known_ints(ctx, 1, "split sizes", &split, &n)) != EST_OK) return st;
     if ((st = est_attr_int(ctx, "num_outputs", -1, &num_outputs)) != EST_OK) return st;
     if (n < 0 && num_outputs >= 0) return split_by_count(ctx, dim, num_outputs, sizes);
     if (n < 0) { /* equal parts, one per output */
@@ -444,7 +426,7 @@ static est_status tile_infer(est_infer_ctx *ctx) {
     } else {
         const int64_t *rep;
         int64_t n;
-        if ((st = known_ints(ctx, 1, "repeats", &rep, &n)) != EST_OK) return st;
+        if ((st = est_in_known_ints(ctx, 1, "repeats", &rep, &n)) != EST_OK) return st;
         if (n != x->rank)
             return est_op_fail(ctx, EST_ESHAPE, "repeats has %lld values for an input of rank %d",
                                (long long)n, x->rank);
@@ -471,8 +453,8 @@ static est_status read_pads(est_infer_ctx *ctx, int rank, int64_t *begin, int64_
         if (n < 0)
             return est_op_fail(ctx, EST_EATTR, "attribute '%s' is required", ctx->opset < 2 ? "paddings" : "pads");
     } else {
-        if ((st = known_ints(ctx, 1, "pads", &pads, &n)) != EST_OK) return st;
-        if (est_in(ctx, 3) && (st = known_ints(ctx, 3, "axes", &axes, &n_axes)) != EST_OK) return st;
+        if ((st = est_in_known_ints(ctx, 1, "pads", &pads, &n)) != EST_OK) return st;
+        if (est_in(ctx, 3) && (st = est_in_known_ints(ctx, 3, "axes", &axes, &n_axes)) != EST_OK) return st;
     }
     int64_t count = n_axes >= 0 ? n_axes : rank;
     if (n != 2 * count)
@@ -546,7 +528,7 @@ static est_status center_crop_pad_infer(est_infer_ctx *ctx) {
     const int64_t *shape, *axes;
     int64_t n, n_axes;
     if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
-    if ((st = known_ints(ctx, 1, "target shape", &shape, &n)) != EST_OK) return st;
+    if ((st = est_in_known_ints(ctx, 1, "target shape", &shape, &n)) != EST_OK) return st;
     if ((st = est_attr_ints(ctx, "axes", &axes, &n_axes)) != EST_OK) return st;
     if (n != (n_axes >= 0 ? n_axes : x->rank))
         return est_op_fail(ctx, EST_ESHAPE, "the target shape has %lld values for %lld axes", (long long)n,
@@ -683,7 +665,7 @@ static est_status one_hot_infer(est_infer_ctx *ctx) {
     if (!depth->value)
         return est_op_fail(ctx, EST_ESHAPE,
                            "cannot resolve the one-hot depth: the value of input 1 ('%s') is not known at "
-                           "estimate time", input_name(ctx, 1));
+                           "estimate time", est_in_name(ctx, 1));
     int64_t n = est_const_get_i(depth->value, 0);
     if (n < 1 || n > EST_MAX_DIM_VALUE) return est_op_fail(ctx, EST_ESHAPE, "depth %lld is invalid", (long long)n);
     if ((st = est_attr_int(ctx, "axis", -1, &axis_attr)) != EST_OK) return st;
@@ -864,7 +846,7 @@ static est_status resize_input(est_infer_ctx *ctx, int i, const char *what, bool
     *present = t && t->rank >= 0 && t->elements > 0;
     if (*present && !t->value)
         return est_op_fail(ctx, EST_ESHAPE, "cannot resolve the output shape: the values of the %s (input %d, '%s') "
-                           "are not known at estimate time", what, i, input_name(ctx, i));
+                           "are not known at estimate time", what, i, est_in_name(ctx, i));
     return EST_OK;
 }
 
@@ -888,7 +870,7 @@ static est_status resize_infer(est_infer_ctx *ctx) {
     if (has_sizes) {
         const int64_t *sizes;
         int64_t n;
-        if ((st = known_ints(ctx, 3, "sizes", &sizes, &n)) != EST_OK) return st;
+        if ((st = est_in_known_ints(ctx, 3, "sizes", &sizes, &n)) != EST_OK) return st;
         if (n != want)
             return est_op_fail(ctx, EST_ESHAPE, "sizes has %lld values; expected %lld",
                                (long long)n, (long long)want);
@@ -923,7 +905,7 @@ static est_status upsample_infer(est_infer_ctx *ctx) {
         if (!scales)
             return est_op_fail(ctx, EST_ESHAPE,
                                "cannot resolve the output shape: the values of scales (input 1, '%s') are not "
-                               "known at estimate time", input_name(ctx, 1));
+                               "known at estimate time", est_in_name(ctx, 1));
     }
     if (n != x->rank)
         return est_op_fail(ctx, EST_ESHAPE, "scales has %lld values; expected %d", (long long)n, x->rank);
@@ -1147,8 +1129,8 @@ static est_status col2im_infer(est_infer_ctx *ctx) {
     const int64_t *image, *block;
     int64_t n, nb, size, blocks, dims[EST_MAX_RANK];
     if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
-    if ((st = known_ints(ctx, 1, "image shape", &image, &n)) != EST_OK) return st;
-    if ((st = known_ints(ctx, 2, "block shape", &block, &nb)) != EST_OK) return st;
+    if ((st = est_in_known_ints(ctx, 1, "image shape", &image, &n)) != EST_OK) return st;
+    if ((st = est_in_known_ints(ctx, 2, "block shape", &block, &nb)) != EST_OK) return st;
     if (x->rank != 3 || n != nb || n < 1 || n + 2 > EST_MAX_RANK)
         return est_op_fail(ctx, EST_ESHAPE, "input must be 3-D, and image_shape and block_shape of one length");
     if ((st = col2im_blocks(ctx, n, image, block, &size, &blocks)) != EST_OK) return st;

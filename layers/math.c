@@ -125,15 +125,6 @@ static bool known(const est_tval *t) {
 
 /* ---- broadcasting -------------------------------------------------------- */
 
-/* Writes a shape as "[2, 3, 4]" into buf. */
-static const char *shape_str(int rank, const int64_t *dims, char *buf, size_t size) {
-    size_t n = (size_t)snprintf(buf, size, "[");
-    for (int d = 0; d < rank && n < size; d++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)dims[d]);
-    if (n < size) snprintf(buf + n, size - n, "]");
-    return buf;
-}
-
 /* Merges t's shape into the running numpy broadcast (rank, dims). Returns the
  * axis of the result that does not broadcast (leaving rank and dims as they
  * were), or -1. */
@@ -162,7 +153,7 @@ static est_status broadcast_inputs(est_infer_ctx *ctx, int *rank, int64_t *dims)
         if (axis >= 0) {
             char have[160], got[160]; /* (rank, dims) still hold the inputs before i */
             return est_op_fail(ctx, EST_ESHAPE, "input %d of shape %s does not broadcast with %s (axis %d)", i,
-                               shape_str(t->rank, t->dims, got, sizeof got), shape_str(*rank, dims, have, sizeof have),
+                               est_dims_str(got, sizeof got, t->rank, t->dims), est_dims_str(have, sizeof have, *rank, dims),
                                axis);
         }
     }

@@ -367,3 +367,29 @@ void est_next_index(int rank, const int64_t *dims, int64_t *idx) {
         idx[d] = 0;
     }
 }
+
+/* The name of node input i, or "" when absent. */
+const char *est_in_name(const est_infer_ctx *ctx, int i) {
+    if (i >= ctx->node->n_inputs || ctx->node->inputs[i] < 0) return "";
+    return ctx->graph->tensors[ctx->node->inputs[i]].name;
+}
+
+est_status est_in_known_ints(est_infer_ctx *ctx, int i, const char *what, const int64_t **vals, int64_t *n) {
+    if (!est_in(ctx, i)) return est_op_fail(ctx, EST_EGRAPH, "input %d (the %s) is missing", i, what);
+    est_status st = est_in_ints(ctx, i, vals, n);
+    if (st != EST_OK) return st;
+    if (*n < 0)
+        return est_op_fail(ctx, EST_ESHAPE,
+                           "cannot resolve the %s: the values of input %d ('%s') are not known at "
+                           "estimate time",
+                           what, i, est_in_name(ctx, i));
+    return EST_OK;
+}
+
+const char *est_dims_str(char *buf, size_t size, int rank, const int64_t *dims) {
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < rank && at < size; d++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%lld", d ? ", " : "", (long long)dims[d]);
+    if (at < size) snprintf(buf + at, size - at, "]");
+    return buf;
+}

@@ -235,4 +235,13 @@ void est_const_copy(est_const *dst, int64_t k, const est_const *src, int64_t j);
 void est_strides(int rank, const int64_t *dims, int64_t *strides);
 void est_next_index(int rank, const int64_t *dims, int64_t *idx);
 
+
+/* The name of node input i, or "" when absent. */
+const char *est_in_name(const est_infer_ctx *ctx, int i);
+/* Reads integer input i whose values an output shape depends on (`what`
+ * names it in errors); fails clearly when they are unknown at estimate time. */
+est_status est_in_known_ints(est_infer_ctx *ctx, int i, const char *what, const int64_t **vals, int64_t *n);
+/* Writes dims as "[2, 3, 4]" into buf, for error messages; returns buf. */
+const char *est_dims_str(char *buf, size_t size, int rank, const int64_t *dims);
+
 #endif

@@ -20,32 +20,6 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static const char *input_name(const est_infer_ctx *ctx, int i) {
-    if (i >= ctx->node->n_inputs || ctx->node->inputs[i] < 0) return "";
-    return ctx->graph->tensors[ctx->node->inputs[i]].name;
-}
-
-/* Reads integer input i, whose values the output shape depends on. */
-static est_status known_ints(est_infer_ctx *ctx, int i, const char *what, const int64_t **vals, int64_t *n) {
-    if (!est_in(ctx, i)) return est_op_fail(ctx, EST_EGRAPH, "input %d (the %s) is missing", i, what);
-    est_status st = est_in_ints(ctx, i, vals, n);
-    if (st != EST_OK) return st;
-    if (*n < 0)
-        return est_op_fail(ctx, EST_ESHAPE,
-                           "cannot resolve the %s: the values of input %d ('%s') are not known at "
-                           "estimate time",
-                           what, i, input_name(ctx, i));
-    return EST_OK;
-}
-
-static const char *dims_str(char *buf, size_t size, int rank, const int64_t *dims) {
-    size_t at = (size_t)snprintf(buf, size, "[");
-    for (int d = 0; d < rank && at < size; d++)
-        at += (size_t)snprintf(buf + at, size - at, "%s%lld", d ? ", " : "", (long long)dims[d]);
-    if (at < size) snprintf(buf + at, size - at, "]");
-    return buf;
-}
-
 /* Output 0 holds x's elements in x's order (reshape-like ops): share x's
  * known values instead of copying them. */
 static void share_values(est_infer_ctx *ctx, const est_tval *x) {
@@ -104,17 +78,17 @@ static est_status reshape_dims(est_infer_ctx *ctx, const est_tval *x, const int6
             if (i >= x->rank)
                 return est_op_fail(ctx, EST_ESHAPE,
                                    "shape[%d] is 0 (copy the input dim), but the input %s has rank %d",
-                                   i, dims_str(a, sizeof a, x->rank, x->dims), x->rank);
+                                   i, est_dims_str(a, sizeof a, x->rank, x->dims), x->rank);
             v = x->dims[i];
         } else if (v == -1) {
             if (infer_at >= 0)
                 return est_op_fail(ctx, EST_ESHAPE, "the target shape %s has more than one -1",
-                                   dims_str(a, sizeof a, n, shape));
+                                   est_dims_str(a, sizeof a, n, shape));
             infer_at = i;
             v = 1;
         } else if (v < 0) {
             return est_op_fail(ctx, EST_ESHAPE, "the target shape %s has a negative dim",
-                               dims_str(a, sizeof a, n, shape));
+                               est_dims_str(a, sizeof a, n, shape));
         }
         dims[i] = v;
         if (est__mul_overflow(known, v, &known))
@@ -123,14 +97,14 @@ static est_status reshape_dims(est_infer_ctx *ctx, const est_tval *x, const int6
     if (infer_at >= 0) {
         if (known == 0 || x->elements % known != 0)
             return est_op_fail(ctx, EST_ESHAPE, "cannot infer the -1 of target shape %s from input %s",
-                               dims_str(a, sizeof a, n, shape), dims_str(b, sizeof b, x->rank, x->dims));
+                               est_dims_str(a, sizeof a, n, shape), est_dims_str(b, sizeof b, x->rank, x->dims));
         dims[infer_at] = x->elements / known;
         known = x->elements;
     }
     if (known != x->elements)
         return est_op_fail(ctx, EST_ESHAPE, "cannot reshape input %s (%lld elements) to %s (%lld elements)",
-                           dims_str(a, sizeof a, x->rank, x->dims), (long long)x->elements,
-                           dims_str(b, sizeof b, n, dims), (long long)known);
+                           est_dims_str(a, sizeof a, x->rank, x->dims), (long long)x->elements,
+                           est_dims_str(b, sizeof b, n, dims), (long long)known);
     return EST_OK;
 }
 
@@ -143,7 +117,7 @@ static est_status reshape_infer(est_infer_ctx *ctx) {
     if (ctx->opset < 5) { /* the shape was an attribute until opset 5 */
         if ((st = est_attr_ints(ctx, "shape", &shape, &n)) != EST_OK) return st;
         if (n < 0) return est_op_fail(ctx, EST_EATTR, "attribute 'shape' is missing");
-    } else if ((st = known_ints(ctx, 1, "target shape", &shape, &n)) != EST_OK) {
+    } else if ((st = est_in_known_ints(ctx, 1, "target shape", &shape, &n)) != EST_OK) {
         return st;
     }
     if (n > EST_MAX_RANK)
@@ -178,7 +152,7 @@ static est_status read_axes(est_infer_ctx *ctx, const int64_t **axes, int64_t *n
     if (ctx->opset < 13) return est_attr_ints(ctx, "axes", axes, n);
     *axes = NULL;
     *n = -1;
-    return est_in(ctx, 1) ? known_ints(ctx, 1, "axes", axes, n) : EST_OK;
+    return est_in(ctx, 1) ? est_in_known_ints(ctx, 1, "axes", axes, n) : EST_OK;
 }
 
 static est_status squeeze_infer(est_infer_ctx *ctx) {
@@ -315,7 +289,7 @@ static est_status expand_infer(est_infer_ctx *ctx) {
     const int64_t *shape;
     int64_t n;
     if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
-    if ((st = known_ints(ctx, 1, "target shape", &shape, &n)) != EST_OK) return st;
+    if ((st = est_in_known_ints(ctx, 1, "target shape", &shape, &n)) != EST_OK) return st;
     if (n > EST_MAX_RANK)
         return est_op_fail(ctx, EST_ELIMIT, "the target shape has rank %lld (limit %d)", (long long)n, EST_MAX_RANK);
     for (int64_t i = 0; i < n; i++)
@@ -334,7 +308,7 @@ static est_status constant_of_shape_infer(est_infer_ctx *ctx) {
     est_status st;
     const int64_t *shape;
     int64_t n;
-    if ((st = known_ints(ctx, 0, "output shape", &shape, &n)) != EST_OK) return st;
+    if ((st = est_in_known_ints(ctx, 0, "output shape", &shape, &n)) != EST_OK) return st;
     if (n > EST_MAX_RANK)
         return est_op_fail(ctx, EST_ELIMIT, "the output shape has rank %lld (limit %d)", (long long)n, EST_MAX_RANK);
     const est_attr *a = est_attr_get(ctx->node, "value");
@@ -450,7 +424,7 @@ static est_status range_infer(est_infer_ctx *ctx) {
             return est_op_fail(ctx, EST_ESHAPE,
                                "cannot resolve the output length: the value of %s (input %d, '%s') is not "
                                "known at estimate time",
-                               names[i], i, input_name(ctx, i));
+                               names[i], i, est_in_name(ctx, i));
         if ((t[i]->value->i64 != NULL) != (t[0]->value->i64 != NULL))
             return est_op_fail(ctx, EST_ESHAPE, "start, limit and delta must share a type");
     }
