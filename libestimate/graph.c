@@ -335,6 +335,7 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
 const char *est_graph_name(const est_graph *g) { return g ? g->source : ""; }
 size_t est_graph_node_count(const est_graph *g) { return g ? (size_t)g->n_nodes : 0; }
 int64_t est_graph_opset(const est_graph *g) { return g ? g->opset : 0; }
+size_t est_graph_unfolded_batchnorms(const est_graph *g) { return g ? (size_t)g->unfolded_batchnorms : 0; }
 size_t est_graph_input_count(const est_graph *g) { return g ? (size_t)g->n_inputs : 0; }
 const char *est_graph_input_name(const est_graph *g, size_t i) {
     if (!g || i >= (size_t)g->n_inputs) return NULL;

@@ -136,6 +136,7 @@ struct est_graph {
     int32_t n_symbols;
     char **symbols;      /* distinct dim_param names */
     est_name_map names;
+    int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
 };
 
 /* ---- building (used by the loaders) ----------------------------------- */

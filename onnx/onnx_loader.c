@@ -353,6 +353,117 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
     return EST_OK;
 }
 
+/* ---- BatchNorm that an exporter folded into a Conv ---------------------------
+ * PyTorch runs Conv then BatchNorm, each with its own output; the BatchNorm has
+ * a scale and shift (parameters) and running statistics (buffers), and in
+ * training saves its input and batch statistics. Exporters fold the BatchNorm
+ * into the Conv's weight and bias, which hides all of that. Two exporters say
+ * so in the file:
+ *  - the dynamo exporter's optimizer names its rewrite in the node's metadata
+ *    ("pkg.onnxscript.rewriter.rule_name": "FuseBatchNormIntoConv"), and the
+ *    FX node it came from says whether the BatchNorm trained
+ *    (_native_batch_norm_legit_functional) or not (..._no_training);
+ *  - the TorchScript exporter in eval mode gives the weight its fold produced a
+ *    new name, "onnx::Conv_<n>", where an untouched weight keeps its module
+ *    path ("layer1.0.conv1.weight").
+ * The loader puts the BatchNormalization back after such a Conv, so that the
+ * estimate describes the module PyTorch runs. */
+/* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
+ * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
+ * unknown fields. Copies the value for `key` into buf; false if absent. */
+#define NODE_METADATA_FIELD 9
+static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
+    for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
+        const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
+        if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
+        /* protobuf-c keeps the field's bytes with their varint length prefix */
+        size_t skip = 0;
+        while (skip < u->len && (u->data[skip] & 0x80)) skip++;
+        if (++skip > u->len) continue;
+        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(NULL, u->len - skip, u->data + skip);
+        if (!e) continue;
+        bool hit = e->key && strcmp(e->key, key) == 0;
+        if (hit) snprintf(buf, cap, "%s", str_or_empty(e->value));
+        onnx__string_string_entry_proto__free_unpacked(e, NULL);
+        if (hit) return true;
+    }
+    return false;
+}
+
+static bool folded_batchnorm(const loader *L, const Onnx__NodeProto *p, bool *training) {
+    if (!p->op_type || strcmp(p->op_type, "Conv") != 0 || p->n_input < 2 || !p->input[1]) return false;
+    char rule[256], fx[256];
+    if (metadata(p, "pkg.onnxscript.rewriter.rule_name", rule, sizeof rule) && strstr(rule, "FuseBatchNormIntoConv")) {
+        *training = metadata(p, "pkg.torch.onnx.fx_node", fx, sizeof fx) && strstr(fx, "batch_norm") &&
+                    !strstr(fx, "no_training");
+        return true;
+    }
+    *training = false;
+    return strcmp(L->g->producer, "pytorch") == 0 && strncmp(p->input[1], "onnx::Conv_", 11) == 0;
+}
+
+static int32_t new_tensor(loader *L, const char *base, const char *suffix) {
+    char name[512];
+    snprintf(name, sizeof name, "%.400s/%s", base, suffix);
+    if (est__graph_find(L->g, name) >= 0) return -2; /* taken: leave the model as it is */
+    return est__graph_tensor(L->g, name);
+}
+
+/* Appends BatchNormalization(conv output) and makes the Conv write a new
+ * tensor; the folded bias is dropped (the BatchNorm's shift replaces it). */
+static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training) {
+    est_graph *g = L->g;
+    est_node *conv = &g->nodes[conv_index];
+    int32_t w = conv->inputs[1], y = conv->n_outputs ? conv->outputs[0] : -1;
+    if (w < 0 || y < 0 || g->tensors[w].kind != EST_T_INITIALIZER || g->tensors[w].rank < 1) return EST_OK;
+    int64_t channels = g->tensors[w].dims[0].value;
+    if (channels <= 0) return EST_OK;
+    char *conv_name = conv->name;
+    int32_t ids[5];
+    static const char *const suffix[5] = {"unfolded_conv_output", "unfolded_bn.scale", "unfolded_bn.bias",
+                                          "unfolded_bn.running_mean", "unfolded_bn.running_var"};
+    for (int k = 0; k < 5; k++) {
+        ids[k] = new_tensor(L, conv_name, suffix[k]);
+        if (ids[k] == -2) return EST_OK;
+        if (ids[k] < 0) return oom(L);
+    }
+    for (int k = 1; k < 5; k++) {
+        est_tensor *t = &g->tensors[ids[k]];
+        t->kind = EST_T_INITIALIZER;
+        t->dtype = g->tensors[w].dtype;
+        t->rank = 1;
+        if (!(t->dims = calloc(1, sizeof *t->dims))) return oom(L);
+        t->dims[0] = (est_dimdecl){channels, -1};
+    }
+    est_node *bn = est__graph_add_node(g);
+    if (!bn) return oom(L);
+    conv = &g->nodes[conv_index]; /* the node array may have moved */
+    conv->outputs[0] = ids[0];
+    if (conv->n_inputs > 2) conv->n_inputs = 2;
+    char name[512];
+    snprintf(name, sizeof name, "%.400s/unfolded_BatchNormalization", conv_name);
+    bn->name = est__strdup(name);
+    bn->op_type = est__strdup("BatchNormalization");
+    bn->domain = est__strdup("");
+    bn->opset = conv->opset;
+    bn->inputs = malloc(5 * sizeof *bn->inputs);
+    bn->outputs = malloc(sizeof *bn->outputs);
+    bn->attrs = calloc(1, sizeof *bn->attrs);
+    if (!bn->name || !bn->op_type || !bn->domain || !bn->inputs || !bn->outputs || !bn->attrs) return oom(L);
+    for (int k = 0; k < 5; k++) bn->inputs[k] = ids[k];
+    bn->n_inputs = 5;
+    bn->outputs[0] = y;
+    bn->n_outputs = 1;
+    if (training && bn->opset >= 14) {
+        if (!(bn->attrs[0].name = est__strdup("training_mode"))) return oom(L);
+        bn->attrs[0].type = EST_ATTR_INT;
+        bn->attrs[0].i = 1;
+        bn->n_attrs = 1;
+    }
+    g->unfolded_batchnorms++;
+    return EST_OK;
+}
+
 static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     est_graph *g = L->g;
     const Onnx__GraphProto *gp = m->graph;
@@ -389,7 +500,12 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
         st = add_initializer(L, &dense);
     }
     for (size_t i = 0; i < gp->n_input && st == EST_OK; i++) st = add_input(L, gp->input[i]);
-    for (size_t i = 0; i < gp->n_node && st == EST_OK; i++) st = add_node(L, m, gp->node[i], (int32_t)i);
+    for (size_t i = 0; i < gp->n_node && st == EST_OK; i++) {
+        bool training;
+        st = add_node(L, m, gp->node[i], (int32_t)i);
+        if (st == EST_OK && folded_batchnorm(L, gp->node[i], &training))
+            st = unfold_batchnorm(L, L->g->n_nodes - 1, training);
+    }
     if (st != EST_OK) return st;
     g->outputs = malloc((gp->n_output ? gp->n_output : 1) * sizeof *g->outputs);
     if (!g->outputs) return oom(L);

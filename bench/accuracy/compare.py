@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Compare memest's peaks with measured ones.
+
+usage: compare.py [--memest PATH] [--markdown] [--only MODEL,...] MEASURED.json ONNX_DIR
+
+MEASURED.json is ../shared/truth/truth.json or what measure.py wrote; ONNX_DIR
+holds <model>.<export>.onnx. Training rows use the -train exports (sgd,
+momentum, adam at every batch); inference rows the eval exports. Prints one
+row per case and a summary per model and overall; --markdown prints the tables
+docs/accuracy.md keeps.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+TRAIN_EXPORTS = ("legacy-train", "dynamo-train")
+INFER_EXPORTS = ("legacy", "dynamo")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+def estimate(memest, path, batch, *args):
+    out = subprocess.run([memest, path, "--batch", str(batch), "--format", "json", *args],
+                         capture_output=True, text=True)
+    if out.returncode:
+        return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
+    return json.loads(out.stdout), None
+
+
+def cases(models, onnx_dir):
+    """(model, export, batch, what, measured bytes, path) for every case with an export."""
+    for name, m in models.items():
+        if "error" in m:
+            continue
+        for export in TRAIN_EXPORTS + INFER_EXPORTS:
+            path = os.path.join(onnx_dir, f"{name}.{export}.onnx")
+            if not os.path.exists(path):
+                continue
+            for b in m["batches"]:
+                if export in TRAIN_EXPORTS:
+                    for opt in OPTIMIZERS:
+                        yield name, export, b, opt, m["train"][str(b)][opt]["peak"], path
+                else:
+                    yield name, export, b, "infer", m["infer"][str(b)]["peak"], path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memest", default="build/cli/memest")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("measured")
+    ap.add_argument("onnx_dir")
+    a = ap.parse_args()
+    data = json.load(open(a.measured))
+    models = data["models"]
+    if a.only:
+        models = {k: v for k, v in models.items() if k in a.only.split(",")}
+    rows = []
+    for name, export, b, what, want, path in cases(models, a.onnx_dir):
+        args = ["--mode", "infer"] if what == "infer" else ["--optimizer", what]
+        rep, err = estimate(a.memest, path, b, *args)
+        got = rep["peak"]["bytes"] if rep else None
+        where = f"{rep['peak']['phase']}:{rep['peak']['layer']}" if rep else err
+        rows.append((name, export, b, what, got, want, where))
+    if a.markdown:
+        print_markdown(rows, data)
+    else:
+        print_text(rows)
+    return 0
+
+
+def rel(got, want):
+    return (got - want) / want
+
+
+def print_text(rows):
+    for name, export, b, what, got, want, where in rows:
+        if got is None:
+            print(f"{name:18} {export:13} b{b:<4} {what:9} ERROR {where}")
+            continue
+        print(f"{name:18} {export:13} b{b:<4} {what:9} est {got / 2**20:10.1f} MiB  meas {want / 2**20:10.1f} MiB"
+              f"  {100 * rel(got, want):+6.1f}%  at {where[:44]}")
+    summary(rows, print)
+
+
+def summary(rows, out):
+    def stats(sel):
+        errs = [abs(rel(r[4], r[5])) for r in sel if r[4] is not None]
+        failed = sum(1 for r in sel if r[4] is None)
+        if not errs:
+            return f"n=0 failed={failed}"
+        errs.sort()
+        return (f"n={len(errs)} mean |err| {100 * sum(errs) / len(errs):.1f}%  median {100 * errs[len(errs) // 2]:.1f}%"
+                f"  max {100 * errs[-1]:.1f}%" + (f"  failed={failed}" if failed else ""))
+    train = [r for r in rows if r[3] != "infer"]
+    infer = [r for r in rows if r[3] == "infer"]
+    out(f"training (all batches):   {stats(train)}")
+    out(f"training (batch >= 8):    {stats([r for r in train if r[2] >= 8])}")
+    out(f"inference (all batches):  {stats(infer)}")
+    out(f"inference (batch >= 8):   {stats([r for r in infer if r[2] >= 8])}")
+
+
+def print_markdown(rows, data):
+    print(f"Measured on {data.get('device', '?')}, torch {data.get('torch', '?')}, "
+          f"cuDNN {data.get('cudnn', '?')}, {data.get('date', '')}.\n")
+    print("| model | export | batch | case | memest MiB | measured MiB | error |")
+    print("|---|---|---:|---|---:|---:|---:|")
+    for name, export, b, what, got, want, where in rows:
+        if got is None:
+            print(f"| {name} | {export} | {b} | {what} | error | {want / 2**20:.1f} | {where} |")
+        else:
+            print(f"| {name} | {export} | {b} | {what} | {got / 2**20:.1f} | {want / 2**20:.1f} | "
+                  f"{100 * rel(got, want):+.1f}% |")
+    print()
+    summary(rows, lambda s: print(f"- {s}"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The models the accuracy harness exports and measures.
+
+The first six are the models of ../shared/truth (same definitions, so the
+harness reproduces that truth); the rest are models memest was never tuned on.
+Each entry: build() -> nn.Module, make_input(batch) -> tensor, the batches.
+Nothing here needs a GPU: export.py runs it on a CPU, measure.py on a GPU.
+"""
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+IMAGE = (3, 224, 224)
+
+
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.c2 = nn.Conv2d(6, 16, 5)
+        self.f1 = nn.Linear(400, 120)
+        self.f2 = nn.Linear(120, 84)
+        self.f3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.c1(x)), 2)
+        x = F.max_pool2d(F.relu(self.c2(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.f3(F.relu(self.f2(F.relu(self.f1(x)))))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                                 nn.Dropout(0.1), nn.Linear(1024, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class LastHidden(nn.Module):
+    """A Hugging Face model that takes input_ids and returns last_hidden_state."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids).last_hidden_state
+
+
+class ConvNet1d(nn.Module):
+    """A 1-D CNN over sequences: Conv1d, BatchNorm1d, GELU, AvgPool, LayerNorm."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv1d(16, 64, 7, padding=3), nn.BatchNorm1d(64), nn.GELU(), nn.AvgPool1d(2),
+            nn.Conv1d(64, 128, 5, padding=2), nn.BatchNorm1d(128), nn.GELU(), nn.AvgPool1d(2),
+            nn.Conv1d(128, 256, 3, padding=1), nn.BatchNorm1d(256), nn.GELU())
+        self.norm = nn.LayerNorm(256)
+        self.head = nn.Linear(256, 32)
+
+    def forward(self, x):
+        h = self.body(x).mean(dim=2)
+        return self.head(self.norm(h))
+
+
+class MixerMLP(nn.Module):
+    """Token MLP blocks: LayerNorm, Linear, GELU, Dropout, residuals, Softmax head."""
+
+    def __init__(self, dim=512, tokens=64, depth=4):
+        super().__init__()
+        self.embed = nn.Linear(48, dim)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.GELU(), nn.Dropout(0.1),
+                          nn.Linear(4 * dim, dim)) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 100)
+
+    def forward(self, x):
+        h = self.embed(x)
+        for b in self.blocks:
+            h = h + b(h)
+        return torch.softmax(self.head(self.norm(h).mean(dim=1)), dim=-1)
+
+
+def _tv(name, **kw):
+    import torchvision
+    return lambda: getattr(torchvision.models, name)(weights=None, **kw)
+
+
+def _bert():
+    from transformers import BertConfig, BertModel
+    return LastHidden(BertModel(BertConfig(attn_implementation="eager", use_cache=False)))
+
+
+def _gpt2():
+    from transformers import GPT2Config, GPT2Model
+    return LastHidden(GPT2Model(GPT2Config(attn_implementation="eager", use_cache=False, n_layer=6)))
+
+
+def _distilbert():
+    from transformers import DistilBertConfig, DistilBertModel
+    return LastHidden(DistilBertModel(DistilBertConfig(attn_implementation="eager")))
+
+
+def image(batch):
+    return torch.randn(batch, *IMAGE)
+
+
+def tokens(batch, vocab=30522, seq=128):
+    return torch.randint(0, vocab, (batch, seq))
+
+
+# name: (build, make_input, batches, in the shared truth)
+MODELS = {
+    "mlp": (MLP, lambda b: torch.randn(b, 1, 28, 28), [1, 64, 512], True),
+    "lenet": (LeNet, lambda b: torch.randn(b, 1, 28, 28), [1, 64, 512], True),
+    "resnet18": (_tv("resnet18"), image, [1, 8, 32, 64], True),
+    "mobilenet_v2": (_tv("mobilenet_v2"), image, [1, 8, 32], True),
+    "squeezenet1_0": (_tv("squeezenet1_0"), image, [1, 8, 32], True),
+    "bert_base": (_bert, tokens, [1, 8, 32], True),
+    # never seen while the rules were written
+    "resnet50": (_tv("resnet50"), image, [1, 8, 32], False),
+    "vgg11_bn": (_tv("vgg11_bn"), image, [1, 8, 32], False),
+    "alexnet": (_tv("alexnet"), image, [1, 8, 32], False),
+    "densenet121": (_tv("densenet121"), image, [1, 8, 32], False),
+    "googlenet": (_tv("googlenet", aux_logits=False, init_weights=True), image, [1, 8, 32], False),
+    "shufflenet_v2_x1_0": (_tv("shufflenet_v2_x1_0"), image, [1, 8, 32], False),
+    "mobilenet_v3_small": (_tv("mobilenet_v3_small"), image, [1, 8, 32], False),
+    "efficientnet_b0": (_tv("efficientnet_b0"), image, [1, 8, 32], False),
+    "regnet_x_400mf": (_tv("regnet_x_400mf"), image, [1, 8, 32], False),
+    "convnext_tiny": (_tv("convnext_tiny"), image, [1, 8, 32], False),
+    "vit_b_16": (_tv("vit_b_16"), image, [1, 8, 32], False),
+    "gpt2_6l": (_gpt2, lambda b: tokens(b, 50257), [1, 8, 32], False),
+    "distilbert": (_distilbert, tokens, [1, 8, 32], False),
+    "convnet1d": (ConvNet1d, lambda b: torch.randn(b, 16, 1024), [1, 8, 64], False),
+    "mixer_mlp": (MixerMLP, lambda b: torch.randn(b, 64, 48), [1, 8, 64], False),
+}
+
+
+def build(name):
+    torch.manual_seed(0)
+    return MODELS[name][0]()
+
+
+def make_input(name, batch):
+    torch.manual_seed(1)
+    return MODELS[name][1](batch)
+
+
+def batches(name):
+    return MODELS[name][2]

@@ -1,0 +1,780 @@
+/*
+ * test_simulate: the training-step and inference simulation
+ * (libestimate/simulate.c, docs/memory-model.md) on small hand-built graphs,
+ * through the public API only.
+ *
+ * Every expected figure is derived by hand from the rules of
+ * docs/memory-model.md and written out as arithmetic, one term per tensor:
+ *  - every tensor is one allocation rounded up to 512 bytes (R() below);
+ *  - resident before the step: parameters, buffers, optimizer state (momentum
+ *    1x params, adam 2x params), the input batch, and in training the
+ *    previous iteration's y and loss;
+ *  - forward: each op allocates its outputs; an activation is freed after its
+ *    last reader unless a backward saved it;
+ *  - after the forward, the old y and loss go and the new loss (512) comes;
+ *  - backward: the seed (512, freed at once) and dy; per node in reverse,
+ *    the input gradients (a parameter's becomes .grad and stays), then the
+ *    output gradients and the tensors only it had saved are freed;
+ *  - optimizer: adam materialises sqrt(exp_avg_sq), one params-sized temp.
+ *
+ * Checks:
+ *  1. a 2-layer MLP (Gemm -> Relu -> Gemm) in inference;
+ *  2. the same MLP in training with sgd, momentum and adam (small and large
+ *     batch), FLOPs and saved bytes per layer;
+ *  3. allocator rounding (1 float = 512 bytes; 128 vs 129 floats);
+ *  4. views (Flatten, Reshape) allocate nothing; a Flatten of a transposed
+ *     (non-contiguous) tensor copies;
+ *  5. float16 halves parameter bytes;
+ *  6. one graph re-estimated at batch 1..100, train and infer: monotone in
+ *     batch, and each result equals a fresh load + estimate.
+ *
+ * usage: test_simulate MODELS_DIR
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate.h"
+#include "test_util.h"
+
+#define U(x) ((unsigned long long)(x))
+
+/* The caching allocator's rounding: up to a multiple of 512 bytes. */
+static uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static est_graph *load_json(const char *text, const char *name) {
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(text, strlen(text), name, &g, &err) != EST_OK) {
+        CHECK(false, "%s: load failed: %s", name, err.message);
+        return NULL;
+    }
+    return g;
+}
+
+typedef struct run_opts {
+    est_mode mode;
+    est_optimizer opt;
+    est_dtype dtype;
+    int64_t batch;
+    const est_binding *dims;
+    size_t n_dims;
+} run_opts;
+
+static est_report *run(const est_graph *g, run_opts o) {
+    if (!g) return NULL;
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = o.mode;
+    opt.optimizer = o.opt;
+    if (o.dtype != EST_DT_UNDEFINED) opt.dtype = o.dtype;
+    opt.batch = o.batch;
+    opt.dims = o.dims;
+    opt.n_dims = o.n_dims;
+    est_error err;
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+        CHECK(false, "%s: estimate failed: %s", est_graph_name(g), err.message);
+        return NULL;
+    }
+    return r;
+}
+
+/* The categories of the peak must add up to its bytes (estimate.h). */
+static void check_peak_sums(const est_peak *p, const char *what) {
+    uint64_t sum = p->params + p->buffers + p->grads + p->optimizer + p->activations + p->temp + p->inputs + p->other;
+    CHECK(sum == p->bytes, "%s: peak categories sum to %llu, peak is %llu", what, U(sum), U(p->bytes));
+}
+
+typedef struct expect_peak {
+    uint64_t bytes;
+    est_phase phase;
+    const char *layer;
+    uint64_t params, buffers, grads, optimizer, activations, temp, inputs, other;
+} expect_peak;
+
+static void check_peak(const est_report *r, const expect_peak *e, const char *what) {
+    if (!r) return;
+    const est_peak *p = est_report_peak(r);
+    CHECK(p->bytes == e->bytes, "%s: peak %llu, expected %llu", what, U(p->bytes), U(e->bytes));
+    CHECK(est_report_totals(r)->peak_bytes == e->bytes, "%s: totals.peak_bytes %llu, expected %llu", what,
+          U(est_report_totals(r)->peak_bytes), U(e->bytes));
+    CHECK(p->phase == e->phase, "%s: peak phase %s, expected %s", what, est_phase_name(p->phase),
+          est_phase_name(e->phase));
+    CHECK(p->layer && strcmp(p->layer, e->layer) == 0, "%s: peak at layer '%s', expected '%s'", what,
+          p->layer ? p->layer : "(null)", e->layer);
+    CHECK(p->params == e->params, "%s: peak params %llu, expected %llu", what, U(p->params), U(e->params));
+    CHECK(p->buffers == e->buffers, "%s: peak buffers %llu, expected %llu", what, U(p->buffers), U(e->buffers));
+    CHECK(p->grads == e->grads, "%s: peak grads %llu, expected %llu", what, U(p->grads), U(e->grads));
+    CHECK(p->optimizer == e->optimizer, "%s: peak optimizer %llu, expected %llu", what, U(p->optimizer),
+          U(e->optimizer));
+    CHECK(p->activations == e->activations, "%s: peak activations %llu, expected %llu", what, U(p->activations),
+          U(e->activations));
+    CHECK(p->temp == e->temp, "%s: peak temp %llu, expected %llu", what, U(p->temp), U(e->temp));
+    CHECK(p->inputs == e->inputs, "%s: peak inputs %llu, expected %llu", what, U(p->inputs), U(e->inputs));
+    CHECK(p->other == e->other, "%s: peak other %llu, expected %llu", what, U(p->other), U(e->other));
+    check_peak_sums(p, what);
+}
+
+static const est_layer *layer_named(const est_report *r, const char *name) {
+    for (size_t i = 0; r && i < est_report_layer_count(r); i++)
+        if (strcmp(est_report_layer(r, i)->name, name) == 0) return est_report_layer(r, i);
+    CHECK(false, "no layer '%s'", name);
+    return NULL;
+}
+
+/* ---- the MLP ---------------------------------------------------------------------- */
+
+/* x [batch, 100] -> fc1 (Gemm, W1 [200, 100], b1 [200]) -> h [batch, 200]
+ *   -> relu -> r [batch, 200] -> fc2 (Gemm, W2 [10, 200], b2 [10]) -> y [batch, 10]
+ * Sizes are picked so that the 512-byte rounding matters for most tensors. */
+static const char mlp_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mlp\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 100]}],\n"
+    " \"initializers\": [\n"
+    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [200, 100]},\n"
+    "  {\"name\": \"b1\", \"dtype\": \"float32\", \"dims\": [200]},\n"
+    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [10, 200]},\n"
+    "  {\"name\": \"b2\", \"dtype\": \"float32\", \"dims\": [10]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W1\", \"b1\"], \"outputs\": [\"h\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}},\n"
+    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"r\"]},\n"
+    "  {\"name\": \"fc2\", \"op\": \"Gemm\", \"inputs\": [\"r\", \"W2\", \"b2\"], \"outputs\": [\"y\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+/* The same MLP with a Flatten (axis 1) of the rank-2 h between fc1 and relu:
+ * a view, so nothing changes, not even in the backward (the gradient of a
+ * view is a view of the incoming gradient). */
+static const char mlp_flatten_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mlp_flatten\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 100]}],\n"
+    " \"initializers\": [\n"
+    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [200, 100]},\n"
+    "  {\"name\": \"b1\", \"dtype\": \"float32\", \"dims\": [200]},\n"
+    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [10, 200]},\n"
+    "  {\"name\": \"b2\", \"dtype\": \"float32\", \"dims\": [10]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W1\", \"b1\"], \"outputs\": [\"h\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}},\n"
+    "  {\"name\": \"flat\", \"op\": \"Flatten\", \"inputs\": [\"h\"], \"outputs\": [\"f\"],\n"
+    "   \"attributes\": {\"axis\": {\"int\": 1}}},\n"
+    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"f\"], \"outputs\": [\"r\"]},\n"
+    "  {\"name\": \"fc2\", \"op\": \"Gemm\", \"inputs\": [\"r\", \"W2\", \"b2\"], \"outputs\": [\"y\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+/* Byte figures of the MLP at batch B in float32 (elem = 4) or float16 (2). */
+typedef struct mlp_sizes {
+    uint64_t W1, b1, W2, b2, params;  /* rounded allocations */
+    uint64_t x, h, r, y, loss;
+} mlp_sizes;
+
+static mlp_sizes mlp_sizes_of(uint64_t B, uint64_t elem) {
+    mlp_sizes s;
+    s.W1 = R(200 * 100 * elem);
+    s.b1 = R(200 * elem);
+    s.W2 = R(10 * 200 * elem);
+    s.b2 = R(10 * elem);
+    s.params = s.W1 + s.b1 + s.W2 + s.b2;
+    s.x = R(B * 100 * elem);
+    s.h = R(B * 200 * elem);
+    s.r = R(B * 200 * elem);
+    s.y = R(B * 10 * elem);
+    s.loss = 512; /* a scalar, one minimal block */
+    return s;
+}
+
+static void test_mlp_sizes(void) {
+    /* Pin the rounding arithmetic the derivations below rely on, so a wrong
+     * R() cannot silently agree with a wrong library. */
+    mlp_sizes s = mlp_sizes_of(4, 4);
+    CHECK(s.W1 == 80384, "W1: 80000 bytes -> 157 blocks of 512 = 80384, got %llu", U(s.W1));
+    CHECK(s.b1 == 1024, "b1: 800 bytes -> 1024, got %llu", U(s.b1));
+    CHECK(s.W2 == 8192, "W2: 8000 bytes -> 8192, got %llu", U(s.W2));
+    CHECK(s.b2 == 512, "b2: 40 bytes -> 512, got %llu", U(s.b2));
+    CHECK(s.params == 90112, "params: 90112, got %llu", U(s.params));
+    CHECK(s.x == 2048 && s.h == 3584 && s.y == 512, "x 1600 -> 2048, h 3200 -> 3584, y 160 -> 512");
+}
+
+/* 1. Inference: one forward without autograd. */
+static void test_mlp_infer(void) {
+    est_graph *g = load_json(mlp_json, "mlp.json");
+    est_report *r = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 4});
+    if (!r) goto out;
+    mlp_sizes s = mlp_sizes_of(4, 4);
+    const est_totals *t = est_report_totals(r);
+    /* Walk: resident W + x; fc1 allocates h; relu allocates r while h is
+     * still being read (the peak); h is freed after relu; fc2 allocates y
+     * (512) and then r is freed: y never coexists with h, so the peak holds
+     * the two largest simultaneously live activations, h and r. */
+    uint64_t peak = s.params   /* W1 + b1 + W2 + b2 = 90112 */
+                    + s.x      /* the input batch: 4 x 100 floats = 1600 -> 2048 */
+                    + s.h      /* fc1's output, read by relu: 3200 -> 3584 */
+                    + s.r;     /* relu's output: 3200 -> 3584 */
+    CHECK(peak == 99328, "derivation: %llu", U(peak));
+    check_peak(r,
+               &(expect_peak){.bytes = peak, .phase = EST_PHASE_FORWARD, .layer = "relu", .params = s.params,
+                              .activations = s.h + s.r, .inputs = s.x},
+               "mlp infer b4");
+    CHECK(t->params_bytes == s.params, "params_bytes %llu, expected %llu", U(t->params_bytes), U(s.params));
+    CHECK(t->param_count == 200 * 100 + 200 + 10 * 200 + 10, "param_count %llu", U(t->param_count));
+    CHECK(t->param_bytes == 4 * (200 * 100 + 200 + 10 * 200 + 10), "param_bytes (unrounded) %llu",
+          U(t->param_bytes));
+    CHECK(t->input_bytes == 4 * 100 * 4, "input_bytes (unrounded) %llu", U(t->input_bytes));
+    CHECK(t->grads_bytes == 0 && t->optimizer_bytes == 0, "inference has no grads (%llu) or optimizer state (%llu)",
+          U(t->grads_bytes), U(t->optimizer_bytes));
+    CHECK(t->temp_bytes == 0, "no op here has a workspace: temp %llu", U(t->temp_bytes));
+    /* FIXME: estimate.h documents totals.activations_bytes in inference as
+     * "the largest set of live activations" (here h + r = 7168), but
+     * simulate.c records the activations live at the *end* of the forward
+     * pass (only the output y = 512), as the CLI's table says. The check
+     * pins the current behaviour; the peak's own category (checked above)
+     * does hold h + r. */
+    CHECK(t->activations_bytes == s.y, "infer activations_bytes %llu, current behaviour %llu (documented: %llu)",
+          U(t->activations_bytes), U(s.y), U(s.h + s.r));
+    /* FLOPs: Gemm 2*M*N*K, Relu 1 per element; no backward in inference. */
+    CHECK(t->flops_forward == 2 * 4 * 200 * 100 + 4 * 200 + 2 * 4 * 10 * 200, "flops_forward %llu",
+          U(t->flops_forward));
+    CHECK(t->flops_backward == 0, "flops_backward %llu", U(t->flops_backward));
+    for (size_t i = 0; i < est_report_layer_count(r); i++)
+        CHECK(est_report_layer(r, i)->saved_bytes == 0, "infer: layer %zu saves %llu bytes", i,
+              U(est_report_layer(r, i)->saved_bytes));
+out:
+    est_report_free(r);
+    est_graph_free(g);
+}
+
+/* The training-step peak of the MLP (or the MLP with a view inserted, which
+ * must give the same figures). */
+static void check_mlp_train(const est_graph *g, const char *what) {
+    mlp_sizes s = mlp_sizes_of(4, 4);
+    uint64_t P = s.params;
+    /* Gradients of all parameters after backward: same sizes as params. */
+    uint64_t grads = s.W1 + s.b1 + s.W2 + s.b2;
+    /* Resident before the step, minus the optimizer state: params, the
+     * input, and the previous iteration's y and loss. */
+    uint64_t base = P + s.x + s.y + s.loss;
+
+    /* The backward of fc1 is the largest moment of the backward at batch 4:
+     * by then fc2's saved r was released by relu's backward (r's earliest
+     * saver), and relu's input gradient dh is alive while fc1 allocates
+     * dW1 + db1. Live: params, optimizer state, x, y + new loss (other),
+     * all parameter gradients, dh. */
+    uint64_t bwd_fc1 = P + s.x + (s.y + s.loss) + grads + s.h /* dh */;
+    /* The forward's largest moment: h and r both live at relu. Smaller. */
+    uint64_t fwd_relu = base + s.h + s.r;
+    CHECK(bwd_fc1 == 186880 && fwd_relu == 100352, "derivation: %llu %llu", U(bwd_fc1), U(fwd_relu));
+
+    static const struct {
+        est_optimizer opt;
+        const char *name;
+        uint64_t state_per_param;
+    } opts[] = {{EST_OPT_SGD, "sgd", 0}, {EST_OPT_MOMENTUM, "momentum", 1}, {EST_OPT_ADAM, "adam", 2}};
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+        char label[96];
+        snprintf(label, sizeof label, "%s train b4 %s", what, opts[k].name);
+        est_report *r = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = opts[k].opt, .batch = 4});
+        if (!r) continue;
+        const est_totals *t = est_report_totals(r);
+        uint64_t state = opts[k].state_per_param * P; /* momentum buffer; adam exp_avg + exp_avg_sq */
+        CHECK(t->params_bytes == P, "%s: params_bytes %llu, expected %llu", label, U(t->params_bytes), U(P));
+        CHECK(t->grads_bytes == grads, "%s: grads_bytes %llu, expected %llu", label, U(t->grads_bytes), U(grads));
+        CHECK(t->optimizer_bytes == state, "%s: optimizer_bytes %llu, expected %llu", label,
+              U(t->optimizer_bytes), U(state));
+        /* At the end of the forward: r (saved by relu and by fc2) and y (the
+         * graph's output). h was freed after relu: Relu saves its output,
+         * Gemm its other operand, and x is an input, not an activation. */
+        CHECK(t->activations_bytes == s.r + s.y, "%s: activations_bytes %llu, expected %llu", label,
+              U(t->activations_bytes), U(s.r + s.y));
+        if (opts[k].opt == EST_OPT_ADAM) {
+            /* Adam's step: after backward, params + grads + 2x state + x +
+             * y + loss are live, and sqrt(exp_avg_sq) adds one params-sized
+             * temporary, beating the backward's dh by far at batch 4. */
+            uint64_t step = P + grads + state + s.x + (s.y + s.loss) + P /* sqrt(exp_avg_sq) */;
+            CHECK(step == 453632, "derivation: %llu", U(step));
+            CHECK(step > bwd_fc1 + state, "derivation: adam's step must beat its backward");
+            check_peak(r,
+                       &(expect_peak){.bytes = step, .phase = EST_PHASE_OPTIMIZER, .layer = "", .params = P,
+                                      .grads = grads, .optimizer = state, .temp = P, .inputs = s.x,
+                                      .other = s.y + s.loss},
+                       label);
+            CHECK(t->temp_bytes == P, "%s: largest temp %llu, expected the sqrt temporary %llu", label,
+                  U(t->temp_bytes), U(P));
+        } else {
+            /* sgd / momentum update in place: the peak is fc1's backward. */
+            check_peak(r,
+                       &(expect_peak){.bytes = bwd_fc1 + state, .phase = EST_PHASE_BACKWARD, .layer = "fc1",
+                                      .params = P, .grads = grads, .optimizer = state, .temp = s.h,
+                                      .inputs = s.x, .other = s.y + s.loss},
+                       label);
+            /* no workspace and no transient: activation gradients are not
+             * "temporaries" in totals.temp_bytes */
+            CHECK(t->temp_bytes == 0, "%s: largest temp %llu, expected 0", label, U(t->temp_bytes));
+        }
+        /* FLOPs: fc1 needs only dW (x is an input): 1 product; fc2 needs dW2
+         * and dr: 2 products; Relu's backward 2 per element. */
+        uint64_t fc1 = 2 * 4 * 200 * 100, relu = 4 * 200, fc2 = 2 * 4 * 10 * 200;
+        CHECK(t->flops_forward == fc1 + relu + fc2, "%s: flops_forward %llu", label, U(t->flops_forward));
+        CHECK(t->flops_backward == fc1 + 2 * relu + 2 * fc2, "%s: flops_backward %llu, expected %llu", label,
+              U(t->flops_backward), U(fc1 + 2 * relu + 2 * fc2));
+        /* Saved for backward, per layer: fc1 keeps x (a graph input, resident
+         * anyway, so 0 counted); relu keeps r; fc2 keeps r (and W2, a
+         * parameter, not counted). */
+        const est_layer *L1 = layer_named(r, "fc1"), *Lr = layer_named(r, "relu"), *L2 = layer_named(r, "fc2");
+        if (L1 && Lr && L2) {
+            CHECK(L1->saved_bytes == 0, "%s: fc1 saved %llu", label, U(L1->saved_bytes));
+            CHECK(Lr->saved_bytes == s.r, "%s: relu saved %llu, expected %llu", label, U(Lr->saved_bytes), U(s.r));
+            CHECK(L2->saved_bytes == s.r, "%s: fc2 saved %llu, expected %llu", label, U(L2->saved_bytes), U(s.r));
+            CHECK(L1->param_count == 20200 && L2->param_count == 2010, "%s: layer param counts %llu %llu", label,
+                  U(L1->param_count), U(L2->param_count));
+        }
+        est_report_free(r);
+    }
+
+    /* adamw is adam for memory. */
+    est_report *ra = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAMW, .batch = 4});
+    if (ra) {
+        CHECK(est_report_peak(ra)->bytes == P + grads + 2 * P + s.x + s.y + s.loss + P, "%s: adamw peak %llu", what,
+              U(est_report_peak(ra)->bytes));
+        est_report_free(ra);
+    }
+
+    /* At batch 1024 the activations dwarf the optimizer: adam's peak moves
+     * into the backward, at relu, where r (saved), dr (from fc2) and dh (being
+     * made) are all live, next to fc2's parameter gradients. */
+    mlp_sizes b = mlp_sizes_of(1024, 4);
+    uint64_t relu_bwd = P + 2 * P /* adam state */ + b.x + (b.y + b.loss) + b.r /* saved */ + b.r /* dr */ +
+                        b.h /* dh */ + s.W2 + s.b2 /* dW2, db2 */;
+    CHECK(relu_bwd == 3187712, "derivation: %llu", U(relu_bwd));
+    est_report *rb = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAM, .batch = 1024});
+    if (rb) {
+        char label[96];
+        snprintf(label, sizeof label, "%s train b1024 adam", what);
+        check_peak(rb,
+                   &(expect_peak){.bytes = relu_bwd, .phase = EST_PHASE_BACKWARD, .layer = "relu", .params = P,
+                                  .grads = s.W2 + s.b2, .optimizer = 2 * P, .activations = b.r, .temp = b.r + b.h,
+                                  .inputs = b.x, .other = b.y + b.loss},
+                   label);
+        est_report_free(rb);
+    }
+}
+
+/* 2. Training, sgd / momentum / adam. */
+static void test_mlp_train(void) {
+    est_graph *g = load_json(mlp_json, "mlp.json");
+    if (g) check_mlp_train(g, "mlp");
+    est_graph_free(g);
+}
+
+/* ---- 3. allocator rounding ------------------------------------------------------ */
+
+/* y = relu(x), x [batch, n]. */
+static const char relu_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"relu\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", \"n\"]}],\n"
+    " \"nodes\": [{\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+/* y = x * w with a single trainable float w [1]. */
+static const char scale_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"scale\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 1]}],\n"
+    " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [1]}],\n"
+    " \"nodes\": [{\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\"]}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+static void test_rounding(void) {
+    est_graph *g = load_json(relu_json, "relu.json");
+    static const struct {
+        int64_t n;
+        uint64_t peak;
+        const char *why;
+    } cases[] = {
+        /* x and y of 1 float (4 bytes) take one 512-byte block each */
+        {1, 512 + 512, "1 float = 512 bytes"},
+        /* 128 floats are exactly 512 bytes: still one block each */
+        {128, 512 + 512, "128 floats = 512 bytes"},
+        /* 129 floats are 516 bytes: two blocks each */
+        {129, 1024 + 1024, "129 floats = 1024 bytes"},
+    };
+    for (size_t k = 0; g && k < sizeof cases / sizeof cases[0]; k++) {
+        est_binding dim = {"n", cases[k].n};
+        est_report *r = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 1, .dims = &dim, .n_dims = 1});
+        if (!r) continue;
+        const est_totals *t = est_report_totals(r);
+        CHECK(t->peak_bytes == cases[k].peak, "relu n=%lld (%s): peak %llu, expected %llu", (long long)cases[k].n,
+              cases[k].why, U(t->peak_bytes), U(cases[k].peak));
+        /* the raw figures stay unrounded */
+        CHECK(t->input_bytes == 4 * (uint64_t)cases[k].n, "relu n=%lld: input_bytes %llu", (long long)cases[k].n,
+              U(t->input_bytes));
+        CHECK(t->output_bytes == 4 * (uint64_t)cases[k].n, "relu n=%lld: output_bytes %llu", (long long)cases[k].n,
+              U(t->output_bytes));
+        est_report_free(r);
+    }
+    /* Training with no parameters: nothing needs a gradient, so the only
+     * backward is the loss seed. n = 129 (516 bytes -> 1024 per tensor).
+     * Resident: x, the previous iteration's y and its loss. The forward
+     * allocates the new y before the old one is rebound: that is the peak.
+     * (Afterwards: x + y + new loss + seed = 3072, smaller.) */
+    est_binding n129 = {"n", 129};
+    est_report *rt = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_SGD, .batch = 1, .dims = &n129,
+                                       .n_dims = 1});
+    if (rt) {
+        uint64_t x = 1024, y = 1024, loss = 512;
+        check_peak(rt,
+                   &(expect_peak){.bytes = x + (y + loss) /* previous y, loss */ + y /* new y */,
+                                  .phase = EST_PHASE_FORWARD, .layer = "relu", .activations = y, .inputs = x,
+                                  .other = y + loss},
+                   "relu train n=129");
+        CHECK(est_report_totals(rt)->grads_bytes == 0 && est_report_totals(rt)->flops_backward == 0,
+              "relu train: no parameters, no backward (grads %llu, flops %llu)",
+              U(est_report_totals(rt)->grads_bytes), U(est_report_totals(rt)->flops_backward));
+    }
+    est_report_free(rt);
+    est_graph_free(g);
+
+    g = load_json(scale_json, "scale.json");
+    est_report *r = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAM, .batch = 1});
+    if (r) {
+        const est_totals *t = est_report_totals(r);
+        CHECK(t->param_count == 1 && t->param_bytes == 4, "scale: 1 param of 4 bytes, got %llu / %llu",
+              U(t->param_count), U(t->param_bytes));
+        /* w, its gradient and each Adam moment are one 512-byte block */
+        CHECK(t->params_bytes == 512, "scale: params_bytes %llu, expected 512", U(t->params_bytes));
+        CHECK(t->grads_bytes == 512, "scale: grads_bytes %llu, expected 512", U(t->grads_bytes));
+        CHECK(t->optimizer_bytes == 2 * 512, "scale: optimizer_bytes %llu, expected 1024", U(t->optimizer_bytes));
+    }
+    est_report_free(r);
+    r = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 1});
+    if (r) {
+        /* w + x + y, one block each */
+        CHECK(est_report_totals(r)->peak_bytes == 3 * 512, "scale infer: peak %llu, expected 1536",
+              U(est_report_totals(r)->peak_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
+/* ---- 4. views --------------------------------------------------------------------- */
+
+/* x [batch, 3, 10, 10] -> relu -> r -> VIEW -> f [batch, 300] -> fc (W [10, 300], b [10]) -> y.
+ * %s is the view node(s). */
+#define VIEW_JSON_FMT \
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"%s\", \"opset_import\": {\"\": 17},\n" \
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 3, 10, 10]}],\n" \
+    " \"initializers\": [\n" \
+    "  {\"name\": \"shape\", \"dtype\": \"int64\", \"dims\": [2], \"values\": [0, -1]},\n" \
+    "  {\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [10, 300]},\n" \
+    "  {\"name\": \"b\", \"dtype\": \"float32\", \"dims\": [10]}],\n" \
+    " \"nodes\": [\n" \
+    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"r\"]},\n" \
+    "  %s,\n" \
+    "  {\"name\": \"fc\", \"op\": \"Gemm\", \"inputs\": [\"f\", \"W\", \"b\"], \"outputs\": [\"y\"],\n" \
+    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n" \
+    " \"outputs\": [\"y\"]}\n"
+
+static est_graph *view_graph(const char *name, const char *nodes) {
+    char text[4096];
+    snprintf(text, sizeof text, VIEW_JSON_FMT, name, nodes);
+    return load_json(text, name);
+}
+
+static void test_views(void) {
+    /* batch 2: x = r = 600 floats = 2400 -> 2560; W 12000 -> 12288; b 40 ->
+     * 512; y 80 -> 512 */
+    const uint64_t x = R(2 * 300 * 4), r = R(2 * 300 * 4), W = R(10 * 300 * 4), b = R(10 * 4), y = R(2 * 10 * 4);
+    CHECK(x == 2560 && W == 12288 && b == 512 && y == 512, "derivation");
+    static const char *const views[][2] = {
+        {"flatten", "{\"name\": \"view\", \"op\": \"Flatten\", \"inputs\": [\"r\"], \"outputs\": [\"f\"],"
+                    " \"attributes\": {\"axis\": {\"int\": 1}}}"},
+        {"reshape", "{\"name\": \"view\", \"op\": \"Reshape\", \"inputs\": [\"r\", \"shape\"], \"outputs\": [\"f\"]}"},
+    };
+    for (size_t k = 0; k < 2; k++) {
+        est_graph *g = view_graph(views[k][0], views[k][1]);
+        est_report *rep = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 2});
+        if (rep) {
+            /* W + b + x resident; relu allocates r; the view shares r's
+             * storage; fc allocates y while f (= r) is still read. Had the
+             * view copied, f would add another 2560. The int64 shape vector
+             * is a constant: no device memory. */
+            check_peak(rep,
+                       &(expect_peak){.bytes = W + b + x + r + y, .phase = EST_PHASE_FORWARD, .layer = "fc",
+                                      .params = W + b, .activations = r + y, .inputs = x},
+                       views[k][0]);
+            const est_layer *v = layer_named(rep, "view");
+            CHECK(v && v->output_bytes == 2 * 300 * 4, "%s: the view's output still reports its logical bytes",
+                  views[k][0]);
+        }
+        est_report_free(rep);
+
+        rep = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_SGD, .batch = 2});
+        if (rep) {
+            /* Training, sgd. Nothing upstream of fc needs a gradient (x is an
+             * input, relu has no parameters), so only fc runs a backward; it
+             * saves f, i.e. r's storage, for dW. Peak at fc's backward:
+             * W + b, dW + db, x, r (saved through the view), the old y
+             * moved to "other" plus the new loss, and dy. */
+            uint64_t peak = (W + b) + (W + b) + x + r + (y + 512) + y /* dy */;
+            CHECK(peak == 32256, "derivation: %llu", U(peak));
+            check_peak(rep,
+                       &(expect_peak){.bytes = peak, .phase = EST_PHASE_BACKWARD, .layer = "fc", .params = W + b,
+                                      .grads = W + b, .activations = r, .temp = y, .inputs = x, .other = y + 512},
+                       views[k][0]);
+            const est_totals *t = est_report_totals(rep);
+            CHECK(t->activations_bytes == r + y, "%s train: activations_bytes %llu, expected %llu", views[k][0],
+                  U(t->activations_bytes), U(r + y));
+            const est_layer *fc = layer_named(rep, "fc");
+            CHECK(fc && fc->saved_bytes == r, "%s train: fc saves f (r's storage), %llu", views[k][0],
+                  fc ? U(fc->saved_bytes) : 0ULL);
+        }
+        est_report_free(rep);
+        est_graph_free(g);
+    }
+
+    /* A Flatten of a transposed tensor is not a view: reshape() copies a
+     * non-contiguous input. The Transpose itself is a (permuted) view. */
+    est_graph *g = view_graph(
+        "transpose_flatten",
+        "{\"name\": \"perm\", \"op\": \"Transpose\", \"inputs\": [\"r\"], \"outputs\": [\"t\"],"
+        " \"attributes\": {\"perm\": {\"ints\": [0, 2, 3, 1]}}},\n"
+        "  {\"name\": \"view\", \"op\": \"Flatten\", \"inputs\": [\"t\"], \"outputs\": [\"f\"],"
+        " \"attributes\": {\"axis\": {\"int\": 1}}}");
+    est_report *rep = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 2});
+    if (rep) {
+        /* relu: r; perm: nothing; view: the copy f (2560) while r is read
+         * (the peak); r freed; fc: y, then f freed. */
+        uint64_t copy = R(2 * 300 * 4);
+        check_peak(rep,
+                   &(expect_peak){.bytes = W + b + x + r + copy, .phase = EST_PHASE_FORWARD, .layer = "view",
+                                  .params = W + b, .activations = r + copy, .inputs = x},
+                   "transpose_flatten");
+    }
+    est_report_free(rep);
+    est_graph_free(g);
+
+    /* The MLP with a Flatten inserted: the same figures as the MLP, forward
+     * and backward (dh is a view of df, not a new tensor). */
+    g = load_json(mlp_flatten_json, "mlp_flatten.json");
+    if (g) {
+        check_mlp_train(g, "mlp_flatten");
+        est_report *ri = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 4});
+        mlp_sizes s = mlp_sizes_of(4, 4);
+        if (ri)
+            CHECK(est_report_peak(ri)->bytes == s.params + s.x + s.h + s.r, "mlp_flatten infer: peak %llu",
+                  U(est_report_peak(ri)->bytes));
+        est_report_free(ri);
+    }
+    est_graph_free(g);
+}
+
+/* ---- 5. float16 -------------------------------------------------------------------- */
+
+/* One Gemm whose tensors are multiples of 512 bytes in float16, so that
+ * halving is exact: W [256, 64], b [256], x [batch, 64], y [batch, 256]. */
+static const char linear_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"linear\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 64]}],\n"
+    " \"initializers\": [\n"
+    "  {\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [256, 64]},\n"
+    "  {\"name\": \"b\", \"dtype\": \"float32\", \"dims\": [256]}],\n"
+    " \"nodes\": [{\"name\": \"fc\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W\", \"b\"], \"outputs\": [\"y\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+static void test_float16(void) {
+    est_graph *g = load_json(linear_json, "linear.json");
+    const est_dtype dts[] = {EST_DT_FLOAT, EST_DT_FLOAT16, EST_DT_BFLOAT16};
+    uint64_t params[3] = {0}, opt[3] = {0}, peak[3] = {0};
+    for (int k = 0; g && k < 3; k++) {
+        est_report *r = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAM, .dtype = dts[k], .batch = 8});
+        if (!r) continue;
+        const est_totals *t = est_report_totals(r);
+        uint64_t elem = k == 0 ? 4 : 2;
+        CHECK(est_report_dtype(r) == dts[k], "report dtype %s", est_dtype_name(est_report_dtype(r)));
+        params[k] = t->params_bytes;
+        opt[k] = t->optimizer_bytes;
+        peak[k] = t->peak_bytes;
+        /* W 16384 elements, b 256 */
+        CHECK(t->params_bytes == R(256 * 64 * elem) + R(256 * elem), "%s: params_bytes %llu", est_dtype_name(dts[k]),
+              U(t->params_bytes));
+        /* totals.param_bytes describes the weights as the file declares
+         * them (float32), whatever dtype the step runs in */
+        CHECK(t->param_bytes == 4 * (256 * 64 + 256), "%s: param_bytes %llu", est_dtype_name(dts[k]),
+              U(t->param_bytes));
+        est_report_free(r);
+    }
+    CHECK(params[0] == 66560 && params[1] == 33280, "params float32 %llu, float16 %llu", U(params[0]), U(params[1]));
+    CHECK(params[1] * 2 == params[0], "float16 halves params: %llu vs %llu", U(params[1]), U(params[0]));
+    CHECK(params[2] == params[1], "bfloat16 = float16: %llu vs %llu", U(params[2]), U(params[1]));
+    CHECK(opt[1] * 2 == opt[0] && opt[1] == 2 * params[1], "adam state follows dtype: %llu vs %llu", U(opt[1]),
+          U(opt[0]));
+    /* The whole step: adam's peak is its step, with params, 2x state, the
+     * gradients and the sqrt temporary (5 params-sized sets), x, and the old
+     * y moved to "other" next to the new loss. Every tensor halves except
+     * the loss, a scalar that takes one 512-byte block in any dtype, so the
+     * peak is not an exact half: 343552 vs 172032. */
+    for (int k = 0; k < 2; k++) {
+        uint64_t elem = k == 0 ? 4 : 2;
+        uint64_t want = 5 * params[k] + R(8 * 64 * elem) /* x */ + R(8 * 256 * elem) /* y */ + 512 /* loss */;
+        CHECK(peak[k] == want, "linear %s adam b8: peak %llu, expected %llu", est_dtype_name(dts[k]), U(peak[k]),
+              U(want));
+    }
+    CHECK(peak[0] == 343552 && peak[1] == 172032, "derivation: %llu %llu", U(peak[0]), U(peak[1]));
+    est_graph_free(g);
+
+    /* The MLP in float16, inference, batch 4: rounding keeps it from being
+     * an exact half (90112 -> 45568, not 45056). */
+    g = load_json(mlp_json, "mlp.json");
+    est_report *r = run(g, (run_opts){.mode = EST_MODE_INFER, .dtype = EST_DT_FLOAT16, .batch = 4});
+    if (r) {
+        mlp_sizes s = mlp_sizes_of(4, 2);
+        /* W1 40000 -> 40448, b1 400 -> 512, W2 4000 -> 4096, b2 20 -> 512;
+         * x 800 -> 1024, h = r 1600 -> 2048 */
+        CHECK(s.params == 45568, "derivation %llu", U(s.params));
+        check_peak(r,
+                   &(expect_peak){.bytes = s.params + s.x + s.h + s.r, .phase = EST_PHASE_FORWARD, .layer = "relu",
+                                  .params = s.params, .activations = s.h + s.r, .inputs = s.x},
+                   "mlp infer float16");
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
+/* ---- 6. one graph, 100 batch sizes ------------------------------------------------ */
+
+/* Two reports of the same graph under the same options must agree on every
+ * figure. */
+static int same_report(const est_report *a, const est_report *b, const char *what) {
+    int before = test_failures;
+    const est_totals *x = est_report_totals(a), *y = est_report_totals(b);
+#define SAME_TOTAL(f) CHECK(x->f == y->f, "%s: totals." #f " %llu vs fresh %llu", what, U(x->f), U(y->f))
+    SAME_TOTAL(param_count);
+    SAME_TOTAL(param_bytes);
+    SAME_TOTAL(buffer_count);
+    SAME_TOTAL(buffer_bytes);
+    SAME_TOTAL(constant_bytes);
+    SAME_TOTAL(input_bytes);
+    SAME_TOTAL(output_bytes);
+    SAME_TOTAL(flops_forward);
+    SAME_TOTAL(flops_backward);
+    SAME_TOTAL(params_bytes);
+    SAME_TOTAL(buffers_bytes);
+    SAME_TOTAL(grads_bytes);
+    SAME_TOTAL(optimizer_bytes);
+    SAME_TOTAL(activations_bytes);
+    SAME_TOTAL(temp_bytes);
+    SAME_TOTAL(peak_bytes);
+#undef SAME_TOTAL
+    const est_peak *p = est_report_peak(a), *q = est_report_peak(b);
+    CHECK(p->bytes == q->bytes && p->phase == q->phase && strcmp(p->layer, q->layer) == 0 && p->params == q->params &&
+              p->buffers == q->buffers && p->grads == q->grads && p->optimizer == q->optimizer &&
+              p->activations == q->activations && p->temp == q->temp && p->inputs == q->inputs &&
+              p->other == q->other,
+          "%s: peak %llu %s '%s' vs fresh %llu %s '%s'", what, U(p->bytes), est_phase_name(p->phase), p->layer,
+          U(q->bytes), est_phase_name(q->phase), q->layer);
+    size_t n = est_report_layer_count(a);
+    CHECK(n == est_report_layer_count(b), "%s: %zu layers vs fresh %zu", what, n, est_report_layer_count(b));
+    for (size_t i = 0; i < n && i < est_report_layer_count(b); i++) {
+        const est_layer *L = est_report_layer(a, i), *M = est_report_layer(b, i);
+        CHECK(strcmp(L->name, M->name) == 0 && L->saved_bytes == M->saved_bytes &&
+                  L->flops_forward == M->flops_forward && L->flops_backward == M->flops_backward &&
+                  L->temp_bytes == M->temp_bytes && L->output_bytes == M->output_bytes &&
+                  L->param_bytes == M->param_bytes,
+              "%s: layer %zu '%s': saved %llu flops %llu/%llu temp %llu vs fresh '%s': saved %llu flops %llu/%llu "
+              "temp %llu",
+              what, i, L->name, U(L->saved_bytes), U(L->flops_forward), U(L->flops_backward), U(L->temp_bytes),
+              M->name, U(M->saved_bytes), U(M->flops_forward), U(M->flops_backward), U(M->temp_bytes));
+    }
+    return test_failures == before;
+}
+
+static void test_batches(const char *models_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/small_cnn.json", models_dir);
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_file(path, &g, &err) != EST_OK) {
+        CHECK(false, "%s: %s", path, err.message);
+        return;
+    }
+    for (int m = 0; m < 2; m++) {
+        est_mode mode = m == 0 ? EST_MODE_TRAIN : EST_MODE_INFER;
+        uint64_t prev_peak = 0, prev_act = 0, prev_flops = 0;
+        uint64_t first_peak = 0, first_act = 0, first_flops = 0;
+        est_report *first = NULL; /* batch 1, kept to compare with a later re-estimate */
+        int mismatches = 0;
+        for (int64_t batch = 1; batch <= 100; batch++) {
+            char what[96];
+            snprintf(what, sizeof what, "small_cnn %s batch %lld", est_mode_name(mode), (long long)batch);
+            est_report *r = run(g, (run_opts){.mode = mode, .batch = batch});
+            if (!r) break;
+            const est_totals *t = est_report_totals(r);
+            CHECK(est_report_batch(r) == batch, "%s: report batch %lld", what, (long long)est_report_batch(r));
+            if (batch > 1) {
+                CHECK(t->peak_bytes >= prev_peak, "%s: peak %llu < %llu at batch-1", what, U(t->peak_bytes),
+                      U(prev_peak));
+                CHECK(t->activations_bytes >= prev_act, "%s: activations %llu < %llu at batch-1", what,
+                      U(t->activations_bytes), U(prev_act));
+                CHECK(t->flops_forward >= prev_flops, "%s: flops_forward %llu < %llu at batch-1", what,
+                      U(t->flops_forward), U(prev_flops));
+            } else {
+                first_peak = t->peak_bytes;
+                first_act = t->activations_bytes;
+                first_flops = t->flops_forward;
+            }
+            prev_peak = t->peak_bytes;
+            prev_act = t->activations_bytes;
+            prev_flops = t->flops_forward;
+            check_peak_sums(est_report_peak(r), what);
+
+            /* A fresh load and estimate at the same batch must agree. */
+            est_graph *fresh = NULL;
+            est_report *fr = NULL;
+            if (est_load_file(path, &fresh, &err) != EST_OK) CHECK(false, "%s: reload: %s", what, err.message);
+            else fr = run(fresh, (run_opts){.mode = mode, .batch = batch});
+            if (fr && !same_report(r, fr, what) && ++mismatches > 3) batch = 101; /* enough said */
+            est_report_free(fr);
+            est_graph_free(fresh);
+            if (batch == 1) first = r;
+            else est_report_free(r);
+        }
+        /* Not constant: the figures do grow with the batch (FLOPs exactly
+         * linearly: every op of small_cnn is per sample). */
+        CHECK(prev_peak > first_peak, "small_cnn %s: peak does not grow (%llu at 1, %llu at 100)", est_mode_name(mode),
+              U(first_peak), U(prev_peak));
+        CHECK(prev_act > first_act, "small_cnn %s: activations do not grow (%llu at 1, %llu at 100)",
+              est_mode_name(mode), U(first_act), U(prev_act));
+        CHECK(prev_flops == 100 * first_flops, "small_cnn %s: flops at 100 %llu, expected 100 x %llu",
+              est_mode_name(mode), U(prev_flops), U(first_flops));
+        /* Batch 1 again, after 99 other estimates of the same graph. */
+        est_report *again = run(g, (run_opts){.mode = mode, .batch = 1});
+        if (first && again) {
+            char what[96];
+            snprintf(what, sizeof what, "small_cnn %s batch 1 re-estimated", est_mode_name(mode));
+            same_report(again, first, what);
+        }
+        est_report_free(again);
+        est_report_free(first);
+    }
+    est_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
+        return 2;
+    }
+    test_mlp_sizes();
+    test_mlp_infer();
+    test_mlp_train();
+    test_rounding();
+    test_views();
+    test_float16();
+    test_batches(argv[1]);
+    return test_result("test_simulate");
+}
