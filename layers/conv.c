@@ -132,9 +132,60 @@ static void conv_saves(const est_cost_ctx *c, est_saved *s) {
     est_save_input(c, s, 1);
 }
 
+/* cuDNN workspace. PyTorch leaves cudnn.benchmark off, so cuDNN's heuristics
+ * pick the algorithm and PyTorch allocates the workspace it asks for through
+ * the caching allocator, for the duration of the call. Measured on an H200
+ * with cuDNN 9.19 over a grid of shapes and 21 models (bench/accuracy/
+ * probe_conv.py and measure.py --probe; docs/memory-model.md):
+ *  - depthwise convs, and convs that reduce over fewer than 32 values per
+ *    output (C/group times the kernel), run workspace-free;
+ *  - forward: 1x1 convs and convs with fewer than 32 filters run
+ *    workspace-free; others ask for about 1.2x the output plus a weight copy;
+ *  - backward: the input gradient needs none; the weight gradient of a 1x1
+ *    conv splits the reduction up to 8 ways (up to 8 weight-sized partial
+ *    sums, no more than 4x the larger activation plus a weight), that of
+ *    a larger kernel asks for about 2x the larger of input and output plus a
+ *    weight copy.
+ * cuDNN's choice varies with the shape, from 0 to several times these; the
+ * rule gives the typical size, not a bound. */
+typedef enum conv_kind { CONV_NO_WORKSPACE, CONV_POINTWISE, CONV_SPATIAL } conv_kind;
+
+static conv_kind conv_workspace_kind(const est_cost_ctx *c) {
+    const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1);
+    if (!x || !w || x->rank < 3 || w->rank != x->rank || w->dims[0] <= 0 || w->dims[1] <= 0)
+        return CONV_NO_WORKSPACE;
+    int64_t group = est_node_attr_int(c->node, "group", 1);
+    if (group > 1 && group == x->dims[1]) return CONV_NO_WORKSPACE; /* depthwise */
+    uint64_t per_filter = est_tval_elements(w) / (uint64_t)w->dims[0]; /* C/group x kernel */
+    if (per_filter < 32) return CONV_NO_WORKSPACE;
+    return per_filter == (uint64_t)w->dims[1] ? CONV_POINTWISE : CONV_SPATIAL;
+}
+
+static uint64_t conv_workspace(const est_cost_ctx *c) {
+    const est_tval *w = est_cost_in(c, 1);
+    if (conv_workspace_kind(c) != CONV_SPATIAL || w->dims[0] < 32) return 0;
+    uint64_t out = est_cost_bytes(c, est_cost_out(c, 0));
+    return out + out / 5 + est_cost_bytes(c, w);
+}
+
+static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
+    if (!est_needs_grad(c, 1)) return 0;
+    uint64_t weight = est_cost_bytes(c, est_cost_in(c, 1));
+    uint64_t in = est_cost_bytes(c, est_cost_in(c, 0)), out = est_cost_bytes(c, est_cost_out(c, 0));
+    switch (conv_workspace_kind(c)) {
+    case CONV_POINTWISE: { /* 8 partial sums, or fewer when the batch is small */
+        uint64_t split = 4 * (in > out ? in : out) + weight;
+        return 8 * weight < split ? 8 * weight : split;
+    }
+    case CONV_SPATIAL: return 2 * (in > out ? in : out) + weight;
+    default: return 0;
+    }
+}
+
 EST_FAMILY(conv,
     {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = conv_infer, .flops = conv_flops, .saves = conv_saves},
+     .infer = conv_infer, .flops = conv_flops, .saves = conv_saves, .workspace = conv_workspace,
+     .backward_workspace = conv_backward_workspace},
     {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
      .infer = conv_transpose_infer, .flops = conv_transpose_flops, .saves = conv_saves},
 );

@@ -322,6 +322,12 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
     return est_mul_sat(count, x && x->dtype == EST_DT_DOUBLE ? 8 : 4);
 }
 
+uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
+    if (!t) return 0;
+    est_dtype dt = est__dtype_is_float(t->dtype) && c->float_dtype ? c->float_dtype : t->dtype;
+    return est_dtype_bytes(dt, est_tval_elements(t));
+}
+
 int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt) {
     const est_attr *a = est_attr_get(n, name);
     return a && a->type == EST_ATTR_INT ? a->i : dflt;

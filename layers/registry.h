@@ -110,6 +110,7 @@ struct est_cost_ctx {
     bool in_grad[EST_MAX_IO];         /* input i needs a gradient */
     bool in_param[EST_MAX_IO];        /* input i is a trainable parameter */
     bool any_grad;                    /* some input needs a gradient: backward runs */
+    est_dtype float_dtype;            /* the dtype floating tensors take in this estimate */
 };
 
 struct est_flops {
@@ -222,6 +223,8 @@ void est_save_output(const est_cost_ctx *c, est_saved *s, int i);
 /* Bytes of `count` statistics (mean, inverse std) PyTorch keeps for x:
  * float32, or float64 when x is double. */
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
+/* Bytes of t as this estimate stores it (floating tensors in c->float_dtype). */
+uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t);
 /* Attributes read by training-step rules. Inference has already checked
  * them, so these only fall back to dflt when absent or of another type. */
 int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt);
