@@ -14,7 +14,8 @@
     X(linear)           \
     X(reduce)           \
     X(softmax)          \
-    X(dropout)
+    X(dropout)          \
+    X(random)
 
 #define EST_DECLARE_FAMILY(fam) extern const est_family est_family_##fam;
 EST_FAMILIES(EST_DECLARE_FAMILY)
