@@ -128,7 +128,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  optimizer state %s\n", human_bytes(a, sizeof a, t->optimizer_bytes));
     fprintf(f, "  activations     %s (%s)\n", human_bytes(a, sizeof a, t->activations_bytes),
             est_report_mode(r) == EST_MODE_TRAIN ? "saved for backward, at the end of the forward pass"
-                                                 : "live at the end of the forward pass");
+                                                 : "the most alive at once in the forward pass");
     fprintf(f, "  largest temp    %s\n", human_bytes(a, sizeof a, t->temp_bytes));
     const est_peak *p = est_report_peak(r);
     fprintf(f, "  PEAK            %s  during %s%s%s\n", human_bytes(a, sizeof a, p->bytes), est_phase_name(p->phase),

@@ -396,6 +396,20 @@ static void matmul_saves(const est_cost_ctx *c, est_saved *s) {
     if (est_needs_grad(c, 0)) est_save_input(c, s, 1);
 }
 
+/* aten::matmul on batched operands reshapes them for bmm; a transposed view
+ * (attention's q @ k^T after a Transpose) cannot be reshaped in place, so it
+ * is copied to a contiguous tensor for the call. Seen in the H200 probe of
+ * BERT: one clone per strided operand around each bmm. 2-D products pass
+ * the transpose to cuBLAS instead and copy nothing. */
+static uint64_t matmul_workspace(const est_cost_ctx *c) {
+    uint64_t bytes = 0;
+    for (int i = 0; i < 2; i++) {
+        const est_tval *t = est_cost_in(c, i);
+        if (t && t->rank > 2 && c->in_strided[i]) bytes += est_cost_bytes(c, t);
+    }
+    return bytes;
+}
+
 /* ---- Einsum's cost ----- */
 
 /* The label sets of an einsum, with each label's size. */
@@ -591,7 +605,7 @@ EST_FAMILY(linear,
     {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
      .infer = gemm_infer, .flops = gemm_flops, .saves = matmul_saves},
     {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = matmul_infer, .flops = matmul_flops, .saves = matmul_saves},
+     .infer = matmul_infer, .flops = matmul_flops, .saves = matmul_saves, .workspace = matmul_workspace},
     /* zero points are quantization constants */
     {.name = "MatMulInteger", .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
      .infer = matmul_integer_infer, .nondiff_inputs = EST_SLOT(2) | EST_SLOT(3), .flops = matmul_flops},

@@ -110,6 +110,7 @@ struct est_cost_ctx {
     bool in_grad[EST_MAX_IO];         /* input i needs a gradient */
     bool in_param[EST_MAX_IO];        /* input i is a trainable parameter */
     bool any_grad;                    /* some input needs a gradient: backward runs */
+    bool in_strided[EST_MAX_IO];      /* input i is a non-contiguous view (of a Transpose) */
     est_dtype float_dtype;            /* the dtype floating tensors take in this estimate */
 };
 

@@ -185,6 +185,9 @@ EST_API int64_t est_graph_opset(const est_graph *g);         /* default-domain o
 /* BatchNormalizations the ONNX loader put back after a Conv into which the
  * exporter had folded them (docs/exports.md); 0 for other graphs. */
 EST_API size_t est_graph_unfolded_batchnorms(const est_graph *g);
+/* Op sequences an exporter expanded from one PyTorch op (the TorchScript
+ * exporter's GELU) that the loader folded back into that op; 0 if none. */
+EST_API size_t est_graph_fused_sequences(const est_graph *g);
 EST_API size_t est_graph_input_count(const est_graph *g);
 EST_API const char *est_graph_input_name(const est_graph *g, size_t i);
 

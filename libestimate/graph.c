@@ -35,6 +35,17 @@ static void free_attr(est_attr *a) {
     est__const_free(a->t_value);
 }
 
+void est__node_clear(est_node *n) {
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (int32_t k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
+    free(n->attrs);
+    memset(n, 0, sizeof *n);
+}
+
 void est_graph_free(est_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n_tensors; i++) {
@@ -42,16 +53,7 @@ void est_graph_free(est_graph *g) {
         free(g->tensors[i].dims);
         est__const_free(g->tensors[i].value);
     }
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        est_node *n = &g->nodes[i];
-        free(n->name);
-        free(n->op_type);
-        free(n->domain);
-        free(n->inputs);
-        free(n->outputs);
-        for (int32_t k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
-        free(n->attrs);
-    }
+    for (int32_t i = 0; i < g->n_nodes; i++) est__node_clear(&g->nodes[i]);
     for (int32_t i = 0; i < g->n_symbols; i++) free(g->symbols[i]);
     free(g->symbols);
     free(g->tensors);
@@ -321,6 +323,11 @@ static void resolve_ops(est_graph *g) {
 est_status est__graph_finish(est_graph *g, est_error *err) {
     resolve_ops(g);
     est_status st = assign_producers(g, err);
+    if (st == EST_OK && est__fuse_exporter_patterns(g)) {
+        for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].producer = -1;
+        resolve_ops(g);
+        st = assign_producers(g, err);
+    }
     if (st == EST_OK) st = sort_nodes(g, err);
     if (st != EST_OK) return st;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
@@ -336,6 +343,7 @@ const char *est_graph_name(const est_graph *g) { return g ? g->source : ""; }
 size_t est_graph_node_count(const est_graph *g) { return g ? (size_t)g->n_nodes : 0; }
 int64_t est_graph_opset(const est_graph *g) { return g ? g->opset : 0; }
 size_t est_graph_unfolded_batchnorms(const est_graph *g) { return g ? (size_t)g->unfolded_batchnorms : 0; }
+size_t est_graph_fused_sequences(const est_graph *g) { return g ? (size_t)g->fused_nodes : 0; }
 size_t est_graph_input_count(const est_graph *g) { return g ? (size_t)g->n_inputs : 0; }
 const char *est_graph_input_name(const est_graph *g, size_t i) {
     if (!g || i >= (size_t)g->n_inputs) return NULL;

@@ -137,6 +137,7 @@ struct est_graph {
     char **symbols;      /* distinct dim_param names */
     est_name_map names;
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
+    int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
 };
 
 /* ---- building (used by the loaders) ----------------------------------- */
@@ -154,6 +155,12 @@ est_node *est__graph_add_node(est_graph *g);
 /* Validates structure (unique producers, no cycles, every input produced),
  * sorts nodes topologically, resolves ops and classifies initializers. */
 est_status est__graph_finish(est_graph *g, est_error *err);
+/* Frees what a node owns and zeroes it. */
+void est__node_clear(est_node *n);
+/* fuse.c: folds op sequences that an exporter expanded from one PyTorch op
+ * back into that op (needs producers assigned). Returns how many it fused;
+ * the caller then re-assigns producers. */
+int32_t est__fuse_exporter_patterns(est_graph *g);
 
 void est__const_free(est_const *c);
 est_const *est__const_new(est_dtype dt, int64_t count);

@@ -36,6 +36,7 @@ typedef struct sim {
     uint64_t live[CAT_COUNT];
     uint64_t total;
     uint64_t max_transient;
+    uint64_t max_activations; /* the largest set of live activations */
     /* per tensor */
     int32_t *base;          /* the tensor whose storage this one uses */
     bool *needs_grad;
@@ -79,6 +80,7 @@ static void release(sim *s, category c, uint64_t bytes) {
 /* Records a peak candidate: what is live plus a transient of `extra` bytes. */
 static void observe(sim *s, est_phase phase, const char *layer, uint64_t extra) {
     if (extra > s->max_transient) s->max_transient = extra;
+    if (s->live[CAT_ACT] > s->max_activations) s->max_activations = s->live[CAT_ACT];
     est_peak *p = &s->r->peak;
     if (s->total + extra <= p->bytes) return;
     p->bytes = s->total + extra;
@@ -157,6 +159,14 @@ static void assign_storage(sim *s) {
         default:
             break;
         }
+    }
+}
+
+static void mark_strided_inputs(sim *s) {
+    for (int32_t i = 0; i < s->g->n_nodes; i++) {
+        const est_node *n = &s->g->nodes[i];
+        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++)
+            s->ctx[i].in_strided[k] = n->inputs[k] >= 0 && !s->contiguous[n->inputs[k]];
     }
 }
 
@@ -428,6 +438,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};
     build_contexts(&s);
     assign_storage(&s);
+    mark_strided_inputs(&s);
     plan_lifetimes(&s);
     fill_layer_costs(&s);
 
@@ -438,7 +449,9 @@ est_status est__simulate(est_report *r, est_error *err) {
     tot->optimizer_bytes = s.live[CAT_OPT];
     observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
     forward(&s);
-    tot->activations_bytes = s.live[CAT_ACT];
+    /* training: what the forward leaves saved for backward (its peak);
+     * inference: the largest set of activations alive at once */
+    tot->activations_bytes = s.train ? s.live[CAT_ACT] : s.max_activations;
     if (s.train) {
         /* y was rebound: the previous iteration's y and loss are freed; the new loss */
         release(&s, CAT_OTHER, s.live[CAT_OTHER]);
