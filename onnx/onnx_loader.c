@@ -464,6 +464,30 @@ static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training)
     return EST_OK;
 }
 
+/* The TorchScript exporter shares equal folded biases through Identity nodes
+ * of one initializer. Once the unfold has dropped those biases, such an
+ * Identity feeds nothing; removing it keeps its initializer from counting as
+ * a parameter that PyTorch never had. */
+static void drop_dead_identities(est_graph *g) {
+    int32_t *reads = calloc((size_t)g->n_tensors + 1, sizeof *reads);
+    if (!reads) return; /* out of memory: the counts stay a little high */
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0) reads[g->nodes[i].inputs[k]]++;
+    for (int32_t k = 0; k < g->n_outputs; k++) reads[g->outputs[k]]++;
+    int32_t kept = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        est_node *n = &g->nodes[i];
+        bool dead = strcmp(n->op_type, "Identity") == 0 && n->n_inputs == 1 && n->inputs[0] >= 0 &&
+                    g->tensors[n->inputs[0]].kind == EST_T_INITIALIZER && n->n_outputs == 1 &&
+                    n->outputs[0] >= 0 && reads[n->outputs[0]] == 0;
+        if (dead) est__node_clear(n);
+        else g->nodes[kept++] = *n;
+    }
+    g->n_nodes = kept;
+    free(reads);
+}
+
 static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     est_graph *g = L->g;
     const Onnx__GraphProto *gp = m->graph;
@@ -506,6 +530,7 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
         if (st == EST_OK && folded_batchnorm(L, gp->node[i], &training))
             st = unfold_batchnorm(L, L->g->n_nodes - 1, training);
     }
+    if (st == EST_OK && L->g->unfolded_batchnorms) drop_dead_identities(L->g);
     if (st != EST_OK) return st;
     g->outputs = malloc((gp->n_output ? gp->n_output : 1) * sizeof *g->outputs);
     if (!g->outputs) return oom(L);

@@ -1,0 +1,612 @@
+/*
+ * test_rules: the rules that make an estimate follow what PyTorch runs rather
+ * than what the file spells out, and the per-op workspace rules, through the
+ * public API only (libestimate/estimate.h).
+ *
+ * Every expected figure is derived by hand from the rule it tests and written
+ * out as arithmetic:
+ *  - a tensor's bytes are elements x 4 (float32); a per-layer temp_bytes is
+ *    the larger of the forward and (in training) backward workspace, each
+ *    rounded up to 512 bytes like the caching allocator (R() below).
+ *
+ * Checks, without arguments (JSON graphs written here, docs/json-format.md):
+ *  1. GELU fusion (libestimate/fuse.c): the TorchScript exporter's
+ *     Div(x, sqrt 2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5), with the
+ *     constants as initializers and as Constant nodes, becomes one Gelu node
+ *     (est_graph_fused_sequences() == 1, four nodes fewer) that in training
+ *     saves x only; the hand-written order (x * 0.5 first), other constants
+ *     (sqrt 2 off by 1e-4, 2 instead of 1, 0.6 instead of 0.5) and an
+ *     intermediate with a second reader are left alone.
+ *  2. cuDNN Conv workspace (layers/conv.c): a 64->64 3x3 conv, a depthwise
+ *     7x7 conv, convs reducing over fewer than 32 values or with fewer than
+ *     32 filters, and 1x1 convs at both sides of the weight-gradient min().
+ *  3. MatMul copies a batched operand that is a transposed view
+ *     (layers/linear.c, matmul_workspace); not a contiguous one, nor a 2-D
+ *     transposed one.
+ *  4. The folded-BatchNorm unfold is the ONNX loader's: a JSON graph with the
+ *     TorchScript signal (producer "pytorch", weight "onnx::Conv_1") is left
+ *     as written.
+ *
+ * With an argument, the directory of the truth exports (shared/truth/onnx;
+ * exit 77 when it is absent):
+ *  5. folded BatchNorms restored (onnx/onnx_loader.c, unfold_batchnorm):
+ *     resnet18 legacy/dynamo/dynamo-train 20 each, legacy-train and
+ *     squeezenet1_0 0; the dynamo-train ones train (saved statistics, 5
+ *     FLOPs per element) and match the real BatchNorms of legacy-train layer
+ *     for layer; totals: PyTorch's 11689512 parameters and 9600 buffer
+ *     elements; a JSON round trip keeps 20 BatchNorms and unfolds nothing
+ *     more.
+ *
+ * usage: test_rules [TRUTH_ONNX_DIR]
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate.h"
+#include "test_util.h"
+
+#define U(x) ((unsigned long long)(x))
+
+/* The caching allocator's rounding: up to a multiple of 512 bytes. */
+static uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static est_graph *load_json(const char *text, const char *name) {
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(text, strlen(text), name, &g, &err) != EST_OK) {
+        CHECK(false, "%s: load failed: %s", name, err.message);
+        return NULL;
+    }
+    return g;
+}
+
+static est_report *run(const est_graph *g, est_mode mode, int64_t batch) {
+    if (!g) return NULL;
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = mode;
+    opt.optimizer = EST_OPT_SGD;
+    opt.batch = batch;
+    est_error err;
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+        CHECK(false, "%s: estimate failed: %s", est_graph_name(g), err.message);
+        return NULL;
+    }
+    return r;
+}
+
+static const est_layer *layer_named(const est_report *r, const char *name, const char *what) {
+    for (size_t i = 0; r && i < est_report_layer_count(r); i++)
+        if (strcmp(est_report_layer(r, i)->name, name) == 0) return est_report_layer(r, i);
+    CHECK(false, "%s: no layer '%s'", what, name);
+    return NULL;
+}
+
+static size_t count_op(const est_report *r, const char *op) {
+    size_t n = 0;
+    for (size_t i = 0; r && i < est_report_layer_count(r); i++)
+        if (strcmp(est_report_layer(r, i)->op, op) == 0) n++;
+    return n;
+}
+
+/* ---- 1. GELU fusion --------------------------------------------------------------- */
+
+/* x [4, 100] -> fc (MatMul, W [100, 250]) -> h [4, 250] -> GELU(h) -> y [4, 250]
+ *   -> out (MatMul, W2 [250, 10]) -> z [4, 10].
+ * The weights make h need a gradient, so the GELU's backward runs and saves.
+ * h is 4 x 250 x 4 = 4000 bytes, which the allocator rounds to 4096.
+ * The GELU part is given as text (its nodes), the constants as initializers
+ * with the values below. */
+static char *gelu_graph(const char *gelu_nodes, const char *extra_outputs, double c_sqrt2, double c_one,
+                        double c_half, bool constant_nodes) {
+    static const char head[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"gelu\", \"producer\": \"pytorch\",\n"
+        " \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [4, 100]}],\n"
+        " \"initializers\": [\n"
+        "  {\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [100, 250]},\n"
+        "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [250, 10]}";
+    char consts[1024];
+    if (constant_nodes) {
+        /* the TorchScript exporter writes its scalars as Constant nodes */
+        snprintf(consts, sizeof consts,
+                 "],\n \"nodes\": [\n"
+                 "  {\"name\": \"c_sqrt2\", \"op\": \"Constant\", \"inputs\": [], \"outputs\": [\"sqrt2\"],\n"
+                 "   \"attributes\": {\"value\": {\"tensor\": {\"dtype\": \"float32\", \"dims\": [], \"values\": [%.17g]}}}},\n"
+                 "  {\"name\": \"c_one\", \"op\": \"Constant\", \"inputs\": [], \"outputs\": [\"one\"],\n"
+                 "   \"attributes\": {\"value\": {\"tensor\": {\"dtype\": \"float32\", \"dims\": [], \"values\": [%.17g]}}}},\n"
+                 "  {\"name\": \"c_half\", \"op\": \"Constant\", \"inputs\": [], \"outputs\": [\"half\"],\n"
+                 "   \"attributes\": {\"value\": {\"tensor\": {\"dtype\": \"float32\", \"dims\": [], \"values\": [%.17g]}}}},\n",
+                 c_sqrt2, c_one, c_half);
+    } else {
+        snprintf(consts, sizeof consts,
+                 ",\n"
+                 "  {\"name\": \"sqrt2\", \"dtype\": \"float32\", \"dims\": [], \"values\": [%.17g]},\n"
+                 "  {\"name\": \"one\", \"dtype\": \"float32\", \"dims\": [], \"values\": [%.17g]},\n"
+                 "  {\"name\": \"half\", \"dtype\": \"float32\", \"dims\": [], \"values\": [%.17g]}],\n"
+                 " \"nodes\": [\n",
+                 c_sqrt2, c_one, c_half);
+    }
+    char tail[2048];
+    snprintf(tail, sizeof tail,
+             "  {\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"h\"]},\n"
+             "%s,\n"
+             "  {\"name\": \"out\", \"op\": \"MatMul\", \"inputs\": [\"y\", \"W2\"], \"outputs\": [\"z\"]}],\n"
+             " \"outputs\": [\"z\"%s]}\n",
+             gelu_nodes, extra_outputs);
+    size_t n = strlen(head) + strlen(consts) + strlen(tail) + 1;
+    char *text = malloc(n);
+    if (text) snprintf(text, n, "%s%s%s", head, consts, tail);
+    return text;
+}
+
+/* aten::gelu as torch/onnx/symbolic_opset9.py writes it. */
+static const char gelu_exporter[] =
+    "  {\"name\": \"div\", \"op\": \"Div\", \"inputs\": [\"h\", \"sqrt2\"], \"outputs\": [\"d\"]},\n"
+    "  {\"name\": \"erf\", \"op\": \"Erf\", \"inputs\": [\"d\"], \"outputs\": [\"e\"]},\n"
+    "  {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"e\", \"one\"], \"outputs\": [\"a\"]},\n"
+    "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"h\", \"a\"], \"outputs\": [\"m\"]},\n"
+    "  {\"name\": \"mulhalf\", \"op\": \"Mul\", \"inputs\": [\"m\", \"half\"], \"outputs\": [\"y\"]}";
+
+/* The same formula as a person writes it: 0.5 * x * (1 + erf(x / sqrt 2)),
+ * with x * 0.5 first. Eager PyTorch keeps these intermediates. */
+static const char gelu_handwritten[] =
+    "  {\"name\": \"mulhalf\", \"op\": \"Mul\", \"inputs\": [\"h\", \"half\"], \"outputs\": [\"m\"]},\n"
+    "  {\"name\": \"div\", \"op\": \"Div\", \"inputs\": [\"h\", \"sqrt2\"], \"outputs\": [\"d\"]},\n"
+    "  {\"name\": \"erf\", \"op\": \"Erf\", \"inputs\": [\"d\"], \"outputs\": [\"e\"]},\n"
+    "  {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"e\", \"one\"], \"outputs\": [\"a\"]},\n"
+    "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"m\", \"a\"], \"outputs\": [\"y\"]}";
+
+#define SQRT2 1.4142135623730951
+
+static void check_gelu_fused(bool constant_nodes) {
+    const char *what = constant_nodes ? "gelu (Constant nodes)" : "gelu (initializers)";
+    char *text = gelu_graph(gelu_exporter, "", SQRT2, 1.0, 0.5, constant_nodes);
+    est_graph *g = text ? load_json(text, what) : NULL;
+    free(text);
+    if (!g) return;
+    /* written: fc, div, erf, add, mul, mulhalf, out = 7 nodes (+3 Constants);
+     * fused: the five GELU nodes become one, 4 fewer */
+    size_t written = 7 + (constant_nodes ? 3 : 0);
+    CHECK(est_graph_fused_sequences(g) == 1, "%s: fused %zu sequences, expected 1", what,
+          est_graph_fused_sequences(g));
+    CHECK(est_graph_node_count(g) == written - 4, "%s: %zu nodes, expected %zu - 4", what, est_graph_node_count(g),
+          written);
+
+    est_report *r = run(g, EST_MODE_TRAIN, 0);
+    if (r) {
+        CHECK(count_op(r, "Gelu") == 1, "%s: %zu Gelu layers, expected 1", what, count_op(r, "Gelu"));
+        CHECK(count_op(r, "Erf") == 0 && count_op(r, "Div") == 0 && count_op(r, "Mul") == 0 &&
+                  count_op(r, "Add") == 0,
+              "%s: pieces of the GELU left: Erf %zu Div %zu Mul %zu Add %zu", what, count_op(r, "Erf"),
+              count_op(r, "Div"), count_op(r, "Mul"), count_op(r, "Add"));
+        const est_layer *G = NULL;
+        for (size_t i = 0; i < est_report_layer_count(r); i++)
+            if (strcmp(est_report_layer(r, i)->op, "Gelu") == 0) G = est_report_layer(r, i);
+        if (G) {
+            /* Gelu(h) -> y: reads h, writes the last Mul's output y [4, 250] */
+            CHECK(G->n_inputs == 1 && strcmp(G->inputs[0].name, "h") == 0, "%s: Gelu reads %zu inputs, first '%s'",
+                  what, G->n_inputs, G->n_inputs ? G->inputs[0].name : "");
+            CHECK(G->n_outputs == 1 && strcmp(G->outputs[0].name, "y") == 0 && G->outputs[0].elements == 4 * 250,
+                  "%s: Gelu writes '%s' (%llu elements), expected y (1000)", what,
+                  G->n_outputs ? G->outputs[0].name : "", G->n_outputs ? U(G->outputs[0].elements) : 0ULL);
+            /* PyTorch's gelu saves x only: h, 4 x 250 x 4 = 4000 bytes -> 4096 */
+            CHECK(G->saved_bytes == R(4 * 250 * 4), "%s: Gelu saves %llu, expected h's %llu", what,
+                  U(G->saved_bytes), U(R(4 * 250 * 4)));
+        }
+        const est_layer *out = layer_named(r, "out", what);
+        /* out reads y: y is 4 x 250 floats (4096 rounded), saved for W2's grad */
+        if (out) CHECK(out->saved_bytes == R(4 * 250 * 4), "%s: out saves %llu", what, U(out->saved_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
+/* The GELU pieces stay separate: nothing fused, as many nodes as written,
+ * and the intermediates kept for backward. */
+static void check_gelu_not_fused(const char *what, const char *nodes, const char *extra_outputs, double c_sqrt2,
+                                 double c_one, double c_half) {
+    char *text = gelu_graph(nodes, extra_outputs, c_sqrt2, c_one, c_half, false);
+    est_graph *g = text ? load_json(text, what) : NULL;
+    free(text);
+    if (!g) return;
+    CHECK(est_graph_fused_sequences(g) == 0, "%s: fused %zu sequences, expected 0", what,
+          est_graph_fused_sequences(g));
+    CHECK(est_graph_node_count(g) == 7, "%s: %zu nodes, expected the 7 written", what, est_graph_node_count(g));
+    est_report *r = run(g, EST_MODE_TRAIN, 0);
+    if (r) {
+        CHECK(count_op(r, "Gelu") == 0, "%s: %zu Gelu layers, expected 0", what, count_op(r, "Gelu"));
+        CHECK(count_op(r, "Erf") == 1, "%s: %zu Erf layers, expected 1", what, count_op(r, "Erf"));
+        /* Erf's backward needs its input d = h / c: 4096 bytes */
+        const est_layer *erf = layer_named(r, "erf", what);
+        if (erf) CHECK(erf->saved_bytes == R(4 * 250 * 4), "%s: erf saves %llu", what, U(erf->saved_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
+static void check_gelu(void) {
+    check_gelu_fused(false);
+    check_gelu_fused(true);
+    check_gelu_not_fused("gelu hand-written order", gelu_handwritten, "", SQRT2, 1.0, 0.5);
+    /* 1.4143 is 6e-5 off sqrt 2 relatively: beyond float32 rounding */
+    check_gelu_not_fused("gelu x / 1.4143", gelu_exporter, "", 1.4143, 1.0, 0.5);
+    check_gelu_not_fused("gelu erf + 2", gelu_exporter, "", SQRT2, 2.0, 0.5);
+    check_gelu_not_fused("gelu * 0.6", gelu_exporter, "", SQRT2, 1.0, 0.6);
+    /* erf's output is also a graph output: fusing would lose it */
+    check_gelu_not_fused("gelu e also an output", gelu_exporter, ", \"e\"", SQRT2, 1.0, 0.5);
+}
+
+/* ---- 2. Conv workspace ------------------------------------------------------------ */
+
+/* One Conv: x [n, c, hw, hw] -> conv (W [f, c/group, k, k], pads k/2) -> y.
+ * The weight is a parameter, so in training the weight gradient's backward
+ * workspace counts too. */
+static est_graph *conv_graph(int n, int c, int hw, int f, int group, int k) {
+    char text[2048];
+    int p = k / 2;
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"conv\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [%d, %d, %d, %d]}],\n"
+             " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [%d, %d, %d, %d]}],\n"
+             " \"nodes\": [{\"name\": \"conv\", \"op\": \"Conv\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"],\n"
+             "   \"attributes\": {\"group\": {\"int\": %d}, \"kernel_shape\": {\"ints\": [%d, %d]},\n"
+             "                  \"pads\": {\"ints\": [%d, %d, %d, %d]}}}],\n"
+             " \"outputs\": [\"y\"]}\n",
+             n, c, hw, hw, f, c / group, k, k, group, k, k, p, p, p, p);
+    return load_json(text, "conv");
+}
+
+/* temp_bytes of the conv layer in inference (forward workspace) and training
+ * (the larger of forward and backward). */
+static void conv_temps(int n, int c, int hw, int f, int group, int k, uint64_t *infer, uint64_t *train) {
+    *infer = *train = UINT64_MAX;
+    est_graph *g = conv_graph(n, c, hw, f, group, k);
+    est_report *ri = run(g, EST_MODE_INFER, 0), *rt = run(g, EST_MODE_TRAIN, 0);
+    const est_layer *Li = layer_named(ri, "conv", "conv infer"), *Lt = layer_named(rt, "conv", "conv train");
+    if (Li) *infer = Li->temp_bytes;
+    if (Lt) *train = Lt->temp_bytes;
+    est_report_free(ri);
+    est_report_free(rt);
+    est_graph_free(g);
+}
+
+static void check_conv(void) {
+    uint64_t ti, tt;
+
+    /* 64 -> 64, 3x3, on 8 x 64 x 56 x 56 (pads 1: the output is 8 x 64 x 56 x 56).
+     * Each filter reduces over 64 x 3 x 3 = 576 >= 32 values and there are
+     * 64 >= 32 filters: the spatial rule. */
+    {
+        uint64_t in = 8ULL * 64 * 56 * 56 * 4;  /* 6422528 */
+        uint64_t out = 8ULL * 64 * 56 * 56 * 4; /* 6422528 */
+        uint64_t w = 64ULL * 64 * 3 * 3 * 4;    /* 147456 */
+        /* forward: about 1.2x the output plus a weight copy,
+         * out + out / 5 + w = 6422528 + 1284505 + 147456 = 7854489 -> 7854592 */
+        uint64_t fwd = R(out + out / 5 + w);
+        /* backward (weight gradient): 2 x max(in, out) + w = 12845056 + 147456 = 12992512 */
+        uint64_t bwd = R(2 * max_u64(in, out) + w);
+        conv_temps(8, 64, 56, 64, 1, 3, &ti, &tt);
+        CHECK(ti == fwd, "conv 3x3 infer: temp %llu, expected %llu", U(ti), U(fwd));
+        CHECK(tt == max_u64(fwd, bwd), "conv 3x3 train: temp %llu, expected max(%llu, %llu)", U(tt), U(fwd), U(bwd));
+        CHECK(fwd == 7854592 && bwd == 12992512, "conv 3x3: arithmetic");
+    }
+
+    /* depthwise 7x7 (group = channels = 64): each filter reduces over
+     * 1 x 7 x 7 = 49 >= 32 values, so only the depthwise rule makes it free */
+    conv_temps(8, 64, 56, 64, 64, 7, &ti, &tt);
+    CHECK(ti == 0 && tt == 0, "depthwise 7x7: temp infer %llu train %llu, expected 0", U(ti), U(tt));
+
+    /* 3 -> 64, 3x3: each filter reduces over 3 x 3 x 3 = 27 < 32 values: free */
+    conv_temps(8, 3, 56, 64, 1, 3, &ti, &tt);
+    CHECK(ti == 0 && tt == 0, "conv 3->64 3x3: temp infer %llu train %llu, expected 0", U(ti), U(tt));
+
+    /* 64 -> 16, 3x3: fewer than 32 filters, so the forward is free; the weight
+     * gradient is not: 2 x max(in, out) + w = 2 x 6422528 + 16 x 64 x 9 x 4
+     * = 12845056 + 36864 = 12881920 */
+    {
+        uint64_t in = 8ULL * 64 * 56 * 56 * 4, out = 8ULL * 16 * 56 * 56 * 4, w = 16ULL * 64 * 3 * 3 * 4;
+        conv_temps(8, 64, 56, 16, 1, 3, &ti, &tt);
+        CHECK(ti == 0, "conv 64->16 3x3 infer: temp %llu, expected 0", U(ti));
+        CHECK(tt == R(2 * max_u64(in, out) + w), "conv 64->16 3x3 train: temp %llu, expected %llu", U(tt),
+              U(R(2 * max_u64(in, out) + w)));
+    }
+
+    /* 64 -> 64, 1x1 on 8 x 64 x 56 x 56: forward free; the weight gradient
+     * splits over up to 8 partial sums: min(8 w, 4 max(in, out) + w) with
+     * w = 64 x 64 x 4 = 16384: min(131072, 25690112 + 16384) = 131072 */
+    {
+        uint64_t in = 8ULL * 64 * 56 * 56 * 4, out = in, w = 64ULL * 64 * 4;
+        uint64_t bwd = R(min_u64(8 * w, 4 * max_u64(in, out) + w));
+        conv_temps(8, 64, 56, 64, 1, 1, &ti, &tt);
+        CHECK(ti == 0, "conv 1x1 infer: temp %llu, expected 0", U(ti));
+        CHECK(tt == bwd, "conv 1x1 train: temp %llu, expected %llu", U(tt), U(bwd));
+        CHECK(bwd == 131072, "conv 1x1: arithmetic");
+    }
+    /* the same on 1 x 64 x 2 x 2, where the activations bound the split:
+     * in = out = 1 x 64 x 2 x 2 x 4 = 1024; min(131072, 4 x 1024 + 16384) = 20480 */
+    {
+        uint64_t in = 1ULL * 64 * 2 * 2 * 4, out = in, w = 64ULL * 64 * 4;
+        uint64_t bwd = R(min_u64(8 * w, 4 * max_u64(in, out) + w));
+        conv_temps(1, 64, 2, 64, 1, 1, &ti, &tt);
+        CHECK(ti == 0, "conv 1x1 small infer: temp %llu, expected 0", U(ti));
+        CHECK(tt == bwd, "conv 1x1 small train: temp %llu, expected %llu", U(tt), U(bwd));
+        CHECK(bwd == 20480, "conv 1x1 small: arithmetic");
+    }
+}
+
+/* ---- 3. MatMul copies of strided operands ---------------------------------------- */
+
+/* a [2, 4, 8, 16] @ b' where b' is b [2, 4, 8, 16] transposed (perm 0 1 3 2,
+ * a view [2, 4, 16, 8]) or c [2, 4, 16, 8] as is; the product is [2, 4, 8, 8].
+ * rank2: the same with a [8, 16], b [8, 16] transposed (perm 1 0). */
+static est_graph *matmul_graph(bool transposed, bool rank2) {
+    char text[2048];
+    const char *ad = rank2 ? "8, 16" : "2, 4, 8, 16";
+    const char *bd = transposed ? (rank2 ? "8, 16" : "2, 4, 8, 16") : (rank2 ? "16, 8" : "2, 4, 16, 8");
+    const char *perm = rank2 ? "1, 0" : "0, 1, 3, 2";
+    char tnode[512] = "";
+    if (transposed)
+        snprintf(tnode, sizeof tnode,
+                 "  {\"name\": \"t\", \"op\": \"Transpose\", \"inputs\": [\"b\"], \"outputs\": [\"bt\"],\n"
+                 "   \"attributes\": {\"perm\": {\"ints\": [%s]}}},\n",
+                 perm);
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mm\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"a\", \"dtype\": \"float32\", \"dims\": [%s]},\n"
+             "            {\"name\": \"b\", \"dtype\": \"float32\", \"dims\": [%s]}],\n"
+             " \"nodes\": [\n%s"
+             "  {\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"a\", \"%s\"], \"outputs\": [\"y\"]}],\n"
+             " \"outputs\": [\"y\"]}\n",
+             ad, bd, tnode, transposed ? "bt" : "b");
+    return load_json(text, "matmul");
+}
+
+static void check_matmul(void) {
+    for (int mode = 0; mode < 2; mode++) {
+        est_mode m = mode ? EST_MODE_TRAIN : EST_MODE_INFER;
+        const char *mn = est_mode_name(m);
+        /* transposed 4-D operand: copied, 2 x 4 x 16 x 8 x 4 = 4096 bytes */
+        est_graph *g = matmul_graph(true, false);
+        est_report *r = run(g, m, 0);
+        const est_layer *L = layer_named(r, "mm", "matmul transposed");
+        if (L) {
+            CHECK(L->n_inputs == 2 && L->inputs[1].elements == 2 * 4 * 16 * 8,
+                  "matmul %s: operand 1 has %llu elements", mn, L->n_inputs == 2 ? U(L->inputs[1].elements) : 0ULL);
+            CHECK(L->temp_bytes == R(2 * 4 * 16 * 8 * 4), "matmul %s: temp %llu, expected the copy %llu", mn,
+                  U(L->temp_bytes), U(R(2 * 4 * 16 * 8 * 4)));
+        }
+        est_report_free(r);
+        est_graph_free(g);
+
+        /* contiguous operand of the same shape: no copy */
+        g = matmul_graph(false, false);
+        r = run(g, m, 0);
+        L = layer_named(r, "mm", "matmul contiguous");
+        if (L) CHECK(L->temp_bytes == 0, "matmul contiguous %s: temp %llu, expected 0", mn, U(L->temp_bytes));
+        est_report_free(r);
+        est_graph_free(g);
+
+        /* 2-D transposed operand: cuBLAS takes the transpose, no copy */
+        g = matmul_graph(true, true);
+        r = run(g, m, 0);
+        L = layer_named(r, "mm", "matmul 2-D transposed");
+        if (L) CHECK(L->temp_bytes == 0, "matmul 2-D transposed %s: temp %llu, expected 0", mn, U(L->temp_bytes));
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
+
+/* ---- 4. the unfold is the ONNX loader's ------------------------------------------ */
+
+/* A JSON graph says every node explicitly: a Conv whose weight carries the
+ * TorchScript fold's name stays a lone Conv. */
+static void check_json_no_unfold(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"c\", \"producer\": \"pytorch\",\n"
+        " \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 3, 8, 8]}],\n"
+        " \"initializers\": [{\"name\": \"onnx::Conv_1\", \"dtype\": \"float32\", \"dims\": [8, 3, 3, 3]},\n"
+        "                    {\"name\": \"onnx::Conv_2\", \"dtype\": \"float32\", \"dims\": [8]}],\n"
+        " \"nodes\": [{\"name\": \"conv\", \"op\": \"Conv\", \"inputs\": [\"x\", \"onnx::Conv_1\", \"onnx::Conv_2\"],\n"
+        "   \"outputs\": [\"y\"], \"attributes\": {\"kernel_shape\": {\"ints\": [3, 3]}}}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_graph *g = load_json(text, "json conv");
+    if (!g) return;
+    CHECK(est_graph_unfolded_batchnorms(g) == 0, "json: %zu BatchNorms unfolded, expected 0",
+          est_graph_unfolded_batchnorms(g));
+    CHECK(est_graph_node_count(g) == 1, "json: %zu nodes, expected 1", est_graph_node_count(g));
+    est_graph_free(g);
+}
+
+/* ---- 5. folded BatchNorm, on the truth exports ------------------------------------ */
+
+static est_graph *load_export(const char *dir, const char *file) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_file(path, &g, &err) != EST_OK) {
+        CHECK(false, "%s: load failed: %s", file, err.message);
+        return NULL;
+    }
+    return g;
+}
+
+/* resnet18 has 20 BatchNorms: bn1 (64), 8 basic blocks of 2 (4 x 64, 4 x 128,
+ * 4 x 256, 4 x 512) and 3 downsamples (128, 256, 512). Channels:
+ * 64 + 4*64 + 4*128 + 128 + 4*256 + 256 + 4*512 + 512 = 4800; running mean
+ * and variance are 2 x 4800 = 9600 buffer elements (PyTorch's n_buffers,
+ * 9620, also counts the 20 num_batches_tracked scalars, which no export
+ * carries). Parameters: PyTorch's n_params, 11689512. */
+#define RESNET18_PARAMS 11689512ULL
+#define RESNET18_BUFFERS 9600ULL
+
+/* The BatchNorms of a resnet18 report at batch 8, checked as training (or
+ * eval) BatchNorms: a training one saves its input and two float32 statistics
+ * per channel and costs 5 FLOPs per element forward; an eval one saves its
+ * input and costs 2 (docs/flops.md). */
+static void check_resnet_bns(const est_report *r, const char *what, bool training) {
+    size_t bns = 0;
+    for (size_t i = 0; r && i < est_report_layer_count(r); i++) {
+        const est_layer *L = est_report_layer(r, i);
+        if (strcmp(L->op, "BatchNormalization") != 0) continue;
+        bns++;
+        if (L->n_inputs < 1 || L->inputs[0].rank != 4) {
+            CHECK(false, "%s: %s: input 0 not 4-D", what, L->name);
+            continue;
+        }
+        uint64_t C = (uint64_t)L->inputs[0].shape[1];
+        uint64_t elements = L->inputs[0].elements;
+        uint64_t x = R(L->inputs[0].bytes);
+        uint64_t saved = training ? x + 2 * R(C * 4) : x;
+        uint64_t flops = (training ? 5 : 2) * elements;
+        CHECK(L->saved_bytes == saved, "%s: %s saves %llu, expected %llu", what, L->name, U(L->saved_bytes), U(saved));
+        CHECK(L->flops_forward == flops, "%s: %s forward FLOPs %llu, expected %llu", what, L->name,
+              U(L->flops_forward), U(flops));
+        /* scale and shift: 2 x C parameters; running mean and var: 2 x C x 4 bytes */
+        CHECK(L->param_count == 2 * C, "%s: %s has %llu params, expected %llu", what, L->name, U(L->param_count),
+              U(2 * C));
+        CHECK(L->buffer_bytes == 2 * C * 4, "%s: %s has %llu buffer bytes, expected %llu", what, L->name,
+              U(L->buffer_bytes), U(2 * C * 4));
+    }
+    CHECK(bns == 20, "%s: %zu BatchNorm layers, expected 20", what, bns);
+}
+
+static void check_totals(const est_report *r, const char *what, bool params) {
+    if (!r) return;
+    const est_totals *t = est_report_totals(r);
+    if (params) CHECK(t->param_count == RESNET18_PARAMS, "%s: %llu params, expected %llu", what, U(t->param_count),
+          U(RESNET18_PARAMS));
+    CHECK(t->buffer_count == RESNET18_BUFFERS, "%s: %llu buffer elements, expected %llu", what, U(t->buffer_count),
+          U(RESNET18_BUFFERS));
+}
+
+static void check_onnx(const char *dir) {
+    static const struct {
+        const char *file;
+        size_t unfolded;
+    } counts[] = {
+        {"resnet18.legacy.onnx", 20},       /* TorchScript eval: onnx::Conv_<n> weights */
+        {"resnet18.dynamo.onnx", 20},       /* dynamo: FuseBatchNormIntoConv metadata */
+        {"resnet18.dynamo-train.onnx", 20}, /* the same, from model.train() */
+        {"resnet18.legacy-train.onnx", 0},  /* BatchNorms kept as nodes */
+        {"squeezenet1_0.legacy.onnx", 0},   /* no BatchNorm */
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        est_graph *g = load_export(dir, counts[i].file);
+        if (!g) continue;
+        CHECK(est_graph_unfolded_batchnorms(g) == counts[i].unfolded, "%s: %zu BatchNorms unfolded, expected %zu",
+              counts[i].file, est_graph_unfolded_batchnorms(g), counts[i].unfolded);
+        est_graph_free(g);
+    }
+
+    /* Training step at batch 8 with each resnet18 export. */
+    est_graph *dt = load_export(dir, "resnet18.dynamo-train.onnx");
+    est_graph *de = load_export(dir, "resnet18.dynamo.onnx");
+    est_graph *le = load_export(dir, "resnet18.legacy.onnx");
+    est_graph *lt = load_export(dir, "resnet18.legacy-train.onnx");
+    est_report *rdt = run(dt, EST_MODE_TRAIN, 8), *rde = run(de, EST_MODE_TRAIN, 8);
+    est_report *rle = run(le, EST_MODE_TRAIN, 8), *rlt = run(lt, EST_MODE_TRAIN, 8);
+
+    /* dynamo-train: the fx node says _native_batch_norm_legit_functional: training */
+    check_resnet_bns(rdt, "resnet18.dynamo-train", true);
+    /* eval exports: the restored BatchNorms use their running statistics */
+    check_resnet_bns(rde, "resnet18.dynamo", false);
+    check_resnet_bns(rle, "resnet18.legacy", false);
+    /* the real BatchNorms of legacy-train, for comparison */
+    check_resnet_bns(rlt, "resnet18.legacy-train", true);
+
+    /* Every restored one matches legacy-train's real BatchNorm at the same
+     * place (both graphs run in module order). */
+    if (rdt && rlt) {
+        size_t a = 0, b = 0, na = est_report_layer_count(rdt), nb = est_report_layer_count(rlt);
+        for (;;) {
+            while (a < na && strcmp(est_report_layer(rdt, a)->op, "BatchNormalization") != 0) a++;
+            while (b < nb && strcmp(est_report_layer(rlt, b)->op, "BatchNormalization") != 0) b++;
+            if (a >= na || b >= nb) break;
+            const est_layer *A = est_report_layer(rdt, a), *B = est_report_layer(rlt, b);
+            CHECK(A->saved_bytes == B->saved_bytes && A->flops_forward == B->flops_forward &&
+                      A->flops_backward == B->flops_backward && A->param_count == B->param_count &&
+                      A->buffer_bytes == B->buffer_bytes && A->outputs[0].elements == B->outputs[0].elements,
+                  "%s vs %s: saved %llu/%llu flops %llu/%llu", A->name, B->name, U(A->saved_bytes),
+                  U(B->saved_bytes), U(A->flops_forward), U(B->flops_forward));
+            a++, b++;
+        }
+        CHECK(a >= na && b >= nb, "dynamo-train and legacy-train differ in BatchNorm count");
+    }
+
+    check_totals(rdt, "resnet18.dynamo-train", true);
+    check_totals(rde, "resnet18.dynamo", true);
+    check_totals(rlt, "resnet18.legacy-train", true);
+    /* The TorchScript exporter shares equal folded biases through Identity
+     * nodes (Identity_0..15 copying onnx::Conv_194, _209, _224, _239); once
+     * the unfold drops the biases the loader drops those dead Identities, so
+     * their 960 elements do not count as parameters. */
+    check_totals(rle, "resnet18.legacy", true);
+
+    /* A JSON round trip carries the restored BatchNorms as ordinary nodes: the
+     * same node count, 20 BatchNorm layers, nothing unfolded a second time. */
+    if (le) {
+        char *json = NULL;
+        est_error err;
+        if (est_graph_to_json(le, &json, &err) != EST_OK) CHECK(false, "to_json: %s", err.message);
+        else {
+            est_graph *back = load_json(json, "resnet18.legacy.json");
+            if (back) {
+                CHECK(est_graph_unfolded_batchnorms(back) == 0, "round trip: %zu unfolded again",
+                      est_graph_unfolded_batchnorms(back));
+                CHECK(est_graph_node_count(back) == est_graph_node_count(le), "round trip: %zu nodes, was %zu",
+                      est_graph_node_count(back), est_graph_node_count(le));
+                est_report *rb = run(back, EST_MODE_TRAIN, 8);
+                CHECK(count_op(rb, "BatchNormalization") == 20, "round trip: %zu BatchNorms",
+                      count_op(rb, "BatchNormalization"));
+                check_totals(rb, "resnet18.legacy round trip", false);
+                est_report_free(rb);
+                est_graph_free(back);
+            }
+            est_free(json);
+        }
+    }
+
+    est_report_free(rdt);
+    est_report_free(rde);
+    est_report_free(rle);
+    est_report_free(rlt);
+    est_graph_free(dt);
+    est_graph_free(de);
+    est_graph_free(le);
+    est_graph_free(lt);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 2) {
+        fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
+        return 2;
+    }
+    if (argc == 2) {
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s/resnet18.legacy.onnx", argv[1]);
+        FILE *f = fopen(probe, "rb");
+        if (!f) {
+            printf("test_rules: %s not found, skipping the ONNX checks\n", probe);
+            return 77;
+        }
+        fclose(f);
+        check_onnx(argv[1]);
+        return test_result("test_rules (onnx)");
+    }
+    check_gelu();
+    check_conv();
+    check_matmul();
+    check_json_no_unfold();
+    return test_result("test_rules");
+}
