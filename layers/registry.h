@@ -224,7 +224,9 @@ void est_save_output(const est_cost_ctx *c, est_saved *s, int i);
 /* Bytes of `count` statistics (mean, inverse std) PyTorch keeps for x:
  * float32, or float64 when x is double. */
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
-/* Bytes of t as this estimate stores it (floating tensors in c->float_dtype). */
+/* Bytes of t when floating tensors are stored as float_dtype (UNDEFINED:
+ * as declared); est_cost_bytes uses the estimate's dtype. */
+uint64_t est_tval_stored_bytes(const est_tval *t, est_dtype float_dtype);
 uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t);
 /* Attributes read by training-step rules. Inference has already checked
  * them, so these only fall back to dflt when absent or of another type. */

@@ -109,30 +109,16 @@ static bool match_gelu_erf(fuse_ctx *f, int32_t div, bool *drop) {
     return true;
 }
 
-static void count_uses(fuse_ctx *f) {
-    const est_graph *g = f->g;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) f->uses[g->nodes[i].inputs[k]]++;
-    for (int32_t k = 0; k < g->n_outputs; k++) f->uses[g->outputs[k]]++;
-}
-
 int32_t est__fuse_exporter_patterns(est_graph *g) {
-    fuse_ctx f = {.g = g, .uses = calloc((size_t)g->n_tensors + 1, sizeof(int32_t))};
+    fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g)};
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
     int32_t fused = 0;
     if (f.uses && drop) {
-        count_uses(&f);
         for (int32_t i = 0; i < g->n_nodes; i++)
             if (!drop[i] && match_gelu_erf(&f, i, drop)) fused++;
     }
     if (fused) {
-        int32_t kept = 0;
-        for (int32_t i = 0; i < g->n_nodes; i++) {
-            if (drop[i]) est__node_clear(&g->nodes[i]);
-            else g->nodes[kept++] = g->nodes[i];
-        }
-        g->n_nodes = kept;
+        est__graph_drop_nodes(g, drop);
         g->fused_nodes += fused;
     }
     free(f.uses);

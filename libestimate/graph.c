@@ -46,6 +46,25 @@ void est__node_clear(est_node *n) {
     memset(n, 0, sizeof *n);
 }
 
+int32_t *est__graph_count_reads(const est_graph *g) {
+    int32_t *reads = calloc((size_t)g->n_tensors + 1, sizeof *reads);
+    if (!reads) return NULL;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0) reads[g->nodes[i].inputs[k]]++;
+    for (int32_t k = 0; k < g->n_outputs; k++) reads[g->outputs[k]]++;
+    return reads;
+}
+
+void est__graph_drop_nodes(est_graph *g, const bool *drop) {
+    int32_t kept = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (drop[i]) est__node_clear(&g->nodes[i]);
+        else g->nodes[kept++] = g->nodes[i];
+    }
+    g->n_nodes = kept;
+}
+
 void est_graph_free(est_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n_tensors; i++) {

@@ -157,6 +157,11 @@ est_node *est__graph_add_node(est_graph *g);
 est_status est__graph_finish(est_graph *g, est_error *err);
 /* Frees what a node owns and zeroes it. */
 void est__node_clear(est_node *n);
+/* Per tensor, how many node inputs and graph outputs read it (n_tensors
+ * entries, caller frees); NULL when out of memory. */
+int32_t *est__graph_count_reads(const est_graph *g);
+/* Clears the nodes marked in drop[] and closes the gaps, keeping the order. */
+void est__graph_drop_nodes(est_graph *g, const bool *drop);
 /* fuse.c: folds op sequences that an exporter expanded from one PyTorch op
  * back into that op (needs producers assigned). Returns how many it fused;
  * the caller then re-assigns producers. */

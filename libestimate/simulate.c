@@ -59,11 +59,7 @@ static uint64_t round_alloc(uint64_t bytes) {
 
 /* Bytes of tensor t as the step stores it: floating tensors take the dtype
  * the user chose. */
-static uint64_t tensor_bytes(const sim *s, int32_t t) {
-    const est_tval *v = &s->r->tv[t];
-    est_dtype dt = est__dtype_is_float(v->dtype) ? s->r->dtype : v->dtype;
-    return est_dtype_bytes(dt, (uint64_t)v->elements);
-}
+static uint64_t tensor_bytes(const sim *s, int32_t t) { return est_tval_stored_bytes(&s->r->tv[t], s->r->dtype); }
 
 static uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
 

@@ -469,23 +469,19 @@ static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training)
  * Identity feeds nothing; removing it keeps its initializer from counting as
  * a parameter that PyTorch never had. */
 static void drop_dead_identities(est_graph *g) {
-    int32_t *reads = calloc((size_t)g->n_tensors + 1, sizeof *reads);
-    if (!reads) return; /* out of memory: the counts stay a little high */
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) reads[g->nodes[i].inputs[k]]++;
-    for (int32_t k = 0; k < g->n_outputs; k++) reads[g->outputs[k]]++;
-    int32_t kept = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        est_node *n = &g->nodes[i];
-        bool dead = strcmp(n->op_type, "Identity") == 0 && n->n_inputs == 1 && n->inputs[0] >= 0 &&
-                    g->tensors[n->inputs[0]].kind == EST_T_INITIALIZER && n->n_outputs == 1 &&
-                    n->outputs[0] >= 0 && reads[n->outputs[0]] == 0;
-        if (dead) est__node_clear(n);
-        else g->nodes[kept++] = *n;
+    int32_t *reads = est__graph_count_reads(g);
+    bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
+    if (reads && drop) { /* out of memory: the counts stay a little high */
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            const est_node *n = &g->nodes[i];
+            drop[i] = strcmp(n->op_type, "Identity") == 0 && n->n_inputs == 1 && n->inputs[0] >= 0 &&
+                      g->tensors[n->inputs[0]].kind == EST_T_INITIALIZER && n->n_outputs == 1 &&
+                      n->outputs[0] >= 0 && reads[n->outputs[0]] == 0;
+        }
+        est__graph_drop_nodes(g, drop);
     }
-    g->n_nodes = kept;
     free(reads);
+    free(drop);
 }
 
 static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
