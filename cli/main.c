@@ -44,6 +44,8 @@ static const char help_text[] =
     "  -a, --all             table: also list shape-only layers, whose outputs were\n"
     "                        folded to constants (default: hidden; json and csv list all)\n"
     "  -o, --output FILE     write to FILE instead of standard output (default: stdout)\n"
+    "      --max-nodes N     refuse a model of more than N nodes (default: 1048576)\n"
+    "      --max-file-size N refuse a model file of more than N bytes (default: 4 GiB)\n"
     "  -h, --help            show this help and exit\n"
     "  -V, --version         show the version and exit\n"
     "\n"
@@ -85,6 +87,7 @@ typedef struct cli {
     output_format format;
     bool all_layers;
     est_options opt;
+    est_limits limits;     /* docs/robustness.md */
     est_binding dims[MAX_DIM_FLAGS];
     char *dim_names[MAX_DIM_FLAGS];
 } cli;
@@ -105,6 +108,7 @@ static bool is_flag(const char *arg, const char *s, const char *l) {
 /* Returns -1 to go on, or an exit code. */
 static int parse_args(cli *c, int argc, char **argv) {
     est_options_init(&c->opt);
+    est_limits_init(&c->limits);
     c->opt.dims = c->dims;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -116,6 +120,14 @@ static int parse_args(cli *c, int argc, char **argv) {
         } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
             printf("memest %s\n", est_version());
             return EXIT_OK;
+        } else if (is_flag(a, "--max-nodes", "--max-nodes") || is_flag(a, "--max-file-size", "--max-file-size")) {
+            bool nodes = strncmp(a, "--max-nodes", 11) == 0;
+            int64_t n;
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, &n) || n <= 0)
+                return usage_error("%s wants a positive integer, got '%s'", nodes ? "--max-nodes" : "--max-file-size", v);
+            if (nodes) c->limits.max_nodes = (uint64_t)n;
+            else c->limits.max_file_bytes = (uint64_t)n;
         } else if (is_flag(a, "-b", "--batch")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (!parse_int64(v, &c->opt.batch) || c->opt.batch <= 0)
@@ -243,7 +255,7 @@ int main(int argc, char **argv) {
         } else {
             est_error err;
             est_graph *g = NULL;
-            if (est_load_file(c.model, &g, &err) != EST_OK) {
+            if (est_load_file_limited(c.model, &c.limits, &g, &err) != EST_OK) {
                 fprintf(stderr, "memest: %s\n", err.message);
                 rc = EXIT_FAIL;
             } else {

@@ -34,7 +34,7 @@ static est_status like_input_with_floats(est_infer_ctx *ctx, const char *const *
         return like_input_with_floats(ctx, names);                 \
     }
 
-FLOAT_ATTRS_RULE(alpha_infer, "alpha") /* LeakyRelu, Elu, Celu, ThresholdedRelu */
+FLOAT_ATTRS_RULE(alpha_infer, "alpha") /* LeakyRelu, Elu, Celu, ThresholdedRelu, Swish */
 FLOAT_ATTRS_RULE(selu_infer, "alpha", "gamma")
 FLOAT_ATTRS_RULE(hard_sigmoid_infer, "alpha", "beta")
 FLOAT_ATTRS_RULE(shrink_infer, "bias", "lambd")
@@ -152,7 +152,8 @@ static void saves_output(const est_cost_ctx *c, est_saved *s) {
     if (est_backward_runs(c)) est_save_output(c, s, 0);
 }
 
-/* gelu ("gelu_backward(grad, self, approximate)"), leaky_relu, elu / celu /
+/* gelu ("gelu_backward(grad, self, approximate)"), silu (Swish:
+ * "silu_backward(grad, self)"), leaky_relu, elu / celu /
  * selu ("elu_backward(..., is_result=false, self)"), hardswish, hardsigmoid,
  * softplus, mish, hardshrink / softshrink, threshold (ThresholdedRelu), clamp
  * ("clamp_backward(grad, self, min, max)"): the formula reads self. */
@@ -195,6 +196,9 @@ EST_FAMILY(activation,
     UNARY("HardSigmoid", hard_sigmoid_infer, .flops = hard_sigmoid_flops, .saves = saves_input),
     UNARY("Shrink", shrink_infer, .flops = piecewise_linear_flops, .saves = saves_input),
     UNARY("Gelu", gelu_infer, .flops = composite_flops, .saves = saves_input),
+    /* x * sigmoid(alpha x) (opset 24); also what libestimate/fuse.c folds an
+     * exported SiLU back into */
+    UNARY("Swish", alpha_infer, .flops = composite_flops, .saves = saves_input),
     {.name = "PRelu", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .infer = prelu_infer, .flops = piecewise_linear_flops, .saves = prelu_saves},
     /* min and max take no gradient. */

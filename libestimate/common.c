@@ -47,6 +47,14 @@ char *est__strdup(const char *s) {
     return d;
 }
 
+char *est__strndup(const char *s, size_t len) {
+    char *d = malloc(len + 1);
+    if (!d) return NULL;
+    memcpy(d, s, len);
+    d[len] = '\0';
+    return d;
+}
+
 void est_free(void *p) { free(p); }
 
 const char *est_version(void) { return "0.1.0"; }
@@ -161,4 +169,38 @@ void est__const_free(est_const *c) {
     free(c->i64);
     free(c->f64);
     free(c);
+}
+
+/* ---- limits ---------------------------------------------------------------- */
+
+void est_limits_init(est_limits *lim) {
+    if (!lim) return;
+    *lim = (est_limits){
+        .max_file_bytes = EST_DEFAULT_MAX_FILE_BYTES,
+        .max_nodes = EST_DEFAULT_MAX_NODES,
+        .max_tensors = EST_DEFAULT_MAX_TENSORS,
+        .max_symbols = EST_DEFAULT_MAX_SYMBOLS,
+        .max_rank = EST_MAX_RANK,
+        .max_dim_value = EST_MAX_DIM_VALUE,
+        .max_attr_elements = EST_DEFAULT_MAX_ATTR_ELEMENTS,
+        .max_nesting = EST_DEFAULT_MAX_NESTING,
+        .max_work = EST_DEFAULT_MAX_WORK,
+    };
+}
+
+void est__limits_resolve(const est_limits *lim, est_limits *out) {
+    est_limits d;
+    est_limits_init(&d);
+    *out = lim ? *lim : d;
+    if (!out->max_file_bytes) out->max_file_bytes = d.max_file_bytes;
+    if (!out->max_nodes) out->max_nodes = d.max_nodes;
+    if (!out->max_tensors) out->max_tensors = d.max_tensors;
+    if (!out->max_symbols) out->max_symbols = d.max_symbols;
+    /* rank and dims size fixed arrays and bound int64 products: never above the defaults' hard caps */
+    if (!out->max_rank || out->max_rank > EST_MAX_RANK) out->max_rank = EST_MAX_RANK;
+    if (out->max_dim_value <= 0 || out->max_dim_value > EST_MAX_DIM_VALUE) out->max_dim_value = EST_MAX_DIM_VALUE;
+    if (!out->max_attr_elements) out->max_attr_elements = d.max_attr_elements;
+    if (!out->max_nesting) out->max_nesting = d.max_nesting;
+    if (out->max_nesting > EST_MAX_NESTING_CAP) out->max_nesting = EST_MAX_NESTING_CAP;
+    if (!out->max_work) out->max_work = d.max_work;
 }

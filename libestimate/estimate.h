@@ -46,7 +46,15 @@
  *  - Strings returned as `char *` (est_graph_to_json) belong to the caller and
  *    are freed with est_free().
  *
- * The library has no global mutable state.
+ * Threads: the library has no global mutable state, so different graphs may
+ * be loaded and estimated on different threads at once, and one graph
+ * estimated from several. Only est_graph_free() of a graph must not race with
+ * other uses of that graph. (cJSON_InitHooks(), which the library never
+ * calls, is global to cJSON: a program that calls it must do so before
+ * starting threads that load JSON.)
+ *
+ * Hostile input: a malformed file gives an error, never a crash, and the caps
+ * in est_limits bound time and memory (docs/robustness.md).
  */
 #ifndef ESTIMATE_H
 #define ESTIMATE_H
@@ -167,6 +175,45 @@ EST_API est_status est_load_onnx_buffer(const void *data, size_t size, const cha
 /* Loads the JSON graph format (docs/json-format.md) from memory. */
 EST_API est_status est_load_json_buffer(const char *text, size_t size, const char *name,
                                         est_graph **out, est_error *err);
+
+/* Caps on what one load or estimate may hold and do, so that a hostile or
+ * broken file gives EST_ELIMIT (naming the file, the node and the cap) rather
+ * than a hang, a crash or a machine out of memory. docs/robustness.md lists
+ * them with their reasons. Start from est_limits_init() and change fields;
+ * 0 in a field means its default. Caller-owned storage: the load functions
+ * only read it during the call, and the graph keeps a copy, whose
+ * max_dim_value and max_work also bound each est_estimate() of that graph. */
+typedef struct est_limits {
+    uint64_t max_file_bytes;    /* est_load_file*: file size; default 4 GiB */
+    uint64_t max_nodes;         /* nodes in the graph; default 2^20 */
+    uint64_t max_tensors;       /* named tensors (inputs, initializers, node
+                                   outputs); default 2^22 */
+    uint64_t max_symbols;       /* distinct symbolic dim names; default 4096 */
+    uint32_t max_rank;          /* rank of any tensor; default and most 12 */
+    int64_t max_dim_value;      /* any fixed dim, --batch and --dim; default and most 2^40 */
+    uint64_t max_attr_elements; /* elements of one attribute (ints, floats,
+                                   strings) and bytes of one string; default 2^20 */
+    uint32_t max_nesting;       /* nesting of messages in an ONNX file (each
+                                   subgraph level is three: graph, node,
+                                   attribute) and of arrays and objects in a
+                                   JSON file; default 64, at most 1000 */
+    uint64_t max_work;          /* work of one estimate: one unit per node and
+                                   per element folded to a constant; default 2^26 */
+} est_limits;
+
+/* Fills *lim with the defaults above. */
+EST_API void est_limits_init(est_limits *lim);
+
+/* The loaders above with caps other than the defaults. `lim` may be NULL (the
+ * defaults); it is only read during the call. Otherwise as est_load_file(),
+ * est_load_onnx_buffer() and est_load_json_buffer(): on success *out is a new
+ * graph owned by the caller (est_graph_free). */
+EST_API est_status est_load_file_limited(const char *path, const est_limits *lim, est_graph **out,
+                                         est_error *err);
+EST_API est_status est_load_onnx_buffer_limited(const void *data, size_t size, const char *name,
+                                                const est_limits *lim, est_graph **out, est_error *err);
+EST_API est_status est_load_json_buffer_limited(const char *text, size_t size, const char *name,
+                                                const est_limits *lim, est_graph **out, est_error *err);
 
 /* Frees a graph; NULL is allowed. */
 EST_API void est_graph_free(est_graph *g);

@@ -15,6 +15,13 @@
  *   aten::gelu(x) as (torch/onnx/symbolic_opset9.py, gelu):
  *       Mul(Mul(x, Add(Erf(Div(x, sqrt(2))), 1)), 0.5)
  *   PyTorch's gelu saves only x. Fused into one Gelu node.
+ *
+ *   SiLU. Both exporters write aten::silu(x) (nn.SiLU, the swish of
+ *   EfficientNet and of LLaMA-style MLPs) as Mul(x, Sigmoid(x)), the sigmoid
+ *   read by nothing else. PyTorch's silu keeps only x and makes no sigmoid
+ *   tensor. Fused into one Swish node (ONNX opset 24). A model that writes
+ *   x * torch.sigmoid(x) by hand exports the same nodes and is fused too,
+ *   though PyTorch then keeps the sigmoid as well: a known limit.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -67,6 +74,28 @@ static int32_t other_input(const est_node *n, int32_t t) {
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
 
+/* Rewrites node `first` (an op without attributes) into a one-input
+ * `op_name` on x that writes `out`. */
+static bool rewrite_unary(est_graph *g, int32_t first, const char *op_name, int32_t x, int32_t out) {
+    char *op = est__strdup(op_name);
+    int32_t *inputs = malloc(sizeof *inputs);
+    if (!op || !inputs) {
+        free(op);
+        free(inputs);
+        return false; /* out of memory: leave the graph as it is */
+    }
+    inputs[0] = x;
+    est_node *n = &g->nodes[first];
+    free(n->op_type);
+    free(n->inputs);
+    n->op_type = op;
+    n->inputs = inputs;
+    n->n_inputs = 1;
+    n->outputs[0] = out;
+    n->op = NULL;
+    return true;
+}
+
 /* Div(x, sqrt 2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5): the Div
  * node becomes Gelu(x) writing the last Mul's output; the rest are dropped. */
 static bool match_gelu_erf(fuse_ctx *f, int32_t div, bool *drop) {
@@ -88,24 +117,22 @@ static bool match_gelu_erf(fuse_ctx *f, int32_t div, bool *drop) {
         return false;
     if (g->nodes[half].n_outputs != 1) return false;
 
-    char *op = malloc(5);
-    int32_t *inputs = malloc(sizeof *inputs);
-    if (!op || !inputs) {
-        free(op);
-        free(inputs);
-        return false; /* out of memory: leave the graph as it is */
-    }
-    memcpy(op, "Gelu", 5);
-    inputs[0] = x;
-    est_node *n = &g->nodes[div];
-    free(n->op_type);
-    free(n->inputs);
-    n->op_type = op;
-    n->inputs = inputs;
-    n->n_inputs = 1;
-    n->outputs[0] = g->nodes[half].outputs[0];
-    n->op = NULL;
+    if (!rewrite_unary(g, div, "Gelu", x, g->nodes[half].outputs[0])) return false;
     drop[erf] = drop[add] = drop[mul] = drop[half] = true;
+    return true;
+}
+
+/* Sigmoid(x) -> Mul(x, .): the Sigmoid node becomes Swish(x) writing the
+ * Mul's output. */
+static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
+    est_graph *g = f->g;
+    const est_node *s = &g->nodes[sig];
+    if (!is_op(g, sig, "Sigmoid") || s->n_inputs != 1 || s->n_outputs != 1 || s->inputs[0] < 0) return false;
+    int32_t x = s->inputs[0];
+    int32_t mul = only_consumer(f, s->outputs[0], "Mul", sig);
+    if (mul < 0 || other_input(&g->nodes[mul], s->outputs[0]) != x || g->nodes[mul].n_outputs != 1) return false;
+    if (!rewrite_unary(g, sig, "Swish", x, g->nodes[mul].outputs[0])) return false;
+    drop[mul] = true;
     return true;
 }
 
@@ -115,7 +142,7 @@ int32_t est__fuse_exporter_patterns(est_graph *g) {
     int32_t fused = 0;
     if (f.uses && drop) {
         for (int32_t i = 0; i < g->n_nodes; i++)
-            if (!drop[i] && match_gelu_erf(&f, i, drop)) fused++;
+            if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop))) fused++;
     }
     if (fused) {
         est__graph_drop_nodes(g, drop);

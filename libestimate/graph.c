@@ -17,6 +17,7 @@ est_graph *est__graph_new(const char *source) {
     g->source = est__strdup(source ? source : "<memory>");
     g->name = est__strdup("");
     g->producer = est__strdup("");
+    est__limits_resolve(NULL, &g->limits);
     if (!g->source || !g->name || !g->producer) {
         est_graph_free(g);
         return NULL;
@@ -43,6 +44,8 @@ void est__node_clear(est_node *n) {
     free(n->outputs);
     for (int32_t k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
     free(n->attrs);
+    free(n->scope);
+    free(n->input_held_until);
     memset(n, 0, sizeof *n);
 }
 
@@ -137,6 +140,7 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
 int32_t est__graph_symbol(est_graph *g, const char *name) {
     for (int32_t i = 0; i < g->n_symbols; i++)
         if (strcmp(g->symbols[i], name) == 0) return i;
+    if ((uint64_t)g->n_symbols >= g->limits.max_symbols) return -2;
     char **ns = realloc(g->symbols, (size_t)(g->n_symbols + 1) * sizeof *ns);
     if (!ns) return -1;
     g->symbols = ns;
@@ -339,7 +343,107 @@ static void resolve_ops(est_graph *g) {
     }
 }
 
+/* ---- module calls ------------------------------------------------------------
+ * PyTorch eager keeps a module's arguments referenced (by the caller's frame
+ * and the call's argument tuple) until the module returns, even after its
+ * forward has read them for the last time. The exporters name the module each
+ * node ran in (est_node.scope); one call of a module is a maximal run of
+ * consecutive nodes inside its scope. Nodes of unknown scope neither extend
+ * nor end a run. */
+
+/* How many leading '/'-separated components a and b share. */
+static int32_t common_depth(const char *a, const char *b) {
+    int32_t depth = 0;
+    for (;;) {
+        size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
+        if (la == 0 || la != lb || memcmp(a, b, la) != 0) return depth;
+        depth++;
+        if (!a[la] || !b[lb]) return depth;
+        a += la + 1;
+        b += lb + 1;
+    }
+}
+
+static int32_t scope_depth(const char *s) {
+    if (!*s) return 0;
+    int32_t depth = 1;
+    for (; *s; s++) depth += *s == '/';
+    return depth;
+}
+
+static est_status plan_module_calls(est_graph *g, est_error *err) {
+    int32_t nn = g->n_nodes;
+    int64_t total = 0;
+    int32_t *offset = malloc(((size_t)nn + 1) * sizeof *offset);
+    if (!offset) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    for (int32_t i = 0; i < nn; i++) {
+        offset[i] = (int32_t)total;
+        total += g->nodes[i].scope ? scope_depth(g->nodes[i].scope) : 0;
+    }
+    offset[nn] = (int32_t)total;
+    /* first[offset[i] + d] / last[...]: the run of node i's depth-d scope */
+    int32_t *first = malloc((size_t)(total ? total : 1) * sizeof *first);
+    int32_t *last = malloc((size_t)(total ? total : 1) * sizeof *last);
+    est_status st = EST_OK;
+    if (!first || !last) {
+        st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+        goto out;
+    }
+    for (int32_t i = 0, prev = -1; i < nn; i++) {
+        if (!g->nodes[i].scope) continue;
+        int32_t depth = offset[i + 1] - offset[i];
+        int32_t shared = prev >= 0 ? common_depth(g->nodes[prev].scope, g->nodes[i].scope) : 0;
+        for (int32_t d = 0; d < depth; d++) first[offset[i] + d] = d < shared ? first[offset[prev] + d] : i;
+        prev = i;
+    }
+    for (int32_t i = nn - 1, next = -1; i >= 0; i--) {
+        if (!g->nodes[i].scope) continue;
+        int32_t depth = offset[i + 1] - offset[i];
+        int32_t shared = next >= 0 ? common_depth(g->nodes[next].scope, g->nodes[i].scope) : 0;
+        for (int32_t d = 0; d < depth; d++) last[offset[i] + d] = d < shared ? last[offset[next] + d] : i;
+        next = i;
+    }
+    for (int32_t i = 0; i < nn; i++) {
+        est_node *n = &g->nodes[i];
+        free(n->input_held_until);
+        if (!(n->input_held_until = malloc((size_t)(n->n_inputs ? n->n_inputs : 1) * sizeof(int32_t)))) {
+            st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+            goto out;
+        }
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k], producer = t >= 0 ? g->tensors[t].producer : -1, held = -1;
+            /* the outermost call that reads t without having produced it */
+            for (int32_t d = 0; producer >= 0 && d < offset[i + 1] - offset[i]; d++)
+                if (first[offset[i] + d] > producer) {
+                    held = last[offset[i] + d];
+                    break;
+                }
+            n->input_held_until[k] = held > i ? held : -1;
+        }
+    }
+out:
+    free(offset);
+    free(first);
+    free(last);
+    return st;
+}
+
+/* Caps that both loaders share; checked on the built graph, so the nodes the
+ * ONNX loader adds (unfolded BatchNorms) count too. */
+static est_status check_limits(const est_graph *g, est_error *err) {
+    const est_limits *lim = &g->limits;
+    if ((uint64_t)g->n_nodes > lim->max_nodes)
+        return est__fail(err, EST_ELIMIT, "%s: %d nodes, above the limit of %llu (est_limits.max_nodes)",
+                         g->source, (int)g->n_nodes, (unsigned long long)lim->max_nodes);
+    if ((uint64_t)g->n_tensors > lim->max_tensors)
+        return est__fail(err, EST_ELIMIT, "%s: %d named tensors, above the limit of %llu (est_limits.max_tensors)",
+                         g->source, (int)g->n_tensors, (unsigned long long)lim->max_tensors);
+    return EST_OK;
+}
+
 est_status est__graph_finish(est_graph *g, est_error *err) {
+    est_status lst = check_limits(g, err);
+    if (lst != EST_OK) return lst;
     resolve_ops(g);
     est_status st = assign_producers(g, err);
     if (st == EST_OK && est__fuse_exporter_patterns(g)) {
@@ -353,7 +457,7 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
             if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
     classify_initializers(g);
-    return EST_OK;
+    return plan_module_calls(g, err);
 }
 
 /* ---- public accessors ------------------------------------------------------ */

@@ -14,9 +14,9 @@ static est_status bind_symbols(const est_graph *g, const est_options *opt, int64
     for (size_t i = 0; i < opt->n_dims; i++) {
         const est_binding *b = &opt->dims[i];
         if (!b->name) return est__fail(err, EST_EINVAL, "a dim binding has no name");
-        if (b->value <= 0 || b->value > EST_MAX_DIM_VALUE)
+        if (b->value <= 0 || b->value > g->limits.max_dim_value)
             return est__fail(err, EST_EINVAL, "dim '%s' = %lld: must be between 1 and %lld", b->name,
-                             (long long)b->value, (long long)EST_MAX_DIM_VALUE);
+                             (long long)b->value, (long long)g->limits.max_dim_value);
         int32_t s = 0;
         while (s < g->n_symbols && strcmp(g->symbols[s], b->name) != 0) s++;
         if (s == g->n_symbols) {
@@ -31,9 +31,9 @@ static est_status bind_symbols(const est_graph *g, const est_options *opt, int64
         sym_val[s] = b->value;
     }
     if (opt->batch == 0) return EST_OK;
-    if (opt->batch < 0 || opt->batch > EST_MAX_DIM_VALUE)
+    if (opt->batch < 0 || opt->batch > g->limits.max_dim_value)
         return est__fail(err, EST_EINVAL, "batch %lld: must be between 1 and %lld", (long long)opt->batch,
-                         (long long)EST_MAX_DIM_VALUE);
+                         (long long)g->limits.max_dim_value);
     bool bound_any = false;
     for (int32_t i = 0; i < g->n_inputs; i++) {
         const est_tensor *t = &g->tensors[g->inputs[i]];
@@ -174,7 +174,19 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
         if (tt->kind == EST_T_INITIALIZER) bind_initializer(tt, &r->tv[t]);
         else if (tt->kind == EST_T_INPUT) st = bind_input(r, tt, &r->tv[t], sym_val, opt, err);
     }
-    for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) st = infer_node(r, &g->nodes[i], err);
+    /* Work: a unit per node and per element folded to a constant, so that a
+     * graph of many nodes each folding a large constant ends with ELIMIT. */
+    uint64_t work = 0;
+    for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
+        int64_t owned_before = r->n_owned;
+        st = infer_node(r, &g->nodes[i], err);
+        work++;
+        for (int64_t k = owned_before; k < r->n_owned; k++) work += (uint64_t)r->owned[k]->count;
+        if (st == EST_OK && work > g->limits.max_work)
+            st = est__fail(err, EST_ELIMIT, "%s: node '%s' (%s): the estimate's work (nodes and folded elements) "
+                           "passes the limit of %llu (est_limits.max_work)", g->source, g->nodes[i].name,
+                           g->nodes[i].op_type, (unsigned long long)g->limits.max_work);
+    }
 out:
     free(sym_val);
     return st;

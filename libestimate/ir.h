@@ -112,6 +112,15 @@ typedef struct est_node {
     int32_t n_attrs;
     est_attr *attrs;
     int64_t opset;      /* opset of the node's domain */
+    /* The PyTorch module call the node ran in, as a '/'-separated module path
+     * ("layer1/layer1.0/conv1"; "" for the model's own forward), or NULL when
+     * the file does not say. */
+    char *scope;
+    /* Per input, set by est__graph_finish: the last node of the outermost
+     * module call that reads the input but did not produce it (the caller's
+     * reference keeps a module's arguments alive until it returns); -1 when
+     * there is none. */
+    int32_t *input_held_until;
 } est_node;
 
 typedef struct est_name_map {
@@ -138,6 +147,7 @@ struct est_graph {
     est_name_map names;
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
+    est_limits limits;           /* the caps it was loaded under, all fields set */
 };
 
 /* ---- building (used by the loaders) ----------------------------------- */
@@ -148,7 +158,8 @@ est_graph *est__graph_new(const char *source);
 int32_t est__graph_tensor(est_graph *g, const char *name);
 /* Returns the index of an existing tensor or -1. */
 int32_t est__graph_find(const est_graph *g, const char *name);
-/* Interns a dim_param name; returns its index or -1 on allocation failure. */
+/* Interns a dim_param name; returns its index, -1 on allocation failure or -2
+ * past g->limits.max_symbols. */
 int32_t est__graph_symbol(est_graph *g, const char *name);
 /* Appends a zeroed node; returns it or NULL on allocation failure. */
 est_node *est__graph_add_node(est_graph *g);
@@ -187,8 +198,30 @@ static inline bool est__mul_overflow(int64_t a, int64_t b, int64_t *out) {
 }
 
 char *est__strdup(const char *s);
+/* The first len bytes of s, NUL-terminated; NULL when out of memory. */
+char *est__strndup(const char *s, size_t len);
 
-/* Values that bound work on hostile input; see docs/robustness.md. */
+/* Copies *lim (NULL: the defaults) with every 0 field set to its default and
+ * max_rank, max_nesting clamped to what the library can hold. */
+void est__limits_resolve(const est_limits *lim, est_limits *out);
+/* The loaders behind the public ones; `lim` NULL means the defaults. With
+ * is_path, `name` is the model's path and external-data locations are
+ * resolved against its folder. */
+est_status est__load_onnx(const void *data, size_t size, const char *name, bool is_path, const est_limits *lim,
+                          est_graph **out, est_error *err);
+est_status est__load_json(const char *text, size_t size, const char *name, const est_limits *lim,
+                          est_graph **out, est_error *err);
+
+/* Values that bound work on hostile input; see docs/robustness.md. The
+ * defaults of est_limits are below; EST_MAX_RANK sizes arrays. */
+#define EST_DEFAULT_MAX_FILE_BYTES ((uint64_t)4 << 30)
+#define EST_DEFAULT_MAX_NODES ((uint64_t)1 << 20)
+#define EST_DEFAULT_MAX_TENSORS ((uint64_t)1 << 22)
+#define EST_DEFAULT_MAX_SYMBOLS 4096
+#define EST_DEFAULT_MAX_ATTR_ELEMENTS ((uint64_t)1 << 20)
+#define EST_DEFAULT_MAX_NESTING 64
+#define EST_MAX_NESTING_CAP 1000   /* protobuf-c and cJSON recurse once per level */
+#define EST_DEFAULT_MAX_WORK ((uint64_t)1 << 26)
 #define EST_FOLD_MAX_ELEMENTS 65536   /* largest tensor folded to a constant */
 #define EST_FOLD_MAX_FLOAT_VALUES 64  /* largest floating initializer whose values are kept */
 #define EST_MAX_DIM_VALUE ((int64_t)1 << 40)

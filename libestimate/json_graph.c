@@ -298,7 +298,10 @@ static est_status parse_input_dim(json_loader *J, const cJSON *item, int d, est_
     if (cJSON_IsNull(item)) return EST_OK;
     if (cJSON_IsString(item)) {
         if (!item->valuestring[0]) return fail(J, EST_EPARSE, "dim %d is an empty name", d);
-        if ((out->sym = est__graph_symbol(J->g, item->valuestring)) < 0) return oom(J);
+        if ((out->sym = est__graph_symbol(J->g, item->valuestring)) == -2)
+            return fail(J, EST_ELIMIT, "more than %llu symbolic dim names (est_limits.max_symbols)",
+                        (unsigned long long)J->g->limits.max_symbols);
+        if (out->sym < 0) return oom(J);
         return EST_OK;
     }
     if (!cJSON_IsNumber(item))
@@ -306,9 +309,9 @@ static est_status parse_input_dim(json_loader *J, const cJSON *item, int d, est_
     double v = item->valuedouble;
     if (v <= 0)
         return fail(J, EST_ESHAPE, "dim %d is %.15g; dims must be positive", d, v);
-    if (v > (double)EST_MAX_DIM_VALUE)
-        return fail(J, EST_ELIMIT, "dim %d is %.15g, above the limit of %lld", d, v,
-                    (long long)EST_MAX_DIM_VALUE);
+    if (v > (double)J->g->limits.max_dim_value)
+        return fail(J, EST_ELIMIT, "dim %d is %.15g, above the limit of %lld (est_limits.max_dim_value)", d, v,
+                    (long long)J->g->limits.max_dim_value);
     if (v != floor(v)) return fail(J, EST_EPARSE, "dim %d is %.15g; dims must be whole numbers", d, v);
     out->value = (int64_t)v;
     return EST_OK;
@@ -316,8 +319,9 @@ static est_status parse_input_dim(json_loader *J, const cJSON *item, int d, est_
 
 static est_status parse_input_dims(json_loader *J, const cJSON *arr, est_tensor *t) {
     int rank = cJSON_GetArraySize(arr);
-    if (rank > EST_MAX_RANK)
-        return fail(J, EST_ELIMIT, "rank %d is above the limit of %d", rank, EST_MAX_RANK);
+    if (rank > (int)J->g->limits.max_rank)
+        return fail(J, EST_ELIMIT, "rank %d is above the limit of %u (est_limits.max_rank)", rank,
+                    J->g->limits.max_rank);
     t->rank = rank;
     if (rank && !(t->dims = calloc((size_t)rank, sizeof *t->dims))) return oom(J);
     int d = 0;
@@ -340,8 +344,9 @@ typedef struct tensor_decl {
 /* Fixed dims: non-negative integers whose product fits in int64. */
 static est_status parse_fixed_dims(json_loader *J, const cJSON *arr, tensor_decl *t) {
     int rank = cJSON_GetArraySize(arr);
-    if (rank > EST_MAX_RANK)
-        return fail(J, EST_ELIMIT, "rank %d is above the limit of %d", rank, EST_MAX_RANK);
+    if (rank > (int)J->g->limits.max_rank)
+        return fail(J, EST_ELIMIT, "rank %d is above the limit of %u (est_limits.max_rank)", rank,
+                    J->g->limits.max_rank);
     t->rank = rank;
     t->count = 1;
     int d = 0;
@@ -353,6 +358,9 @@ static est_status parse_fixed_dims(json_loader *J, const cJSON *arr, tensor_decl
         if (r != NUM_OK) return fail(J, EST_EPARSE, "dim %d %s", d, int_problem(r));
         if (t->dims[d] < 0)
             return fail(J, EST_ESHAPE, "dim %d is %lld; dims must not be negative", d, (long long)t->dims[d]);
+        if (t->dims[d] > J->g->limits.max_dim_value)
+            return fail(J, EST_ELIMIT, "dim %d is %lld, above the limit of %lld (est_limits.max_dim_value)", d,
+                        (long long)t->dims[d], (long long)J->g->limits.max_dim_value);
         if (est__mul_overflow(t->count, t->dims[d], &t->count))
             return fail(J, EST_EOVERFLOW, "the element count overflows 64 bits");
     }
@@ -681,6 +689,15 @@ static est_status parse_attr(json_loader *J, const cJSON *item, est_attr *a) {
         return fail(J, EST_EATTR, "attribute '%.64s' has unknown type '%.32s' (types: int, float, string, "
                     "ints, floats, strings, tensor)", a->name, key_of(v));
     a->type = kind->type;
+    /* the cap on elements (arrays) and bytes (strings) of one attribute */
+    uint64_t size = cJSON_IsArray(v) ? (uint64_t)cJSON_GetArraySize(v) : cJSON_IsString(v) ? strlen(v->valuestring) : 0;
+    if (cJSON_IsArray(v))
+        for (const cJSON *e = v->child; e; e = e->next)
+            if (cJSON_IsString(e) && strlen(e->valuestring) > size) size = strlen(e->valuestring);
+    if (size > J->g->limits.max_attr_elements)
+        return fail(J, EST_ELIMIT, "attribute '%.64s' holds %llu elements or bytes, above the limit of %llu "
+                    "(est_limits.max_attr_elements)", a->name, (unsigned long long)size,
+                    (unsigned long long)J->g->limits.max_attr_elements);
     switch (kind->type) {
     case EST_ATTR_INTS: return parse_attr_ints(J, v, a, kind);
     case EST_ATTR_FLOATS: return parse_attr_floats(J, v, a, kind);
@@ -755,7 +772,7 @@ static est_status set_node_names(json_loader *J, est_node *n, const char *name, 
 }
 
 static est_status parse_node(json_loader *J, const cJSON *obj, int index) {
-    static const char *const fields[] = {"name", "op", "domain", "inputs", "outputs", "attributes",
+    static const char *const fields[] = {"name", "op", "domain", "scope", "inputs", "outputs", "attributes",
                                          "comment", NULL};
     set_where(J, "node %d", index);
     if (!cJSON_IsObject(obj)) return fail(J, EST_EPARSE, "must be an object");
@@ -770,9 +787,12 @@ static est_status parse_node(json_loader *J, const cJSON *obj, int index) {
     else set_where(J, "node %d (%.40s)", index, op);
     if ((st = check_fields(J, obj, fields)) != EST_OK) return st;
     if ((st = get_string(J, obj, "domain", false, &domain)) != EST_OK) return st;
+    const char *scope = NULL; /* the module path the node ran in (docs/json-format.md) */
+    if ((st = get_string(J, obj, "scope", false, &scope)) != EST_OK) return st;
     est_node *n = est__graph_add_node(J->g);
     if (!n) return oom(J);
     st = set_node_names(J, n, name, op, domain, index);
+    if (st == EST_OK && scope && !(n->scope = est__strdup(scope))) st = oom(J);
     if (st == EST_OK) st = parse_io(J, obj, "inputs", false, &n->inputs, &n->n_inputs);
     if (st == EST_OK) st = parse_io(J, obj, "outputs", true, &n->outputs, &n->n_outputs);
     if (st == EST_OK) st = parse_attrs(J, obj, n);
@@ -818,11 +838,46 @@ static est_status parse_outputs(json_loader *J, const cJSON *root) {
 
 /* ---- top level --------------------------------------------------------------------------------- */
 
+/* Depth of nested arrays and objects; cJSON stops parsing at 1000 levels, so
+ * this recursion is bounded. */
+static uint32_t nesting(const cJSON *item) {
+    uint32_t deepest = 0;
+    for (const cJSON *c = item->child; c; c = c->next) {
+        uint32_t d = nesting(c);
+        if (d > deepest) deepest = d;
+    }
+    return item->child || cJSON_IsArray(item) || cJSON_IsObject(item) ? deepest + 1 : 0;
+}
+
+static est_status check_sizes(json_loader *J, const cJSON *root) {
+    const est_limits *lim = &J->g->limits;
+    uint32_t depth = nesting(root);
+    if (depth > lim->max_nesting)
+        return fail(J, EST_ELIMIT, "arrays and objects nested %u deep, above the limit of %u (est_limits.max_nesting)",
+                    depth, lim->max_nesting);
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
+    uint64_t n_nodes = cJSON_IsArray(nodes) ? (uint64_t)cJSON_GetArraySize(nodes) : 0;
+    if (n_nodes > lim->max_nodes)
+        return fail(J, EST_ELIMIT, "%llu nodes, above the limit of %llu (est_limits.max_nodes)",
+                    (unsigned long long)n_nodes, (unsigned long long)lim->max_nodes);
+    uint64_t n_tensors = 0;
+    static const char *const lists[] = {"inputs", "initializers"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, lists[i]);
+        if (cJSON_IsArray(arr)) n_tensors += (uint64_t)cJSON_GetArraySize(arr);
+    }
+    if (n_tensors > lim->max_tensors)
+        return fail(J, EST_ELIMIT, "%llu inputs and initializers, above the limit of %llu tensors "
+                    "(est_limits.max_tensors)", (unsigned long long)n_tensors, (unsigned long long)lim->max_tensors);
+    return EST_OK;
+}
+
 static est_status build_graph(json_loader *J, const cJSON *root) {
     static const char *const fields[] = {"format", "version", "name", "producer", "opset_import", "inputs",
                                          "initializers", "nodes", "outputs", "comment", NULL};
     if (!cJSON_IsObject(root)) return fail(J, EST_EPARSE, "the top level must be a JSON object");
-    est_status st = check_fields(J, root, fields);
+    est_status st = check_sizes(J, root);
+    if (st == EST_OK) st = check_fields(J, root, fields);
     if (st == EST_OK) st = check_format(J, root);
     if (st == EST_OK) st = parse_names(J, root);
     if (st == EST_OK) st = parse_opsets(J, root);
@@ -879,15 +934,31 @@ static est_status parse_text(const char *text, size_t size, const char *src, cJS
 
 est_status est_load_json_buffer(const char *text, size_t size, const char *name, est_graph **out,
                                 est_error *err) {
+    return est__load_json(text, size, name, NULL, out, err);
+}
+
+est_status est_load_json_buffer_limited(const char *text, size_t size, const char *name, const est_limits *lim,
+                                        est_graph **out, est_error *err) {
+    return est__load_json(text, size, name, lim, out, err);
+}
+
+est_status est__load_json(const char *text, size_t size, const char *name, const est_limits *user_lim,
+                          est_graph **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_load_json_buffer: out is NULL");
     *out = NULL;
     const char *src = name ? name : "<memory>";
     if (!text && size) return est__fail(err, EST_EINVAL, "%s: text is NULL", src);
+    est_limits lim;
+    est__limits_resolve(user_lim, &lim);
+    if (size > lim.max_file_bytes)
+        return est__fail(err, EST_ELIMIT, "%s: %zu bytes, above the limit of %llu (est_limits.max_file_bytes)", src,
+                         size, (unsigned long long)lim.max_file_bytes);
     if (is_blank(text, size)) return est__fail(err, EST_EPARSE, "%s: the file is empty", src);
     cJSON *root = NULL;
     est_status st = parse_text(text, size, src, &root, err);
     if (st != EST_OK) return st;
     json_loader J = {.g = est__graph_new(src), .err = err, .src = src};
+    if (J.g) J.g->limits = lim;
     st = J.g ? build_graph(&J, root) : est__fail(err, EST_ENOMEM, "%s: out of memory", src);
     cJSON_Delete(root);
     if (st != EST_OK) {
@@ -1078,6 +1149,11 @@ static void put_node(text_buf *b, const est_node *n, const est_graph *g) {
         put(b, ", ");
         put_key(b, "domain");
         put_string(b, n->domain);
+    }
+    if (n->scope) {
+        put(b, ", ");
+        put_key(b, "scope");
+        put_string(b, n->scope);
     }
     put(b, ", ");
     put_key(b, "inputs");

@@ -1,6 +1,7 @@
 /* load.c: reading a model file and choosing its loader by content. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -8,8 +9,6 @@
 
 #include "ir.h"
 
-/* Largest model file accepted; see docs/robustness.md. */
-#define EST_MAX_FILE_BYTES ((uint64_t)4 << 30)
 
 static bool looks_like_json(const unsigned char *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -19,21 +18,34 @@ static bool looks_like_json(const unsigned char *p, size_t n) {
     return false;
 }
 
+/* strerror_r (the POSIX one), not strerror: loads may run on several threads. */
+static est_status io_fail(est_error *err, const char *path, const char *what, int code) {
+    char reason[128];
+    if (strerror_r(code, reason, sizeof reason) != 0) snprintf(reason, sizeof reason, "error %d", code);
+    return est__fail(err, EST_EIO, "%s: %s: %s", path, what, reason);
+}
+
 est_status est_load_file(const char *path, est_graph **out, est_error *err) {
+    return est_load_file_limited(path, NULL, out, err);
+}
+
+est_status est_load_file_limited(const char *path, const est_limits *user_lim, est_graph **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_load_file: out is NULL");
     *out = NULL;
     if (!path) return est__fail(err, EST_EINVAL, "est_load_file: path is NULL");
+    est_limits lim;
+    est__limits_resolve(user_lim, &lim);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return est__fail(err, EST_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return io_fail(err, path, "cannot open", errno);
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return est__fail(err, EST_EIO, "%s: not a regular file", path);
     }
-    if ((uint64_t)sb.st_size > EST_MAX_FILE_BYTES) {
+    if ((uint64_t)sb.st_size > lim.max_file_bytes) {
         close(fd);
-        return est__fail(err, EST_ELIMIT, "%s: file is %lld bytes, above the limit of %llu", path,
-                         (long long)sb.st_size, (unsigned long long)EST_MAX_FILE_BYTES);
+        return est__fail(err, EST_ELIMIT, "%s: file is %lld bytes, above the limit of %llu (est_limits.max_file_bytes)",
+                         path, (long long)sb.st_size, (unsigned long long)lim.max_file_bytes);
     }
     size_t size = (size_t)sb.st_size;
     if (size == 0) {
@@ -43,9 +55,9 @@ est_status est_load_file(const char *path, est_graph **out, est_error *err) {
     /* Mapped, not read: the file's pages are not a heap copy of the weights. */
     void *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (data == MAP_FAILED) return est__fail(err, EST_EIO, "%s: cannot map: %s", path, strerror(errno));
-    est_status st = looks_like_json(data, size) ? est_load_json_buffer(data, size, path, out, err)
-                                                : est_load_onnx_buffer(data, size, path, out, err);
+    if (data == MAP_FAILED) return io_fail(err, path, "cannot map", errno);
+    est_status st = looks_like_json(data, size) ? est__load_json(data, size, path, &lim, out, err)
+                                                : est__load_onnx(data, size, path, true, &lim, out, err);
     munmap(data, size);
     return st;
 }

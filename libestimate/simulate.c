@@ -43,6 +43,8 @@ typedef struct sim {
     bool *contiguous;
     bool *allocated;        /* per storage (indexed by base) */
     int32_t *last_use;      /* per storage: last forward reader, -1 none */
+    int32_t *release_first; /* per node (n + 1): where its storages start in release_order */
+    int32_t *release_order; /* storages by last_use: those node i may free after it runs */
     int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
     bool *kept;             /* per storage: a graph output, alive after the step */
     uint64_t *grad_bytes;   /* per tensor: its live gradient's bytes */
@@ -178,8 +180,14 @@ static void plan_lifetimes(sim *s) {
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0) s->last_use[s->base[n->inputs[k]]] = i;
+        for (int k = 0; k < n->n_inputs; k++) {
+            if (n->inputs[k] < 0) continue;
+            int32_t b = s->base[n->inputs[k]];
+            /* read here, and referenced until the module call that reads it returns */
+            int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
+            if (s->last_use[b] < i) s->last_use[b] = i;
+            if (s->last_use[b] < held) s->last_use[b] = held;
+        }
         /* a view's storage must outlive the view's own readers */
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] < i)
@@ -200,6 +208,14 @@ static void plan_lifetimes(sim *s) {
             }
     }
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
+    /* counting sort of the storages by last use */
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (s->last_use[t] >= 0) s->release_first[s->last_use[t] + 1]++;
+    for (int32_t i = 0; i < g->n_nodes; i++) s->release_first[i + 1] += s->release_first[i];
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (s->last_use[t] >= 0) s->release_order[s->release_first[s->last_use[t]]++] = t;
+    for (int32_t i = g->n_nodes; i > 0; i--) s->release_first[i] = s->release_first[i - 1];
+    s->release_first[0] = 0;
 }
 
 /* ---- the step ---------------------------------------------------------------- */
@@ -243,29 +259,32 @@ static bool output_needed(const sim *s, int32_t i, int k) {
     return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
 }
 
+/* Allocates node i's outputs and what it saves beyond them, and observes its
+ * workspace. */
+static void run_forward_node(sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    for (int k = 0; k < n->n_outputs; k++) {
+        int32_t t = n->outputs[k];
+        if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
+        alloc(s, CAT_ACT, tensor_alloc(s, t));
+        s->allocated[t] = true;
+    }
+    const est_saved *sv = &s->saved[i];
+    for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+    uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
+    s->r->layers[i].temp_bytes = ws;
+    observe(s, EST_PHASE_FORWARD, n->name, ws);
+}
+
 static void forward(sim *s) {
     const est_graph *g = s->g;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        est_layer *L = &s->r->layers[i];
-        if (L->shape_only) continue;
-        for (int k = 0; k < n->n_outputs; k++) {
-            int32_t t = n->outputs[k];
-            if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
-            alloc(s, CAT_ACT, tensor_alloc(s, t));
-            s->allocated[t] = true;
-        }
-        const est_saved *sv = &s->saved[i];
-        for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
-        uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
-        L->temp_bytes = ws;
-        observe(s, EST_PHASE_FORWARD, n->name, ws);
-        /* free what no later op reads and no backward needs */
-        for (int k = 0; k < n->n_inputs; k++) {
-            if (n->inputs[k] < 0) continue;
-            int32_t b = s->base[n->inputs[k]];
-            if (s->allocated[b] && is_activation_storage(s, b) && s->last_use[b] == i && !s->kept[b] &&
-                s->saved_until[b] == INT32_MAX) {
+        if (!s->r->layers[i].shape_only) run_forward_node(s, i);
+        /* free what no later op reads, no module call still holds and no
+         * backward needs */
+        for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
+            int32_t b = s->release_order[e];
+            if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) {
                 release(s, CAT_ACT, tensor_alloc(s, b));
                 s->allocated[b] = false;
             }
@@ -378,6 +397,8 @@ static void free_sim(sim *s) {
     free(s->contiguous);
     free(s->allocated);
     free(s->last_use);
+    free(s->release_first);
+    free(s->release_order);
     free(s->saved_until);
     free(s->kept);
     free(s->grad_bytes);
@@ -420,13 +441,15 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.contiguous = calloc(nt, sizeof *s.contiguous);
     s.allocated = calloc(nt, sizeof *s.allocated);
     s.last_use = calloc(nt, sizeof *s.last_use);
+    s.release_first = calloc((size_t)nn + 1, sizeof *s.release_first);
+    s.release_order = calloc(nt, sizeof *s.release_order);
     s.saved_until = calloc(nt, sizeof *s.saved_until);
     s.kept = calloc(nt, sizeof *s.kept);
     s.grad_bytes = calloc(nt, sizeof *s.grad_bytes);
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
     s.saved = calloc(nn, sizeof *s.saved);
     s.ctx = calloc(nn, sizeof *s.ctx);
-    if (!s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.saved_until || !s.kept ||
+    if (!s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
         !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");

@@ -7,6 +7,11 @@
  * bytes are dropped with the parsed message before this returns, and weights
  * in external files are never opened.
  */
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700 /* realpath() */
+#endif
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +22,9 @@ typedef struct loader {
     est_graph *g;
     est_error *err;
     const char *src;
+    const est_limits *lim;
+    const char *dir;     /* the model's folder, for external data; NULL for buffers */
+    char *real_dir;      /* realpath(dir), made when first needed */
 } loader;
 
 static est_status oom(loader *L) {
@@ -24,6 +32,19 @@ static est_status oom(loader *L) {
 }
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
+
+/* protobuf-c allocates through this rather than its own default, so that
+ * every allocation of a load goes through this library's malloc (the
+ * allocation-failure test wraps it). Immutable, so shared by all threads. */
+static void *pb_alloc(void *data, size_t size) {
+    (void)data;
+    return malloc(size);
+}
+static void pb_free(void *data, void *p) {
+    (void)data;
+    free(p);
+}
+static ProtobufCAllocator pb_allocator = {.alloc = pb_alloc, .free = pb_free, .allocator_data = NULL};
 
 /* ---- tensor values -------------------------------------------------------- */
 
@@ -127,16 +148,20 @@ short_data:
                      str_or_empty(t->name));
 }
 
-static est_status check_tensor_dims(const Onnx__TensorProto *t, int64_t *count, est_error *err,
-                                    const char *src) {
-    if (t->n_dims > EST_MAX_RANK)
-        return est__fail(err, EST_ELIMIT, "%s: tensor '%s' has rank %zu, above the limit of %d", src,
-                         str_or_empty(t->name), t->n_dims, EST_MAX_RANK);
+static est_status check_tensor_dims(const Onnx__TensorProto *t, int64_t *count, const est_limits *lim,
+                                    est_error *err, const char *src) {
+    if (t->n_dims > lim->max_rank)
+        return est__fail(err, EST_ELIMIT, "%s: tensor '%s' has rank %zu, above the limit of %u (est_limits.max_rank)",
+                         src, str_or_empty(t->name), t->n_dims, lim->max_rank);
     int64_t c = 1;
     for (size_t d = 0; d < t->n_dims; d++) {
         if (t->dims[d] < 0)
             return est__fail(err, EST_ESHAPE, "%s: tensor '%s' has negative dim %lld", src,
                              str_or_empty(t->name), (long long)t->dims[d]);
+        if (t->dims[d] > lim->max_dim_value)
+            return est__fail(err, EST_ELIMIT, "%s: tensor '%s' dim %zu is %lld, above the limit of %lld "
+                             "(est_limits.max_dim_value)", src, str_or_empty(t->name), d,
+                             (long long)t->dims[d], (long long)lim->max_dim_value);
         if (est__mul_overflow(c, t->dims[d], &c))
             return est__fail(err, EST_EOVERFLOW, "%s: tensor '%s': element count overflows 64 bits",
                              src, str_or_empty(t->name));
@@ -151,18 +176,78 @@ static est_status check_tensor_dims(const Onnx__TensorProto *t, int64_t *count, 
 est_status est__onnx_read_tensor(const void *data, size_t size, est_dtype *dtype, int *rank,
                                  int64_t dims[EST_MAX_RANK], est_const **values, est_error *err) {
     *values = NULL;
-    Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, size, data);
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pb_allocator, size, data);
     if (!t) return est__fail(err, EST_EPARSE, "not a valid TensorProto");
     int64_t count = 0;
-    est_status st = check_tensor_dims(t, &count, err, "<tensor>");
+    est_limits lim;
+    est__limits_resolve(NULL, &lim);
+    est_status st = check_tensor_dims(t, &count, &lim, err, "<tensor>");
     if (st == EST_OK) {
         *dtype = (est_dtype)t->data_type;
         *rank = (int)t->n_dims;
         for (size_t d = 0; d < t->n_dims; d++) dims[d] = t->dims[d];
         st = decode_values(t, count, values, err, "<tensor>");
     }
-    onnx__tensor_proto__free_unpacked(t, NULL);
+    onnx__tensor_proto__free_unpacked(t, &pb_allocator);
     return st;
+}
+
+/* ---- external data ----------------------------------------------------------
+ * Weights are never read, but a tensor's external-data location is still
+ * checked: it must be a relative path inside the model's folder. A location
+ * that is absolute, climbs out with "..", or (for a file load, when the file
+ * exists) resolves through a symlink outside the folder is refused, so that
+ * no later reader of the same model is led outside it. A missing file is
+ * fine: weights may be absent. */
+static est_status check_location(loader *L, const char *tensor, const char *loc) {
+    if (!loc[0]) return est__fail(L->err, EST_EPARSE, "%s: tensor '%s': external data has an empty location", L->src, tensor);
+    if (loc[0] == '/' || loc[0] == '\\' || (loc[0] && loc[1] == ':'))
+        return est__fail(L->err, EST_EPARSE, "%s: tensor '%s': external data location '%.200s' is an absolute path; "
+                         "it must be relative to the model's folder", L->src, tensor, loc);
+    for (const char *c = loc; *c;) { /* each path component */
+        size_t len = strcspn(c, "/\\");
+        if (len == 2 && c[0] == '.' && c[1] == '.')
+            return est__fail(L->err, EST_EPARSE, "%s: tensor '%s': external data location '%.200s' leaves the "
+                             "model's folder", L->src, tensor, loc);
+        c += len;
+        if (*c) c++;
+    }
+    if (!L->dir) return EST_OK;
+    if (!L->real_dir) {
+        L->real_dir = realpath(L->dir, NULL);
+        if (!L->real_dir) return errno == ENOMEM ? oom(L) : EST_OK; /* folder gone: nothing to follow */
+    }
+    size_t n = strlen(L->dir) + strlen(loc) + 2;
+    char *joined = malloc(n);
+    if (!joined) return oom(L);
+    snprintf(joined, n, "%s/%s", L->dir, loc);
+    char *real = realpath(joined, NULL);
+    int saved = errno;
+    free(joined);
+    if (!real) return saved == ENOMEM ? oom(L) : EST_OK; /* absent weights are allowed */
+    size_t dl = strlen(L->real_dir);
+    bool inside = strncmp(real, L->real_dir, dl) == 0 && (real[dl] == '/' || (dl == 1 && L->real_dir[0] == '/'));
+    free(real);
+    if (!inside)
+        return est__fail(L->err, EST_EPARSE, "%s: tensor '%s': external data location '%.200s' resolves outside "
+                         "the model's folder (a symlink?)", L->src, tensor, loc);
+    return EST_OK;
+}
+
+static est_status check_external_data(loader *L, const Onnx__TensorProto *t) {
+    bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (!external && !t->n_external_data) return EST_OK;
+    const char *loc = NULL;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (e && e->key && strcmp(e->key, "location") == 0) loc = str_or_empty(e->value);
+    }
+    if (!loc) {
+        if (!t->n_external_data) return EST_OK; /* flagged external, nothing stored: no file to check */
+        return est__fail(L->err, EST_EPARSE, "%s: tensor '%s': external data without a 'location'", L->src,
+                         str_or_empty(t->name));
+    }
+    return check_location(L, str_or_empty(t->name), loc);
 }
 
 /* ---- graph pieces ---------------------------------------------------------- */
@@ -171,7 +256,8 @@ static est_status add_initializer(loader *L, const Onnx__TensorProto *t) {
     if (!t->name || !t->name[0])
         return est__fail(L->err, EST_EPARSE, "%s: an initializer has no name", L->src);
     int64_t count;
-    est_status st = check_tensor_dims(t, &count, L->err, L->src);
+    est_status st = check_tensor_dims(t, &count, L->lim, L->err, L->src);
+    if (st == EST_OK) st = check_external_data(L, t);
     if (st != EST_OK) return st;
     if (est__graph_find(L->g, t->name) >= 0)
         return est__fail(L->err, EST_EGRAPH, "%s: initializer '%s' is defined twice", L->src, t->name);
@@ -216,9 +302,9 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
                          L->src, name, (int)t->dtype);
     if (!tt->shape)
         return est__fail(L->err, EST_ESHAPE, "%s: graph input '%s' has no shape", L->src, name);
-    if (tt->shape->n_dim > EST_MAX_RANK)
-        return est__fail(L->err, EST_ELIMIT, "%s: graph input '%s' has rank %zu, above the limit of %d",
-                         L->src, name, tt->shape->n_dim, EST_MAX_RANK);
+    if (tt->shape->n_dim > L->lim->max_rank)
+        return est__fail(L->err, EST_ELIMIT, "%s: graph input '%s' has rank %zu, above the limit of %u (est_limits.max_rank)",
+                         L->src, name, tt->shape->n_dim, L->lim->max_rank);
     t->rank = (int32_t)tt->shape->n_dim;
     if (t->rank) {
         t->dims = calloc((size_t)t->rank, sizeof *t->dims);
@@ -231,13 +317,17 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
             if (dim->dim_value <= 0)
                 return est__fail(L->err, EST_ESHAPE, "%s: graph input '%s' dim %d is %lld; dims must be positive",
                                  L->src, name, (int)d, (long long)dim->dim_value);
-            if (dim->dim_value > EST_MAX_DIM_VALUE)
-                return est__fail(L->err, EST_ELIMIT, "%s: graph input '%s' dim %d is %lld, above the limit of %lld",
-                                 L->src, name, (int)d, (long long)dim->dim_value, (long long)EST_MAX_DIM_VALUE);
+            if (dim->dim_value > L->lim->max_dim_value)
+                return est__fail(L->err, EST_ELIMIT, "%s: graph input '%s' dim %d is %lld, above the limit of %lld "
+                                 "(est_limits.max_dim_value)",
+                                 L->src, name, (int)d, (long long)dim->dim_value, (long long)L->lim->max_dim_value);
             t->dims[d].value = dim->dim_value;
         } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                    dim->dim_param && dim->dim_param[0]) {
-            if ((t->dims[d].sym = est__graph_symbol(g, dim->dim_param)) < 0) return oom(L);
+            if ((t->dims[d].sym = est__graph_symbol(g, dim->dim_param)) == -2)
+                return est__fail(L->err, EST_ELIMIT, "%s: graph input '%s': more than %llu symbolic dim names "
+                                 "(est_limits.max_symbols)", L->src, name, (unsigned long long)g->limits.max_symbols);
+            if (t->dims[d].sym < 0) return oom(L);
         }
     }
     return EST_OK;
@@ -256,9 +346,22 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
         else if (p->has_f) type = EST_ATTR_FLOAT;
         else type = EST_ATTR_INT;
     }
+    if ((unsigned)type > EST_ATTR_TYPE_PROTOS)
+        return est__fail(L->err, EST_EATTR, "%s: node '%s' (%s): attribute '%s' has unknown type %d", L->src,
+                         n->name, n->op_type, a->name, (int)type);
     a->type = type;
     a->i = p->i;
     a->f = p->f;
+    size_t biggest = p->s.len;
+    if (p->n_ints > biggest) biggest = p->n_ints;
+    if (p->n_floats > biggest) biggest = p->n_floats;
+    if (p->n_strings > biggest) biggest = p->n_strings;
+    for (size_t k = 0; k < p->n_strings; k++)
+        if (p->strings[k].len > biggest) biggest = p->strings[k].len;
+    if (biggest > L->lim->max_attr_elements)
+        return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): attribute '%s' holds %zu elements or bytes, above "
+                         "the limit of %llu (est_limits.max_attr_elements)", L->src, n->name, n->op_type, a->name,
+                         biggest, (unsigned long long)L->lim->max_attr_elements);
     switch (type) {
     case EST_ATTR_STRING:
         if (!(a->s = malloc(p->s.len + 1))) return oom(L);
@@ -289,7 +392,8 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
             return est__fail(L->err, EST_EATTR, "%s: node '%s' (%s): attribute '%s' has no tensor",
                              L->src, n->name, n->op_type, a->name);
         int64_t count;
-        est_status st = check_tensor_dims(p->t, &count, L->err, L->src);
+        est_status st = check_tensor_dims(p->t, &count, L->lim, L->err, L->src);
+        if (st == EST_OK) st = check_external_data(L, p->t);
         if (st != EST_OK) return st;
         a->t_dtype = (est_dtype)p->t->data_type;
         a->t_rank = (int32_t)p->t->n_dims;
@@ -312,6 +416,63 @@ static int64_t domain_opset(const Onnx__ModelProto *m, const char *domain) {
     return 0;
 }
 
+/* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
+ * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
+ * unknown fields. Copies the value for `key` into buf; false if absent. */
+#define NODE_METADATA_FIELD 9
+static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
+    for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
+        const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
+        if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
+        /* protobuf-c keeps the field's bytes with their varint length prefix */
+        size_t skip = 0;
+        while (skip < u->len && (u->data[skip] & 0x80)) skip++;
+        if (++skip > u->len) continue;
+        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&pb_allocator, u->len - skip, u->data + skip);
+        if (!e) continue;
+        bool hit = e->key && strcmp(e->key, key) == 0;
+        if (hit) snprintf(buf, cap, "%s", str_or_empty(e->value));
+        onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
+        if (hit) return true;
+    }
+    return false;
+}
+
+
+/* The module a node ran in, as est_node.scope wants it. The dynamo exporter
+ * records the module path in "pkg.torch.onnx.name_scopes" (a Python list: '',
+ * then one entry per module, then the op); the TorchScript exporter names the
+ * node after it ("/layer1/layer1.0/conv1/Conv"). Sets *scope to a new string,
+ * or NULL when neither says; false only when out of memory. */
+static bool module_scope(const Onnx__NodeProto *p, const char *name, char **scope) {
+    char list[4096], path[4096];
+    size_t len = 0;
+    *scope = NULL;
+    if (metadata(p, "pkg.torch.onnx.name_scopes", list, sizeof list)) {
+        int items = 0;
+        char *entries[256];
+        for (char *c = list; items < 256 && (c = strchr(c, '\'')) != NULL;) {
+            char *close = strchr(c + 1, '\'');
+            if (!close) break;
+            *close = '\0';
+            entries[items++] = c + 1;
+            c = close + 1;
+        }
+        /* entries[0] is the model itself, the last one the op */
+        path[0] = '\0';
+        for (int k = 1; k + 1 < items; k++)
+            len += (size_t)snprintf(path + len, len < sizeof path ? sizeof path - len : 0, "%s%s",
+                                    k > 1 ? "/" : "", entries[k]);
+        if (items < 1 || len >= sizeof path) return true;
+        return (*scope = est__strdup(path)) != NULL;
+    }
+    const char *slash = strrchr(name, '/');
+    if (name[0] != '/' || !slash) return true;
+    len = (size_t)(slash - name);
+    *scope = len > 0 ? est__strndup(name + 1, len - 1) : est__strdup("");
+    return *scope != NULL;
+}
+
 static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
     est_node *n = est__graph_add_node(L->g);
     if (!n) return oom(L);
@@ -324,7 +485,7 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
         snprintf(buf, sizeof buf, "%.60s_%d", op[0] ? op : "node", (int)index);
         n->name = est__strdup(buf);
     }
-    if (!n->name) return oom(L);
+    if (!n->name || !module_scope(p, n->name, &n->scope)) return oom(L);
     if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)
         return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): more than %d inputs or outputs",
@@ -368,28 +529,6 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
  *    path ("layer1.0.conv1.weight").
  * The loader puts the BatchNormalization back after such a Conv, so that the
  * estimate describes the module PyTorch runs. */
-/* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
- * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
- * unknown fields. Copies the value for `key` into buf; false if absent. */
-#define NODE_METADATA_FIELD 9
-static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
-    for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
-        const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
-        if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
-        /* protobuf-c keeps the field's bytes with their varint length prefix */
-        size_t skip = 0;
-        while (skip < u->len && (u->data[skip] & 0x80)) skip++;
-        if (++skip > u->len) continue;
-        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(NULL, u->len - skip, u->data + skip);
-        if (!e) continue;
-        bool hit = e->key && strcmp(e->key, key) == 0;
-        if (hit) snprintf(buf, cap, "%s", str_or_empty(e->value));
-        onnx__string_string_entry_proto__free_unpacked(e, NULL);
-        if (hit) return true;
-    }
-    return false;
-}
-
 static bool folded_batchnorm(const loader *L, const Onnx__NodeProto *p, bool *training) {
     if (!p->op_type || strcmp(p->op_type, "Conv") != 0 || p->n_input < 2 || !p->input[1]) return false;
     char rule[256], fx[256];
@@ -443,6 +582,10 @@ static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training)
     char name[512];
     snprintf(name, sizeof name, "%.400s/unfolded_BatchNormalization", conv_name);
     bn->name = est__strdup(name);
+    if (conv->scope) { /* a sibling module of the Conv: "<conv's module>_bn" */
+        snprintf(name, sizeof name, "%.400s%s", conv->scope, conv->scope[0] ? "_bn" : "bn");
+        if (!(bn->scope = est__strdup(name))) return oom(L);
+    }
     bn->op_type = est__strdup("BatchNormalization");
     bn->domain = est__strdup("");
     bn->opset = conv->opset;
@@ -504,6 +647,14 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     g->producer = est__strdup(str_or_empty(m->producer_name));
     if (!g->name || !g->producer) return oom(L);
 
+    /* Caps before building: est__graph_finish() checks the built graph again. */
+    if (gp->n_node > L->lim->max_nodes)
+        return est__fail(L->err, EST_ELIMIT, "%s: %zu nodes, above the limit of %llu (est_limits.max_nodes)", L->src,
+                         gp->n_node, (unsigned long long)L->lim->max_nodes);
+    if (gp->n_initializer + gp->n_sparse_initializer + gp->n_input > L->lim->max_tensors)
+        return est__fail(L->err, EST_ELIMIT, "%s: %zu initializers and inputs, above the limit of %llu tensors "
+                         "(est_limits.max_tensors)", L->src, gp->n_initializer + gp->n_sparse_initializer + gp->n_input,
+                         (unsigned long long)L->lim->max_tensors);
     est_status st = EST_OK;
     for (size_t i = 0; i < gp->n_initializer && st == EST_OK; i++) st = add_initializer(L, gp->initializer[i]);
     for (size_t i = 0; i < gp->n_sparse_initializer && st == EST_OK; i++) {
@@ -541,23 +692,111 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     return est__graph_finish(g, L->err);
 }
 
-est_status est_load_onnx_buffer(const void *data, size_t size, const char *name, est_graph **out,
-                                est_error *err) {
+/* ---- nesting ------------------------------------------------------------------
+ * protobuf-c's unpack recurses once per nested message, and a hostile file can
+ * nest subgraphs (or TypeProtos) thousands deep in a few kilobytes, enough to
+ * overflow the stack. This walks the wire format along the schema's message
+ * fields first, iteratively within a message and recursing only up to
+ * max_nesting. Malformed bytes are left for unpack to reject. */
+static bool read_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+    *v = 0;
+    for (unsigned shift = 0; *i < n && shift < 64; shift += 7) {
+        uint8_t b = p[(*i)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
+                                uint32_t depth, long node, long *next_node) {
+    size_t i = 0;
+    while (i < n) {
+        uint64_t key, v;
+        if (!read_varint(p, n, &i, &key)) return EST_OK;
+        switch (key & 7) {
+        case 0: if (!read_varint(p, n, &i, &v)) return EST_OK; break;
+        case 1: if (n - i < 8) return EST_OK; i += 8; break;
+        case 5: if (n - i < 4) return EST_OK; i += 4; break;
+        case 2: {
+            if (!read_varint(p, n, &i, &v) || v > n - i) return EST_OK;
+            const ProtobufCFieldDescriptor *f =
+                key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                long sub_node = node;
+                if (desc == &onnx__graph_proto__descriptor && depth == 2 && f->id == 1) sub_node = (*next_node)++;
+                if (depth + 1 > L->lim->max_nesting) {
+                    if (node >= 0)
+                        return est__fail(L->err, EST_ELIMIT, "%s: node %ld of the graph: messages nested more than "
+                                         "%u deep (subgraphs in attributes; est_limits.max_nesting)", L->src, node,
+                                         L->lim->max_nesting);
+                    return est__fail(L->err, EST_ELIMIT, "%s: messages nested more than %u deep (est_limits.max_nesting)",
+                                     L->src, L->lim->max_nesting);
+                }
+                est_status st = check_nesting(L, p + i, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
+                                              depth + 1, sub_node, next_node);
+                if (st != EST_OK) return st;
+            }
+            i += (size_t)v;
+            break;
+        }
+        default:
+            return EST_OK; /* groups or garbage: unpack decides */
+        }
+    }
+    return EST_OK;
+}
+
+est_status est__load_onnx(const void *data, size_t size, const char *name, bool is_path,
+                          const est_limits *user_lim, est_graph **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_load_onnx_buffer: out is NULL");
     *out = NULL;
     const char *src = name ? name : "<memory>";
     if (!data && size) return est__fail(err, EST_EINVAL, "%s: data is NULL", src);
     if (size == 0) return est__fail(err, EST_EPARSE, "%s: the file is empty", src);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
+    est_limits lim;
+    est__limits_resolve(user_lim, &lim);
+    if (size > lim.max_file_bytes)
+        return est__fail(err, EST_ELIMIT, "%s: %zu bytes, above the limit of %llu (est_limits.max_file_bytes)", src,
+                         size, (unsigned long long)lim.max_file_bytes);
+    loader L = {.err = err, .src = src, .lim = &lim};
+    long next_node = 0;
+    est_status st = check_nesting(&L, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
+    if (st != EST_OK) return st;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pb_allocator, size, data);
     if (!m)
-        return est__fail(err, EST_EPARSE, "%s: not a valid ONNX protobuf (truncated or corrupt)", src);
-    loader L = {.g = est__graph_new(src), .err = err, .src = src};
-    est_status st = L.g ? build_graph(&L, m) : est__fail(err, EST_ENOMEM, "%s: out of memory", src);
-    onnx__model_proto__free_unpacked(m, NULL);
+        return est__fail(err, EST_EPARSE, "%s: not a valid ONNX protobuf (truncated or corrupt, or out of memory)", src);
+    /* External data is relative to the model's folder: the path's, for a file. */
+    char *dir = NULL;
+    if (is_path && name) {
+        const char *slash = strrchr(name, '/');
+        size_t len = slash ? (size_t)(slash - name) + (slash == name) : 1;
+        if ((dir = malloc(len + 1))) {
+            memcpy(dir, slash ? name : ".", len);
+            dir[len] = '\0';
+        }
+    }
+    L.dir = dir;
+    L.g = est__graph_new(src);
+    if (L.g) L.g->limits = lim;
+    st = !L.g || (is_path && name && !dir) ? est__fail(err, EST_ENOMEM, "%s: out of memory", src) : build_graph(&L, m);
+    onnx__model_proto__free_unpacked(m, &pb_allocator);
+    free(dir);
+    free(L.real_dir);
     if (st != EST_OK) {
         est_graph_free(L.g);
         return st;
     }
     *out = L.g;
     return EST_OK;
+}
+
+est_status est_load_onnx_buffer_limited(const void *data, size_t size, const char *name, const est_limits *lim,
+                                        est_graph **out, est_error *err) {
+    return est__load_onnx(data, size, name, false, lim, out, err);
+}
+
+est_status est_load_onnx_buffer(const void *data, size_t size, const char *name, est_graph **out,
+                                est_error *err) {
+    return est__load_onnx(data, size, name, false, NULL, out, err);
 }

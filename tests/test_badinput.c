@@ -7,7 +7,9 @@
  *
  * usage: test_badinput MODELS_DIR TMP_DIR
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "estimate.h"
@@ -307,6 +309,264 @@ static void option_defects(const char *models_dir) {
     est_graph_free(g);
 }
 
+/* ---- limits ------------------------------------------------------------ */
+
+/* Packs the model and loads it under `lim`, then estimates at batch 2. */
+static est_status mini_run_limited(mini_model *m, const char *name, const est_limits *lim, est_error *err) {
+    size_t size = onnx__model_proto__get_packed_size(&m->model);
+    uint8_t *buf = malloc(size ? size : 1);
+    onnx__model_proto__pack(&m->model, buf);
+    est_graph *g = NULL;
+    est_status st = est_load_onnx_buffer_limited(buf, size, name, lim, &g, err);
+    free(buf);
+    if (st != EST_OK) return st;
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 2;
+    est_report *r = NULL;
+    st = est_estimate(g, &opt, &r, err);
+    est_report_free(r);
+    est_graph_free(g);
+    return st;
+}
+
+/* Appends a varint. */
+static size_t put_varint(uint8_t *p, uint64_t v) {
+    size_t n = 0;
+    do {
+        p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return n;
+}
+
+/* Builds, inside out, a model whose graph nests `levels` subgraphs:
+ * graph { node { attribute { g: graph { node { ... } } } } }. The caller frees. */
+static uint8_t *nested_model(long levels, size_t *size) {
+    size_t cap = (size_t)levels * 3 * 12 + 64, start = cap;
+    uint8_t *buf = malloc(cap), head[16];
+    /* tags: GraphProto.node = 1, NodeProto.attribute = 5, AttributeProto.g = 6 */
+    static const uint8_t tags[3] = {0x32, 0x2a, 0x0a};
+    for (long l = 0; l < levels; l++)
+        for (int k = 0; k < 3; k++) {
+            size_t len = cap - start, h = 0;
+            head[h++] = tags[k];
+            h += put_varint(head + h, len);
+            start -= h;
+            memcpy(buf + start, head, h);
+        }
+    /* ModelProto: ir_version 8, opset_import {version 17}, graph */
+    size_t len = cap - start, h = 0;
+    uint8_t model_head[32] = {0x08, 0x08, 0x42, 0x02, 0x10, 0x11, 0x3a};
+    h = 7 + put_varint(model_head + 7, len);
+    start -= h;
+    memcpy(buf + start, model_head, h);
+    memmove(buf, buf + start, cap - start);
+    *size = cap - start;
+    return buf;
+}
+
+static void limit_defects(const char *models_dir, const char *tmp_dir) {
+    mini_model m;
+    est_error err;
+    est_limits lim;
+
+    est_limits_init(&lim);
+    CHECK(lim.max_nodes > 1000 && lim.max_rank == 12 && lim.max_dim_value == (int64_t)1 << 40 && lim.max_nesting == 64,
+          "unexpected defaults");
+
+    mini_init(&m, nchw, 4);
+    mini_node(&m, "a", "Relu", "x", NULL, "h1");
+    mini_node(&m, "b", "Relu", "h1", NULL, "h2");
+    mini_node(&m, "c", "Relu", "h2", NULL, "y");
+    expect(mini_run_limited(&m, "three.onnx", NULL, &err), EST_OK, &err, NULL, NULL, "3 nodes, default limits");
+    est_limits_init(&lim);
+    lim.max_nodes = 2;
+    expect(mini_run_limited(&m, "three.onnx", &lim, &err), EST_ELIMIT, &err, "three.onnx", "max_nodes", "max_nodes");
+    est_limits_init(&lim);
+    lim.max_tensors = 3;
+    expect(mini_run_limited(&m, "three.onnx", &lim, &err), EST_ELIMIT, &err, "three.onnx", "max_tensors", "max_tensors");
+    est_limits_init(&lim);
+    lim.max_work = 2;
+    expect(mini_run_limited(&m, "three.onnx", &lim, &err), EST_ELIMIT, &err, "'c'", "max_work", "max_work");
+    est_limits_init(&lim);
+    lim.max_rank = 3;
+    expect(mini_run_limited(&m, "three.onnx", &lim, &err), EST_ELIMIT, &err, "'x'", "max_rank", "max_rank");
+    est_limits_init(&lim);
+    lim.max_dim_value = 4;
+    expect(mini_run_limited(&m, "three.onnx", &lim, &err), EST_ELIMIT, &err, "'x'", "max_dim_value", "max_dim_value");
+    est_limits_init(&lim);
+    lim.max_symbols = 1;
+    m.dims[1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+    m.dims[1].dim_param = "channels";
+    expect(mini_run_limited(&m, "three.onnx", &lim, &err), EST_ELIMIT, &err, "'x'", "max_symbols", "max_symbols");
+
+    mini_init(&m, nchw, 4);
+    Onnx__NodeProto *n = mini_node(&m, "sm", "Softmax", "x", NULL, "y");
+    mini_attr_int(&m, n, "axis", 1);
+    int64_t many[40] = {0};
+    m.attrs[0].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    m.attrs[0].n_ints = 40;
+    m.attrs[0].ints = many;
+    est_limits_init(&lim);
+    lim.max_attr_elements = 32;
+    expect(mini_run_limited(&m, "attr.onnx", &lim, &err), EST_ELIMIT, &err, "'sm'", "max_attr_elements",
+           "max_attr_elements");
+
+    /* Subgraphs nested 100,000 deep: protobuf-c would recurse once per
+     * message and overflow the stack; the loader refuses first. */
+    size_t size;
+    uint8_t *deep = nested_model(100000, &size);
+    est_graph *g = NULL;
+    expect(est_load_onnx_buffer(deep, size, "deep.onnx", &g, &err), EST_ELIMIT, &err, "deep.onnx", "nested",
+           "subgraphs nested 100000 deep");
+    CHECK(strstr(err.message, "node 0") != NULL, "the nesting error names no node: %s", err.message);
+    free(deep);
+    deep = nested_model(10, &size); /* 32 messages deep: within the default */
+    est_status st = est_load_onnx_buffer(deep, size, "shallow.onnx", &g, &err);
+    CHECK(st != EST_ELIMIT, "10 nested subgraphs hit a limit: %s", err.message);
+    est_graph_free(g);
+    g = NULL;
+    free(deep);
+
+    /* JSON: nesting, nodes, attributes. */
+    char doc[8192];
+    char deep_comment[400] = "";
+    for (int i = 0; i < 70; i++) strcat(deep_comment, "[");
+    for (int i = 0; i < 70; i++) strcat(deep_comment, "]");
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"opset_import\": {\"\": 17}, \"comment\": %s,"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 4]}],"
+             " \"nodes\": [{\"name\": \"r1\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"h\"]},"
+             " {\"name\": \"r2\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"y\"],"
+             " \"attributes\": {\"junk\": {\"ints\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}}}],"
+             " \"outputs\": [\"y\"]}", deep_comment);
+    expect(est_load_json_buffer(doc, strlen(doc), "deep.json", &g, &err), EST_ELIMIT, &err, "deep.json",
+           "max_nesting", "JSON nested 72 deep");
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"opset_import\": {\"\": 17},"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 4]}],"
+             " \"nodes\": [{\"name\": \"r1\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"h\"]},"
+             " {\"name\": \"r2\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"y\"],"
+             " \"attributes\": {\"junk\": {\"ints\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}}}],"
+             " \"outputs\": [\"y\"]}");
+    st = est_load_json_buffer(doc, strlen(doc), "ok.json", &g, &err);
+    CHECK(st == EST_OK, "the JSON base document: %s", err.message);
+    est_graph_free(g);
+    g = NULL;
+    est_limits_init(&lim);
+    lim.max_nodes = 1;
+    expect(est_load_json_buffer_limited(doc, strlen(doc), "nodes.json", &lim, &g, &err), EST_ELIMIT, &err,
+           "nodes.json", "max_nodes", "JSON max_nodes");
+    est_limits_init(&lim);
+    lim.max_attr_elements = 8;
+    expect(est_load_json_buffer_limited(doc, strlen(doc), "attr.json", &lim, &g, &err), EST_ELIMIT, &err,
+           "node 1 'r2'", "max_attr_elements", "JSON max_attr_elements");
+    est_limits_init(&lim);
+    lim.max_rank = 1;
+    expect(est_load_json_buffer_limited(doc, strlen(doc), "rank.json", &lim, &g, &err), EST_ELIMIT, &err,
+           "rank.json", "max_rank", "JSON max_rank");
+
+    /* File size. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lenet.onnx", models_dir);
+    est_limits_init(&lim);
+    lim.max_file_bytes = 1000;
+    expect(est_load_file_limited(path, &lim, &g, &err), EST_ELIMIT, &err, "lenet.onnx", "max_file_bytes",
+           "max_file_bytes");
+    st = est_load_file_limited(path, NULL, &g, &err);
+    CHECK(st == EST_OK, "lenet.onnx with NULL limits: %s", err.message);
+    est_graph_free(g);
+    (void)tmp_dir;
+}
+
+/* ---- external data ------------------------------------------------------ */
+
+/* A model "x" + "w" -> "y" whose initializer w keeps its bytes in an external
+ * file at `location`, written to DIR/NAME; returns the status of loading it
+ * from there. */
+static est_status load_external(const char *dir, const char *name, const char *location, est_error *err) {
+    mini_model m;
+    mini_init(&m, nchw, 4);
+    mini_node(&m, "add", "Add", "x", "w", "y");
+    Onnx__TensorProto w, *wp = &w;
+    onnx__tensor_proto__init(&w);
+    int64_t dims[1] = {8};
+    w.name = "w";
+    w.has_data_type = 1;
+    w.data_type = 1;
+    w.n_dims = 1;
+    w.dims = dims;
+    w.has_data_location = 1;
+    w.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    Onnx__StringStringEntryProto loc, *locp = &loc;
+    onnx__string_string_entry_proto__init(&loc);
+    loc.key = "location";
+    loc.value = (char *)location;
+    w.n_external_data = 1;
+    w.external_data = &locp;
+    m.graph.n_initializer = 1;
+    m.graph.initializer = &wp;
+    size_t size = onnx__model_proto__get_packed_size(&m.model);
+    uint8_t *buf = malloc(size);
+    onnx__model_proto__pack(&m.model, buf);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(buf, 1, size, f);
+        fclose(f);
+    }
+    free(buf);
+    est_graph *g = NULL;
+    est_status st = est_load_file(path, &g, err);
+    est_graph_free(g);
+    return st;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void external_data_defects(const char *tmp_dir) {
+    char dir[2048], path[4096], outside[4096];
+    snprintf(dir, sizeof dir, "%.2000s/extdata", tmp_dir);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/weights.bin", dir);
+    write_file(path, "0123456789abcdef0123456789abcdef");
+    snprintf(outside, sizeof outside, "%s/outside-secret.bin", tmp_dir);
+    write_file(outside, "secret");
+    snprintf(path, sizeof path, "%s/escape.bin", dir);
+    unlink(path);
+    /* a link with an innocent name that points out of the folder */
+    CHECK(symlink("../outside-secret.bin", path) == 0, "cannot make a symlink: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/sub", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/sub/inner.bin", dir);
+    write_file(path, "0123456789abcdef0123456789abcdef");
+
+    est_error err;
+    expect(load_external(dir, "inside.onnx", "weights.bin", &err), EST_OK, &err, NULL, NULL, "external data inside");
+    expect(load_external(dir, "sub.onnx", "sub/inner.bin", &err), EST_OK, &err, NULL, NULL,
+           "external data in a subfolder");
+    expect(load_external(dir, "absent.onnx", "not-there.bin", &err), EST_OK, &err, NULL, NULL,
+           "external data absent");
+    expect(load_external(dir, "dotdot.onnx", "../outside-secret.bin", &err), EST_EPARSE, &err, "dotdot.onnx",
+           "leaves the model's folder", "external data ../");
+    expect(load_external(dir, "dotdot2.onnx", "sub/../../outside-secret.bin", &err), EST_EPARSE, &err, "'w'",
+           "leaves", "external data sub/../../");
+    expect(load_external(dir, "absolute.onnx", "/etc/passwd", &err), EST_EPARSE, &err, "'w'", "absolute",
+           "external data at an absolute path");
+    expect(load_external(dir, "symlink.onnx", "escape.bin", &err), EST_EPARSE, &err, "'w'", "outside",
+           "external data through a symlink out of the folder");
+    expect(load_external(dir, "empty.onnx", "", &err), EST_EPARSE, &err, "'w'", "empty location",
+           "external data with an empty location");
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s MODELS_DIR TMP_DIR\n", argv[0]);
@@ -315,5 +575,7 @@ int main(int argc, char **argv) {
     graph_defects();
     file_defects(argv[1], argv[2]);
     option_defects(argv[1]);
+    limit_defects(argv[1], argv[2]);
+    external_data_defects(argv[2]);
     return test_result("test_badinput");
 }

@@ -41,30 +41,9 @@ static int checks, failures;
 /* ---- allocation failures ------------------------------------------------------ */
 
 #ifdef TEST_JSON_WRAP_ALLOC
-/* Linked with --wrap: every malloc/calloc/realloc of the library (and of this
- * test) comes here; cJSON's come through cJSON_InitHooks. */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-static long alloc_countdown = -1; /* allocations left before one fails; -1: none fails */
-static int alloc_failed;          /* the injected failure happened */
-
-static int inject_failure(void) {
-    if (alloc_countdown < 0) return 0;
-    if (alloc_countdown-- > 0) return 0;
-    alloc_failed = 1;
-    return 1;
-}
-
-void *__wrap_malloc(size_t n) { return inject_failure() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { return inject_failure() ? NULL : __real_calloc(n, size); }
-void *__wrap_realloc(void *p, size_t n) { return inject_failure() ? NULL : __real_realloc(p, n); }
-static void *hook_malloc(size_t n) { return __wrap_malloc(n); }
+#define TEST_WRAP_ALLOC
 #endif
+#include "alloc_fail.h" /* the --wrap helpers: alloc_countdown, alloc_failed, hook_malloc */
 
 /* ---- files ---------------------------------------------------------------------- */
 

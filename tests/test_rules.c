@@ -27,9 +27,17 @@
  *     TorchScript signal (producer "pytorch", weight "onnx::Conv_1") is left
  *     as written.
  *
+ *  5. SiLU fusion (libestimate/fuse.c): Sigmoid(h) -> Mul(h, .) becomes one
+ *     Swish node that saves h only; Mul(other, sigmoid) and a sigmoid with a
+ *     second reader are left alone.
+ *  6. Module calls keep their arguments (libestimate/graph.c,
+ *     plan_module_calls): a block's input lives until the block's last node
+ *     in inference; without scopes it is freed after its last reader; the
+ *     JSON writer keeps the scopes.
+ *
  * With an argument, the directory of the truth exports (shared/truth/onnx;
  * exit 77 when it is absent):
- *  5. folded BatchNorms restored (onnx/onnx_loader.c, unfold_batchnorm):
+ *  7. folded BatchNorms restored (onnx/onnx_loader.c, unfold_batchnorm):
  *     resnet18 legacy/dynamo/dynamo-train 20 each, legacy-train and
  *     squeezenet1_0 0; the dynamo-train ones train (saved statistics, 5
  *     FLOPs per element) and match the real BatchNorms of legacy-train layer
@@ -243,6 +251,130 @@ static void check_gelu(void) {
     check_gelu_not_fused("gelu * 0.6", gelu_exporter, "", SQRT2, 1.0, 0.6);
     /* erf's output is also a graph output: fusing would lose it */
     check_gelu_not_fused("gelu e also an output", gelu_exporter, ", \"e\"", SQRT2, 1.0, 0.5);
+}
+
+/* ---- 5. SiLU fusion ---------------------------------------------------------------- */
+
+/* x [4, 100] -> fc (MatMul, W [100, 250]) -> h [4, 250] -> the nodes given ->
+ * y [4, 250] -> out (MatMul, W2 [250, 10]) -> z. h is 4000 bytes, 4096
+ * rounded. */
+static est_graph *silu_graph(const char *nodes, const char *extra_outputs, const char *what) {
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"silu\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [4, 100]}],\n"
+             " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [100, 250]},\n"
+             "                    {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [250, 10]}],\n"
+             " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"h\"]},\n"
+             "  %s,\n"
+             "  {\"name\": \"out\", \"op\": \"MatMul\", \"inputs\": [\"y\", \"W2\"], \"outputs\": [\"z\"]}],\n"
+             " \"outputs\": [\"z\"%s]}\n",
+             nodes, extra_outputs);
+    return load_json(text, what);
+}
+
+static void check_silu(void) {
+    const char *what = "silu (exporter)";
+    est_graph *g = silu_graph("{\"name\": \"sig\", \"op\": \"Sigmoid\", \"inputs\": [\"h\"], \"outputs\": [\"s\"]},\n"
+                              "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"h\", \"s\"], \"outputs\": [\"y\"]}",
+                              "", what);
+    if (g) {
+        CHECK(est_graph_fused_sequences(g) == 1 && est_graph_node_count(g) == 3,
+              "%s: %zu fused, %zu nodes; expected 1 and fc, Swish, out", what, est_graph_fused_sequences(g),
+              est_graph_node_count(g));
+        est_report *r = run(g, EST_MODE_TRAIN, 0);
+        const est_layer *sw = r ? layer_named(r, "sig", what) : NULL;
+        if (sw) {
+            CHECK(strcmp(sw->op, "Swish") == 0, "%s: node 'sig' is %s, expected Swish", what, sw->op);
+            /* silu_backward(grad, self): h only, 4096 bytes; no sigmoid tensor */
+            CHECK(sw->saved_bytes == R(4 * 250 * 4), "%s: Swish saves %llu, expected %llu", what,
+                  U(sw->saved_bytes), U(R(4 * 250 * 4)));
+            CHECK(sw->n_outputs == 1 && strcmp(sw->outputs[0].name, "y") == 0, "%s: Swish writes '%s'", what,
+                  sw->n_outputs ? sw->outputs[0].name : "");
+        }
+        est_report_free(r);
+        est_graph_free(g);
+    }
+    /* x * sigmoid(v) with v another tensor: a gate, not a SiLU */
+    what = "sigmoid gate";
+    g = silu_graph("{\"name\": \"sig\", \"op\": \"Sigmoid\", \"inputs\": [\"h\"], \"outputs\": [\"s\"]},\n"
+                   "  {\"name\": \"dbl\", \"op\": \"Add\", \"inputs\": [\"h\", \"h\"], \"outputs\": [\"h2\"]},\n"
+                   "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"h2\", \"s\"], \"outputs\": [\"y\"]}",
+                   "", what);
+    if (g) CHECK(est_graph_fused_sequences(g) == 0 && est_graph_node_count(g) == 5, "%s: fused %zu", what,
+                 est_graph_fused_sequences(g));
+    est_graph_free(g);
+    /* the sigmoid is also a graph output: PyTorch keeps it, nothing to fold */
+    what = "silu, sigmoid returned";
+    g = silu_graph("{\"name\": \"sig\", \"op\": \"Sigmoid\", \"inputs\": [\"h\"], \"outputs\": [\"s\"]},\n"
+                   "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"h\", \"s\"], \"outputs\": [\"y\"]}",
+                   ", \"s\"", what);
+    if (g) CHECK(est_graph_fused_sequences(g) == 0 && est_graph_node_count(g) == 4, "%s: fused %zu", what,
+                 est_graph_fused_sequences(g));
+    est_graph_free(g);
+}
+
+/* ---- 6. module calls keep their arguments --------------------------------------- */
+
+/* x [1, 1024] -> e (root) -> t0 -> block "blk": p -> t1, q -> t2, r -> t3 ->
+ * s (root) -> y. Every tensor is 1024 floats, 4096 bytes. */
+static est_graph *block_graph(bool scoped, const char *what) {
+    char text[4096];
+    const char *sc[5] = {"", "", "", "", ""};
+    if (scoped) {
+        sc[0] = "\"scope\": \"\", ";
+        sc[1] = "\"scope\": \"blk/p\", ";
+        sc[2] = "\"scope\": \"blk/q\", ";
+        sc[3] = "\"scope\": \"blk/r\", ";
+        sc[4] = "\"scope\": \"\", ";
+    }
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"block\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 1024]}],\n"
+             " \"nodes\": [{\"name\": \"e\", \"op\": \"Relu\", %s\"inputs\": [\"x\"], \"outputs\": [\"t0\"]},\n"
+             "  {\"name\": \"p\", \"op\": \"Relu\", %s\"inputs\": [\"t0\"], \"outputs\": [\"t1\"]},\n"
+             "  {\"name\": \"q\", \"op\": \"Relu\", %s\"inputs\": [\"t1\"], \"outputs\": [\"t2\"]},\n"
+             "  {\"name\": \"r\", \"op\": \"Relu\", %s\"inputs\": [\"t2\"], \"outputs\": [\"t3\"]},\n"
+             "  {\"name\": \"s\", \"op\": \"Relu\", %s\"inputs\": [\"t3\"], \"outputs\": [\"y\"]}],\n"
+             " \"outputs\": [\"y\"]}\n",
+             sc[0], sc[1], sc[2], sc[3], sc[4]);
+    return load_json(text, what);
+}
+
+static void check_module_calls(void) {
+    const uint64_t T = 1024 * 4; /* one tensor, already a multiple of 512 */
+    for (int scoped = 0; scoped <= 1; scoped++) {
+        const char *what = scoped ? "block with scopes" : "block without scopes";
+        est_graph *g = block_graph(scoped, what);
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        if (r) {
+            /* without scopes two activations live at once (an op's input and
+             * output); with them, t0 stays until r, the block's last node, so
+             * q and r each see three: t0, their input, their output. The
+             * input x is resident either way. */
+            uint64_t acts = scoped ? 3 * T : 2 * T;
+            const est_peak *pk = est_report_peak(r);
+            CHECK(pk->bytes == T + acts, "%s: peak %llu, expected x + %llu = %llu", what, U(pk->bytes), U(acts),
+                  U(T + acts));
+            CHECK(est_report_totals(r)->activations_bytes == acts, "%s: activations %llu, expected %llu", what,
+                  U(est_report_totals(r)->activations_bytes), U(acts));
+            if (scoped)
+                CHECK(strcmp(pk->layer, "q") == 0, "%s: peak at '%s', expected q (first with three)", what,
+                      pk->layer);
+        }
+        if (g && scoped) { /* the JSON writer keeps the scopes */
+            char *json = NULL;
+            est_error err;
+            if (est_graph_to_json(g, &json, &err) == EST_OK) {
+                CHECK(strstr(json, "\"scope\": \"blk/q\"") != NULL, "%s: JSON output lost the scopes", what);
+                est_free(json);
+            } else {
+                CHECK(false, "%s: est_graph_to_json failed: %s", what, err.message);
+            }
+        }
+        est_report_free(r);
+        est_graph_free(g);
+    }
 }
 
 /* ---- 2. Conv workspace ------------------------------------------------------------ */
@@ -608,5 +740,7 @@ int main(int argc, char **argv) {
     check_conv();
     check_matmul();
     check_json_no_unfold();
+    check_silu();
+    check_module_calls();
     return test_result("test_rules");
 }

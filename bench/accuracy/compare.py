@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Compare memest's peaks with measured ones.
 
-usage: compare.py [--memest PATH] [--markdown] [--only MODEL,...] MEASURED.json ONNX_DIR
+usage: compare.py [--memest PATH] [--markdown] [--categories] [--only MODEL,...] MEASURED.json ONNX_DIR
 
 MEASURED.json is ../shared/truth/truth.json or what measure.py wrote; ONNX_DIR
 holds <model>.<export>.onnx. Training rows use the -train exports (sgd,
 momentum, adam at every batch); inference rows the eval exports. Prints one
 row per case and a summary per model and overall; --markdown prints the tables
-docs/accuracy.md keeps.
+docs/accuracy.md keeps. --categories instead sets memest's breakdown of the
+training peak beside MemTracker's snapshot (memtracker_adam_b<batch>: Adam at
+that batch), category by category.
 """
 import argparse
 import json
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--memest", default="build/cli/memest")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--categories", action="store_true")
     ap.add_argument("measured")
     ap.add_argument("onnx_dir")
     a = ap.parse_args()
@@ -57,6 +60,9 @@ def main():
     models = data["models"]
     if a.only:
         models = {k: v for k, v in models.items() if k in a.only.split(",")}
+    if a.categories:
+        print_categories(a.memest, models, a.onnx_dir, a.markdown)
+        return 0
     rows = []
     for name, export, b, what, want, path in cases(models, a.onnx_dir):
         args = ["--mode", "infer"] if what == "infer" else ["--optimizer", what]
@@ -69,6 +75,46 @@ def main():
     else:
         print_text(rows)
     return 0
+
+
+# MemTracker's categories and the parts of memest's peak that mean the same.
+# MemTracker files the input batch and the last iteration's output and loss
+# (memest's "inputs" and "other") under ACT.
+CATEGORIES = (("PARAM", ("params",)), ("BUFFER", ("buffers",)), ("GRAD", ("grads",)),
+              ("OPT", ("optimizer",)), ("ACT", ("activations", "inputs", "other")), ("TEMP", ("temp",)))
+
+
+def print_categories(memest, models, onnx_dir, markdown):
+    head = ["model", "export", "batch"] + [f"{c} memest / MemTracker MiB" for c, _ in CATEGORIES] + ["total"]
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|---|---|---:|" + "---:|" * (len(CATEGORIES) + 1))
+    for name, m in models.items():
+        key = next((k for k in m if k.startswith("memtracker_adam_b")), None)
+        if not key:
+            continue
+        batch = int(key.rsplit("_b", 1)[1])
+        snap = m[key]["cuda:0"]
+        for export in TRAIN_EXPORTS:
+            path = os.path.join(onnx_dir, f"{name}.{export}.onnx")
+            if not os.path.exists(path):
+                continue
+            rep, err = estimate(memest, path, batch, "--optimizer", "adam")
+            if not rep:
+                print(f"{name} {export}: {err}")
+                continue
+            peak = rep["peak"]
+            cells = []
+            for cat, parts in CATEGORIES:
+                ours = sum(peak["breakdown"].get(p, 0) for p in parts)
+                theirs = snap.get(f"_MemRefType.{cat}", 0)
+                cells.append(f"{ours / 2**20:.1f} / {theirs / 2**20:.1f}")
+            cells.append(f"{peak['bytes'] / 2**20:.1f} / {snap['Total'] / 2**20:.1f}")
+            if markdown:
+                print(f"| {name} | {export} | {batch} | " + " | ".join(cells) + " |")
+            else:
+                print(f"{name:14} {export:13} b{batch:<4} " + "  ".join(
+                    f"{c}={v}" for (c, _), v in zip(CATEGORIES + (("TOTAL", ()),), cells)))
 
 
 def rel(got, want):
