@@ -10,6 +10,7 @@
 
 #include "estimate.h"
 #include "output.h"
+#include "verify_cmd.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 #define MAX_DIM_FLAGS 64
@@ -18,6 +19,8 @@ static const char usage_text[] =
     "usage: memest [OPTIONS] MODEL            estimate a model (.onnx or .json)\n"
     "       memest convert MODEL.onnx -o OUT.json\n"
     "                                         write a model in memest's JSON graph format\n"
+    "       memest verify MODEL [OPTIONS]     run one step on the GPU and compare the\n"
+    "                                         measured memory with the estimate\n"
     "       memest ops                        list the supported operators\n"
     "       memest --help | --version\n";
 
@@ -49,12 +52,18 @@ static const char help_text[] =
     "  -h, --help            show this help and exit\n"
     "  -V, --version         show the version and exit\n"
     "\n"
+    "Options for verify (also --batch, --dim, --mode, --optimizer, --format table|json,\n"
+    "--output; float32 only):\n"
+    "      --tolerance PCT   exit 1 when the peak's relative error is above PCT\n"
+    "                        percent (default: 5)\n"
+    "\n"
     "Examples:\n"
     "  memest models/resnet18.onnx --batch 32\n"
     "  memest models/resnet18.onnx --batch 32 --optimizer sgd --mode train\n"
     "  memest models/resnet18.onnx --batch 1 --mode infer\n"
     "  memest models/transformer_block.json --batch 8 --dim seq=512 --format json\n"
     "  memest convert models/resnet18.onnx -o resnet18.json\n"
+    "  memest verify models/resnet18.onnx --batch 32 --optimizer adam\n"
     "\n"
     "Exit status: 0 success, 1 the model could not be loaded or estimated,\n"
     "2 wrong usage. Errors name the file, the node and the reason.\n"
@@ -81,7 +90,9 @@ static bool parse_int64(const char *s, int64_t *out) {
 }
 
 typedef struct cli {
-    const char *command;   /* NULL, "convert" or "ops" */
+    const char *command;   /* NULL, "convert", "verify" or "ops" */
+    double tolerance;      /* verify: percent */
+    bool dtype_given;
     const char *model;
     const char *out_path;
     output_format format;
@@ -110,6 +121,7 @@ static int parse_args(cli *c, int argc, char **argv) {
     est_options_init(&c->opt);
     est_limits_init(&c->limits);
     c->opt.dims = c->dims;
+    c->tolerance = 5.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v;
@@ -159,6 +171,14 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (dt != EST_DT_FLOAT && dt != EST_DT_FLOAT16 && dt != EST_DT_BFLOAT16)
                 return usage_error("--dtype wants float32, float16 or bfloat16, got '%s'", v);
             c->opt.dtype = dt;
+            c->dtype_given = true;
+        } else if (is_flag(a, "--tolerance", "--tolerance")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            char *end;
+            errno = 0;
+            double t = strtod(v, &end);
+            if (errno || *end || !(t >= 0)) return usage_error("--tolerance wants a percentage >= 0, got '%s'", v);
+            c->tolerance = t;
         } else if (is_flag(a, "-f", "--format")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "table") == 0) c->format = FORMAT_TABLE;
@@ -172,7 +192,8 @@ static int parse_args(cli *c, int argc, char **argv) {
             c->all_layers = true;
         } else if (a[0] == '-' && a[1]) {
             return usage_error("unknown option '%s'", a);
-        } else if (!c->command && !c->model && (strcmp(a, "convert") == 0 || strcmp(a, "ops") == 0)) {
+        } else if (!c->command && !c->model && (strcmp(a, "convert") == 0 || strcmp(a, "ops") == 0 ||
+                                                       strcmp(a, "verify") == 0)) {
             c->command = a;
         } else if (!c->model) {
             c->model = a;
@@ -259,7 +280,13 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "memest: %s\n", err.message);
                 rc = EXIT_FAIL;
             } else {
-                rc = c.command ? convert(&c, g) : estimate(&c, g);
+                if (c.command && strcmp(c.command, "verify") == 0) {
+                    verify_request q = {.model = c.model, .out_path = c.out_path, .format = c.format,
+                                        .opt = c.opt, .tolerance = c.tolerance};
+                    rc = run_verify(&q, g);
+                } else {
+                    rc = c.command ? convert(&c, g) : estimate(&c, g);
+                }
                 est_graph_free(g);
             }
         }

@@ -64,6 +64,15 @@ static void exit_codes(void) {
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32", models);
     expect_exit(args, 0, "totals");
     expect_exit("ops", 0, "Conv ");
+    /* the caps of docs/robustness.md */
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --max-nodes 10", models);
+    expect_exit(args, 1, "max_nodes");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --max-file-size=1000", models);
+    expect_exit(args, 1, "max_file_bytes");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --max-nodes 0", models);
+    expect_exit(args, 2, "--max-nodes");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --max-nodes 100000", models);
+    expect_exit(args, 0, "totals");
 }
 
 static const cJSON *field(const cJSON *o, const char *name, int type_check(const cJSON *), const char *ctx) {

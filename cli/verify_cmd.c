@@ -1,0 +1,233 @@
+/* verify_cmd.c: `memest verify`: runs the model on the GPU through the
+ * verify module (verify/, loaded with dlopen so that memest never needs the
+ * CUDA runtime) and prints the estimate and the measurement side by side,
+ * per memory category and for the peak, with relative errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "estimate.h"
+#include "output.h"
+#include "verify_cmd.h"
+
+#if MEMEST_VERIFY_BUILT
+#include "verify_load.h"
+#endif
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+#if !MEMEST_VERIFY_BUILT
+
+int run_verify(const verify_request *q, const est_graph *g) {
+    (void)q;
+    (void)g;
+    fprintf(stderr, "memest: verify is not available: this memest was built without the CUDA verify executor "
+                    "(no CUDA toolkit found, or -Dverify=disabled); rebuild with nvcc and cuBLAS present\n");
+    return EXIT_FAIL;
+}
+
+#else
+
+static const char *cat_names[VX_CAT_COUNT] = {"params", "buffers", "grads", "optimizer",
+                                              "activations", "temp", "inputs", "other"};
+static const char *phase_names[] = {"setup", "forward", "backward", "optimizer"};
+
+static double rel_err(uint64_t est, uint64_t meas) {
+    if (meas == 0) return est == 0 ? 0.0 : INFINITY;
+    return ((double)est - (double)meas) / (double)meas;
+}
+
+static const char *err_str(char *buf, size_t n, uint64_t est, uint64_t meas) {
+    if (meas == 0 && est == 0) snprintf(buf, n, "-");
+    else if (meas == 0) snprintf(buf, n, "inf");
+    else snprintf(buf, n, "%+.1f%%", 100.0 * rel_err(est, meas));
+    return buf;
+}
+
+static void est_cats(const est_peak *p, uint64_t *c) {
+    c[VX_PARAM] = p->params;
+    c[VX_BUFFER] = p->buffers;
+    c[VX_GRAD] = p->grads;
+    c[VX_OPT] = p->optimizer;
+    c[VX_ACT] = p->activations;
+    c[VX_TEMP] = p->temp;
+    c[VX_INPUT] = p->inputs;
+    c[VX_OTHER] = p->other;
+}
+
+static void print_table_v(FILE *f, const verify_request *q, const est_report *rep, const vx_result *r, bool ok,
+                          double err) {
+    char a[32], b[32], e[32];
+    const est_peak *p = est_report_peak(rep);
+    uint64_t ec[VX_CAT_COUNT];
+    est_cats(p, ec);
+    fprintf(f, "model: %s\n", q->model);
+    fprintf(f, "step: %s", est_mode_name(q->opt.mode));
+    if (q->opt.mode == EST_MODE_TRAIN) fprintf(f, ", optimizer %s", est_optimizer_name(q->opt.optimizer));
+    fprintf(f, ", batch %lld, float32\n", (long long)q->opt.batch);
+    fprintf(f, "device: %s\n\n", r->device_name);
+    fprintf(f, "%-14s %14s %14s %9s\n", "category", "estimate", "measured", "error");
+    for (int c = 0; c < VX_CAT_COUNT; c++)
+        fprintf(f, "%-14s %14s %14s %9s\n", cat_names[c], human_bytes(a, sizeof a, ec[c]),
+                human_bytes(b, sizeof b, r->at_peak[c]), err_str(e, sizeof e, ec[c], r->at_peak[c]));
+    fprintf(f, "%-14s %14s %14s %9s\n", "peak", human_bytes(a, sizeof a, p->bytes), human_bytes(b, sizeof b, r->peak),
+            err_str(e, sizeof e, p->bytes, r->peak));
+    fprintf(f, "%-14s %14s %14s\n", "peak phase", est_phase_name(p->phase), phase_names[r->peak_phase]);
+    fprintf(f, "%-14s %14.28s %14.28s\n\n", "peak layer", p->layer && p->layer[0] ? p->layer : "-",
+            r->peak_layer[0] ? r->peak_layer : "-");
+    fprintf(f, "step time: %.2f ms (measured step; first step %.2f ms)\n", r->step_ms, r->first_step_ms);
+    fprintf(f, "device memory (cudaMemGetInfo): total %s, CUDA context %s, cuBLAS %s (workspace %s)\n",
+            human_bytes(a, sizeof a, r->device_total), human_bytes(b, sizeof b, r->context_bytes),
+            human_bytes(e, sizeof e, r->cublas_bytes), human_bytes((char[32]){0}, 32, r->cublas_workspace));
+    fprintf(f, "  used before the model %s, at the peak %s (executor held %s from cudaMalloc at most)\n",
+            human_bytes(a, sizeof a, r->device_used_before), human_bytes(b, sizeof b, r->device_used_peak),
+            human_bytes(e, sizeof e, r->reserved_peak));
+    fprintf(f, "\npeak error %+.1f%%: %s the tolerance of %.1f%%\n", 100.0 * err, ok ? "within" : "ABOVE",
+            q->tolerance);
+}
+
+static int print_json_v(FILE *f, const verify_request *q, const est_report *rep, const vx_result *r, bool ok,
+                        double err) {
+    const est_peak *p = est_report_peak(rep);
+    uint64_t ec[VX_CAT_COUNT];
+    est_cats(p, ec);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", q->model);
+    cJSON_AddStringToObject(root, "mode", est_mode_name(q->opt.mode));
+    if (q->opt.mode == EST_MODE_TRAIN) cJSON_AddStringToObject(root, "optimizer", est_optimizer_name(q->opt.optimizer));
+    cJSON_AddNumberToObject(root, "batch", (double)q->opt.batch);
+    cJSON_AddStringToObject(root, "dtype", "float32");
+    cJSON_AddStringToObject(root, "device", r->device_name);
+    cJSON *cats = cJSON_AddObjectToObject(root, "categories");
+    for (int c = 0; c < VX_CAT_COUNT; c++) {
+        cJSON *o = cJSON_AddObjectToObject(cats, cat_names[c]);
+        cJSON_AddNumberToObject(o, "estimate", (double)ec[c]);
+        cJSON_AddNumberToObject(o, "measured", (double)r->at_peak[c]);
+        double e = rel_err(ec[c], r->at_peak[c]);
+        if (isfinite(e)) cJSON_AddNumberToObject(o, "error", e);
+        else cJSON_AddNullToObject(o, "error");
+    }
+    cJSON *pk = cJSON_AddObjectToObject(root, "peak");
+    cJSON_AddNumberToObject(pk, "estimate", (double)p->bytes);
+    cJSON_AddNumberToObject(pk, "measured", (double)r->peak);
+    if (isfinite(err)) cJSON_AddNumberToObject(pk, "error", err);
+    else cJSON_AddNullToObject(pk, "error");
+    cJSON_AddStringToObject(pk, "estimate_phase", est_phase_name(p->phase));
+    cJSON_AddStringToObject(pk, "measured_phase", phase_names[r->peak_phase]);
+    cJSON_AddStringToObject(pk, "estimate_layer", p->layer ? p->layer : "");
+    cJSON_AddStringToObject(pk, "measured_layer", r->peak_layer);
+    cJSON_AddNumberToObject(root, "tolerance", q->tolerance / 100.0);
+    cJSON_AddBoolToObject(root, "within_tolerance", ok);
+    cJSON_AddNumberToObject(root, "step_ms", r->step_ms);
+    cJSON_AddNumberToObject(root, "first_step_ms", r->first_step_ms);
+    cJSON *dev = cJSON_AddObjectToObject(root, "device_memory");
+    cJSON_AddNumberToObject(dev, "total", (double)r->device_total);
+    cJSON_AddNumberToObject(dev, "context", (double)r->context_bytes);
+    cJSON_AddNumberToObject(dev, "cublas", (double)r->cublas_bytes);
+    cJSON_AddNumberToObject(dev, "cublas_workspace", (double)r->cublas_workspace);
+    cJSON_AddNumberToObject(dev, "used_before", (double)r->device_used_before);
+    cJSON_AddNumberToObject(dev, "used_peak", (double)r->device_used_peak);
+    cJSON_AddNumberToObject(dev, "executor_reserved_peak", (double)r->reserved_peak);
+    cJSON_AddNumberToObject(root, "resident_before_step", (double)r->resident_before);
+    char *s = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!s) return 1;
+    fprintf(f, "%s\n", s);
+    free(s);
+    return 0;
+}
+
+static void print_oom(FILE *f, const verify_request *q, const vx_result *r, const est_report *rep) {
+    char a[32], b[32], c[32];
+    if (q->format == FORMAT_JSON) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "model", q->model);
+        cJSON_AddBoolToObject(root, "fits", 0);
+        cJSON_AddNumberToObject(root, "requested_bytes", (double)r->failed_request);
+        cJSON_AddNumberToObject(root, "free_bytes", (double)r->free_at_failure);
+        cJSON_AddNumberToObject(root, "device_total", (double)r->device_total);
+        cJSON_AddStringToObject(root, "phase", phase_names[r->fail_phase]);
+        cJSON_AddStringToObject(root, "layer", r->fail_layer);
+        if (rep) cJSON_AddNumberToObject(root, "estimated_peak", (double)est_report_peak(rep)->bytes);
+        cJSON_AddStringToObject(root, "message", r->message);
+        char *s = cJSON_Print(root);
+        cJSON_Delete(root);
+        if (s) fprintf(f, "%s\n", s);
+        free(s);
+        return;
+    }
+    fprintf(f, "model: %s\ndevice: %s (%s)\n", q->model, r->device_name, human_bytes(c, sizeof c, r->device_total));
+    fprintf(f, "does not fit: an allocation of %s failed with %s free (%s%s%s)\n",
+            human_bytes(a, sizeof a, r->failed_request), human_bytes(b, sizeof b, r->free_at_failure),
+            phase_names[r->fail_phase], r->fail_layer[0] ? ", node " : "", r->fail_layer);
+    if (rep) fprintf(f, "estimated peak: %s\n", human_bytes(a, sizeof a, est_report_peak(rep)->bytes));
+}
+
+int run_verify(const verify_request *q, const est_graph *g) {
+    if (q->opt.dtype != EST_DT_FLOAT) {
+        fprintf(stderr, "memest: verify runs float32 only (--dtype %s is estimated, not measured)\n",
+                est_dtype_name(q->opt.dtype));
+        return EXIT_USAGE;
+    }
+    if (q->format == FORMAT_CSV) {
+        fprintf(stderr, "memest: verify prints table or json\n");
+        return EXIT_USAGE;
+    }
+    est_error err;
+    est_report *rep = NULL;
+    if (est_estimate(g, &q->opt, &rep, &err) != EST_OK) {
+        fprintf(stderr, "memest: %s\n", err.message);
+        return EXIT_FAIL;
+    }
+    char why[512];
+    vx_module m;
+    if (!vx_module_open(&m, why, sizeof why)) {
+        fprintf(stderr, "memest: verify needs the CUDA runtime and a GPU: cannot load the verify module: %s\n", why);
+        est_report_free(rep);
+        return EXIT_FAIL;
+    }
+    vx_options o;
+    m.options_init(&o);
+    o.mode = q->opt.mode;
+    o.optimizer = q->opt.optimizer;
+    o.batch = q->opt.batch;
+    o.dims = q->opt.dims;
+    o.n_dims = q->opt.n_dims;
+    vx_result r;
+    vx_status st = m.run(g, &o, &r);
+    FILE *f = q->out_path ? fopen(q->out_path, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "memest: %s: cannot write\n", q->out_path);
+        m.result_free(&r);
+        est_report_free(rep);
+        return EXIT_FAIL;
+    }
+    int rc;
+    if (st == VX_ENOGPU) {
+        fprintf(stderr, "memest: verify needs a CUDA GPU: %s\n", r.message);
+        rc = EXIT_FAIL;
+    } else if (st == VX_EOOM) {
+        print_oom(f, q, &r, rep);
+        rc = EXIT_FAIL;
+    } else if (st != VX_OK) {
+        fprintf(stderr, "memest: verify %s: %s\n", q->model, r.message);
+        rc = EXIT_FAIL;
+    } else {
+        double e = rel_err(est_report_peak(rep)->bytes, r.peak);
+        bool ok = isfinite(e) && fabs(e) * 100.0 <= q->tolerance;
+        if (q->format == FORMAT_JSON) print_json_v(f, q, rep, &r, ok, e);
+        else print_table_v(f, q, rep, &r, ok, e);
+        rc = ok ? EXIT_OK : EXIT_FAIL;
+    }
+    if (f != stdout) fclose(f);
+    else fflush(f);
+    m.result_free(&r);
+    vx_module_close(&m);
+    est_report_free(rep);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,94 @@
+#!/bin/sh
+# gpu_verify.sh: on a GPU machine, run the verify executor's evidence:
+#   1. the meson 'gpu' test suite (kernel gradients, the truth models);
+#   2. a sweep of `memest verify` over every model in the truth folder
+#      (legacy-train exports), batches 8 and 32, sgd / momentum / adam and
+#      infer, written as a table (TSV) and the raw JSON per run.
+#
+# Usage: scripts/gpu_verify.sh [BUILD_DIR] [OUT_DIR]
+#   BUILD_DIR  a meson build folder (default build-verify); built here if it
+#              has no memest yet (needs meson, ninja, nvcc, protobuf-c, cJSON).
+#              A prebuilt folder may carry the shared libraries this machine
+#              lacks (libprotobuf-c.so.1, libcjson.so.1) in BUILD_DIR/deps.
+#   OUT_DIR    where results go (default BUILD_DIR/gpu-verify).
+# Environment: TRUTH (default ../shared/truth/onnx, else BUILD_DIR/shared/truth/onnx),
+#   BATCHES ("8 32"), SKIP_TESTS=1 to skip step 1.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build-verify}
+case $build in /*) ;; *) build=$here/$build ;; esac
+out=${2:-$build/gpu-verify}
+mkdir -p "$out"
+
+# Libraries: the carried ones, the CUDA toolkit's, pip's cuBLAS as a fallback.
+pip_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__)+"/lib")' 2>/dev/null || true)
+LD_LIBRARY_PATH="$build/deps:/usr/local/cuda/lib64${pip_cublas:+:$pip_cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+
+if [ ! -x "$build/cli/memest" ]; then
+    echo "== building $build"
+    meson setup "$build" "$here" -Dverify=enabled && ninja -C "$build" || exit 1
+fi
+memest=$build/cli/memest
+
+truth=${TRUTH:-$here/../shared/truth/onnx}
+[ -d "$truth" ] || truth=$build/shared/truth/onnx
+echo "== truth models: $truth"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
+
+status=0
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+    echo "== meson test --suite gpu"
+    # meson test may want to rebuild; a prebuilt folder runs its tests directly.
+    if command -v meson >/dev/null && meson test -C "$build" --suite gpu --no-rebuild --print-errorlogs >"$out/gpu-tests.log" 2>&1; then
+        echo "gpu suite: ok"
+    else
+        echo "gpu suite under meson failed or unavailable (see $out/gpu-tests.log); running the binaries"
+        tail -5 "$out/gpu-tests.log"
+        if [ -x "$build/tests/gpu/test_grad" ]; then
+            "$build/tests/gpu/test_grad" >"$out/test-grad.log" 2>&1
+            rc=$?; echo "test_grad: exit $rc"; tail -15 "$out/test-grad.log"
+            [ $rc -ne 0 ] && [ $rc -ne 77 ] && status=1
+        fi
+    fi
+    MEMEST_VERIFY_MODULE=$build/verify/libmemest_verify.so "$build/tests/gpu/test_verify_models" "$truth" >"$out/verify-models.log" 2>&1
+    rc=$?
+    cat "$out/verify-models.log"
+    [ $rc -ne 0 ] && [ $rc -ne 77 ] && status=1
+fi
+
+echo "== sweep"
+table=$out/sweep.tsv
+printf 'model\tmode\toptimizer\tbatch\testimate\tmeasured\terror\tstep_ms\tstatus\n' >"$table"
+for f in "$truth"/*.legacy-train.onnx; do
+    m=$(basename "$f" .legacy-train.onnx)
+    for b in ${BATCHES:-8 32}; do
+        for run in "train sgd" "train momentum" "train adam" "infer -"; do
+            set -- $run
+            args="--batch $b --mode $1"
+            [ "$2" != - ] && args="$args --optimizer $2"
+            j=$out/$m.$1.$2.b$b.json
+            "$memest" verify "$f" $args --format json --tolerance 100000 >"$j" 2>"$j.err"
+            rc=$?
+            python3 - "$j" "$m" "$1" "$2" "$b" "$rc" "$j.err" >>"$table" <<'PY'
+import json, sys
+j, m, mode, opt, b, rc, errf = sys.argv[1:]
+try:
+    d = json.load(open(j))
+except Exception:
+    msg = open(errf).read().strip().replace("\t", " ").replace("\n", " ")[:200]
+    print(f"{m}\t{mode}\t{opt}\t{b}\t\t\t\t\terror: {msg}")
+    sys.exit()
+if "peak" not in d:
+    print(f"{m}\t{mode}\t{opt}\t{b}\t{d.get('estimated_peak','')}\t\t\t\tdoes not fit")
+    sys.exit()
+p = d["peak"]
+e = p["error"]
+print(f"{m}\t{mode}\t{opt}\t{b}\t{p['estimate']}\t{p['measured']}\t{'' if e is None else f'{100*e:+.2f}%'}\t{d['step_ms']:.2f}\tok")
+PY
+        done
+    done
+done
+column -t -s "$(printf '\t')" "$table" 2>/dev/null || cat "$table"
+echo "results in $out"
+exit $status

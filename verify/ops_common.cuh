@@ -1,0 +1,332 @@
+/*
+ * ops_common.cuh: helpers the compute-kernel families (ops_gemm.cu,
+ * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu)
+ * share. Header-only (static inline), included by each .cu file.
+ *
+ * Conventions of those families:
+ *  - forward creates run->out[k] (vx_out_new) for every present output slot;
+ *  - backward creates run->grad_in[k] (vx_grad_new) for each need_grad[k];
+ *    it reads the data of saved inputs / outputs only, and the dims of
+ *    in[k] (which the executor keeps valid, storage or not);
+ *  - on failure the kernel just returns: the executor drops what is in vx_run;
+ *  - workspaces come from vx_workspace and are freed before returning.
+ */
+#ifndef MEMEST_OPS_COMMON_CUH
+#define MEMEST_OPS_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <string.h>
+
+#include "vx.h"
+
+#define VXK_THREADS 256
+
+static inline unsigned vxk_blocks(int64_t n) {
+    int64_t b = (n + VXK_THREADS - 1) / VXK_THREADS;
+    if (b < 1) b = 1;
+    if (b > 65536) b = 65536; /* kernels use grid-stride loops */
+    return (unsigned)b;
+}
+
+#define VXK_LOOP(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
+
+static inline cudaStream_t vxk_stream(vx_ctx *ctx) { return (cudaStream_t)vx_stream(ctx); }
+static inline cublasHandle_t vxk_blas(vx_ctx *ctx) { return (cublasHandle_t)vx_cublas(ctx); }
+
+static inline vx_status vxk_check(vx_ctx *ctx, const char *what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return vx_fail(ctx, VX_ECUDA, "%s: %s", what, cudaGetErrorString(e));
+    return VX_OK;
+}
+
+static inline vx_status vxk_blas_check(vx_ctx *ctx, cublasStatus_t s, const char *what) {
+    if (s != CUBLAS_STATUS_SUCCESS) return vx_fail(ctx, VX_ECUDA, "%s: cuBLAS status %d", what, (int)s);
+    return VX_OK;
+}
+
+static inline vx_status vxk_oom(vx_ctx *ctx, const char *what) {
+    return vx_fail(ctx, VX_EOOM, "out of device memory (%s)", what);
+}
+
+/* ---- node / run ---------------------------------------------------------- */
+
+/* Input k present (given and not omitted). */
+static inline bool vxk_has_in(const vx_run *run, int k) { return k < run->n_in && run->in[k] != NULL; }
+
+/* Output slot k present in the node (not omitted). */
+static inline bool vxk_has_out(const vx_run *run, int k) {
+    if (k >= run->n_out) return false;
+    if (run->node && k < run->node->n_outputs && run->node->outputs && run->node->outputs[k] < 0) return false;
+    return true;
+}
+
+static inline vx_status vxk_new_out(vx_ctx *ctx, vx_run *run, int k, vx_dtype dt, int rank, const int64_t *dims) {
+    if (!vx_out_new(ctx, run, k, dt, rank, dims)) return vxk_oom(ctx, "output");
+    return VX_OK;
+}
+
+/* grad_in[k], shaped like in[k], under run->grad_cat[k]. */
+static inline vx_status vxk_grad(vx_ctx *ctx, vx_run *run, int k) {
+    if (!vx_grad_new(ctx, run, k)) return vxk_oom(ctx, "gradient");
+    return VX_OK;
+}
+
+/* A saved[] tensor (VX_ACT). */
+static inline vx_status vxk_new_saved(vx_ctx *ctx, vx_run *run, int slot, vx_dtype dt, int rank, const int64_t *dims) {
+    run->saved[slot] = vx_tensor_new(ctx, dt, rank, dims, VX_ACT);
+    if (!run->saved[slot]) return vxk_oom(ctx, "saved for backward");
+    return VX_OK;
+}
+
+/* ---- attributes ------------------------------------------------------------ */
+
+static inline int64_t vxk_attr_int(const vx_run *run, const char *name, int64_t dflt) {
+    return run->node ? est_node_attr_int(run->node, name, dflt) : dflt;
+}
+static inline double vxk_attr_float(const vx_run *run, const char *name, double dflt) {
+    return run->node ? est_node_attr_float(run->node, name, dflt) : dflt;
+}
+static inline const char *vxk_attr_string(const vx_run *run, const char *name, const char *dflt) {
+    return run->node ? est_node_attr_string(run->node, name, dflt) : dflt;
+}
+static inline const int64_t *vxk_attr_ints(const vx_run *run, const char *name, int64_t *count) {
+    if (!run->node) { *count = 0; return NULL; }
+    return est_node_attr_ints(run->node, name, count);
+}
+static inline int64_t vxk_opset(const vx_run *run) {
+    if (run->opset > 0) return run->opset;
+    return run->node && run->node->opset > 0 ? run->node->opset : 18;
+}
+
+/* Normalizes an axis; -1 when out of range. */
+static inline int vxk_axis(int64_t axis, int rank) {
+    if (axis < 0) axis += rank;
+    return axis < 0 || axis >= rank ? -1 : (int)axis;
+}
+
+static inline int64_t vxk_prod(const int64_t *d, int from, int to) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= d[i];
+    return p;
+}
+
+/* ---- integer tensors ----------------------------------------------------------- */
+
+/* Device int64 data of t; copies the host mirror into a workspace (*ws, to be
+ * vx_free'd) when t has no device storage. NULL with an error set on failure. */
+static inline const int64_t *vxk_dev_i64(vx_ctx *ctx, const vx_tensor *t, void **ws, vx_status *st) {
+    *ws = NULL;
+    *st = VX_OK;
+    if (t->dtype != VX_I64) { *st = vx_fail(ctx, VX_EUNSUPPORTED, "indices must be int64"); return NULL; }
+    if (t->numel == 0) return NULL;
+    if (t->data) return (const int64_t *)t->data;
+    if (!t->host_i64) { *st = vx_fail(ctx, VX_ESHAPE, "integer tensor has no data"); return NULL; }
+    *ws = vx_workspace(ctx, (size_t)t->numel * sizeof(int64_t));
+    if (!*ws) { *st = vxk_oom(ctx, "index copy"); return NULL; }
+    if (cudaMemcpyAsync(*ws, t->host_i64, (size_t)t->numel * sizeof(int64_t), cudaMemcpyHostToDevice,
+                        vxk_stream(ctx)) != cudaSuccess) {
+        vx_free(ctx, *ws);
+        *ws = NULL;
+        *st = vx_fail(ctx, VX_ECUDA, "copying indices to the device failed");
+        return NULL;
+    }
+    return (const int64_t *)*ws;
+}
+
+/* Host values of a small int64 tensor into buf (up to cap); count, or -1. */
+static inline int64_t vxk_host_i64(vx_ctx *ctx, const vx_tensor *t, int64_t *buf, int64_t cap) {
+    if (!t || t->dtype != VX_I64 || t->numel > cap) return -1;
+    if (t->host_i64) { memcpy(buf, t->host_i64, (size_t)t->numel * sizeof(int64_t)); return t->numel; }
+    if (!t->data) return t->numel == 0 ? 0 : -1;
+    if (cudaStreamSynchronize(vxk_stream(ctx)) != cudaSuccess) return -1;
+    if (cudaMemcpy(buf, t->data, (size_t)t->numel * sizeof(int64_t), cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
+    return t->numel;
+}
+
+/* ---- shared kernels ---------------------------------------------------------------- */
+
+/* Strides and a packed description of a generic reduction/broadcast. */
+typedef struct vxk_bcast {
+    int rank;
+    int64_t dims[VX_MAX_RANK];    /* full (big) shape */
+    int64_t sstride[VX_MAX_RANK]; /* strides of the small tensor in the big index space (0 on broadcast dims) */
+} vxk_bcast;
+
+/* The small shape (rank rs, right-aligned numpy broadcast) against the big one. */
+static inline bool vxk_bcast_make(vxk_bcast *b, int rb, const int64_t *big, int rs, const int64_t *small) {
+    if (rs > rb) {
+        /* leading ones of the small shape may exceed the big rank */
+        for (int i = 0; i < rs - rb; i++) if (small[i] != 1) return false;
+        small += rs - rb;
+        rs = rb;
+    }
+    b->rank = rb;
+    int64_t st = 1;
+    for (int i = rb - 1; i >= 0; i--) {
+        b->dims[i] = big[i];
+        int j = i - (rb - rs);
+        int64_t d = j >= 0 ? small[j] : 1;
+        if (d == big[i]) { b->sstride[i] = d == 1 ? 0 : st; }
+        else if (d == 1) b->sstride[i] = 0;
+        else return false;
+        st *= d;
+    }
+    return true;
+}
+
+static __device__ __forceinline__ int64_t vxk_bcast_off(const vxk_bcast &b, int64_t i) {
+    int64_t off = 0;
+    for (int d = b.rank - 1; d >= 0; d--) {
+        int64_t c = i % b.dims[d];
+        i /= b.dims[d];
+        off += c * b.sstride[d];
+    }
+    return off;
+}
+
+/* y[i] = alpha * small[bcast(i)] over the big shape. */
+static __global__ void vxk_bcast_copy_kernel(float *y, const float *small, vxk_bcast b, int64_t n, float alpha) {
+    VXK_LOOP(i, n) y[i] = alpha * small[vxk_bcast_off(b, i)];
+}
+
+/* A reduction of a big tensor onto a small one that broadcasts to it: the
+ * small index o and the reduced index r map to a big offset. Kept dims and
+ * reduced dims are listed separately (row-major in each). */
+typedef struct vxk_reduce {
+    int nk, nr;
+    int64_t kdims[VX_MAX_RANK], kstride[VX_MAX_RANK]; /* kept dims of the big tensor, their big strides */
+    int64_t rdims[VX_MAX_RANK], rstride[VX_MAX_RANK]; /* reduced dims */
+    int64_t n_out, n_red;
+} vxk_reduce;
+
+/* Reduction of big (rank rb) onto small shape `keep` flags: keep[i] true keeps dim i. */
+static inline void vxk_reduce_make(vxk_reduce *r, int rb, const int64_t *big, const bool *keep) {
+    int64_t st[VX_MAX_RANK];
+    int64_t s = 1;
+    for (int i = rb - 1; i >= 0; i--) { st[i] = s; s *= big[i]; }
+    r->nk = r->nr = 0;
+    r->n_out = r->n_red = 1;
+    for (int i = 0; i < rb; i++) {
+        if (big[i] == 1) continue;
+        if (keep[i]) { r->kdims[r->nk] = big[i]; r->kstride[r->nk++] = st[i]; r->n_out *= big[i]; }
+        else { r->rdims[r->nr] = big[i]; r->rstride[r->nr++] = st[i]; r->n_red *= big[i]; }
+    }
+}
+
+static __device__ __forceinline__ int64_t vxk_unravel(int n, const int64_t *dims, const int64_t *stride, int64_t i) {
+    int64_t off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        int64_t c = i % dims[d];
+        i /= dims[d];
+        off += c * stride[d];
+    }
+    return off;
+}
+
+/* One thread per output element (many outputs). */
+static __global__ void vxk_reduce_thread_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+    VXK_LOOP(o, r.n_out) {
+        int64_t base = vxk_unravel(r.nk, r.kdims, r.kstride, o);
+        float acc = 0.f;
+        for (int64_t j = 0; j < r.n_red; j++) acc += in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)];
+        out[o] = scale * acc + (beta != 0.f ? beta * out[o] : 0.f);
+    }
+}
+
+/* One block per output element (few outputs, long reductions). */
+static __global__ void vxk_reduce_block_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+    __shared__ float sh[VXK_THREADS];
+    for (int64_t o = blockIdx.x; o < r.n_out; o += gridDim.x) {
+        int64_t base = vxk_unravel(r.nk, r.kdims, r.kstride, o);
+        float acc = 0.f;
+        for (int64_t j = threadIdx.x; j < r.n_red; j += blockDim.x)
+            acc += in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)];
+        sh[threadIdx.x] = acc;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) out[o] = scale * sh[0] + (beta != 0.f ? beta * out[o] : 0.f);
+        __syncthreads();
+    }
+}
+
+/* out (the kept dims, row-major) = scale * sum over the others [+ beta * out]. */
+static inline vx_status vxk_reduce_run(vx_ctx *ctx, float *out, const float *in, const vxk_reduce *r, float scale,
+                                       float beta) {
+    cudaStream_t s = vxk_stream(ctx);
+    if (r->n_out == 0) return VX_OK;
+    if (r->n_out < 4096 && r->n_red >= 64) {
+        unsigned g = (unsigned)(r->n_out < 65536 ? r->n_out : 65536);
+        vxk_reduce_block_kernel<<<g, VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+    } else {
+        vxk_reduce_thread_kernel<<<vxk_blocks(r->n_out), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+    }
+    return vxk_check(ctx, "reduce kernel");
+}
+
+/* Sums a big tensor onto a shape that broadcasts to it (right-aligned). */
+static inline vx_status vxk_reduce_to(vx_ctx *ctx, float *out, int rs, const int64_t *small, const float *in, int rb,
+                                      const int64_t *big, float scale) {
+    bool keep[VX_MAX_RANK];
+    for (int i = 0; i < rb; i++) {
+        int j = i - (rb - rs);
+        keep[i] = j >= 0 && small[j] == big[i];
+    }
+    vxk_reduce r;
+    vxk_reduce_make(&r, rb, big, keep);
+    return vxk_reduce_run(ctx, out, in, &r, scale, 0.f);
+}
+
+static __global__ void vxk_fill_kernel(float *y, int64_t n, float v) {
+    VXK_LOOP(i, n) y[i] = v;
+}
+
+static __global__ void vxk_scale_kernel(float *y, const float *x, int64_t n, float a) {
+    VXK_LOOP(i, n) y[i] = a * x[i];
+}
+
+static inline vx_status vxk_zero(vx_ctx *ctx, void *p, size_t bytes) {
+    if (!bytes) return VX_OK;
+    if (cudaMemsetAsync(p, 0, bytes, vxk_stream(ctx)) != cudaSuccess) return vx_fail(ctx, VX_ECUDA, "cudaMemset failed");
+    return VX_OK;
+}
+
+/* ---- cuBLAS, row-major ------------------------------------------------------------ */
+
+/* Row-major C (m x n, leading dim ldc) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C,
+ * where A is stored row-major with leading dim lda (its column count as stored). */
+static inline cublasStatus_t vxk_gemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                      int64_t ldc) {
+    return cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha,
+                       B, (int)ldb, A, (int)lda, &beta, C, (int)ldc);
+}
+
+static inline cublasStatus_t vxk_gemm_strided(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                              float alpha, const float *A, int64_t lda, int64_t sA, const float *B,
+                                              int64_t ldb, int64_t sB, float beta, float *C, int64_t ldc, int64_t sC,
+                                              int64_t batch) {
+    if (batch == 1)
+        return vxk_gemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m,
+                                     (int)k, &alpha, B, (int)ldb, sB, A, (int)lda, sA, &beta, C, (int)ldc, sC,
+                                     (int)batch);
+}
+
+/* Matrix sizes cuBLAS (int) can take. */
+static inline bool vxk_gemm_fits(int64_t m, int64_t n, int64_t k) {
+    return m >= 0 && n >= 0 && k >= 0 && m < INT32_MAX && n < INT32_MAX && k < INT32_MAX;
+}
+
+/* saves_fn of the products (Gemm, MatMul, Conv): input 0 when input 1 needs a
+ * gradient, input 1 when input 0 does. */
+static inline void vxk_product_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
+    *si = (run->need_grad[1] ? VX_SLOT(0) : 0u) | (run->need_grad[0] ? VX_SLOT(1) : 0u);
+    *so = 0;
+}
+
+#endif

@@ -1,0 +1,343 @@
+/*
+ * ops_norm.cu: BatchNormalization and LayerNormalization, forward and backward.
+ *
+ * BatchNormalization (X, scale, B, running_mean, running_var):
+ *   training (run->training): batch statistics per channel over (N, spatial);
+ *   saved[0] = mean, saved[1] = inverse std (float32, C each); running_mean
+ *   and running_var are updated in place (momentum, unbiased variance, as
+ *   PyTorch). Optional outputs 1, 2 (running stats) are the updated inputs;
+ *   3, 4 (opset < 9: saved mean / inverse std) are the saved statistics.
+ *   inference: running statistics, nothing saved.
+ *   saves X, scale, running_mean, running_var (as PyTorch's batch_norm).
+ * LayerNormalization (X, Scale, B): normalized over axes [axis, rank);
+ *   saved[0] = mean, saved[1] = inverse std (one per row, in the Mean /
+ *   InvStdDev output shape; those outputs, when present, are the same
+ *   tensors). saves X, Scale, B.
+ */
+#include "ops_common.cuh"
+
+/* ---- BatchNormalization ------------------------------------------------------- */
+
+static __device__ float block_sum(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* One block per channel: mean, inverse std; running stats updated. */
+static __global__ void bn_stats_kernel(const float *x, float *mean, float *invstd, float *rmean, float *rvar,
+                                       int64_t N, int64_t C, int64_t HW, float eps, float momentum) {
+    __shared__ float sh[VXK_THREADS];
+    int64_t cnt = N * HW;
+    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+        float s = 0.f;
+        for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) s += x[((j / HW) * C + c) * HW + j % HW];
+        float m = block_sum(s, sh) / (float)cnt;
+        float q = 0.f;
+        for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) {
+            float d = x[((j / HW) * C + c) * HW + j % HW] - m;
+            q += d * d;
+        }
+        float var = block_sum(q, sh) / (float)cnt;
+        if (threadIdx.x == 0) {
+            mean[c] = m;
+            invstd[c] = rsqrtf(var + eps);
+            if (rmean) rmean[c] = momentum * rmean[c] + (1.f - momentum) * m;
+            if (rvar) rvar[c] = momentum * rvar[c] + (1.f - momentum) * (cnt > 1 ? var * cnt / (float)(cnt - 1) : var);
+        }
+    }
+}
+
+/* y = (x - mean) * istd * scale + b; istd from invstd, or from var when invstd is NULL. */
+static __global__ void bn_apply_kernel(float *y, const float *x, const float *mean, const float *invstd, const float *var,
+                                       const float *scale, const float *b, int64_t C, int64_t HW, int64_t total, float eps) {
+    VXK_LOOP(i, total) {
+        int64_t c = (i / HW) % C;
+        float is = invstd ? invstd[c] : rsqrtf(var[c] + eps);
+        y[i] = (x[i] - mean[c]) * is * scale[c] + b[c];
+    }
+}
+
+/* One block per channel: sum dy and sum dy * xhat. */
+static __global__ void bn_bwd_reduce_kernel(const float *dy, const float *x, const float *mean, const float *invstd,
+                                            const float *var, float *sum_dy, float *sum_dyx, int64_t N, int64_t C,
+                                            int64_t HW, float eps) {
+    __shared__ float sh[VXK_THREADS];
+    int64_t cnt = N * HW;
+    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+        float m = mean[c], is = invstd ? invstd[c] : rsqrtf(var[c] + eps);
+        float a = 0.f, b = 0.f;
+        for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) {
+            int64_t k = ((j / HW) * C + c) * HW + j % HW;
+            a += dy[k];
+            b += dy[k] * (x[k] - m) * is;
+        }
+        a = block_sum(a, sh);
+        b = block_sum(b, sh);
+        if (threadIdx.x == 0) { sum_dy[c] = a; sum_dyx[c] = b; }
+    }
+}
+
+static __global__ void bn_dx_train_kernel(float *dx, const float *dy, const float *x, const float *mean,
+                                          const float *invstd, const float *scale, const float *sum_dy,
+                                          const float *sum_dyx, int64_t C, int64_t HW, int64_t total, float inv_cnt) {
+    VXK_LOOP(i, total) {
+        int64_t c = (i / HW) % C;
+        float is = invstd[c], xh = (x[i] - mean[c]) * is;
+        dx[i] = scale[c] * is * (dy[i] - inv_cnt * sum_dy[c] - xh * inv_cnt * sum_dyx[c]);
+    }
+}
+
+static __global__ void bn_dx_eval_kernel(float *dx, const float *dy, const float *var, const float *scale, int64_t C,
+                                         int64_t HW, int64_t total, float eps) {
+    VXK_LOOP(i, total) {
+        int64_t c = (i / HW) % C;
+        dx[i] = dy[i] * scale[c] * rsqrtf(var[c] + eps);
+    }
+}
+
+static vx_status bn_forward(vx_ctx *ctx, vx_run *run) {
+    for (int k = 0; k < 5; k++)
+        if (!vxk_has_in(run, k)) return vx_fail(ctx, VX_ESHAPE, "BatchNormalization needs 5 inputs");
+    const vx_tensor *X = run->in[0];
+    for (int k = 0; k < 5; k++)
+        if (run->in[k]->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "BatchNormalization: float32 only");
+    if (X->rank < 2) return vx_fail(ctx, VX_ESHAPE, "BatchNormalization: X rank %d", X->rank);
+    int64_t N = X->dims[0], C = X->dims[1], HW = vxk_prod(X->dims, 2, X->rank);
+    for (int k = 1; k < 5; k++)
+        if (run->in[k]->numel != C) return vx_fail(ctx, VX_ESHAPE, "BatchNormalization: input %d has %lld elements, expected %lld",
+                                                   k, (long long)run->in[k]->numel, (long long)C);
+    float eps = (float)vxk_attr_float(run, "epsilon", 1e-5), mom = (float)vxk_attr_float(run, "momentum", 0.9);
+    const float *scale = (const float *)run->in[1]->data, *b = (const float *)run->in[2]->data;
+    float *rmean = (float *)run->in[3]->data, *rvar = (float *)run->in[4]->data;
+    cudaStream_t s = vxk_stream(ctx);
+    vx_status st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims);
+    if (st) return st;
+    float *y = (float *)run->out[0]->data;
+    if (run->training) {
+        int64_t cd[1] = {C};
+        run->saved[0] = vx_tensor_new(ctx, VX_F32, 1, cd, VX_ACT);
+        run->saved[1] = run->saved[0] ? vx_tensor_new(ctx, VX_F32, 1, cd, VX_ACT) : NULL;
+        if (!run->saved[1]) return vxk_oom(ctx, "BatchNormalization statistics");
+        float *mean = (float *)run->saved[0]->data, *invstd = (float *)run->saved[1]->data;
+        if (C > 0 && N * HW > 0) {
+            bn_stats_kernel<<<(unsigned)(C < 65536 ? C : 65536), VXK_THREADS, 0, s>>>(
+                (const float *)X->data, mean, invstd, rmean, rvar, N, C, HW, eps, mom);
+            bn_apply_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>(y, (const float *)X->data, mean, invstd, NULL,
+                                                                          scale, b, C, HW, X->numel, eps);
+        }
+    } else if (X->numel) {
+        bn_apply_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>(y, (const float *)X->data, rmean, NULL, rvar, scale,
+                                                                      b, C, HW, X->numel, eps);
+    }
+    if ((st = vxk_check(ctx, "BatchNormalization"))) return st;
+    /* optional outputs: updated running stats, saved statistics */
+    for (int k = 1; k < run->n_out && k < 5; k++) {
+        if (!vxk_has_out(run, k)) continue;
+        vx_tensor *src = k <= 2 ? run->in[k + 2] : run->saved[k - 3];
+        if (!src) src = run->in[k]; /* inference: the running stats */
+        run->out[k] = vx_tensor_retain(src);
+    }
+    return VX_OK;
+}
+
+static vx_status bn_backward(vx_ctx *ctx, vx_run *run) {
+    const vx_tensor *X = run->in[0], *dYt = run->grad_out[0];
+    if (!dYt) return VX_OK;
+    int64_t N = X->dims[0], C = X->dims[1], HW = vxk_prod(X->dims, 2, X->rank);
+    float eps = (float)vxk_attr_float(run, "epsilon", 1e-5);
+    const float *x = (const float *)X->data, *dy = (const float *)dYt->data;
+    const float *scale = (const float *)run->in[1]->data;
+    bool train = run->training && run->saved[0] && run->saved[1];
+    const float *mean = train ? (const float *)run->saved[0]->data : (const float *)run->in[3]->data;
+    const float *invstd = train ? (const float *)run->saved[1]->data : NULL;
+    const float *var = (const float *)run->in[4]->data;
+    cudaStream_t s = vxk_stream(ctx);
+    vx_status st = VX_OK;
+    float *ws = NULL;
+    bool need_sums = train ? (run->need_grad[0] || run->need_grad[1] || run->need_grad[2])
+                           : (run->need_grad[1] || run->need_grad[2]);
+    float *sum_dy = NULL, *sum_dyx = NULL;
+    if (run->need_grad[1] && (st = vxk_grad(ctx, run, 1))) goto fail;
+    if (run->need_grad[2]) {
+        if ((st = vxk_grad(ctx, run, 2))) goto fail;
+    }
+    if (run->need_grad[0] && (st = vxk_grad(ctx, run, 0))) goto fail;
+    if (need_sums) {
+        bool own_dy = !run->need_grad[2], own_dyx = !run->need_grad[1];
+        if (own_dy || own_dyx) {
+            ws = (float *)vx_workspace(ctx, (size_t)(2 * C > 0 ? 2 * C : 1) * sizeof(float));
+            if (!ws) { st = vxk_oom(ctx, "BatchNormalization backward"); goto fail; }
+        }
+        sum_dy = own_dy ? ws : (float *)run->grad_in[2]->data;
+        sum_dyx = own_dyx ? ws + C : (float *)run->grad_in[1]->data;
+        if (C > 0) {
+            if (N * HW > 0)
+                bn_bwd_reduce_kernel<<<(unsigned)(C < 65536 ? C : 65536), VXK_THREADS, 0, s>>>(
+                    dy, x, mean, invstd, var, sum_dy, sum_dyx, N, C, HW, eps);
+            else {
+                vxk_fill_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(sum_dy, C, 0.f);
+                vxk_fill_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(sum_dyx, C, 0.f);
+            }
+        }
+    }
+    if (run->need_grad[0] && X->numel) {
+        float *dx = (float *)run->grad_in[0]->data;
+        if (train)
+            bn_dx_train_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>(dx, dy, x, mean, invstd, scale, sum_dy,
+                                                                             sum_dyx, C, HW, X->numel, 1.f / (float)(N * HW));
+        else
+            bn_dx_eval_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>(dx, dy, var, scale, C, HW, X->numel, eps);
+    }
+    if ((st = vxk_check(ctx, "BatchNormalization backward"))) goto fail;
+    vx_free(ctx, ws);
+    return VX_OK;
+fail:
+    vx_free(ctx, ws);
+    return st;
+}
+
+/* ---- LayerNormalization ------------------------------------------------------------ */
+
+static __global__ void ln_forward_kernel(float *y, float *mean, float *invstd, const float *x, const float *scale,
+                                         const float *b, int64_t rows, int64_t D, float eps) {
+    __shared__ float sh[VXK_THREADS];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * D;
+        float s = 0.f;
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) s += xr[j];
+        float m = block_sum(s, sh) / (float)D;
+        float q = 0.f;
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) { float d = xr[j] - m; q += d * d; }
+        float is = rsqrtf(block_sum(q, sh) / (float)D + eps);
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
+            y[r * D + j] = (xr[j] - m) * is * scale[j] + (b ? b[j] : 0.f);
+        if (threadIdx.x == 0) { mean[r] = m; invstd[r] = is; }
+    }
+}
+
+static __global__ void ln_dx_kernel(float *dx, const float *dy, const float *x, const float *mean, const float *invstd,
+                                    const float *scale, int64_t rows, int64_t D) {
+    __shared__ float sh[VXK_THREADS];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * D, *dyr = dy + r * D;
+        float m = mean[r], is = invstd[r];
+        float a = 0.f, b = 0.f;
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+            float g = dyr[j] * scale[j];
+            a += g;
+            b += g * (xr[j] - m) * is;
+        }
+        a = block_sum(a, sh) / (float)D;
+        b = block_sum(b, sh) / (float)D;
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+            float xh = (xr[j] - m) * is;
+            dx[r * D + j] = is * (dyr[j] * scale[j] - a - xh * b);
+        }
+    }
+}
+
+/* dscale[j] += sum over a chunk of rows of dy * xhat; db[j] += sum of dy (atomic). */
+static __global__ void ln_dparam_kernel(float *dscale, float *db, const float *dy, const float *x, const float *mean,
+                                        const float *invstd, int64_t rows, int64_t D, int64_t rows_per) {
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    int64_t r0 = (int64_t)blockIdx.y * rows_per, r1 = r0 + rows_per < rows ? r0 + rows_per : rows;
+    float a = 0.f, b = 0.f;
+    for (int64_t r = r0; r < r1; r++) {
+        float g = dy[r * D + j];
+        b += g;
+        a += g * (x[r * D + j] - mean[r]) * invstd[r];
+    }
+    if (dscale) atomicAdd(dscale + j, a);
+    if (db) atomicAdd(db + j, b);
+}
+
+static vx_status ln_geom(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, int *axis, int64_t *rows, int64_t *D) {
+    int a = vxk_axis(vxk_attr_int(run, "axis", -1), X->rank);
+    if (a < 0) return vx_fail(ctx, VX_ESHAPE, "LayerNormalization: axis out of range");
+    *axis = a;
+    *rows = vxk_prod(X->dims, 0, a);
+    *D = vxk_prod(X->dims, a, X->rank);
+    return VX_OK;
+}
+
+static vx_status ln_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "LayerNormalization needs X and Scale");
+    const vx_tensor *X = run->in[0], *S = run->in[1], *B = vxk_has_in(run, 2) ? run->in[2] : NULL;
+    if (X->dtype != VX_F32 || S->dtype != VX_F32 || (B && B->dtype != VX_F32))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "LayerNormalization: float32 only");
+    int axis;
+    int64_t rows, D;
+    vx_status st = ln_geom(ctx, run, X, &axis, &rows, &D);
+    if (st) return st;
+    if (S->numel != D || (B && B->numel != D))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "LayerNormalization: Scale and B must cover the normalized shape");
+    float eps = (float)vxk_attr_float(run, "epsilon", 1e-5);
+    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims))) return st;
+    int64_t sd[VX_MAX_RANK];
+    for (int i = 0; i < X->rank; i++) sd[i] = i < axis ? X->dims[i] : 1;
+    run->saved[0] = vx_tensor_new(ctx, VX_F32, X->rank, sd, VX_ACT);
+    run->saved[1] = run->saved[0] ? vx_tensor_new(ctx, VX_F32, X->rank, sd, VX_ACT) : NULL;
+    if (!run->saved[1]) return vxk_oom(ctx, "LayerNormalization statistics");
+    if (rows > 0 && D > 0) {
+        ln_forward_kernel<<<(unsigned)(rows < 65536 ? rows : 65536), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (float *)run->out[0]->data, (float *)run->saved[0]->data, (float *)run->saved[1]->data,
+            (const float *)X->data, (const float *)S->data, B ? (const float *)B->data : NULL, rows, D, eps);
+        if ((st = vxk_check(ctx, "LayerNormalization"))) return st;
+    }
+    for (int k = 1; k <= 2; k++)
+        if (vxk_has_out(run, k)) run->out[k] = vx_tensor_retain(run->saved[k - 1]);
+    return VX_OK;
+}
+
+static vx_status ln_backward(vx_ctx *ctx, vx_run *run) {
+    const vx_tensor *X = run->in[0], *S = run->in[1], *dYt = run->grad_out[0];
+    if (!dYt) return VX_OK;
+    int axis;
+    int64_t rows, D;
+    vx_status st = ln_geom(ctx, run, X, &axis, &rows, &D);
+    if (st) return st;
+    const float *x = (const float *)X->data, *dy = (const float *)dYt->data;
+    const float *mean = (const float *)run->saved[0]->data, *invstd = (const float *)run->saved[1]->data;
+    cudaStream_t s = vxk_stream(ctx);
+    bool ds = run->need_grad[1], db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
+    if (run->need_grad[0]) {
+        if ((st = vxk_grad(ctx, run, 0))) goto fail;
+        if (rows > 0 && D > 0)
+            ln_dx_kernel<<<(unsigned)(rows < 65536 ? rows : 65536), VXK_THREADS, 0, s>>>(
+                (float *)run->grad_in[0]->data, dy, x, mean, invstd, (const float *)S->data, rows, D);
+    }
+    if (ds && (st = vxk_grad(ctx, run, 1))) goto fail;
+    if (db && (st = vxk_grad(ctx, run, 2))) goto fail;
+    if ((ds || db) && D > 0) {
+        float *dsp = ds ? (float *)run->grad_in[1]->data : NULL, *dbp = db ? (float *)run->grad_in[2]->data : NULL;
+        if (dsp && (st = vxk_zero(ctx, dsp, (size_t)D * sizeof(float)))) goto fail;
+        if (dbp && (st = vxk_zero(ctx, dbp, (size_t)D * sizeof(float)))) goto fail;
+        if (rows > 0) {
+            int64_t chunks = rows < 256 ? rows : 256;
+            int64_t per = (rows + chunks - 1) / chunks;
+            chunks = (rows + per - 1) / per;
+            dim3 grid((unsigned)((D + VXK_THREADS - 1) / VXK_THREADS), (unsigned)chunks);
+            ln_dparam_kernel<<<grid, VXK_THREADS, 0, s>>>(dsp, dbp, dy, x, mean, invstd, rows, D, per);
+        }
+    }
+    if ((st = vxk_check(ctx, "LayerNormalization backward"))) goto fail;
+    return VX_OK;
+fail:
+    return st;
+}
+
+extern "C" {
+const vx_op vx_ops_norm[] = {
+    {"BatchNormalization", bn_forward, bn_backward, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(3) | VX_SLOT(4), 0, false},
+    {"LayerNormalization", ln_forward, ln_backward, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(2), 0, false},
+};
+const size_t vx_ops_norm_count = sizeof vx_ops_norm / sizeof vx_ops_norm[0];
+}

@@ -1,0 +1,253 @@
+/* tensor.cu: vx_tensor lifetime (reference counts, views), host copies of
+ * small tensors, uploads and downloads. */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vx_internal.h"
+
+extern "C" size_t vx_dtype_size(vx_dtype dt) {
+    return dt == VX_F32 ? 4 : dt == VX_I64 ? 8 : 1;
+}
+
+extern "C" vx_status vx_cuda_status(vx_ctx *ctx, int e, const char *what) {
+    if (e == cudaSuccess) return VX_OK;
+    cudaGetLastError();
+    return vx_fail(ctx, VX_ECUDA, "%s: %s", what, cudaGetErrorString((cudaError_t)e));
+}
+
+extern "C" vx_status vx_sync(vx_ctx *ctx) {
+    return vx_cuda_status(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream), "synchronize");
+}
+
+static bool set_shape(vx_tensor *t, int rank, const int64_t *dims) {
+    if (rank < 0 || rank > VX_MAX_RANK) return false;
+    t->rank = rank;
+    t->numel = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0) return false;
+        t->dims[i] = dims[i];
+        t->numel *= dims[i];
+    }
+    return true;
+}
+
+extern "C" vx_tensor *vx_tensor_new(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims, vx_category cat) {
+    vx_tensor *t = (vx_tensor *)calloc(1, sizeof *t);
+    if (!t) return NULL;
+    if (!set_shape(t, rank, dims)) {
+        free(t);
+        return NULL;
+    }
+    t->dtype = dt;
+    t->cat = cat;
+    t->refs = 1;
+    if (t->numel > 0) {
+        t->data = vx_malloc(ctx, (size_t)t->numel * vx_dtype_size(dt), cat);
+        if (!t->data) {
+            free(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+extern "C" vx_tensor *vx_tensor_new_host(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims) {
+    (void)ctx;
+    vx_tensor *t = (vx_tensor *)calloc(1, sizeof *t);
+    if (!t) return NULL;
+    if (!set_shape(t, rank, dims) || t->numel > VX_HOST_MAX) {
+        free(t);
+        return NULL;
+    }
+    t->dtype = dt;
+    t->cat = VX_ACT;
+    t->refs = 1;
+    size_t n = t->numel ? (size_t)t->numel : 1;
+    if (dt == VX_F32) t->host_f32 = (float *)calloc(n, sizeof(float));
+    else t->host_i64 = (int64_t *)calloc(n, sizeof(int64_t));
+    if (!t->host_f32 && !t->host_i64) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+extern "C" vx_tensor *vx_tensor_storage(vx_tensor *t) {
+    return t->base ? t->base : t;
+}
+
+extern "C" vx_tensor *vx_tensor_view(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims) {
+    (void)ctx;
+    vx_tensor *v = (vx_tensor *)calloc(1, sizeof *v);
+    if (!v) return NULL;
+    if (!set_shape(v, rank, dims) || v->numel != t->numel) {
+        free(v);
+        return NULL;
+    }
+    vx_tensor *base = vx_tensor_storage(t);
+    v->data = t->data;
+    v->dtype = t->dtype;
+    v->cat = base->cat;
+    v->refs = 1;
+    /* host copies are per-tensor (cheap): copy them */
+    if (t->host_i64) {
+        v->host_i64 = (int64_t *)malloc((size_t)(t->numel ? t->numel : 1) * sizeof(int64_t));
+        if (v->host_i64) memcpy(v->host_i64, t->host_i64, (size_t)t->numel * sizeof(int64_t));
+    }
+    if (t->host_f32) {
+        v->host_f32 = (float *)malloc((size_t)(t->numel ? t->numel : 1) * sizeof(float));
+        if (v->host_f32) memcpy(v->host_f32, t->host_f32, (size_t)t->numel * sizeof(float));
+    }
+    if (t->data) {
+        v->base = base;
+        base->refs++;
+    }
+    return v;
+}
+
+extern "C" vx_tensor *vx_tensor_retain(vx_tensor *t) {
+    if (t) t->refs++;
+    return t;
+}
+
+extern "C" void vx_tensor_release(vx_ctx *ctx, vx_tensor *t) {
+    if (!t) return;
+    if (--t->refs > 0) return;
+    if (t->base) vx_tensor_release(ctx, t->base);
+    else if (t->data) vx_free(ctx, t->data);
+    free(t->host_i64);
+    free(t->host_f32);
+    free(t);
+}
+
+extern "C" bool vx_tensor_exclusive(const vx_tensor *t) {
+    return t->refs == 1 && (!t->base || t->base->refs == 1);
+}
+
+extern "C" void vx_tensor_retag(vx_ctx *ctx, vx_tensor *t, vx_category cat) {
+    vx_tensor *s = vx_tensor_storage(t);
+    if (s->data) vx_alloc_retag(ctx, s->data, cat);
+    s->cat = cat;
+    t->cat = cat;
+}
+
+extern "C" vx_status vx_tensor_upload(vx_ctx *ctx, vx_tensor *t, const void *host) {
+    if (!t->numel) return VX_OK;
+    return vx_cuda_status(ctx,
+                          cudaMemcpyAsync(t->data, host, (size_t)t->numel * vx_dtype_size(t->dtype),
+                                          cudaMemcpyHostToDevice, (cudaStream_t)ctx->stream),
+                          "upload");
+}
+
+extern "C" vx_status vx_tensor_download(vx_ctx *ctx, vx_tensor *t, void *host) {
+    if (!t->numel) return VX_OK;
+    if (!t->data) {
+        /* host-only */
+        size_t n = (size_t)t->numel;
+        if (t->dtype == VX_F32) memcpy(host, t->host_f32, n * sizeof(float));
+        else if (t->dtype == VX_I64) memcpy(host, t->host_i64, n * sizeof(int64_t));
+        else
+            for (size_t i = 0; i < n; i++) ((uint8_t *)host)[i] = t->host_i64[i] != 0;
+        return VX_OK;
+    }
+    vx_status st = vx_cuda_status(ctx,
+                                  cudaMemcpyAsync(host, t->data, (size_t)t->numel * vx_dtype_size(t->dtype),
+                                                  cudaMemcpyDeviceToHost, (cudaStream_t)ctx->stream),
+                                  "download");
+    return st ? st : vx_sync(ctx);
+}
+
+extern "C" vx_status vx_tensor_to_device(vx_ctx *ctx, vx_tensor *t) {
+    if (t->data || t->numel == 0) return VX_OK;
+    size_t n = (size_t)t->numel;
+    void *tmp = NULL;
+    const void *src;
+    if (t->dtype == VX_F32) {
+        if (!t->host_f32) return vx_fail(ctx, VX_ECUDA, "tensor without storage");
+        src = t->host_f32;
+    } else if (t->dtype == VX_I64) {
+        if (!t->host_i64) return vx_fail(ctx, VX_ECUDA, "tensor without storage");
+        src = t->host_i64;
+    } else {
+        if (!t->host_i64) return vx_fail(ctx, VX_ECUDA, "tensor without storage");
+        uint8_t *b = (uint8_t *)malloc(n);
+        if (!b) return vx_fail(ctx, VX_EOOM, "host out of memory");
+        for (size_t i = 0; i < n; i++) b[i] = t->host_i64[i] != 0;
+        src = tmp = b;
+    }
+    t->data = vx_malloc(ctx, n * vx_dtype_size(t->dtype), t->cat);
+    if (!t->data) {
+        free(tmp);
+        return vx_fail(ctx, VX_EOOM, "out of device memory uploading a %lld-element tensor", (long long)n);
+    }
+    vx_status st = vx_tensor_upload(ctx, t, src);
+    if (tmp) {
+        vx_sync(ctx);
+        free(tmp);
+    }
+    return st;
+}
+
+extern "C" vx_status vx_tensor_to_host(vx_ctx *ctx, vx_tensor *t) {
+    if (t->dtype == VX_F32 ? t->host_f32 != NULL : t->host_i64 != NULL) return VX_OK;
+    if (t->numel > VX_HOST_MAX)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "a %lld-element tensor read on the host (limit %d)",
+                       (long long)t->numel, VX_HOST_MAX);
+    size_t n = (size_t)(t->numel ? t->numel : 1);
+    if (!t->data) return vx_fail(ctx, VX_ECUDA, "tensor without storage");
+    if (t->dtype == VX_F32) {
+        t->host_f32 = (float *)calloc(n, sizeof(float));
+        if (!t->host_f32) return vx_fail(ctx, VX_EOOM, "host out of memory");
+        return vx_tensor_download(ctx, t, t->host_f32);
+    }
+    t->host_i64 = (int64_t *)calloc(n, sizeof(int64_t));
+    if (!t->host_i64) return vx_fail(ctx, VX_EOOM, "host out of memory");
+    if (t->dtype == VX_I64) return vx_tensor_download(ctx, t, t->host_i64);
+    uint8_t *b = (uint8_t *)malloc(n);
+    if (!b) return vx_fail(ctx, VX_EOOM, "host out of memory");
+    vx_status st = vx_tensor_download(ctx, t, b);
+    for (size_t i = 0; i < (size_t)t->numel; i++) t->host_i64[i] = b[i];
+    free(b);
+    return st;
+}
+
+extern "C" double vx_tensor_get(vx_ctx *ctx, vx_tensor *t, int64_t k) {
+    if (k < 0 || k >= t->numel) return 0;
+    if (vx_tensor_to_host(ctx, t) != VX_OK) return 0;
+    return t->dtype == VX_F32 ? (double)t->host_f32[k] : (double)t->host_i64[k];
+}
+
+extern "C" vx_status vx_tensor_zero(vx_ctx *ctx, vx_tensor *t) {
+    if (!t->numel || !t->data) return VX_OK;
+    return vx_cuda_status(ctx,
+                          cudaMemsetAsync(t->data, 0, (size_t)t->numel * vx_dtype_size(t->dtype),
+                                          (cudaStream_t)ctx->stream),
+                          "memset");
+}
+
+extern "C" vx_tensor *vx_tensor_clone(vx_ctx *ctx, vx_tensor *t, vx_category cat) {
+    vx_tensor *c = vx_tensor_new(ctx, t->dtype, t->rank, t->dims, cat);
+    if (!c) return NULL;
+    if (t->numel && t->data &&
+        cudaMemcpyAsync(c->data, t->data, (size_t)t->numel * vx_dtype_size(t->dtype), cudaMemcpyDeviceToDevice,
+                        (cudaStream_t)ctx->stream) != cudaSuccess) {
+        cudaGetLastError();
+        vx_tensor_release(ctx, c);
+        return NULL;
+    }
+    return c;
+}
+
+extern "C" vx_tensor *vx_out_new(vx_ctx *ctx, vx_run *run, int k, vx_dtype dt, int rank, const int64_t *dims) {
+    vx_tensor *t = vx_tensor_new(ctx, dt, rank, dims, run->out_cat[k]);
+    run->out[k] = t;
+    return t;
+}
+
+extern "C" vx_tensor *vx_grad_new(vx_ctx *ctx, vx_run *run, int k) {
+    vx_tensor *x = run->in[k];
+    vx_tensor *t = vx_tensor_new(ctx, VX_F32, x->rank, x->dims, run->grad_cat[k]);
+    run->grad_in[k] = t;
+    return t;
+}

@@ -1,0 +1,155 @@
+/* verify.c: the module's entry points (verify.h): device checks, the CUDA
+ * context, stream and cuBLAS handle with its workspace, then exec.c. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "vx_internal.h"
+
+#define VX_EXPORT __attribute__((visibility("default")))
+
+vx_status vx_execute(vx_ctx *ctx, const est_graph *g, const vx_options *o, vx_result *r);
+
+vx_status vx_fail(vx_ctx *ctx, vx_status st, const char *fmt, ...) {
+    char buf[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (ctx->node)
+        snprintf(ctx->message, sizeof ctx->message, "node '%s' (%s): %s", ctx->node->name, ctx->node->op_type, buf);
+    else
+        snprintf(ctx->message, sizeof ctx->message, "%s", buf);
+    return st;
+}
+
+void *vx_cublas(vx_ctx *ctx) {
+    return ctx->cublas;
+}
+
+void *vx_stream(vx_ctx *ctx) {
+    return ctx->stream;
+}
+
+uint64_t vx_seed(vx_ctx *ctx) {
+    return vx_mix64(ctx->seed + 0x51ed27ull * ++ctx->rng_calls);
+}
+
+VX_EXPORT int memest_verify_abi(void) {
+    return MEMEST_VERIFY_ABI;
+}
+
+VX_EXPORT void memest_verify_options_init(vx_options *o) {
+    memset(o, 0, sizeof *o);
+    o->mode = EST_MODE_TRAIN;
+    o->optimizer = EST_OPT_ADAM;
+    o->dtype = EST_DT_FLOAT;
+    o->seed = 0x6d656d657374ull;
+    o->steps = 2;
+    o->hold_module_args = 1;
+    o->cublas_workspace = 32ull << 20;
+}
+
+VX_EXPORT void memest_verify_result_free(vx_result *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_outputs; i++) free(r->outputs[i].data);
+    free(r->outputs);
+    r->outputs = NULL;
+    r->n_outputs = 0;
+}
+
+static vx_status finish(vx_result *r, vx_status st, const char *msg) {
+    r->status = st;
+    if (msg && !r->message[0]) snprintf(r->message, sizeof r->message, "%s", msg);
+    return st;
+}
+
+VX_EXPORT vx_status memest_verify_run(const est_graph *g, const vx_options *opt, vx_result *r) {
+    memset(r, 0, sizeof *r);
+    vx_options o;
+    if (opt) o = *opt;
+    else memest_verify_options_init(&o);
+    if (o.dtype != EST_DT_FLOAT && o.dtype != EST_DT_UNDEFINED) {
+        snprintf(r->message, sizeof r->message, "verify runs float32 only (asked for %s)", est_dtype_name(o.dtype));
+        return finish(r, VX_EINVAL, NULL);
+    }
+    if (!o.cublas_workspace) o.cublas_workspace = 32ull << 20;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(r->message, sizeof r->message, "no CUDA GPU available: %s",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        cudaGetLastError();
+        return finish(r, VX_ENOGPU, NULL);
+    }
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+        snprintf(r->device_name, sizeof r->device_name, "%.100s", prop.name);
+    /* the context */
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess) {
+        snprintf(r->message, sizeof r->message, "cannot create a CUDA context: %s", cudaGetErrorString(e));
+        return finish(r, VX_ENOGPU, NULL);
+    }
+    uint64_t free0 = 0, total = 0, free1 = 0;
+    vx_mem_info(&free0, &total);
+    r->device_total = total;
+    r->context_bytes = total - free0;
+
+    vx_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return finish(r, VX_EOOM, "host out of memory");
+    ctx->seed = o.seed;
+    vx_alloc_init(ctx);
+    vx_status st = VX_OK;
+    cudaStream_t stream = NULL;
+    cublasHandle_t h = NULL;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        st = VX_ECUDA;
+        snprintf(ctx->message, sizeof ctx->message, "cannot create a CUDA stream");
+    }
+    ctx->stream = stream;
+    if (!st && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+        st = VX_ECUDA;
+        snprintf(ctx->message, sizeof ctx->message, "cannot create the cuBLAS handle");
+    }
+    ctx->cublas = h;
+    if (!st) {
+        cublasSetStream(h, stream);
+        cublasSetMathMode(h, CUBLAS_DEFAULT_MATH); /* full float32, no TF32 */
+        if (cudaMalloc(&ctx->cublas_ws, o.cublas_workspace) != cudaSuccess) {
+            cudaGetLastError();
+            st = VX_EOOM;
+            snprintf(ctx->message, sizeof ctx->message, "does not fit: the cuBLAS workspace (%llu bytes)",
+                     (unsigned long long)o.cublas_workspace);
+        } else {
+            ctx->cublas_ws_bytes = o.cublas_workspace;
+            cublasSetWorkspace(h, ctx->cublas_ws, o.cublas_workspace);
+        }
+    }
+    if (!st) {
+        vx_mem_info(&free1, NULL);
+        r->cublas_bytes = free0 > free1 ? free0 - free1 : 0;
+        r->cublas_workspace = ctx->cublas_ws_bytes;
+        r->device_used_before = total - free1;
+        ctx->track_device = true;
+        ctx->device_free_min = free1;
+        st = vx_execute(ctx, g, &o, r);
+        r->device_used_peak = ctx->device_free_min == UINT64_MAX ? r->device_used_before : total - ctx->device_free_min;
+        r->reserved_peak = ctx->reserved_peak;
+    }
+    if (st) snprintf(r->message, sizeof r->message, "%s", ctx->message[0] ? ctx->message : "failed");
+    if (st == VX_EOOM && !r->failed_request) {
+        r->failed_request = ctx->stats.failed_request;
+        r->free_at_failure = ctx->stats.free_at_failure;
+    }
+    cudaDeviceSynchronize();
+    cudaGetLastError();
+    vx_alloc_shutdown(ctx);
+    if (h) cublasDestroy(h);
+    if (ctx->cublas_ws) cudaFree(ctx->cublas_ws);
+    if (stream) cudaStreamDestroy(stream);
+    free(ctx);
+    return finish(r, st, NULL);
+}

@@ -1,0 +1,128 @@
+/*
+ * verify.h: the entry points of the CUDA verify executor (verify/), built as
+ * a loadable module (libmemest_verify.so) so that memest itself never needs
+ * the CUDA runtime: `memest verify` and the GPU tests dlopen it
+ * (verify_load.h). Plain C, no CUDA types; includes only estimate.h.
+ *
+ * memest_verify_run() runs a loaded graph on the GPU with the executor's own
+ * kernels and cuBLAS and measures, through its tracking allocator, the
+ * memory of one steady-state step by category. It reads the graph (nodes,
+ * tensors, attributes, declared dims, initializer roles) and never the
+ * estimator's plan or report.
+ */
+#ifndef MEMEST_VERIFY_H
+#define MEMEST_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "estimate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MEMEST_VERIFY_ABI 1
+
+/* What an allocation is, for the measured columns (same meaning as the
+ * estimator's categories in docs/memory-model.md). */
+typedef enum vx_category {
+    VX_PARAM, VX_BUFFER, VX_GRAD, VX_OPT, VX_ACT, VX_TEMP, VX_INPUT, VX_OTHER, VX_CAT_COUNT
+} vx_category;
+
+typedef enum vx_phase { VX_PHASE_SETUP, VX_PHASE_FORWARD, VX_PHASE_BACKWARD, VX_PHASE_OPTIMIZER } vx_phase;
+
+typedef enum vx_dtype { VX_F32, VX_I64, VX_BOOL } vx_dtype;
+
+typedef enum vx_status {
+    VX_OK = 0,
+    VX_ENOGPU,       /* no device or no CUDA runtime */
+    VX_EOOM,         /* the device is out of memory: a result, not a crash */
+    VX_EUNSUPPORTED, /* op, attribute or dtype the executor has no kernel for */
+    VX_ESHAPE,       /* shapes the kernel cannot handle */
+    VX_ECUDA,        /* a CUDA or cuBLAS call failed */
+    VX_EIO,          /* reading weights failed */
+    VX_EINVAL,       /* bad options (unbound dim, unsupported --dtype...) */
+} vx_status;
+
+/* A host tensor: graph input values given to a run, or outputs fetched.
+ * data is float for VX_F32, int64_t for VX_I64, uint8_t for VX_BOOL. */
+typedef struct vx_value {
+    const char *name;
+    vx_dtype dtype;
+    int rank;
+    int64_t dims[8];
+    int64_t numel;
+    void *data;
+} vx_value;
+
+typedef struct vx_options {
+    est_mode mode;              /* train: steps of forward, mean loss, backward, optimizer */
+    est_optimizer optimizer;
+    est_dtype dtype;            /* only EST_DT_FLOAT is supported */
+    int64_t batch;              /* binds the leading symbolic dim of every input */
+    const est_binding *dims;
+    size_t n_dims;
+    uint64_t seed;              /* random weights, inputs, dropout masks */
+    int steps;                  /* steps run; the last is measured (default 2) */
+    const vx_value *inputs;     /* optional input values by name (conformance) */
+    size_t n_inputs;
+    int fetch_outputs;          /* copy the graph outputs of the last step to the host */
+    int hold_module_args;       /* keep a module call's arguments alive until it
+                                   returns, as eager PyTorch does (default 1) */
+    const char *weights_path;   /* ONNX file to read weights from (default: the
+                                   graph's source); random when absent */
+    uint64_t cublas_workspace;  /* bytes given to cuBLAS (default 32 MiB) */
+} vx_options;
+
+typedef struct vx_result {
+    vx_status status;
+    char message[512];
+    char device_name[128];
+    /* The measured step, from the tracking allocator (bytes rounded to 512). */
+    uint64_t peak;
+    uint64_t at_peak[VX_CAT_COUNT];
+    vx_phase peak_phase;
+    char peak_layer[128];
+    uint64_t resident_before;       /* allocated when the measured step began */
+    uint64_t resident_after;        /* allocated after it */
+    double step_ms;                 /* wall time of the measured step (synchronised) */
+    double first_step_ms;
+    /* Device level (cudaMemGetInfo). */
+    uint64_t device_total;
+    uint64_t context_bytes;         /* used right after creating the context
+                                       (includes other processes on the device) */
+    uint64_t cublas_bytes;          /* handle plus its workspace */
+    uint64_t cublas_workspace;
+    uint64_t device_used_before;    /* used before the model was set up */
+    uint64_t device_used_peak;      /* most used at any moment after that */
+    uint64_t reserved_peak;         /* most bytes the executor held from cudaMalloc
+                                       (live plus its cache of freed blocks) */
+    /* Out of memory (status VX_EOOM). */
+    uint64_t failed_request;
+    uint64_t free_at_failure;
+    vx_phase fail_phase;
+    char fail_layer[128];
+    /* Graph outputs of the last step when fetch_outputs was set. */
+    size_t n_outputs;
+    vx_value *outputs;
+    size_t nodes;                   /* nodes run per forward */
+} vx_result;
+
+typedef void (*memest_verify_options_init_fn)(vx_options *o);
+typedef vx_status (*memest_verify_run_fn)(const est_graph *g, const vx_options *o, vx_result *r);
+typedef void (*memest_verify_result_free_fn)(vx_result *r);
+typedef int (*memest_verify_abi_fn)(void);
+
+/* The module's symbols. */
+void memest_verify_options_init(vx_options *o);
+/* Fills *r (zeroed first); returns r->status. r->message says what failed. */
+vx_status memest_verify_run(const est_graph *g, const vx_options *o, vx_result *r);
+void memest_verify_result_free(vx_result *r);
+int memest_verify_abi(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
