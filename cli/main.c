@@ -43,6 +43,10 @@ static const char help_text[] =
     "                        so the answer errs on the safe side)\n"
     "      --dtype DT        dtype of parameters and activations: float32, float16\n"
     "                        or bfloat16 (default: float32)\n"
+    "      --kernels K       whose kernels the workspaces follow: pytorch (cuDNN and\n"
+    "                        cuBLAS, as PyTorch runs the step) or verify (memest\n"
+    "                        verify's executor: im2col and cuBLAS) (default: pytorch;\n"
+    "                        verify for memest verify)\n"
     "  -f, --format FMT      table, json or csv (default: table)\n"
     "  -a, --all             table: also list shape-only layers, whose outputs were\n"
     "                        folded to constants (default: hidden; json and csv list all)\n"
@@ -93,6 +97,7 @@ typedef struct cli {
     const char *command;   /* NULL, "convert", "verify" or "ops" */
     double tolerance;      /* verify: percent */
     bool dtype_given;
+    bool kernels_given;
     const char *model;
     const char *out_path;
     output_format format;
@@ -172,6 +177,12 @@ static int parse_args(cli *c, int argc, char **argv) {
                 return usage_error("--dtype wants float32, float16 or bfloat16, got '%s'", v);
             c->opt.dtype = dt;
             c->dtype_given = true;
+        } else if (is_flag(a, "--kernels", "--kernels")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (strcmp(v, "pytorch") == 0) c->opt.kernels = EST_KERNELS_PYTORCH;
+            else if (strcmp(v, "verify") == 0) c->opt.kernels = EST_KERNELS_VERIFY;
+            else return usage_error("--kernels wants pytorch or verify, got '%s'", v);
+            c->kernels_given = true;
         } else if (is_flag(a, "--tolerance", "--tolerance")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             char *end;
@@ -283,6 +294,8 @@ int main(int argc, char **argv) {
                 if (c.command && strcmp(c.command, "verify") == 0) {
                     verify_request q = {.model = c.model, .out_path = c.out_path, .format = c.format,
                                         .opt = c.opt, .tolerance = c.tolerance};
+                    /* compare like with like: the executor's own workspaces */
+                    if (!c.kernels_given) q.opt.kernels = EST_KERNELS_VERIFY;
                     rc = run_verify(&q, g);
                 } else {
                     rc = c.command ? convert(&c, g) : estimate(&c, g);

@@ -161,7 +161,33 @@ static conv_kind conv_workspace_kind(const est_cost_ctx *c) {
     return per_filter == (uint64_t)w->dims[1] ? CONV_POINTWISE : CONV_SPATIAL;
 }
 
+/* memest verify's executor (verify/ops_conv.cu): im2col into a column
+ * buffer of C x kernel x output-pixels per sample, for as many samples as
+ * keep it under the output's size (at least one), then cuBLAS; 1x1 unit-
+ * stride unpadded convs read X directly and one-channel-per-group convs
+ * (depthwise) run direct kernels: no buffer. Backward uses the same buffer
+ * for dX (col2im) and dW (im2col). */
+static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
+    const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
+    if (!x || !w || !y || x->rank < 3 || w->rank != x->rank || y->rank != x->rank || w->dims[0] <= 0 ||
+        w->dims[1] <= 0 || x->dims[0] <= 0)
+        return 0;
+    if (w->dims[1] == 1) return 0; /* one channel per group: direct kernels */
+    bool pointwise = true;
+    for (int d = 2; d < w->rank; d++) pointwise &= w->dims[d] == 1 && x->dims[d] == y->dims[d];
+    if (pointwise) return 0;
+    uint64_t kernel = est_tval_elements(w) / ((uint64_t)w->dims[0] * (uint64_t)w->dims[1]);
+    uint64_t pixels = 1;
+    for (int d = 2; d < y->rank; d++) pixels *= (uint64_t)y->dims[d];
+    uint64_t per_sample = (uint64_t)x->dims[1] * kernel * pixels; /* C x kernel x output pixels */
+    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? est_tval_elements(y) / per_sample : n;
+    if (chunk < 1) chunk = 1;
+    if (chunk > n) chunk = n;
+    return est_dtype_bytes(c->float_dtype, chunk * per_sample);
+}
+
 static uint64_t conv_workspace(const est_cost_ctx *c) {
+    if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_workspace(c);
     const est_tval *w = est_cost_in(c, 1);
     if (conv_workspace_kind(c) != CONV_SPATIAL || w->dims[0] < 32) return 0;
     uint64_t out = est_cost_bytes(c, est_cost_out(c, 0));
@@ -169,6 +195,8 @@ static uint64_t conv_workspace(const est_cost_ctx *c) {
 }
 
 static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
+    if (c->kernels == EST_KERNELS_VERIFY)
+        return est_needs_grad(c, 0) || est_needs_grad(c, 1) ? conv_im2col_workspace(c) : 0;
     if (!est_needs_grad(c, 1)) return 0;
     uint64_t weight = est_cost_bytes(c, est_cost_in(c, 1));
     uint64_t in = est_cost_bytes(c, est_cost_in(c, 0)), out = est_cost_bytes(c, est_cost_out(c, 0));

@@ -112,6 +112,7 @@ struct est_cost_ctx {
     bool any_grad;                    /* some input needs a gradient: backward runs */
     bool in_strided[EST_MAX_IO];      /* input i is a non-contiguous view (of a Transpose) */
     est_dtype float_dtype;            /* the dtype floating tensors take in this estimate */
+    est_kernels kernels;              /* whose kernels run the op (est_options.kernels) */
 };
 
 struct est_flops {

@@ -149,9 +149,11 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->mode = opt->mode;
     r->optimizer = opt->optimizer;
     r->dtype = opt->dtype == EST_DT_UNDEFINED ? EST_DT_FLOAT : opt->dtype;
+    r->kernels = opt->kernels;
     est_status st = EST_OK;
-    if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT)
-        st = est__fail(err, EST_EINVAL, "est_estimate: invalid mode or optimizer");
+    if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
+        (unsigned)r->kernels > EST_KERNELS_VERIFY)
+        st = est__fail(err, EST_EINVAL, "est_estimate: invalid mode, optimizer or kernels");
     else if (r->dtype != EST_DT_FLOAT && r->dtype != EST_DT_FLOAT16 && r->dtype != EST_DT_BFLOAT16)
         st = est__fail(err, EST_EINVAL, "est_estimate: dtype %s is not float32, float16 or bfloat16",
                        est_dtype_name(r->dtype));

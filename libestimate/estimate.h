@@ -280,6 +280,15 @@ EST_API const char *est_optimizer_name(est_optimizer o); /* "adam", "sgd", ... *
 EST_API int est_mode_from_name(const char *name);
 EST_API int est_optimizer_from_name(const char *name);
 
+/* The kernel libraries the estimate assumes. Only the workspaces differ:
+ * PyTorch runs Conv through cuDNN (docs/memory-model.md, "Workspaces");
+ * `memest verify`'s executor runs it as im2col + cuBLAS, with a column
+ * buffer of a chunk of the batch (docs/verify.md). */
+typedef enum est_kernels {
+    EST_KERNELS_PYTORCH = 0, /* PyTorch eager: cuDNN, cuBLAS */
+    EST_KERNELS_VERIFY,      /* memest verify's executor */
+} est_kernels;
+
 typedef struct est_options {
     est_mode mode;                 /* default EST_MODE_TRAIN */
     est_optimizer optimizer;       /* default EST_OPT_ADAM */
@@ -291,6 +300,9 @@ typedef struct est_options {
     size_t n_dims;
     const est_input_value *values; /* optional known input contents */
     size_t n_values;
+    est_kernels kernels;           /* whose kernels run the ops (their
+                                      workspaces differ); default
+                                      EST_KERNELS_PYTORCH */
 } est_options;
 
 /* Sets every option to its default (no batch, no bindings). */

@@ -19,6 +19,7 @@ struct est_report {
     est_mode mode;
     est_optimizer optimizer;
     est_dtype dtype;
+    est_kernels kernels;
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;

@@ -112,6 +112,7 @@ static void build_contexts(sim *s) {
         c->n_in = n->n_inputs;
         c->n_out = n->n_outputs;
         c->float_dtype = s->r->dtype;
+        c->kernels = s->r->kernels;
         for (int k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
             if (t < 0) continue;

@@ -20,6 +20,9 @@
  *  2. cuDNN Conv workspace (layers/conv.c): a 64->64 3x3 conv, a depthwise
  *     7x7 conv, convs reducing over fewer than 32 values or with fewer than
  *     32 filters, and 1x1 convs at both sides of the weight-gradient min().
+ *     With est_options.kernels = EST_KERNELS_VERIFY, the executor's im2col
+ *     buffer instead: one sample's columns or as many as fit in the
+ *     output's size; none for 1x1 and depthwise convs.
  *  3. MatMul copies a batched operand that is a transposed view
  *     (layers/linear.c, matmul_workspace); not a contiguous one, nor a 2-D
  *     transposed one.
@@ -411,6 +414,48 @@ static void conv_temps(int n, int c, int hw, int f, int group, int k, uint64_t *
     est_graph_free(g);
 }
 
+/* The same conv under est_options.kernels = EST_KERNELS_VERIFY: memest
+ * verify's im2col buffer (layers/conv.c, conv_im2col_workspace). */
+static uint64_t conv_im2col_temp(int n, int c, int hw, int f, int group, int k, est_mode mode) {
+    est_graph *g = conv_graph(n, c, hw, f, group, k);
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = mode;
+    opt.kernels = EST_KERNELS_VERIFY;
+    est_report *r = NULL;
+    est_error err;
+    uint64_t temp = UINT64_MAX;
+    if (g && est_estimate(g, &opt, &r, &err) == EST_OK) {
+        const est_layer *L = layer_named(r, "conv", "conv im2col");
+        if (L) temp = L->temp_bytes;
+    }
+    est_report_free(r);
+    est_graph_free(g);
+    return temp;
+}
+
+static void check_conv_im2col(void) {
+    /* 64 -> 64 3x3 on 8 x 64 x 56 x 56: one sample's columns are
+     * 64 x 9 x 56 x 56 = 1806336 floats, more than the whole output
+     * (8 x 64 x 3136 = 1605632), so the chunk is one sample:
+     * 1806336 x 4 = 7225344 bytes (a multiple of 512), forward and backward. */
+    for (int m = 0; m < 2; m++) {
+        est_mode mode = m ? EST_MODE_TRAIN : EST_MODE_INFER;
+        uint64_t t = conv_im2col_temp(8, 64, 56, 64, 1, 3, mode);
+        CHECK(t == 7225344, "im2col 64->64 3x3 (%s): temp %llu, expected 7225344", est_mode_name(mode), U(t));
+    }
+    /* 4 -> 64 3x3 on 8 x 4 x 8 x 8: 4 x 9 x 64 = 2304 floats a sample; the
+     * output (8 x 64 x 64 = 32768) holds 14 samples' worth, capped at the
+     * batch of 8: 8 x 2304 x 4 = 73728 */
+    uint64_t t = conv_im2col_temp(8, 4, 8, 64, 1, 3, EST_MODE_INFER);
+    CHECK(t == 73728, "im2col 4->64 3x3: temp %llu, expected 73728", U(t));
+    /* 1x1 unit-stride convs read X directly; depthwise convs run direct kernels */
+    t = conv_im2col_temp(8, 64, 56, 128, 1, 1, EST_MODE_TRAIN);
+    CHECK(t == 0, "im2col 1x1: temp %llu, expected 0", U(t));
+    t = conv_im2col_temp(8, 64, 56, 64, 64, 3, EST_MODE_TRAIN);
+    CHECK(t == 0, "im2col depthwise: temp %llu, expected 0", U(t));
+}
+
 static void check_conv(void) {
     uint64_t ti, tt;
 
@@ -738,6 +783,7 @@ int main(int argc, char **argv) {
     }
     check_gelu();
     check_conv();
+    check_conv_im2col();
     check_matmul();
     check_json_no_unfold();
     check_silu();

@@ -42,6 +42,25 @@ VX_EXPORT int memest_verify_abi(void) {
     return MEMEST_VERIFY_ABI;
 }
 
+VX_EXPORT int memest_verify_has_op(const char *op_type) {
+    if (!op_type) return 0;
+    return strcmp(op_type, "Constant") == 0 || vx_find_op(op_type) || vx_find_host_op(op_type);
+}
+
+VX_EXPORT int memest_verify_device_count(char *msg, size_t msg_size) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        if (msg && msg_size)
+            snprintf(msg, msg_size, "no CUDA GPU available: %s",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        cudaGetLastError();
+        return 0;
+    }
+    if (msg && msg_size) msg[0] = 0;
+    return n;
+}
+
 VX_EXPORT void memest_verify_options_init(vx_options *o) {
     memset(o, 0, sizeof *o);
     o->mode = EST_MODE_TRAIN;

@@ -113,6 +113,10 @@ typedef void (*memest_verify_options_init_fn)(vx_options *o);
 typedef vx_status (*memest_verify_run_fn)(const est_graph *g, const vx_options *o, vx_result *r);
 typedef void (*memest_verify_result_free_fn)(vx_result *r);
 typedef int (*memest_verify_abi_fn)(void);
+/* Optional symbols (conformance tools; verify_load.h leaves them NULL when a
+ * module lacks them). Neither creates a CUDA context. */
+typedef int (*memest_verify_has_op_fn)(const char *op_type);
+typedef int (*memest_verify_device_count_fn)(char *msg, size_t msg_size);
 
 /* The module's symbols. */
 void memest_verify_options_init(vx_options *o);
@@ -120,6 +124,15 @@ void memest_verify_options_init(vx_options *o);
 vx_status memest_verify_run(const est_graph *g, const vx_options *o, vx_result *r);
 void memest_verify_result_free(vx_result *r);
 int memest_verify_abi(void);
+/* 1 when the executor has a kernel (device or host) for op_type of the
+ * standard ONNX domain ("Constant" included), else 0. Attributes, dtypes
+ * and shapes a kernel refuses still show up as VX_EUNSUPPORTED at run time. */
+int memest_verify_has_op(const char *op_type);
+/* The CUDA devices memest_verify_run() could use: cudaGetDeviceCount's
+ * count, 0 when it fails or finds none (msg, if given, then says why). This
+ * initialises the CUDA runtime in the calling process (do it after fork,
+ * not before). */
+int memest_verify_device_count(char *msg, size_t msg_size);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Time one training step of a truth-protocol model in PyTorch, for the
+comparison with `memest verify`'s measured step time (docs/verify.md).
+
+usage: time_step.py [MODEL] [BATCH] [OPTIMIZER]   (default: resnet18 32 adam)
+
+The step is the truth protocol's (zero_grad(set_to_none=True), forward,
+y.float().mean(), backward, step), float32, cudnn.benchmark left off. Three
+warm-up steps, then the median of 20 timed steps, each synchronised.
+Prints one JSON line.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo  # noqa: E402
+from measure import optimizer  # noqa: E402
+
+
+def main():
+    name = sys.argv[1] if len(sys.argv) > 1 else "resnet18"
+    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+    kind = sys.argv[3] if len(sys.argv) > 3 else "adam"
+    model = zoo.build(name).cuda().train()
+    x = zoo.make_input(name, batch).cuda()
+    opt = optimizer(kind, model.parameters())
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        y = model(x)
+        loss = y.float().mean()
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps({"model": name, "batch": batch, "optimizer": kind, "device": torch.cuda.get_device_name(),
+                      "torch": torch.__version__, "median_ms": 1000 * statistics.median(times),
+                      "min_ms": 1000 * min(times)}))
+
+
+if __name__ == "__main__":
+    main()
