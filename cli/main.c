@@ -60,6 +60,17 @@ static const char help_text[] =
     "--output; float32 only):\n"
     "      --tolerance PCT   exit 1 when the peak's relative error is above PCT\n"
     "                        percent (default: 5)\n"
+    "      --input [NAME=]FILE.npy\n"
+    "                        run on these input values instead of random ones: a\n"
+    "                        NumPy .npy array (float32, int64 or bool, C order);\n"
+    "                        NAME picks the graph input, else the N-th --input\n"
+    "                        binds the N-th graph input; the array's shape is used;\n"
+    "                        repeatable (default: random inputs)\n"
+    "      --dump-outputs DIR\n"
+    "                        write the graph outputs of the measured step to DIR:\n"
+    "                        output_K.bin (raw little-endian float32 / int64 /\n"
+    "                        uint8 bool) and outputs.json (name, dtype, shape, file\n"
+    "                        of each) (default: none)\n"
     "\n"
     "Examples:\n"
     "  memest models/resnet18.onnx --batch 32\n"
@@ -106,6 +117,9 @@ typedef struct cli {
     est_limits limits;     /* docs/robustness.md */
     est_binding dims[MAX_DIM_FLAGS];
     char *dim_names[MAX_DIM_FLAGS];
+    const char *inputs[MAX_DIM_FLAGS]; /* verify --input */
+    size_t n_inputs;
+    const char *dump_dir;              /* verify --dump-outputs */
 } cli;
 
 static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
@@ -190,6 +204,13 @@ static int parse_args(cli *c, int argc, char **argv) {
             double t = strtod(v, &end);
             if (errno || *end || !(t >= 0)) return usage_error("--tolerance wants a percentage >= 0, got '%s'", v);
             c->tolerance = t;
+        } else if (is_flag(a, "--input", "--input")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a file name", a);
+            if (c->n_inputs == MAX_DIM_FLAGS) return usage_error("too many --input flags");
+            c->inputs[c->n_inputs++] = v;
+        } else if (is_flag(a, "--dump-outputs", "--dump-outputs")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a folder", a);
+            c->dump_dir = v;
         } else if (is_flag(a, "-f", "--format")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "table") == 0) c->format = FORMAT_TABLE;
@@ -217,6 +238,8 @@ static int parse_args(cli *c, int argc, char **argv) {
         return -1;
     }
     if (!c->model) return usage_error("no model given");
+    if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
+        return usage_error("--input and --dump-outputs are verify's");
     if (c->command && strcmp(c->command, "convert") == 0 && !c->out_path)
         return usage_error("convert needs -o OUT.json");
     return -1;
@@ -293,7 +316,8 @@ int main(int argc, char **argv) {
             } else {
                 if (c.command && strcmp(c.command, "verify") == 0) {
                     verify_request q = {.model = c.model, .out_path = c.out_path, .format = c.format,
-                                        .opt = c.opt, .tolerance = c.tolerance};
+                                        .opt = c.opt, .tolerance = c.tolerance, .inputs = c.inputs,
+                                        .n_inputs = c.n_inputs, .dump_dir = c.dump_dir};
                     /* compare like with like: the executor's own workspaces */
                     if (!c.kernels_given) q.opt.kernels = EST_KERNELS_VERIFY;
                     rc = run_verify(&q, g);

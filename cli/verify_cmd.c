@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <cjson/cJSON.h>
 
 #include "estimate.h"
@@ -140,6 +142,124 @@ static int print_json_v(FILE *f, const verify_request *q, const est_report *rep,
     return 0;
 }
 
+/* --input: a NumPy .npy file (format 1.0 / 2.0 / 3.0, C order, '<f4',
+ * '<i8' or '|b1') into v (data malloc'ed). 0 on success, else why says. */
+static int load_npy(const char *path, vx_value *v, char *why, size_t wn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, wn, "%s: cannot read", path);
+        return 1;
+    }
+    unsigned char pre[12];
+    size_t hl = 0, pl;
+    int rc = 1;
+    char *hdr = NULL;
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        snprintf(why, wn, "%s: not a .npy file", path);
+        goto done;
+    }
+    if (pre[6] == 1) {
+        hl = pre[8] | (size_t)pre[9] << 8;
+        pl = 10;
+    } else {
+        if (fread(pre + 10, 1, 2, f) != 2) goto bad;
+        hl = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+        pl = 12;
+    }
+    (void)pl;
+    if (hl > (1u << 20) || !(hdr = calloc(1, hl + 1)) || fread(hdr, 1, hl, f) != hl) goto bad;
+    const char *d = strstr(hdr, "'descr'"), *fo = strstr(hdr, "'fortran_order'"), *sh = strstr(hdr, "'shape'");
+    if (!d || !fo || !sh) goto bad;
+    d = strchr(d + 7, '\'');
+    if (!d) goto bad;
+    size_t es;
+    if (strncmp(d, "'<f4'", 5) == 0) v->dtype = VX_F32, es = 4;
+    else if (strncmp(d, "'<i8'", 5) == 0) v->dtype = VX_I64, es = 8;
+    else if (strncmp(d, "'|b1'", 5) == 0) v->dtype = VX_BOOL, es = 1;
+    else {
+        snprintf(why, wn, "%s: dtype %.5s (float32, int64 or bool wanted)", path, d);
+        goto done;
+    }
+    fo = strchr(fo + 15, ':');
+    while (fo && *++fo == ' ') {}
+    if (!fo || strncmp(fo, "False", 5) != 0) {
+        snprintf(why, wn, "%s: Fortran order is not supported", path);
+        goto done;
+    }
+    sh = strchr(sh, '(');
+    if (!sh) goto bad;
+    v->rank = 0;
+    v->numel = 1;
+    for (const char *p = sh + 1; *p && *p != ')';) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        if (v->rank == 8 || x < 0) goto bad;
+        v->dims[v->rank++] = x;
+        v->numel *= x;
+        p = end;
+    }
+    size_t bytes = (size_t)v->numel * es;
+    v->data = malloc(bytes ? bytes : 1);
+    if (!v->data || fread(v->data, 1, bytes, f) != bytes) {
+        snprintf(why, wn, "%s: short file (%lld elements expected)", path, (long long)v->numel);
+        goto done;
+    }
+    rc = 0;
+    goto done;
+bad:
+    snprintf(why, wn, "%s: malformed .npy header", path);
+done:
+    if (rc) {
+        free(v->data);
+        v->data = NULL;
+    }
+    free(hdr);
+    fclose(f);
+    return rc;
+}
+
+/* --dump-outputs: DIR/output_K.bin and DIR/outputs.json. */
+static int dump_outputs(const char *dir, const verify_request *q, const vx_result *r) {
+    static const char *dt_names[] = {"float32", "int64", "bool"};
+    mkdir(dir, 0777);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", q->model);
+    cJSON_AddStringToObject(root, "mode", est_mode_name(q->opt.mode));
+    cJSON *arr = cJSON_AddArrayToObject(root, "outputs");
+    int bad = 0;
+    for (size_t k = 0; k < r->n_outputs; k++) {
+        const vx_value *v = &r->outputs[k];
+        char file[64], path[4096];
+        snprintf(file, sizeof file, "output_%zu.bin", k);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, o);
+        cJSON_AddStringToObject(o, "name", v->name ? v->name : "");
+        cJSON_AddStringToObject(o, "dtype", dt_names[v->dtype]);
+        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+        for (int i = 0; i < v->rank; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->dims[i]));
+        cJSON_AddStringToObject(o, "file", file);
+        FILE *f = fopen(path, "wb");
+        size_t bytes = v->data ? (size_t)v->numel * (v->dtype == VX_F32 ? 4 : v->dtype == VX_I64 ? 8 : 1) : 0;
+        if (!f || fwrite(v->data ? v->data : "", 1, bytes, f) != bytes) bad = 1;
+        if (f && fclose(f)) bad = 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/outputs.json", dir);
+    char *s = cJSON_Print(root);
+    cJSON_Delete(root);
+    FILE *f = fopen(path, "w");
+    if (!s || !f || fprintf(f, "%s\n", s) < 0) bad = 1;
+    if (f && fclose(f)) bad = 1;
+    free(s);
+    if (bad) fprintf(stderr, "memest: %s: writing the outputs failed\n", dir);
+    return bad;
+}
+
 static void print_oom(FILE *f, const verify_request *q, const vx_result *r, const est_report *rep) {
     char a[32], b[32], c[32];
     if (q->format == FORMAT_JSON) {
@@ -196,8 +316,50 @@ int run_verify(const verify_request *q, const est_graph *g) {
     o.batch = q->opt.batch;
     o.dims = q->opt.dims;
     o.n_dims = q->opt.n_dims;
+    /* --input values */
+    vx_value in[64];
+    size_t n_in = 0;
+    int in_rc = EXIT_OK;
+    for (size_t i = 0; i < q->n_inputs && i < 64 && in_rc == EXIT_OK; i++) {
+        const char *spec = q->inputs[i], *file = spec, *name = NULL;
+        const char *eq = strchr(spec, '=');
+        size_t ng = est_graph_input_count(g);
+        if (eq)
+            for (size_t k = 0; k < ng; k++) {
+                const char *gn = est_graph_input_name(g, k);
+                if (gn && strlen(gn) == (size_t)(eq - spec) && strncmp(gn, spec, (size_t)(eq - spec)) == 0) {
+                    name = gn;
+                    file = eq + 1;
+                }
+            }
+        if (!name) {
+            if (i >= ng) {
+                fprintf(stderr, "memest: --input %s: the graph has %zu inputs\n", spec, ng);
+                in_rc = EXIT_USAGE;
+                break;
+            }
+            name = est_graph_input_name(g, i);
+        }
+        memset(&in[n_in], 0, sizeof in[n_in]);
+        in[n_in].name = name;
+        if (load_npy(file, &in[n_in], why, sizeof why)) {
+            fprintf(stderr, "memest: --input %s\n", why);
+            in_rc = EXIT_USAGE;
+            break;
+        }
+        n_in++;
+    }
+    if (in_rc != EXIT_OK) {
+        for (size_t i = 0; i < n_in; i++) free(in[i].data);
+        est_report_free(rep);
+        return in_rc;
+    }
+    o.inputs = in;
+    o.n_inputs = n_in;
+    o.fetch_outputs = q->dump_dir != NULL;
     vx_result r;
     vx_status st = m.run(g, &o, &r);
+    for (size_t i = 0; i < n_in; i++) free(in[i].data);
     FILE *f = q->out_path ? fopen(q->out_path, "w") : stdout;
     if (!f) {
         fprintf(stderr, "memest: %s: cannot write\n", q->out_path);
@@ -221,6 +383,7 @@ int run_verify(const verify_request *q, const est_graph *g) {
         if (q->format == FORMAT_JSON) print_json_v(f, q, rep, &r, ok, e);
         else print_table_v(f, q, rep, &r, ok, e);
         rc = ok ? EXIT_OK : EXIT_FAIL;
+        if (q->dump_dir && dump_outputs(q->dump_dir, q, &r)) rc = EXIT_FAIL;
     }
     if (f != stdout) fclose(f);
     else fflush(f);

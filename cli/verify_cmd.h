@@ -11,6 +11,12 @@ typedef struct verify_request {
     output_format format;
     est_options opt;
     double tolerance;   /* percent */
+    /* --input [NAME=]FILE.npy (repeatable): graph input values; without NAME
+     * the i-th flag binds the i-th graph input. The array's shape is used. */
+    const char *const *inputs;
+    size_t n_inputs;
+    const char *dump_dir; /* --dump-outputs DIR: the graph outputs of the
+                             measured step as raw files plus outputs.json */
 } verify_request;
 
 /* Exit code: 0 the peak is within tolerance, 1 above it or the run failed

@@ -3,7 +3,12 @@
 #   1. the meson 'gpu' test suite (kernel gradients, the truth models);
 #   2. a sweep of `memest verify` over every model in the truth folder
 #      (legacy-train exports), batches 8 and 32, sgd / momentum / adam and
-#      infer, written as a table (TSV) and the raw JSON per run.
+#      infer, written as a table (TSV) and the raw JSON per run;
+#   3. forward conformance against the ONNX node tests
+#      (tests/gpu/test_verify_conformance: OUT_DIR/conformance.log);
+#   4. whole-model outputs of the *.full.onnx truth exports against
+#      onnxruntime (scripts/compare_ort.py: OUT_DIR/compare-ort.log and
+#      OUT_DIR/ort/, with compare_ort.json).
 #
 # Usage: scripts/gpu_verify.sh [BUILD_DIR] [OUT_DIR]
 #   BUILD_DIR  a meson build folder (default build-verify); built here if it
@@ -12,7 +17,9 @@
 #              lacks (libprotobuf-c.so.1, libcjson.so.1) in BUILD_DIR/deps.
 #   OUT_DIR    where results go (default BUILD_DIR/gpu-verify).
 # Environment: TRUTH (default ../shared/truth/onnx, else BUILD_DIR/shared/truth/onnx),
-#   BATCHES ("8 32"), SKIP_TESTS=1 to skip step 1.
+#   BATCHES ("8 32"), SKIP_TESTS=1 to skip step 1,
+#   NODE_TESTS (default ../shared/onnx-node-tests, else BUILD_DIR/shared/onnx-node-tests),
+#   SKIP_CONFORMANCE=1, SKIP_ORT=1, SKIP_SWEEP=1 to skip steps 3, 4, 2.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build-verify}
@@ -55,6 +62,44 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     rc=$?
     cat "$out/verify-models.log"
     [ $rc -ne 0 ] && [ $rc -ne 77 ] && status=1
+fi
+
+if [ "${SKIP_CONFORMANCE:-0}" != 1 ]; then
+    echo "== conformance (ONNX node tests)"
+    nodetests=${NODE_TESTS:-$here/../shared/onnx-node-tests}
+    [ -d "$nodetests" ] || nodetests=$build/shared/onnx-node-tests
+    if [ -x "$build/tests/gpu/test_verify_conformance" ]; then
+        MEMEST_VERIFY_MODULE=$build/verify/libmemest_verify.so "$build/tests/gpu/test_verify_conformance" "$nodetests" \
+            >"$out/conformance.log" 2>&1
+        rc=$?
+        grep -v '^unsupported ' "$out/conformance.log" | tail -60
+        echo "test_verify_conformance: exit $rc (full log: $out/conformance.log)"
+        [ $rc -ne 0 ] && [ $rc -ne 77 ] && status=1
+    else
+        echo "no $build/tests/gpu/test_verify_conformance"
+    fi
+fi
+
+if [ "${SKIP_ORT:-0}" != 1 ]; then
+    echo "== outputs against onnxruntime (*.full.onnx)"
+    if python3 -c 'import onnxruntime, numpy' 2>/dev/null; then
+        set -- "$truth"/*.full.onnx
+        if [ -e "$1" ]; then
+            python3 "$here/scripts/compare_ort.py" --memest "$memest" --out "$out/ort" "$@" >"$out/compare-ort.log" 2>&1
+            rc=$?
+            cat "$out/compare-ort.log"
+            [ $rc -ne 0 ] && status=1
+        else
+            echo "no *.full.onnx in $truth"
+        fi
+    else
+        echo "python3 lacks onnxruntime or numpy: skipped"
+    fi
+fi
+
+if [ "${SKIP_SWEEP:-0}" = 1 ]; then
+    echo "results in $out"
+    exit $status
 fi
 
 echo "== sweep"

@@ -92,6 +92,8 @@ static vx_tensor *stub_of(const vx_tensor *t) {
     s->numel = t->numel;
     s->cat = t->cat;
     s->refs = 1;
+    s->strided = t->strided; /* the layout (MatMul's gradient follows it), no storage */
+    memcpy(s->strides, t->strides, sizeof s->strides);
     return s;
 }
 
@@ -325,6 +327,8 @@ static vx_status make_constant_node(vx_exec *x, const est_node *n) {
     } else {
         return vx_fail(x->ctx, VX_EUNSUPPORTED, "Constant without a supported value attribute");
     }
+    /* Small ones stay on the host and are uploaded per use as activations
+     * (run_node); a large one is made once on the device (other). */
     vx_status st = make_value(x, ti, dt, rank, dims, VX_OTHER, known, true, &x->val[ti]);
     if (!st) x->persistent[ti] = true;
     return st;
@@ -473,12 +477,27 @@ static void drop_value(vx_exec *x, int32_t ti) {
     x->val[ti] = NULL;
 }
 
+/* Drops the tensors whose reads end at node i (their last reader, or the
+ * end of the module call holding them). */
+static void release_reads(vx_exec *x, int32_t i) {
+    for (int32_t r = 0; r < x->rel_n[i]; r++) {
+        int32_t ti = x->rel[i][r];
+        if (--x->pending[ti] == 0) drop_value(x, ti);
+    }
+}
+
 static vx_status run_node(vx_exec *x, int32_t i) {
     vx_ctx *ctx = x->ctx;
     const est_node *n = &x->g->nodes[i];
     node_state *s = &x->ns[i];
     memset(s, 0, sizeof *s);
-    if (strcmp(n->op_type, "Constant") == 0) return VX_OK;
+    if (strcmp(n->op_type, "Constant") == 0) {
+        /* made at setup; but a module call can end here (GELU's fusion
+         * leaves the 0.5 Constant as the last node of the MLP's scope), so
+         * the arguments it held go now */
+        release_reads(x, i);
+        return VX_OK;
+    }
     if (n->n_inputs > VX_MAX_IO || n->n_outputs > VX_MAX_IO)
         return vx_fail(ctx, VX_EUNSUPPORTED, "more than %d inputs or outputs", VX_MAX_IO);
     vx_run run;
@@ -517,17 +536,47 @@ static vx_status run_node(vx_exec *x, int32_t i) {
             s->host = false;
         }
     }
+    /* what this node made for itself: per-use uploads of constants and
+     * contiguous copies of strided inputs (PyTorch's .contiguous() inside
+     * the kernel), released when it returns */
+    vx_tensor *orig[VX_MAX_IO] = {NULL}, *mine[VX_MAX_IO] = {NULL};
     if (!s->host) {
         op = vx_find_op(n->op_type);
         if (!op) return vx_fail(ctx, VX_EUNSUPPORTED, "no device kernel for %s", n->op_type);
         for (int k = 0; k < n->n_inputs; k++) {
             if (!run.in[k]) continue;
-            st = (op->host_inputs & VX_SLOT(k)) ? vx_tensor_to_host(ctx, run.in[k])
-                                                : vx_tensor_to_device(ctx, run.in[k]);
+            if (op->host_inputs & VX_SLOT(k)) {
+                st = vx_tensor_to_host(ctx, run.in[k]);
+            } else if (!run.in[k]->data && run.in[k]->numel && x->persistent[n->inputs[k]]) {
+                /* A constant (Constant node, folded initializer) read on the
+                 * device: in PyTorch a tensor created in the forward (or a
+                 * Python scalar), not a module attribute: an activation
+                 * uploaded for this node, freed after it unless saved. */
+                vx_tensor *c = vx_tensor_view(ctx, run.in[k], run.in[k]->rank, run.in[k]->dims);
+                if (!c) return vx_fail(ctx, VX_EOOM, "host out of memory");
+                c->cat = VX_ACT;
+                st = vx_tensor_to_device(ctx, c);
+                orig[k] = c; /* the node's input from now on (saved if backward reads it) */
+                mine[k] = c;
+                run.in[k] = c;
+            } else {
+                st = vx_tensor_to_device(ctx, run.in[k]);
+            }
             if (st == VX_EOOM) return oom(x, "an upload");
             if (st) return st;
         }
+        for (int k = 0; k < n->n_inputs; k++) {
+            if (!orig[k]) orig[k] = run.in[k];
+            if (!run.in[k] || !run.in[k]->strided || (op->strided & VX_STRIDED_IN)) continue;
+            vx_tensor *c = vx_contiguous(ctx, run.in[k]);
+            if (!c) return oom(x, "a contiguous copy");
+            run.in[k] = c;
+        }
         st = op->forward(ctx, &run);
+        for (int k = 0; k < n->n_inputs; k++) {
+            if (run.in[k] != orig[k]) vx_tensor_release(ctx, run.in[k]);
+            run.in[k] = orig[k];
+        }
     }
     s->op = op;
     vx_alloc_free_workspaces(ctx);
@@ -568,10 +617,8 @@ static vx_status run_node(vx_exec *x, int32_t i) {
         if (ti >= 0 && x->reads[ti] == 0) drop_value(x, ti);
     }
     /* reads that end here */
-    for (int32_t r = 0; r < x->rel_n[i]; r++) {
-        int32_t ti = x->rel[i][r];
-        if (--x->pending[ti] == 0) drop_value(x, ti);
-    }
+    release_reads(x, i);
+    for (int k = 0; k < VX_MAX_IO; k++) vx_tensor_release(ctx, mine[k]);
     ctx->node = NULL;
     return VX_OK;
 }
@@ -601,9 +648,21 @@ static vx_status accumulate(vx_exec *x, int32_t ti, vx_tensor *gr) {
         return vx_fail(ctx, VX_ESHAPE, "gradient of '%s' has %lld elements, the tensor %lld",
                        x->g->tensors[ti].name, (long long)gr->numel, (long long)v->numel);
     }
+    if (cur && gr->strided) {
+        /* summing into a buffer: read the strided gradient contiguously */
+        vx_tensor *c = vx_contiguous(ctx, gr);
+        vx_tensor_release(ctx, gr);
+        if (!c) return oom(x, "a gradient sum");
+        gr = c;
+    }
     if (is_param(x, ti)) {
         if (!cur) {
-            if (gr->cat == VX_GRAD && vx_tensor_exclusive(gr) && !gr->base) {
+            /* AccumulateGrad steals a gradient nobody else holds when its
+             * layout is the parameter's (a contiguous view of its whole
+             * storage included), else clones it */
+            vx_tensor *sto = vx_tensor_storage(gr);
+            if (!gr->strided && vx_tensor_exclusive(gr) && gr->data == sto->data && gr->numel == sto->numel) {
+                if (gr->cat != VX_GRAD) vx_tensor_retag(ctx, gr, VX_GRAD);
                 x->grad[ti] = gr;
                 return VX_OK;
             }
@@ -622,7 +681,7 @@ static vx_status accumulate(vx_exec *x, int32_t ti, vx_tensor *gr) {
         return VX_OK;
     }
     vx_status st;
-    if (vx_tensor_exclusive(cur) && vx_tensor_storage(cur) != vx_tensor_storage(gr)) {
+    if (vx_tensor_exclusive(cur) && !cur->strided && vx_tensor_storage(cur) != vx_tensor_storage(gr)) {
         st = vx_k_add_inplace(ctx, cur, gr);
         vx_tensor_release(ctx, gr);
         return st;
@@ -632,7 +691,14 @@ static vx_status accumulate(vx_exec *x, int32_t ti, vx_tensor *gr) {
         vx_tensor_release(ctx, gr);
         return oom(x, "a gradient sum");
     }
-    st = vx_k_add(ctx, cur, gr, sum);
+    vx_tensor *cc = vx_contiguous(ctx, cur);
+    if (!cc) {
+        vx_tensor_release(ctx, gr);
+        vx_tensor_release(ctx, sum);
+        return oom(x, "a gradient sum");
+    }
+    st = vx_k_add(ctx, cc, gr, sum);
+    vx_tensor_release(ctx, cc);
     vx_tensor_release(ctx, gr);
     vx_tensor_release(ctx, cur);
     x->grad[ti] = sum;
@@ -685,7 +751,27 @@ static vx_status backward_node(vx_exec *x, int32_t i) {
     }
     memcpy(run.saved, s->saved, sizeof run.saved);
     ctx->node = n;
-    vx_status st = s->op->backward(ctx, &run);
+    /* contiguous copies of strided tensors the kernel cannot read as they
+     * are, for the duration of the call (VX_TEMP) */
+    vx_tensor *tmp[3 * VX_MAX_IO] = {NULL};
+    int nt = 0;
+    vx_status st = VX_OK;
+    for (int k = 0; k < VX_MAX_IO && !st; k++) {
+        vx_tensor **slot[3] = {&run.in[k], &run.out[k], &run.grad_out[k]};
+        for (int j = 0; j < 3; j++) {
+            vx_tensor *t = *slot[j];
+            uint32_t ok = j < 2 ? VX_STRIDED_SAVED : VX_STRIDED_GRAD;
+            if (!t || !t->strided || !t->data || (s->op->strided & ok)) continue;
+            vx_tensor *c = vx_contiguous(ctx, t);
+            if (!c) {
+                st = VX_EOOM;
+                break;
+            }
+            *slot[j] = tmp[nt++] = c;
+        }
+    }
+    if (!st) st = s->op->backward(ctx, &run);
+    for (int k = 0; k < nt; k++) vx_tensor_release(ctx, tmp[k]);
     vx_alloc_free_workspaces(ctx);
     if (!st) st = check_launch(x);
     /* the node's output gradients are consumed */
@@ -719,19 +805,30 @@ static vx_status backward_node(vx_exec *x, int32_t i) {
 static vx_status backward(vx_exec *x, vx_tensor *y, int32_t yi) {
     vx_ctx *ctx = x->ctx;
     ctx->phase = VX_PHASE_BACKWARD;
+    /* loss.backward()'s seed, torch.ones_like(loss): one scalar block held
+     * by autograd's Python frame until backward returns */
+    vx_tensor *seed = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_TEMP);
+    if (!seed) return oom(x, "the backward seed");
+    vx_status st = vx_k_fill(ctx, seed, 1.0f);
     /* d mean / d y */
-    vx_tensor *gy = vx_tensor_new(ctx, VX_F32, y->rank, y->dims, VX_TEMP);
-    if (!gy) return oom(x, "the loss gradient");
-    vx_status st = vx_k_fill(ctx, gy, y->numel ? 1.0f / (float)y->numel : 0.0f);
+    vx_tensor *gy = st ? NULL : vx_tensor_new(ctx, VX_F32, y->rank, y->dims, VX_TEMP);
+    if (!st && !gy) {
+        vx_tensor_release(ctx, seed);
+        return oom(x, "the loss gradient");
+    }
+    if (!st) st = vx_k_fill(ctx, gy, y->numel ? 1.0f / (float)y->numel : 0.0f);
     if (st) {
         vx_tensor_release(ctx, gy);
+        vx_tensor_release(ctx, seed);
         return st;
     }
     x->grad[yi] = gy;
-    for (int32_t i = x->g->n_nodes - 1; i >= 0; i--) {
+    for (int32_t i = x->g->n_nodes - 1; i >= 0 && !st; i--) {
         if (!x->ns[i].bwd) continue;
-        if ((st = backward_node(x, i))) return st;
+        st = backward_node(x, i);
     }
+    vx_tensor_release(ctx, seed);
+    if (st) return st;
     /* gradients that reached no parameter (graph inputs, dead ends) */
     for (int32_t ti = 0; ti < x->g->n_tensors; ti++)
         if (x->grad[ti] && !is_param(x, ti)) {
@@ -832,7 +929,11 @@ static vx_status step(vx_exec *x, bool measured) {
         vx_tensor *y = x->val[yi];
         vx_tensor *loss = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_OTHER);
         if (!loss) return oom(x, "the loss");
-        if ((st = vx_k_mean(ctx, y, loss))) return st;
+        vx_tensor *yc = vx_contiguous(ctx, y); /* y.mean() reads a strided y in place; rare */
+        if (!yc) return oom(x, "the loss");
+        st = vx_k_mean(ctx, yc, loss);
+        vx_tensor_release(ctx, yc);
+        if (st) return st;
         vx_tensor_release(ctx, x->prev_loss);
         x->prev_loss = loss;
         if ((st = backward(x, y, yi))) return st;

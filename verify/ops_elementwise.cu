@@ -70,6 +70,19 @@ static void bc_strides(Bc *bc, int which, const int64_t *dims, int rank) {
     }
 }
 
+/* Like bc_strides, through t's own strides when t is a strided view (an
+ * expanded, sliced or transposed operand is read in place, as PyTorch's
+ * TensorIterator does). */
+static void bc_strides_t(Bc *bc, int which, const vx_tensor *t) {
+    if (!t->strided) {
+        bc_strides(bc, which, t->dims, t->rank);
+        return;
+    }
+    int off = bc->rank - t->rank;
+    for (int d = 0; d < bc->rank; d++)
+        bc->st[which][d] = d < off || t->dims[d - off] == 1 ? 0 : t->strides[d - off];
+}
+
 __device__ __forceinline__ void bc_offsets(const Bc &bc, int64_t i, int nops, int64_t *off) {
     off[0] = off[1] = off[2] = 0;
     for (int d = bc.rank - 1; d >= 0; d--) {
@@ -150,14 +163,14 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     Bc bc;
     memset(&bc, 0, sizeof bc);
     if (!bc_shape(2, ab, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
-    bc_strides(&bc, 0, a->dims, a->rank);
-    bc_strides(&bc, 1, b->dims, b->rank);
+    bc_strides_t(&bc, 0, a);
+    bc_strides_t(&bc, 1, b);
     int op = bin_code(run->node->op_type);
     bool cmp = op == B_EQ || op == B_GE;
     vx_tensor *o = vx_out_new(ctx, run, 0, cmp ? VX_BOOL : a->dtype, bc.rank, bc.dims);
     if (!o) return VX_EOOM;
     if (!o->numel) return VX_OK;
-    bool flat = a->numel == o->numel && b->numel == o->numel;
+    bool flat = a->numel == o->numel && b->numel == o->numel && !a->strided && !b->strided;
     if (cmp) {
         if (a->dtype == VX_F32)
             k_compare<float><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const float *)a->data, (const float *)b->data,
@@ -187,8 +200,8 @@ static vx_status binary_bwd(vx_ctx *ctx, vx_run *run) {
     memset(&bc, 0, sizeof bc);
     vx_tensor *ab[2] = {a, b};
     bc_shape(2, ab, &bc.rank, bc.dims);
-    bc_strides(&bc, 0, a->dims, a->rank);
-    bc_strides(&bc, 1, b->dims, b->rank);
+    bc_strides_t(&bc, 0, a); /* saved operands may be strided views */
+    bc_strides_t(&bc, 1, b);
     if (!g) return VX_OK;
     for (int k = 0; k < 2; k++) {
         if (!run->need_grad[k]) continue;
@@ -254,7 +267,7 @@ static vx_status where_fwd(vx_ctx *ctx, vx_run *run) {
     Bc bc;
     memset(&bc, 0, sizeof bc);
     if (!bc_shape(3, ts, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
-    for (int k = 0; k < 3; k++) bc_strides(&bc, k, ts[k]->dims, ts[k]->rank);
+    for (int k = 0; k < 3; k++) bc_strides_t(&bc, k, ts[k]);
     vx_tensor *o = vx_out_new(ctx, run, 0, x->dtype, bc.rank, bc.dims);
     if (!o) return VX_EOOM;
     if (!o->numel) return VX_OK;
@@ -285,7 +298,7 @@ static vx_status where_bwd(vx_ctx *ctx, vx_run *run) {
         memset(&bc, 0, sizeof bc);
         bc.rank = g->rank;
         memcpy(bc.dims, g->dims, sizeof bc.dims);
-        bc_strides(&bc, 0, c->dims, c->rank);
+        bc_strides_t(&bc, 0, c);
         bc_strides(&bc, 1, x->dims, x->rank);
         k_where_grad<<<blocks_for(g->numel), TPB, 0, STREAM(ctx)>>>((const uint8_t *)c->data, (const float *)g->data,
                                                                     (float *)gi->data, g->numel, bc, k, direct);
@@ -444,10 +457,13 @@ static vx_status dropout_fwd(vx_ctx *ctx, vx_run *run) {
         run->saved[0] = m;
     }
     if (!m) return VX_EOOM;
+    vx_tensor *xc = vx_contiguous(ctx, x); /* a strided input: a temporary copy */
+    if (!xc) return VX_EOOM;
     if (x->numel)
-        k_dropout<<<blocks_for(x->numel), TPB, 0, STREAM(ctx)>>>((const float *)x->data, (float *)o->data,
+        k_dropout<<<blocks_for(x->numel), TPB, 0, STREAM(ctx)>>>((const float *)xc->data, (float *)o->data,
                                                                 (uint8_t *)m->data, x->numel, p,
                                                                 (unsigned long long)vx_seed(ctx));
+    vx_tensor_release(ctx, xc);
     return launched(ctx, "Dropout");
 }
 
@@ -518,7 +534,11 @@ static vx_status cast_fwd(vx_ctx *ctx, vx_run *run) {
     }
     vx_tensor *o = vx_out_new(ctx, run, 0, to, x->rank, x->dims);
     if (!o) return VX_EOOM;
-    return vx_k_cast(ctx, x, o);
+    vx_tensor *xc = vx_contiguous(ctx, x); /* a strided input: a temporary copy */
+    if (!xc) return VX_EOOM;
+    vx_status st = vx_k_cast(ctx, xc, o);
+    vx_tensor_release(ctx, xc);
+    return st;
 }
 
 static vx_status cast_bwd(vx_ctx *ctx, vx_run *run) {
@@ -699,19 +719,19 @@ extern "C" vx_status vx_k_slice(vx_ctx *ctx, vx_tensor *src, vx_tensor *dst, con
 /* ---- table ----------------------------------------------------------------------- */
 
 extern "C" const vx_op vx_ops_elementwise[] = {
-    {"Add", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves},
-    {"Sub", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves},
-    {"Mul", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves},
-    {"Div", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves},
-    {"Equal", binary_fwd, NULL, 0, 0, false, 0, NULL},
-    {"GreaterOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL},
-    {"Where", where_fwd, where_bwd, VX_SLOT(0), 0, false, 0, NULL},
+    {"Add", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Sub", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Mul", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Div", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Equal", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"GreaterOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"Where", where_fwd, where_bwd, VX_SLOT(0), 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED},
     {"Relu", unary_fwd, unary_bwd, 0, VX_SLOT(0), false, 0, NULL},
     {"Clip", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL},
     {"Erf", unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL},
     {"Gelu", unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL},
     {"Dropout", dropout_fwd, dropout_bwd, VX_SLOT(1) | VX_SLOT(2), VX_SLOT(1), false, VX_SLOT(1) | VX_SLOT(2),
-     dropout_saves},
-    {"Cast", cast_fwd, cast_bwd, 0, 0, false, 0, NULL},
+     dropout_saves, VX_STRIDED_IN},
+    {"Cast", cast_fwd, cast_bwd, 0, 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED | VX_STRIDED_GRAD},
 };
 extern "C" const size_t vx_ops_elementwise_count = sizeof vx_ops_elementwise / sizeof vx_ops_elementwise[0];

@@ -226,7 +226,7 @@ static vx_status mm_batched(vx_ctx *ctx, const mm_plan *p, bool tx, bool tw, int
     return st;
 }
 
-static vx_status matmul_forward(vx_ctx *ctx, vx_run *run) {
+static vx_status matmul_forward_c(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "MatMul needs two inputs");
     const vx_tensor *A = run->in[0], *B = run->in[1];
     if (A->dtype != VX_F32 || B->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "MatMul: float32 only");
@@ -263,7 +263,7 @@ static vx_status mm_reduce_batches(vx_ctx *ctx, const mm_plan *p, float *dst, co
     return vxk_reduce_to(ctx, dst, rx + 2, small, T, p->L + 2, big, 1.f);
 }
 
-static vx_status matmul_backward(vx_ctx *ctx, vx_run *run) {
+static vx_status matmul_backward_c(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *A = run->in[0], *B = run->in[1], *dYt = run->grad_out[0];
     if (!dYt) return VX_OK;
     mm_plan p;
@@ -330,10 +330,102 @@ fail:
     return st;
 }
 
+/* ---- MatMul's entry points: strided operands -------------------------------------
+ * The executor hands MatMul strided views as they are (vx_op.strided). As
+ * aten::matmul does: a 2-D right operand that is a transposed contiguous
+ * matrix (x @ W.t(), a Linear's Transpose of its weight) goes to cuBLAS with
+ * the transpose flag, no copy, and its gradient comes out in the weight's own
+ * layout (mm_mat2_backward's column-major case), a transposed view; any
+ * other strided operand (attention's heads after a Transpose) is copied to a
+ * contiguous temporary for the call (bmm's .contiguous()). */
+
+/* B (K x N) viewing a contiguous N x K matrix. */
+static bool mm_bt(const vx_tensor *B) {
+    return B && B->strided && B->rank == 2 && B->strides[0] == 1 && B->strides[1] == B->dims[0];
+}
+
+/* The fold path (A's batches folded into M, B without batch) applies. */
+static bool mm_fold(const mm_plan *p) {
+    return p->nbB == 1 && !p->b1 && p->K > 0 && mm_linear(p, p->astr, p->nbA, p->M * p->K) == p->M * p->K &&
+           p->nb * p->M < INT32_MAX;
+}
+
+/* Runs fn with contiguous copies of the strided tensors in slots. */
+static vx_status mm_contiguous_call(vx_ctx *ctx, vx_run *run, vx_status (*fn)(vx_ctx *, vx_run *), bool bwd) {
+    vx_tensor *orig[3] = {run->in[0], run->in[1], bwd ? run->out[0] : NULL}, *c[3] = {NULL, NULL, NULL};
+    vx_status st = VX_OK;
+    for (int i = 0; i < 3 && !st; i++) {
+        if (!orig[i]) continue;
+        if (!(c[i] = vx_contiguous(ctx, orig[i]))) st = vxk_oom(ctx, "MatMul contiguous operand");
+    }
+    if (!st) {
+        run->in[0] = c[0];
+        run->in[1] = c[1];
+        if (bwd) run->out[0] = c[2];
+        st = fn(ctx, run);
+    }
+    run->in[0] = orig[0];
+    run->in[1] = orig[1];
+    if (bwd) run->out[0] = orig[2];
+    for (int i = 0; i < 3; i++) vx_tensor_release(ctx, c[i]);
+    return st;
+}
+
+static vx_status matmul_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "MatMul needs two inputs");
+    const vx_tensor *A = run->in[0], *B = run->in[1];
+    mm_plan p;
+    if (!A->strided && mm_bt(B) && A->dtype == VX_F32 && B->dtype == VX_F32 && !mm_plan_make(ctx, A, B, &p) &&
+        mm_fold(&p)) {
+        vx_status st = vxk_new_out(ctx, run, 0, VX_F32, p.out_rank, p.out_dims);
+        if (st || p.nb * p.M * p.N == 0) return st;
+        /* Y (nb*M x N) = A (nb*M x K) * W^T, W stored N x K */
+        return vxk_blas_check(ctx, vxk_gemm(vxk_blas(ctx), false, true, p.nb * p.M, p.N, p.K, 1.f,
+                                            (const float *)A->data, p.K, (const float *)B->data, p.K, 0.f,
+                                            (float *)run->out[0]->data, p.N), "MatMul");
+    }
+    return mm_contiguous_call(ctx, run, matmul_forward_c, false);
+}
+
+static vx_status matmul_backward(vx_ctx *ctx, vx_run *run) {
+    const vx_tensor *A = run->in[0], *B = run->in[1], *dYt = run->grad_out[0];
+    if (!dYt) return VX_OK;
+    mm_plan p;
+    if (!A->strided && mm_bt(B) && !dYt->strided && !mm_plan_make(ctx, A, B, &p) && mm_fold(&p) && p.M > 0 &&
+        p.N > 0 && p.nb > 0) {
+        int64_t M = p.nb * p.M, K = p.K, N = p.N;
+        const float *dY = (const float *)dYt->data;
+        cublasHandle_t h = vxk_blas(ctx);
+        vx_status st;
+        if (run->need_grad[0]) {
+            if ((st = vxk_grad(ctx, run, 0))) return st;
+            /* dA (M x K) = dY (M x N) * W (N x K) */
+            st = vxk_blas_check(ctx, vxk_gemm(h, false, false, M, K, N, 1.f, dY, N, (const float *)B->data, K, 0.f,
+                                              (float *)run->grad_in[0]->data, K), "MatMul dA");
+            if (st) return st;
+        }
+        if (run->need_grad[1]) {
+            /* dW (N x K) = dY^T * A, returned as the K x N transposed view */
+            int64_t wd[2] = {N, K}, vd[2] = {K, N}, vs[2] = {1, K};
+            vx_tensor *w = vx_tensor_new(ctx, VX_F32, 2, wd, run->grad_cat[1]);
+            if (!w) return vxk_oom(ctx, "gradient");
+            st = vxk_blas_check(ctx, vxk_gemm(h, true, false, N, K, M, 1.f, dY, N, (const float *)A->data, K, 0.f,
+                                              (float *)w->data, K), "MatMul dB");
+            run->grad_in[1] = st ? NULL : vx_tensor_strided_view(ctx, w, 2, vd, vs, 0);
+            vx_tensor_release(ctx, w);
+            if (st) return st;
+            if (!run->grad_in[1]) return vxk_oom(ctx, "gradient");
+        }
+        return VX_OK;
+    }
+    return mm_contiguous_call(ctx, run, matmul_backward_c, true);
+}
+
 extern "C" {
 const vx_op vx_ops_gemm[] = {
     {"Gemm", gemm_forward, gemm_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, vxk_product_saves},
-    {"MatMul", matmul_forward, matmul_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, vxk_product_saves},
+    {"MatMul", matmul_forward, matmul_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, vxk_product_saves,
+     VX_STRIDED_IN | VX_STRIDED_SAVED},
 };
 const size_t vx_ops_gemm_count = sizeof vx_ops_gemm / sizeof vx_ops_gemm[0];
 }

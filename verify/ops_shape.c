@@ -1,5 +1,7 @@
-/* ops_shape.c: Identity, Reshape, Flatten, Squeeze, Unsqueeze (views),
- * Expand, Concat, Slice (copies), Shape, ConstantOfShape, Range; and the
+/* ops_shape.c: Identity, Reshape, Flatten, Squeeze, Unsqueeze, Expand, Slice,
+ * Transpose (views, as PyTorch makes them: Reshape and Flatten copy a strided
+ * input they cannot view, as torch.reshape does), Concat (a copy), Shape,
+ * ConstantOfShape, Range; and the
  * host-side evaluators for shape arithmetic (every input host-only: Shape,
  * Gather, Concat of dims, Equal, Where...), whose results take no device
  * memory, like the Python ints PyTorch computes them with. */
@@ -54,14 +56,16 @@ static vx_status view_out(vx_ctx *ctx, vx_run *run, int rank, const int64_t *dim
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
     if (n != x->numel) return vx_fail(ctx, VX_ESHAPE, "cannot view %lld elements as %lld", (long long)x->numel, (long long)n);
-    run->out[0] = vx_tensor_view(ctx, x, rank, dims);
+    /* a view, or (strided input that no strides can express) a copy */
+    run->out[0] = vx_tensor_reshape(ctx, x, rank, dims, run->out_cat[0]);
     return run->out[0] ? VX_OK : VX_EOOM;
 }
 
+/* grad.reshape(input's shape): a view, or a copy of a strided gradient. */
 static vx_status view_bwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *g = run->grad_out[0], *x = run->in[0];
     if (!g || !run->need_grad[0]) return VX_OK;
-    run->grad_in[0] = vx_tensor_view(ctx, g, x->rank, x->dims);
+    run->grad_in[0] = vx_tensor_reshape(ctx, g, x->rank, x->dims, run->grad_cat[0]);
     return run->grad_in[0] ? VX_OK : VX_EOOM;
 }
 
@@ -155,14 +159,20 @@ static vx_status expand_dims(vx_ctx *ctx, vx_run *run, int *rank, int64_t *dims)
     return VX_OK;
 }
 
+/* A view: stride 0 along the expanded dims (Tensor.expand). */
 static vx_status expand_fwd(vx_ctx *ctx, vx_run *run) {
     int rank;
-    int64_t dims[VX_MAX_RANK];
+    int64_t dims[VX_MAX_RANK], xst[VX_MAX_RANK], st_[VX_MAX_RANK];
     vx_status st = expand_dims(ctx, run, &rank, dims);
     if (st) return st;
-    vx_tensor *o = vx_out_new(ctx, run, 0, run->in[0]->dtype, rank, dims);
-    if (!o) return VX_EOOM;
-    return vx_k_broadcast_copy(ctx, run->in[0], o);
+    vx_tensor *x = run->in[0];
+    vx_tensor_get_strides(x, xst);
+    for (int i = 0; i < rank; i++) {
+        int ix = i - (rank - x->rank);
+        st_[i] = ix >= 0 && x->dims[ix] == dims[i] ? xst[ix] : 0;
+    }
+    run->out[0] = vx_tensor_strided_view(ctx, x, rank, dims, st_, 0);
+    return run->out[0] ? VX_OK : VX_EOOM;
 }
 
 static vx_status expand_bwd(vx_ctx *ctx, vx_run *run) {
@@ -298,14 +308,21 @@ static vx_status slice_params(vx_ctx *ctx, vx_run *run, const vx_tensor *x, int6
     return VX_OK;
 }
 
+/* A view (basic indexing): offset at the starts, strides times the steps. */
 static vx_status slice_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *x = run->in[0];
-    int64_t start[VX_MAX_RANK], step[VX_MAX_RANK], dims[VX_MAX_RANK];
+    int64_t start[VX_MAX_RANK], step[VX_MAX_RANK], dims[VX_MAX_RANK], xst[VX_MAX_RANK], st_[VX_MAX_RANK];
     vx_status st = slice_params(ctx, run, x, start, step, dims);
     if (st) return st;
-    vx_tensor *o = vx_out_new(ctx, run, 0, x->dtype, x->rank, dims);
-    if (!o) return VX_EOOM;
-    return vx_k_slice(ctx, x, o, start, step, 0);
+    vx_tensor_get_strides(x, xst);
+    int64_t off = 0, n = 1;
+    for (int i = 0; i < x->rank; i++) n *= dims[i];
+    for (int i = 0; i < x->rank; i++) {
+        st_[i] = xst[i] * step[i];
+        if (n) off += start[i] * xst[i];
+    }
+    run->out[0] = vx_tensor_strided_view(ctx, x, x->rank, dims, st_, off);
+    return run->out[0] ? VX_OK : VX_EOOM;
 }
 
 static vx_status slice_bwd(vx_ctx *ctx, vx_run *run) {
@@ -318,6 +335,53 @@ static vx_status slice_bwd(vx_ctx *ctx, vx_run *run) {
     if (!gi) return VX_EOOM;
     if ((st = vx_tensor_zero(ctx, gi))) return st;
     return vx_k_slice(ctx, gi, g, start, step, 1);
+}
+
+/* ---- Transpose ------------------------------------------------------------------------- */
+
+/* perm (default: reversed); false when invalid. */
+static bool transpose_perm(const vx_run *run, int rank, int *perm) {
+    int64_t n = 0;
+    const int64_t *p = est_node_attr_ints(run->node, "perm", &n);
+    if (p && n != rank) return false;
+    bool seen[VX_MAX_RANK] = {false};
+    for (int i = 0; i < rank; i++) {
+        int64_t v = p ? p[i] : rank - 1 - i;
+        if (v < 0) v += rank;
+        if (v < 0 || v >= rank || seen[v]) return false;
+        seen[v] = true;
+        perm[i] = (int)v;
+    }
+    return true;
+}
+
+/* A view with permuted strides (Tensor.permute); ops_gather.cu keeps a
+ * copying kernel that the gradient test exercises. */
+static vx_status transpose_fwd(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *x = run->in[0];
+    int perm[VX_MAX_RANK];
+    if (!transpose_perm(run, x->rank, perm)) return vx_fail(ctx, VX_ESHAPE, "Transpose: bad perm");
+    int64_t xst[VX_MAX_RANK], dims[VX_MAX_RANK], st_[VX_MAX_RANK];
+    vx_tensor_get_strides(x, xst);
+    for (int i = 0; i < x->rank; i++) {
+        dims[i] = x->dims[perm[i]];
+        st_[i] = xst[perm[i]];
+    }
+    run->out[0] = vx_tensor_strided_view(ctx, x, x->rank, dims, st_, 0);
+    return run->out[0] ? VX_OK : VX_EOOM;
+}
+
+/* The gradient is the inverse permutation of the incoming one: a view too. */
+static vx_status transpose_bwd(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *g = run->grad_out[0], *x = run->in[0];
+    if (!g || !run->need_grad[0]) return VX_OK;
+    int perm[VX_MAX_RANK];
+    if (!transpose_perm(run, x->rank, perm)) return vx_fail(ctx, VX_ESHAPE, "Transpose: bad perm");
+    int64_t gst[VX_MAX_RANK], st_[VX_MAX_RANK];
+    vx_tensor_get_strides(g, gst);
+    for (int i = 0; i < x->rank; i++) st_[perm[i]] = gst[i];
+    run->grad_in[0] = vx_tensor_strided_view(ctx, g, x->rank, x->dims, st_, 0);
+    return run->grad_in[0] ? VX_OK : VX_EOOM;
 }
 
 /* ---- host-side evaluators --------------------------------------------------------------- */
@@ -658,47 +722,50 @@ static vx_status range_fwd(vx_ctx *ctx, vx_run *run) {
 /* ---- tables ------------------------------------------------------------------------- */
 
 #define HOST_IN_ALL (~0u)
+#define VIEW_OP (VX_STRIDED_IN | VX_STRIDED_SAVED | VX_STRIDED_GRAD)
 
 const vx_op vx_ops_shape[] = {
-    {"Identity", identity_fwd, view_bwd, 0, 0, false, 0, NULL},
-    {"Reshape", reshape_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL},
-    {"Flatten", flatten_fwd, view_bwd, 0, 0, false, 0, NULL},
-    {"Squeeze", squeeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL},
-    {"Unsqueeze", unsqueeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL},
-    {"Expand", expand_fwd, expand_bwd, 0, 0, false, VX_SLOT(1), NULL},
-    {"Concat", concat_fwd, concat_bwd, 0, 0, false, 0, NULL},
+    {"Identity", identity_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP},
+    {"Reshape", reshape_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
+    {"Flatten", flatten_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP},
+    {"Squeeze", squeeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
+    {"Unsqueeze", unsqueeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
+    {"Transpose", transpose_fwd, transpose_bwd, 0, 0, false, 0, NULL, VIEW_OP},
+    /* backward: a sum-reduction (Expand), a zero-filled scatter (Slice) */
+    {"Expand", expand_fwd, expand_bwd, 0, 0, false, VX_SLOT(1), NULL, VX_STRIDED_IN},
+    {"Concat", concat_fwd, concat_bwd, 0, 0, false, 0, NULL, 0},
     {"Slice", slice_fwd, slice_bwd, VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), 0, false,
-     VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), NULL},
-    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL},
-    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, VX_SLOT(0), NULL},
-    {"Range", range_fwd, NULL, 0, 0, true, HOST_IN_ALL, NULL},
+     VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), NULL, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0},
+    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, VX_SLOT(0), NULL, 0},
+    {"Range", range_fwd, NULL, 0, 0, true, HOST_IN_ALL, NULL, 0},
 };
 const size_t vx_ops_shape_count = sizeof vx_ops_shape / sizeof vx_ops_shape[0];
 
 /* Run when every input is host-only (and no gradient is needed). */
 const vx_op vx_host_ops[] = {
-    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL},
-    {"Gather", h_gather, NULL, 0, 0, false, 0, NULL},
-    {"GatherElements", h_gather_elements, NULL, 0, 0, false, 0, NULL},
-    {"Unsqueeze", unsqueeze_fwd, NULL, 0, 0, false, 0, NULL},
-    {"Squeeze", squeeze_fwd, NULL, 0, 0, false, 0, NULL},
-    {"Reshape", reshape_fwd, NULL, 0, 0, false, 0, NULL},
-    {"Flatten", flatten_fwd, NULL, 0, 0, false, 0, NULL},
-    {"Identity", identity_fwd, NULL, 0, 0, false, 0, NULL},
-    {"Concat", h_concat, NULL, 0, 0, false, 0, NULL},
-    {"Slice", h_slice, NULL, 0, 0, false, 0, NULL},
-    {"Expand", h_expand, NULL, 0, 0, false, 0, NULL},
-    {"Add", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"Sub", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"Mul", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"Div", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"Equal", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"GreaterOrEqual", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"Less", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"Greater", h_binary, NULL, 0, 0, false, 0, NULL},
-    {"Where", h_where, NULL, 0, 0, false, 0, NULL},
-    {"Cast", h_cast, NULL, 0, 0, false, 0, NULL},
-    {"Range", h_range, NULL, 0, 0, false, 0, NULL},
-    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, 0, NULL},
+    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0},
+    {"Gather", h_gather, NULL, 0, 0, false, 0, NULL, 0},
+    {"GatherElements", h_gather_elements, NULL, 0, 0, false, 0, NULL, 0},
+    {"Unsqueeze", unsqueeze_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"Squeeze", squeeze_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"Reshape", reshape_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"Flatten", flatten_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"Identity", identity_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"Concat", h_concat, NULL, 0, 0, false, 0, NULL, 0},
+    {"Slice", h_slice, NULL, 0, 0, false, 0, NULL, 0},
+    {"Expand", h_expand, NULL, 0, 0, false, 0, NULL, 0},
+    {"Add", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"Sub", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"Mul", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"Div", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"Equal", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"GreaterOrEqual", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"Less", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"Greater", h_binary, NULL, 0, 0, false, 0, NULL, 0},
+    {"Where", h_where, NULL, 0, 0, false, 0, NULL, 0},
+    {"Cast", h_cast, NULL, 0, 0, false, 0, NULL, 0},
+    {"Range", h_range, NULL, 0, 0, false, 0, NULL, 0},
+    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, 0, NULL, 0},
 };
 const size_t vx_host_ops_count = sizeof vx_host_ops / sizeof vx_host_ops[0];

@@ -77,8 +77,99 @@ extern "C" vx_tensor *vx_tensor_storage(vx_tensor *t) {
     return t->base ? t->base : t;
 }
 
+/* ---- strides ---------------------------------------------------------------------- */
+
+static void contiguous_strides(int rank, const int64_t *dims, int64_t *st) {
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= dims[i] > 1 ? dims[i] : 1;
+    }
+}
+
+extern "C" void vx_tensor_get_strides(const vx_tensor *t, int64_t *st) {
+    if (t->strided) memcpy(st, t->strides, sizeof(int64_t) * (size_t)t->rank);
+    else contiguous_strides(t->rank, t->dims, st);
+}
+
+/* Sets t's strides, and strided = false when they are the contiguous ones
+ * (size-1 dims ignored) or t is empty. */
+static void set_strides(vx_tensor *t, const int64_t *st) {
+    int64_t c[VX_MAX_RANK];
+    contiguous_strides(t->rank, t->dims, c);
+    bool contig = true;
+    for (int i = 0; i < t->rank; i++) {
+        t->strides[i] = st[i];
+        if (t->dims[i] != 1 && st[i] != c[i]) contig = false;
+    }
+    t->strided = t->numel > 0 && !contig;
+    if (!t->strided) memset(t->strides, 0, sizeof t->strides);
+}
+
+/* PyTorch's at::detail::computeStride: the strides viewing (odims, ost) as
+ * ndims without a copy; false when there are none. */
+static bool compute_stride(int orank, const int64_t *odims, const int64_t *ost, int nrank, const int64_t *ndims,
+                           int64_t *nst) {
+    int64_t numel = 1;
+    for (int i = 0; i < orank; i++) numel *= odims[i];
+    if (numel == 0 || orank == 0) {
+        contiguous_strides(nrank, ndims, nst);
+        return true;
+    }
+    int view_d = nrank - 1;
+    int64_t chunk = ost[orank - 1], tnumel = 1, vnumel = 1;
+    for (int td = orank - 1; td >= 0; td--) {
+        tnumel *= odims[td];
+        if (td == 0 || (odims[td - 1] != 1 && ost[td - 1] != tnumel * chunk)) {
+            while (view_d >= 0 && (vnumel < tnumel || ndims[view_d] == 1)) {
+                nst[view_d] = vnumel * chunk;
+                vnumel *= ndims[view_d];
+                view_d--;
+            }
+            if (vnumel != tnumel) return false;
+            if (td > 0) {
+                chunk = ost[td - 1];
+                tnumel = 1;
+                vnumel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+extern "C" vx_tensor *vx_tensor_strided_view(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims,
+                                             const int64_t *strides, int64_t offset) {
+    (void)ctx;
+    vx_tensor *v = (vx_tensor *)calloc(1, sizeof *v);
+    if (!v) return NULL;
+    if (!set_shape(v, rank, dims)) {
+        free(v);
+        return NULL;
+    }
+    vx_tensor *base = vx_tensor_storage(t);
+    v->dtype = t->dtype;
+    v->cat = base->cat;
+    v->refs = 1;
+    set_strides(v, strides);
+    if (t->data) {
+        v->data = v->numel ? (char *)t->data + offset * (int64_t)vx_dtype_size(t->dtype) : t->data;
+        v->base = base;
+        base->refs++;
+    }
+    return v;
+}
+
 extern "C" vx_tensor *vx_tensor_view(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims) {
     (void)ctx;
+    if (t->strided) {
+        int64_t nst[VX_MAX_RANK];
+        int64_t n = 1;
+        for (int i = 0; i < rank; i++) n *= dims[i];
+        if (rank < 0 || rank > VX_MAX_RANK || n != t->numel ||
+            !compute_stride(t->rank, t->dims, t->strides, rank, dims, nst))
+            return NULL;
+        return vx_tensor_strided_view(ctx, t, rank, dims, nst, 0);
+    }
     vx_tensor *v = (vx_tensor *)calloc(1, sizeof *v);
     if (!v) return NULL;
     if (!set_shape(v, rank, dims) || v->numel != t->numel) {
@@ -150,6 +241,13 @@ extern "C" vx_status vx_tensor_download(vx_ctx *ctx, vx_tensor *t, void *host) {
         else
             for (size_t i = 0; i < n; i++) ((uint8_t *)host)[i] = t->host_i64[i] != 0;
         return VX_OK;
+    }
+    if (t->strided) {
+        vx_tensor *c = vx_contiguous(ctx, t);
+        if (!c) return vx_fail(ctx, VX_EOOM, "out of device memory downloading a strided tensor");
+        vx_status st = vx_tensor_download(ctx, c, host);
+        vx_tensor_release(ctx, c);
+        return st;
     }
     vx_status st = vx_cuda_status(ctx,
                                   cudaMemcpyAsync(host, t->data, (size_t)t->numel * vx_dtype_size(t->dtype),
@@ -226,9 +324,69 @@ extern "C" vx_status vx_tensor_zero(vx_ctx *ctx, vx_tensor *t) {
                           "memset");
 }
 
+/* dst (contiguous) = src read through its strides. */
+struct vx_sgeom {
+    int rank;
+    int64_t dims[VX_MAX_RANK];
+    int64_t st[VX_MAX_RANK];
+};
+template <typename T> __global__ void k_strided_copy(const T *s, T *d, int64_t n, vx_sgeom g) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i, off = 0;
+        for (int k = g.rank - 1; k >= 0; k--) {
+            off += (r % g.dims[k]) * g.st[k];
+            r /= g.dims[k];
+        }
+        d[i] = s[off];
+    }
+}
+
+static vx_status strided_copy(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst) {
+    if (!dst->numel) return VX_OK;
+    vx_sgeom g;
+    memset(&g, 0, sizeof g);
+    g.rank = src->rank;
+    memcpy(g.dims, src->dims, sizeof g.dims);
+    memcpy(g.st, src->strides, sizeof g.st);
+    int64_t nb = (dst->numel + 255) / 256;
+    unsigned b = (unsigned)(nb > 65535LL * 16 ? 65535LL * 16 : nb < 1 ? 1 : nb);
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    switch (vx_dtype_size(src->dtype)) {
+    case 4: k_strided_copy<float><<<b, 256, 0, s>>>((const float *)src->data, (float *)dst->data, dst->numel, g); break;
+    case 8: k_strided_copy<long long><<<b, 256, 0, s>>>((const long long *)src->data, (long long *)dst->data, dst->numel, g); break;
+    default: k_strided_copy<uint8_t><<<b, 256, 0, s>>>((const uint8_t *)src->data, (uint8_t *)dst->data, dst->numel, g);
+    }
+    return vx_cuda_status(ctx, cudaPeekAtLastError(), "strided copy");
+}
+
+extern "C" vx_tensor *vx_contiguous(vx_ctx *ctx, vx_tensor *t) {
+    if (!t->strided || !t->data) return vx_tensor_retain(t);
+    return vx_tensor_clone(ctx, t, VX_TEMP);
+}
+
+extern "C" vx_tensor *vx_tensor_reshape(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims, vx_category cat) {
+    vx_tensor *v = vx_tensor_view(ctx, t, rank, dims);
+    if (v || !t->strided) return v;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    if (n != t->numel) return NULL;
+    vx_tensor *c = vx_tensor_clone(ctx, t, cat);
+    if (!c) return NULL;
+    c->rank = rank;
+    memcpy(c->dims, dims, sizeof(int64_t) * (size_t)rank);
+    return c;
+}
+
 extern "C" vx_tensor *vx_tensor_clone(vx_ctx *ctx, vx_tensor *t, vx_category cat) {
     vx_tensor *c = vx_tensor_new(ctx, t->dtype, t->rank, t->dims, cat);
     if (!c) return NULL;
+    if (t->strided && t->numel && t->data) {
+        if (strided_copy(ctx, t, c) != VX_OK) {
+            vx_tensor_release(ctx, c);
+            return NULL;
+        }
+        return c;
+    }
     if (t->numel && t->data &&
         cudaMemcpyAsync(c->data, t->data, (size_t)t->numel * vx_dtype_size(t->dtype), cudaMemcpyDeviceToDevice,
                         (cudaStream_t)ctx->stream) != cudaSuccess) {

@@ -100,6 +100,16 @@ typedef struct vx_tensor {
     int refs;                     /* freed at 0 */
     struct vx_tensor *base;       /* views share base's storage (retained) */
     float *host_f32;              /* host copy of a small float tensor (constants), or NULL */
+    /* Layout. false: contiguous row-major (every tensor vx_tensor_new makes).
+     * true: a strided view (Transpose, Expand, Slice, and reshapes of those
+     * that need no copy, as PyTorch's computeStride allows): element
+     * (i0..in) lives at data + sum(ik * strides[k]) elements (strides may be
+     * 0 on an expanded dim, negative for a negative Slice step). data points
+     * at the view's first element, inside base's storage. Kernels read plain
+     * contiguous memory unless their vx_op.strided says otherwise: the
+     * executor hands them vx_contiguous copies (VX_TEMP) for the call. */
+    bool strided;
+    int64_t strides[VX_MAX_RANK];
 } vx_tensor;
 
 /* Bytes per element on the device (4, 8, 1). */
@@ -118,8 +128,23 @@ double vx_tensor_get(vx_ctx *ctx, vx_tensor *t, int64_t k);
 
 /* A new contiguous tensor (refs = 1), or NULL when out of memory. */
 vx_tensor *vx_tensor_new(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims, vx_category cat);
-/* A view of t's storage with another shape of the same numel (refs = 1). */
+/* A view of t's storage with another shape of the same numel (refs = 1).
+ * For a strided t, NULL when no strides express the new shape (use
+ * vx_tensor_reshape then). */
 vx_tensor *vx_tensor_view(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims);
+/* Strided views (tensor.cu). A view of t's storage with the given dims,
+ * element strides and element offset from t->data (relative to t's own
+ * layout: strides here are in elements of the storage). refs = 1. */
+vx_tensor *vx_tensor_strided_view(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims, const int64_t *strides,
+                                  int64_t offset);
+/* t's element strides (its own when strided, else the contiguous ones). */
+void vx_tensor_get_strides(const vx_tensor *t, int64_t *strides);
+/* t itself (retained) when contiguous, else a contiguous copy under VX_TEMP
+ * (PyTorch's .contiguous() inside a kernel). NULL when out of memory. */
+vx_tensor *vx_contiguous(vx_ctx *ctx, vx_tensor *t);
+/* torch.reshape: a view when the layout allows it (always for a contiguous
+ * t), else a contiguous copy under cat. NULL when out of memory. */
+vx_tensor *vx_tensor_reshape(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims, vx_category cat);
 vx_tensor *vx_tensor_retain(vx_tensor *t);
 void vx_tensor_release(vx_ctx *ctx, vx_tensor *t); /* NULL ignored */
 
@@ -178,7 +203,14 @@ typedef struct vx_op {
      * an operand only when its partner needs a gradient). Called after the
      * forward; overrides saves_inputs / saves_outputs. */
     void (*saves_fn)(const vx_run *run, uint32_t *saves_inputs, uint32_t *saves_outputs);
+    /* Which strided (non-contiguous) tensors the kernel reads as they are
+     * (VX_STRIDED_* bits); the executor gives it vx_contiguous copies of the
+     * others, VX_TEMP, freed when the kernel returns. 0 for most kernels. */
+    uint32_t strided;
 } vx_op;
+#define VX_STRIDED_IN 1u    /* forward: in[] */
+#define VX_STRIDED_SAVED 2u /* backward: in[] and out[] */
+#define VX_STRIDED_GRAD 4u  /* backward: grad_out[] */
 /* New fields go at the end, so positional initialisers
  * {name, forward, backward, saves_inputs, saves_outputs, host_only} stay valid.
  *
@@ -206,9 +238,9 @@ extern const vx_op vx_ops_conv[];        extern const size_t vx_ops_conv_count; 
 extern const vx_op vx_ops_norm[];        extern const size_t vx_ops_norm_count;        /* BatchNormalization, LayerNormalization */
 extern const vx_op vx_ops_pool[];        extern const size_t vx_ops_pool_count;        /* MaxPool, GlobalAveragePool, ReduceMean */
 extern const vx_op vx_ops_softmax[];     extern const size_t vx_ops_softmax_count;     /* Softmax */
-extern const vx_op vx_ops_gather[];      extern const size_t vx_ops_gather_count;      /* Gather, GatherElements, Transpose */
+extern const vx_op vx_ops_gather[];      extern const size_t vx_ops_gather_count;      /* Gather, GatherElements, Transpose (a copy; the executor finds ops_shape.c's view first) */
 extern const vx_op vx_ops_elementwise[]; extern const size_t vx_ops_elementwise_count; /* Add..Cast (ops_elementwise.cu) */
-extern const vx_op vx_ops_shape[];       extern const size_t vx_ops_shape_count;       /* Reshape..Slice, Concat (ops_shape.cu) */
+extern const vx_op vx_ops_shape[];       extern const size_t vx_ops_shape_count;       /* Reshape..Slice, Transpose (views), Concat (ops_shape.c) */
 const vx_op *vx_find_op(const char *op_type);
 
 /* ---- helpers kernels share --------------------------------------------------- */

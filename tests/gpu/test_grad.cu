@@ -68,10 +68,31 @@ vx_tensor *vx_tensor_new(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims
 vx_tensor *vx_tensor_retain(vx_tensor *t) { if (t) t->refs++; return t; }
 void vx_tensor_release(vx_ctx *ctx, vx_tensor *t) {
     if (!t || --t->refs > 0) return;
-    vx_free(ctx, t->data);
+    if (t->base) vx_tensor_release(ctx, t->base);
+    else vx_free(ctx, t->data);
     free(t->host_i64);
     free(t->host_f32);
     free(t);
+}
+/* The test's tensors are contiguous: vx_contiguous returns them. */
+vx_tensor *vx_contiguous(vx_ctx *ctx, vx_tensor *t) { (void)ctx; return vx_tensor_retain(t); }
+vx_tensor *vx_tensor_strided_view(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims, const int64_t *strides,
+                                  int64_t offset) {
+    (void)ctx;
+    vx_tensor *v = (vx_tensor *)calloc(1, sizeof *v);
+    vx_tensor *base = t->base ? t->base : t;
+    *v = *t;
+    v->host_i64 = NULL;
+    v->host_f32 = NULL;
+    v->rank = rank;
+    v->numel = 1;
+    for (int i = 0; i < rank; i++) { v->dims[i] = dims[i]; v->strides[i] = strides[i]; v->numel *= dims[i]; }
+    v->strided = true;
+    v->data = (char *)t->data + offset * (int64_t)vx_dtype_size(t->dtype);
+    v->refs = 1;
+    v->base = base;
+    base->refs++;
+    return v;
 }
 vx_tensor *vx_out_new(vx_ctx *ctx, vx_run *run, int k, vx_dtype dt, int rank, const int64_t *dims) {
     return run->out[k] = vx_tensor_new(ctx, dt, rank, dims, run->out_cat[k]);
