@@ -46,12 +46,13 @@
  *  - Strings returned as `char *` (est_graph_to_json) belong to the caller and
  *    are freed with est_free().
  *
- * Threads: the library has no global mutable state, so different graphs may
- * be loaded and estimated on different threads at once, and one graph
- * estimated from several. Only est_graph_free() of a graph must not race with
- * other uses of that graph. (cJSON_InitHooks(), which the library never
- * calls, is global to cJSON: a program that calls it must do so before
- * starting threads that load JSON.)
+ * Threads: different graphs may be loaded and estimated on different threads
+ * at once, and one graph estimated from several. Only est_graph_free() of a
+ * graph must not race with other uses of that graph. The library's only
+ * shared mutable state is cJSON's global error position, which every cJSON
+ * parse writes: JSON loads take a lock around the parse. (A program that
+ * itself calls cJSON on other threads, or cJSON_InitHooks() at all, must do
+ * so apart from the library's JSON loads.)
  *
  * Hostile input: a malformed file gives an error, never a crash, and the caps
  * in est_limits bound time and memory (docs/robustness.md).

@@ -17,6 +17,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -917,12 +918,18 @@ static est_status syntax_error(const char *text, size_t size, size_t at, const c
                      column, at, near);
 }
 
+/* cJSON writes its global error position (the one cJSON_GetErrorPtr()
+ * reads) on every parse: the library's only shared mutable state, so parses
+ * take turns. */
+static pthread_mutex_t cjson_parse_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Parses exactly `size` bytes (no NUL needed) as one JSON value. */
 static est_status parse_text(const char *text, size_t size, const char *src, cJSON **out, est_error *err) {
-    /* The parse end comes back through the argument: cJSON_GetErrorPtr() is
-     * global, and loads may run on several threads. */
+    /* The parse end comes back through the argument, not from the global. */
     const char *end = NULL;
+    pthread_mutex_lock(&cjson_parse_lock);
     *out = cJSON_ParseWithLengthOpts(text, size, &end, 0);
+    pthread_mutex_unlock(&cjson_parse_lock);
     size_t at = end && end >= text && end <= text + size ? (size_t)(end - text) : 0;
     if (!*out) return syntax_error(text, size, at, src, "invalid JSON (or out of memory)", err);
     while (at < size && (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n')) at++;

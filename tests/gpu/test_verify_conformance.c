@@ -162,11 +162,11 @@ static int load_tensor(const char *path, tvalue *v, char *why, size_t wn) {
             rc = -1;
             goto done;
         }
-        memcpy(v->data, t->raw_data.data, n * es);
+        if (n) memcpy(v->data, t->raw_data.data, n * es);
     } else if (t->data_type == TP_FLOAT && t->n_float_data == n) {
-        memcpy(v->data, t->float_data, n * 4);
+        if (n) memcpy(v->data, t->float_data, n * 4);
     } else if (t->data_type == TP_INT64 && t->n_int64_data == n) {
-        memcpy(v->data, t->int64_data, n * 8);
+        if (n) memcpy(v->data, t->int64_data, n * 8);
     } else if (t->data_type == TP_BOOL && t->n_int32_data == n) {
         for (size_t i = 0; i < n; i++) ((uint8_t *)v->data)[i] = t->int32_data[i] != 0;
     } else if (n) {
@@ -371,6 +371,12 @@ out:
 }
 
 /* The child: runs cases[from..] and reports on fd: "S i", "R i V message". */
+static void free_names(char **names, int n, char *verdict) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(verdict);
+}
+
 static int child(char **names, int n, int from, FILE *w) {
     char msg[512];
     if (!mod.device_count(msg, sizeof msg)) {
@@ -533,7 +539,10 @@ int main(int argc, char **argv) {
         fclose(rd);
         int status = 0;
         waitpid(pid, &status, 0);
-        if (nogpu) return 77;
+        if (nogpu) {
+            free_names(names, n, verdict);
+            return 77;
+        }
         if (current >= 0) {
             verdict[current] = 'F';
             failed++;
@@ -559,5 +568,6 @@ int main(int argc, char **argv) {
     printf("conformance: %d passed, %d failed, %d skipped (", passed, failed, skipped);
     for (int s = 0; s < SK_COUNT; s++) printf("%s%s %d", s ? ", " : "", sk_names[s], skips[s]);
     printf(") of %d cases\n", n);
+    free_names(names, n, verdict);
     return failed ? 1 : passed ? 0 : 77;
 }
