@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capacity.h"
 #include "estimate.h"
+#include "gpus.h"
 #include "output.h"
 #include "verify_cmd.h"
 
@@ -56,6 +58,28 @@ static const char help_text[] =
     "  -h, --help            show this help and exit\n"
     "  -V, --version         show the version and exit\n"
     "\n"
+    ;
+
+static const char help_capacity_text[] =
+    "Capacity planning (docs/capacity.md):\n"
+    "      --gpu NAME        say whether the step fits this GPU: T4, L4, A10G, L40S,\n"
+    "                        RTX3090, RTX4090, V100-16GB, V100-32GB, A100-40GB,\n"
+    "                        A100-80GB, H100-80GB, H100-94GB, H200 (default: none)\n"
+    "      --gpu-memory SIZE the same for a GPU of SIZE: 24GiB, 80GB, 16000MiB or\n"
+    "                        bytes; GiB/MiB/KiB binary, GB/MB/KB decimal (default: none)\n"
+    "      --reserve SIZE    memory the framework holds beyond the estimate (CUDA\n"
+    "                        context, allocator slack); fits when peak <= GPU memory -\n"
+    "                        reserve (default: 1GiB, an assumption not yet measured)\n"
+    "      --max-batch       with --gpu or --gpu-memory: the largest batch that fits,\n"
+    "                        and the next one, which does not (default: off)\n"
+    "      --sweep NAME=V1,V2,...\n"
+    "                        one summary row per value of batch or of a symbolic dim,\n"
+    "                        e.g. --sweep batch=1,8,32 or --sweep seq=512,1024\n"
+    "                        (default: off)\n"
+    "\n"
+    ;
+
+static const char help_verify_text[] =
     "Options for verify (also --batch, --dim, --mode, --optimizer, --format table|json,\n"
     "--output; float32 only):\n"
     "      --tolerance PCT   exit 1 when the peak's relative error is above PCT\n"
@@ -77,6 +101,8 @@ static const char help_text[] =
     "  memest models/resnet18.onnx --batch 32 --optimizer sgd --mode train\n"
     "  memest models/resnet18.onnx --batch 1 --mode infer\n"
     "  memest models/transformer_block.json --batch 8 --dim seq=512 --format json\n"
+    "  memest models/resnet18.onnx --max-batch --gpu A100-80GB\n"
+    "  memest models/resnet18.onnx --sweep batch=1,8,32,64 --gpu-memory 24GiB\n"
     "  memest convert models/resnet18.onnx -o resnet18.json\n"
     "  memest verify models/resnet18.onnx --batch 32 --optimizer adam\n"
     "\n"
@@ -120,6 +146,11 @@ typedef struct cli {
     const char *inputs[MAX_DIM_FLAGS]; /* verify --input */
     size_t n_inputs;
     const char *dump_dir;              /* verify --dump-outputs */
+    fit_info fit;                      /* --gpu, --gpu-memory, --reserve */
+    bool fit_given, reserve_given;
+    bool max_batch;                    /* --max-batch */
+    sweep_spec sweep;                  /* --sweep NAME=V1,V2,... */
+    char *sweep_name;
 } cli;
 
 static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
@@ -147,6 +178,8 @@ static int parse_args(cli *c, int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             fputs(help_text, stdout);
+            fputs(help_capacity_text, stdout);
+            fputs(help_verify_text, stdout);
             return EXIT_OK;
         } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
             printf("memest %s\n", est_version());
@@ -211,6 +244,60 @@ static int parse_args(cli *c, int argc, char **argv) {
         } else if (is_flag(a, "--dump-outputs", "--dump-outputs")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a folder", a);
             c->dump_dir = v;
+        } else if (is_flag(a, "--gpu", "--gpu")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a GPU name", a);
+            const gpu_info *gi = gpu_find(v);
+            if (!gi) {
+                char names[1024];
+                return usage_error("unknown GPU '%s'; --gpu knows: %s (or give --gpu-memory SIZE)", v,
+                                   gpu_names(names, sizeof names));
+            }
+            if (c->fit_given) return usage_error("give one of --gpu and --gpu-memory, once");
+            c->fit.gpu = gi->name;
+            c->fit.gpu_bytes = gi->memory_bytes;
+            c->fit_given = true;
+        } else if (is_flag(a, "--gpu-memory", "--gpu-memory") || is_flag(a, "--reserve", "--reserve")) {
+            bool mem = strncmp(a, "--gpu-memory", 12) == 0;
+            const char *flag = mem ? "--gpu-memory" : "--reserve";
+            uint64_t bytes;
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a size", a);
+            if (!parse_size(v, &bytes) || (mem && bytes == 0))
+                return usage_error("%s wants a size such as 24GiB, 80GB, 16000MiB or a number of bytes "
+                                   "(GiB, MiB, KiB binary; GB, MB, KB decimal), got '%s'", flag, v);
+            if (mem) {
+                if (c->fit_given) return usage_error("give one of --gpu and --gpu-memory, once");
+                c->fit.gpu = NULL;
+                c->fit.gpu_bytes = bytes;
+                c->fit_given = true;
+            } else {
+                c->fit.reserve_bytes = bytes;
+                c->reserve_given = true;
+            }
+        } else if (strcmp(a, "--max-batch") == 0) {
+            c->max_batch = true;
+        } else if (is_flag(a, "--sweep", "--sweep")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs NAME=V1,V2,...", a);
+            if (c->sweep_name) return usage_error("one --sweep at a time");
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v || !eq[1])
+                return usage_error("--sweep wants NAME=V1,V2,... (NAME: batch or a symbolic dim), got '%s'", v);
+            if (!(c->sweep_name = strndup(v, (size_t)(eq - v)))) return EXIT_FAIL;
+            c->sweep.name = c->sweep_name;
+            for (const char *p = eq + 1;;) {
+                const char *comma = strchr(p, ',');
+                size_t len = comma ? (size_t)(comma - p) : strlen(p);
+                char num[32];
+                int64_t val;
+                if (len == 0 || len >= sizeof num) return usage_error("--sweep: bad value list '%s'", eq + 1);
+                memcpy(num, p, len);
+                num[len] = '\0';
+                if (!parse_int64(num, &val) || val <= 0)
+                    return usage_error("--sweep wants positive integers, got '%s'", num);
+                if (c->sweep.n == MAX_SWEEP_POINTS) return usage_error("--sweep: at most %d values", MAX_SWEEP_POINTS);
+                c->sweep.values[c->sweep.n++] = val;
+                if (!comma) break;
+                p = comma + 1;
+            }
         } else if (is_flag(a, "-f", "--format")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "table") == 0) c->format = FORMAT_TABLE;
@@ -240,6 +327,17 @@ static int parse_args(cli *c, int argc, char **argv) {
     if (!c->model) return usage_error("no model given");
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
         return usage_error("--input and --dump-outputs are verify's");
+    bool capacity = c->fit_given || c->reserve_given || c->max_batch || c->sweep_name;
+    if (capacity && c->command)
+        return usage_error("--gpu, --gpu-memory, --reserve, --max-batch and --sweep are for estimating, not %s",
+                           c->command);
+    if (c->reserve_given && !c->fit_given) return usage_error("--reserve needs --gpu or --gpu-memory");
+    if (!c->reserve_given) c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES;
+    if (c->max_batch && !c->fit_given) return usage_error("--max-batch needs --gpu NAME or --gpu-memory SIZE");
+    if (c->max_batch && c->sweep_name) return usage_error("give one of --max-batch and --sweep");
+    if (c->max_batch && c->opt.batch) return usage_error("--max-batch finds the batch: drop --batch");
+    if (c->sweep_name && strcmp(c->sweep_name, "batch") == 0 && c->opt.batch)
+        return usage_error("--sweep batch=... sets the batch: drop --batch");
     if (c->command && strcmp(c->command, "convert") == 0 && !c->out_path)
         return usage_error("convert needs -o OUT.json");
     return -1;
@@ -277,6 +375,24 @@ static int convert(const cli *c, const est_graph *g) {
     return bad ? EXIT_FAIL : EXIT_OK;
 }
 
+/* --max-batch and --sweep: many estimates of the loaded graph. */
+static int capacity(cli *c, const est_graph *g) {
+    FILE *f = c->out_path ? fopen(c->out_path, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "memest: %s: cannot write: %s\n", c->out_path, strerror(errno));
+        return EXIT_FAIL;
+    }
+    output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL};
+    est_limits lim;
+    est_limits_init(&lim);
+    int64_t cap = c->limits.max_dim_value ? c->limits.max_dim_value : lim.max_dim_value;
+    int rc = c->max_batch ? run_max_batch(f, g, &c->opt, cap, c->format, &o)
+                          : run_sweep(f, g, &c->opt, c->dims, MAX_DIM_FLAGS, &c->sweep, c->format, &o);
+    if (f != stdout) rc |= fclose(f) != 0;
+    else rc |= fflush(f) != 0;
+    return rc ? EXIT_FAIL : EXIT_OK;
+}
+
 static int estimate(const cli *c, const est_graph *g) {
     est_error err;
     est_report *r = NULL;
@@ -290,7 +406,7 @@ static int estimate(const cli *c, const est_graph *g) {
         est_report_free(r);
         return EXIT_FAIL;
     }
-    output_opts o = {.model = c->model, .all_layers = c->all_layers};
+    output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL};
     int bad = c->format == FORMAT_JSON  ? print_json(f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(f, r, &o)
                                         : print_table(f, r, &o);
@@ -322,12 +438,15 @@ int main(int argc, char **argv) {
                     if (!c.kernels_given) q.opt.kernels = EST_KERNELS_VERIFY;
                     rc = run_verify(&q, g);
                 } else {
-                    rc = c.command ? convert(&c, g) : estimate(&c, g);
+                    rc = c.command                    ? convert(&c, g)
+                         : c.max_batch || c.sweep_name ? capacity(&c, g)
+                                                       : estimate(&c, g);
                 }
                 est_graph_free(g);
             }
         }
     }
     for (size_t i = 0; i < c.opt.n_dims; i++) free(c.dim_names[i]);
+    free(c.sweep_name);
     return rc;
 }

@@ -46,6 +46,26 @@ const char *shape_string(char *buf, size_t n, const est_tensor_info *t) {
     return buf;
 }
 
+uint64_t fit_usable(const fit_info *fit) {
+    return fit->gpu_bytes > fit->reserve_bytes ? fit->gpu_bytes - fit->reserve_bytes : 0;
+}
+
+int64_t fit_headroom(const fit_info *fit, uint64_t peak) {
+    uint64_t usable = fit_usable(fit);
+    if (peak > (uint64_t)INT64_MAX) return INT64_MIN;
+    return (int64_t)usable - (int64_t)peak;
+}
+
+void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak) {
+    char a[64], b[64], c[64];
+    int64_t h = fit_headroom(fit, peak);
+    fprintf(f, "  GPU             %s%s%s, reserve %s, usable %s\n", fit->gpu ? fit->gpu : "",
+            fit->gpu ? ": " : "", human_bytes(a, sizeof a, fit->gpu_bytes),
+            human_bytes(b, sizeof b, fit->reserve_bytes), human_bytes(c, sizeof c, fit_usable(fit)));
+    if (h >= 0) fprintf(f, "  FITS            yes, headroom %s\n", human_bytes(a, sizeof a, (uint64_t)h));
+    else fprintf(f, "  FITS            NO, short by %s\n", human_bytes(a, sizeof a, (uint64_t)-(h + 1) + 1));
+}
+
 static void outputs_string(char *buf, size_t n, const est_layer *L) {
     size_t used = 0;
     buf[0] = '\0';
@@ -140,6 +160,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i].bytes) fprintf(f, " %s %s;", parts[i].name, human_bytes(a, sizeof a, parts[i].bytes));
     fprintf(f, "\n");
+    if (o->fit) print_fit_lines(f, o->fit, p->bytes);
     return ferror(f) ? 1 : 0;
 }
 
@@ -157,7 +178,6 @@ static void csv_field(FILE *f, const char *s) {
 }
 
 int print_csv(FILE *f, const est_report *r, const output_opts *o) {
-    (void)o;
     fprintf(f, "index,name,op,domain,output_shapes,output_dtypes,param_count,param_bytes,buffer_bytes,output_bytes,shape_only,"
                "flops_forward,flops_backward,saved_bytes,temp_bytes\n");
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
@@ -191,6 +211,13 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
             t->activations_bytes, t->temp_bytes);
     const est_peak *p = est_report_peak(r);
     fprintf(f, "peak,%s,%s,,,,,,,%" PRIu64 ",,,,,\n", est_phase_name(p->phase), p->layer, p->bytes);
+    if (o->fit) {
+        /* fit,GPU,yes|no,,,,,,,HEADROOM_BYTES: laid out like the peak row */
+        fputs("fit,", f);
+        csv_field(f, o->fit->gpu ? o->fit->gpu : "");
+        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,\n", fit_headroom(o->fit, p->bytes) >= 0 ? "yes" : "no",
+                fit_headroom(o->fit, p->bytes));
+    }
     return ferror(f) ? 1 : 0;
 }
 
@@ -204,7 +231,36 @@ static cJSON *tensor_json(const est_tensor_info *t) {
     return o;
 }
 
+cJSON *fit_json(const fit_info *fit, uint64_t peak, bool with_result) {
+    cJSON *o = cJSON_CreateObject();
+    if (fit->gpu) cJSON_AddStringToObject(o, "gpu", fit->gpu);
+    else cJSON_AddNullToObject(o, "gpu");
+    cJSON_AddNumberToObject(o, "gpu_memory_bytes", (double)fit->gpu_bytes);
+    cJSON_AddNumberToObject(o, "reserve_bytes", (double)fit->reserve_bytes);
+    cJSON_AddNumberToObject(o, "usable_bytes", (double)fit_usable(fit));
+    if (with_result) {
+        cJSON_AddBoolToObject(o, "fits", fit_headroom(fit, peak) >= 0);
+        cJSON_AddNumberToObject(o, "headroom_bytes", (double)fit_headroom(fit, peak));
+    }
+    return o;
+}
+
 int print_json(FILE *f, const est_report *r, const output_opts *o) {
+    cJSON *root = report_json(r, o);
+    return root ? print_json_root(f, root) : 1;
+}
+
+int print_json_root(FILE *f, cJSON *root) {
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return 1;
+    fputs(text, f);
+    fputc('\n', f);
+    cJSON_free(text);
+    return ferror(f) ? 1 : 0;
+}
+
+cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", o->model);
     cJSON_AddStringToObject(root, "mode", est_mode_name(est_report_mode(r)));
@@ -277,11 +333,6 @@ int print_json(FILE *f, const est_report *r, const output_opts *o) {
     cJSON_AddNumberToObject(live, "temp", (double)p->temp);
     cJSON_AddNumberToObject(live, "inputs", (double)p->inputs);
     cJSON_AddNumberToObject(live, "other", (double)p->other);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return 1;
-    fputs(text, f);
-    fputc('\n', f);
-    cJSON_free(text);
-    return ferror(f) ? 1 : 0;
+    if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, p->bytes, true));
+    return root;
 }

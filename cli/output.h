@@ -9,15 +9,39 @@
 
 typedef enum { FORMAT_TABLE, FORMAT_JSON, FORMAT_CSV } output_format;
 
+/* --gpu / --gpu-memory and --reserve (docs/capacity.md). */
+typedef struct fit_info {
+    const char *gpu;        /* the table's name, or NULL for --gpu-memory */
+    uint64_t gpu_bytes;
+    uint64_t reserve_bytes;
+} fit_info;
+
+/* gpu memory - reserve, or 0 when the reserve takes it all. */
+uint64_t fit_usable(const fit_info *fit);
+/* usable - peak: negative when it does not fit. */
+int64_t fit_headroom(const fit_info *fit, uint64_t peak);
+
 typedef struct output_opts {
     const char *model;      /* path as the user gave it */
     bool all_layers;        /* table: also list shape-only layers */
+    const fit_info *fit;    /* NULL unless --gpu or --gpu-memory */
 } output_opts;
 
 /* Each returns 0, or 1 when writing failed. */
 int print_table(FILE *f, const est_report *r, const output_opts *o);
 int print_csv(FILE *f, const est_report *r, const output_opts *o);
 int print_json(FILE *f, const est_report *r, const output_opts *o);
+
+/* The JSON report as a cJSON object (print_json prints it); NULL when out of
+ * memory. The caller frees it with cJSON_Delete. */
+struct cJSON *report_json(const est_report *r, const output_opts *o);
+/* Prints and frees `root`; returns 0, or 1 when writing failed. */
+int print_json_root(FILE *f, struct cJSON *root);
+/* The "fit" object for a peak of `peak` bytes; `with_result` adds "fits" and
+ * "headroom_bytes". */
+struct cJSON *fit_json(const fit_info *fit, uint64_t peak, bool with_result);
+/* The table's lines on the fit: "fits: yes, headroom ..." */
+void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak);
 
 /* "1.50 MiB"; writes into buf and returns it. */
 const char *human_bytes(char *buf, size_t n, uint64_t bytes);

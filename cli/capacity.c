@@ -1,0 +1,303 @@
+/* capacity.c: memest --max-batch and --sweep: the loaded graph estimated
+ * again and again (est_estimate never re-parses). docs/capacity.md. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "capacity.h"
+
+/* One estimate's figures. */
+typedef struct point {
+    int64_t value;
+    bool overflow;          /* the sizes overflow 64 bits: far from fitting */
+    est_totals t;
+    est_peak peak;          /* .layer is not kept */
+} point;
+
+/* Estimates at opt; fills *pt. Returns EST_OK, or the error (in *err). An
+ * overflow is not an error here: the point does not fit anything. */
+static est_status estimate_point(const est_graph *g, const est_options *opt, int64_t value, point *pt,
+                                 est_error *err) {
+    est_report *r = NULL;
+    memset(pt, 0, sizeof *pt);
+    pt->value = value;
+    est_status s = est_estimate(g, opt, &r, err);
+    if (s == EST_EOVERFLOW) {
+        pt->overflow = true;
+        pt->peak.bytes = UINT64_MAX;
+        pt->t.peak_bytes = UINT64_MAX;
+        return EST_OK;
+    }
+    if (s != EST_OK) return s;
+    pt->t = *est_report_totals(r);
+    pt->peak = *est_report_peak(r);
+    pt->peak.layer = NULL;
+    est_report_free(r);
+    return EST_OK;
+}
+
+static bool point_fits(const fit_info *fit, const point *pt) {
+    return !pt->overflow && pt->peak.bytes <= fit_usable(fit);
+}
+
+static void header_lines(FILE *f, const est_options *opt, const output_opts *o) {
+    char a[64], b[64], c[64];
+    fprintf(f, "model: %s\n", o->model);
+    fprintf(f, "memory: %s, %s%s%s\n", est_mode_name(opt->mode), est_dtype_name(opt->dtype),
+            opt->mode == EST_MODE_TRAIN ? ", optimizer " : "",
+            opt->mode == EST_MODE_TRAIN ? est_optimizer_name(opt->optimizer) : "");
+    if (o->fit)
+        fprintf(f, "GPU: %s%s%s, reserve %s, usable %s\n", o->fit->gpu ? o->fit->gpu : "", o->fit->gpu ? " " : "",
+                human_bytes(a, sizeof a, o->fit->gpu_bytes), human_bytes(b, sizeof b, o->fit->reserve_bytes),
+                human_bytes(c, sizeof c, fit_usable(o->fit)));
+}
+
+static void table_head(FILE *f, const char *dim, bool with_fit) {
+    fprintf(f, "%12s  %11s  %-9s  %11s  %11s  %11s  %11s  %11s", dim, "peak", "peak in", "params", "grads",
+            "optimizer", "activations", "temp");
+    if (with_fit) fprintf(f, "  %-4s  %12s", "fits", "headroom");
+    fprintf(f, "\n");
+}
+
+static void table_row(FILE *f, const point *pt, const fit_info *fit) {
+    char b[7][64];
+    if (pt->overflow) {
+        fprintf(f, "%12" PRId64 "  %11s\n", pt->value, "overflows 64 bits");
+        return;
+    }
+    fprintf(f, "%12" PRId64 "  %11s  %-9s  %11s  %11s  %11s  %11s  %11s", pt->value,
+            human_bytes(b[0], 64, pt->peak.bytes), est_phase_name(pt->peak.phase),
+            human_bytes(b[1], 64, pt->t.params_bytes), human_bytes(b[2], 64, pt->t.grads_bytes),
+            human_bytes(b[3], 64, pt->t.optimizer_bytes), human_bytes(b[4], 64, pt->t.activations_bytes),
+            human_bytes(b[5], 64, pt->t.temp_bytes));
+    if (fit) {
+        int64_t h = fit_headroom(fit, pt->peak.bytes);
+        snprintf(b[6], 64, "%s%s", h < 0 ? "-" : "",
+                 human_bytes(b[0], 64, h < 0 ? (uint64_t)-(h + 1) + 1 : (uint64_t)h));
+        fprintf(f, "  %-4s  %12s", h >= 0 ? "yes" : "no", b[6]);
+    }
+    fprintf(f, "\n");
+}
+
+static const char csv_cols[] =
+    "peak_bytes,peak_phase,params_bytes,buffers_bytes,grads_bytes,optimizer_bytes,activations_bytes,temp_bytes,"
+    "fits,headroom_bytes\n";
+
+static void csv_row(FILE *f, const point *pt, const fit_info *fit) {
+    if (pt->overflow) fprintf(f, ",overflow,,,,,,,");
+    else
+        fprintf(f, "%" PRIu64 ",%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",",
+                pt->peak.bytes, est_phase_name(pt->peak.phase), pt->t.params_bytes, pt->t.buffers_bytes,
+                pt->t.grads_bytes, pt->t.optimizer_bytes, pt->t.activations_bytes, pt->t.temp_bytes);
+    if (fit && !pt->overflow)
+        fprintf(f, "%s,%" PRId64 "\n", point_fits(fit, pt) ? "yes" : "no", fit_headroom(fit, pt->peak.bytes));
+    else if (fit) fprintf(f, "no,\n");
+    else fprintf(f, ",\n");
+}
+
+static cJSON *point_json(const char *dim, const point *pt, const fit_info *fit) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "dim", dim);
+    cJSON_AddNumberToObject(o, "value", (double)pt->value);
+    if (pt->overflow) {
+        cJSON_AddNullToObject(o, "peak_bytes");
+        cJSON_AddBoolToObject(o, "overflow", true);
+    } else {
+        cJSON_AddNumberToObject(o, "peak_bytes", (double)pt->peak.bytes);
+        cJSON_AddStringToObject(o, "peak_phase", est_phase_name(pt->peak.phase));
+        cJSON_AddNumberToObject(o, "params_bytes", (double)pt->t.params_bytes);
+        cJSON_AddNumberToObject(o, "buffers_bytes", (double)pt->t.buffers_bytes);
+        cJSON_AddNumberToObject(o, "grads_bytes", (double)pt->t.grads_bytes);
+        cJSON_AddNumberToObject(o, "optimizer_bytes", (double)pt->t.optimizer_bytes);
+        cJSON_AddNumberToObject(o, "activations_bytes", (double)pt->t.activations_bytes);
+        cJSON_AddNumberToObject(o, "temp_bytes", (double)pt->t.temp_bytes);
+        cJSON_AddNumberToObject(o, "param_count", (double)pt->t.param_count);
+        cJSON_AddNumberToObject(o, "flops_forward", (double)pt->t.flops_forward);
+        cJSON_AddNumberToObject(o, "flops_backward", (double)pt->t.flops_backward);
+    }
+    if (fit) {
+        cJSON_AddBoolToObject(o, "fits", point_fits(fit, pt));
+        if (pt->overflow) cJSON_AddNullToObject(o, "headroom_bytes");
+        else cJSON_AddNumberToObject(o, "headroom_bytes", (double)fit_headroom(fit, pt->peak.bytes));
+    }
+    return o;
+}
+
+static int finish(FILE *f, int bad) {
+    bad |= ferror(f) != 0;
+    if (bad) fprintf(stderr, "memest: writing the report failed\n");
+    return bad ? 1 : 0;
+}
+
+int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_batch, output_format fmt,
+                  const output_opts *o) {
+    const fit_info *fit = o->fit;
+    est_error err;
+    point lo_pt, hi_pt, pt;
+    int64_t saved = opt->batch;
+    /* batch 1 also says whether the graph has a symbolic batch at all */
+    opt->batch = 1;
+    if (estimate_point(g, opt, 1, &lo_pt, &err) != EST_OK) {
+        opt->batch = saved;
+        fprintf(stderr, "memest: --max-batch: %s\n", err.message);
+        return 1;
+    }
+    int64_t lo = 0, hi = 1; /* lo fits (0: none does), hi does not (0: every batch up to the cap fits) */
+    if (point_fits(fit, &lo_pt)) {
+        lo = 1;
+        hi = 0;
+        /* exponential: double until a batch does not fit or the cap is reached */
+        while (lo < max_batch) {
+            int64_t b = lo > max_batch / 2 ? max_batch : lo * 2;
+            opt->batch = b;
+            if (estimate_point(g, opt, b, &pt, &err) != EST_OK) goto fail;
+            if (!point_fits(fit, &pt)) {
+                hi = b;
+                hi_pt = pt;
+                break;
+            }
+            lo = b;
+            lo_pt = pt;
+        }
+        /* binary: lo fits, hi does not */
+        while (hi && hi - lo > 1) {
+            int64_t mid = lo + (hi - lo) / 2;
+            opt->batch = mid;
+            if (estimate_point(g, opt, mid, &pt, &err) != EST_OK) goto fail;
+            if (point_fits(fit, &pt)) lo = mid, lo_pt = pt;
+            else hi = mid, hi_pt = pt;
+        }
+    } else {
+        hi_pt = lo_pt;
+    }
+    opt->batch = saved;
+
+    char a[64], a2[64];
+    int bad = 0;
+    if (fmt == FORMAT_JSON) {
+        /* the whole report at the largest batch that fits (batch 1 when none does) */
+        est_report *r = NULL;
+        opt->batch = lo ? lo : 1;
+        est_status s = est_estimate(g, opt, &r, &err);
+        opt->batch = saved;
+        if (s != EST_OK) {
+            fprintf(stderr, "memest: %s\n", err.message);
+            return 1;
+        }
+        cJSON *root = report_json(r, o);
+        est_report_free(r);
+        if (!root) return 1;
+        cJSON *mb = cJSON_AddObjectToObject(root, "max_batch");
+        cJSON_AddNumberToObject(mb, "batch", (double)lo);
+        if (lo) cJSON_AddNumberToObject(mb, "peak_bytes", (double)lo_pt.peak.bytes);
+        else cJSON_AddNullToObject(mb, "peak_bytes");
+        if (hi) cJSON_AddNumberToObject(mb, "next_batch", (double)hi);
+        else cJSON_AddNullToObject(mb, "next_batch");
+        if (hi && !hi_pt.overflow) cJSON_AddNumberToObject(mb, "next_peak_bytes", (double)hi_pt.peak.bytes);
+        else cJSON_AddNullToObject(mb, "next_peak_bytes");
+        cJSON_AddNumberToObject(mb, "search_cap", (double)max_batch);
+        bad = print_json_root(f, root);
+    } else if (fmt == FORMAT_CSV) {
+        fprintf(f, "role,batch,%s", csv_cols);
+        if (lo) {
+            fprintf(f, "max_batch,%" PRId64 ",", lo);
+            csv_row(f, &lo_pt, fit);
+        }
+        if (hi) {
+            fprintf(f, "next_batch,%" PRId64 ",", hi);
+            csv_row(f, &hi_pt, fit);
+        }
+    } else {
+        header_lines(f, opt, o);
+        fprintf(f, "\n");
+        if (!lo)
+            fprintf(f, "max batch: 0: batch 1 does not fit (peak %s, usable %s)\n",
+                    human_bytes(a, sizeof a, lo_pt.peak.bytes), human_bytes(a2, sizeof a2, fit_usable(fit)));
+        else if (!hi)
+            fprintf(f, "max batch: %" PRId64 ": every batch up to the search cap fits\n", lo);
+        else fprintf(f, "max batch: %" PRId64 " (batch %" PRId64 " does not fit)\n", lo, hi);
+        fprintf(f, "\n");
+        table_head(f, "batch", true);
+        if (lo) table_row(f, &lo_pt, fit);
+        if (hi) table_row(f, &hi_pt, fit);
+    }
+    return finish(f, bad);
+fail:
+    opt->batch = saved;
+    fprintf(stderr, "memest: --max-batch: %s\n", err.message);
+    return 1;
+}
+
+int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, size_t dims_cap,
+              const sweep_spec *sw, output_format fmt, const output_opts *o) {
+    bool is_batch = strcmp(sw->name, "batch") == 0;
+    int64_t saved_batch = opt->batch;
+    size_t saved_n = opt->n_dims, slot = opt->n_dims;
+    int64_t saved_val = 0;
+    if (!is_batch) {
+        for (size_t i = 0; i < opt->n_dims; i++)
+            if (strcmp(dims[i].name, sw->name) == 0) slot = i;
+        if (slot == opt->n_dims) {
+            if (slot == dims_cap) {
+                fprintf(stderr, "memest: too many dims\n");
+                return 1;
+            }
+            dims[slot].name = sw->name;
+            opt->n_dims++;
+        }
+        saved_val = dims[slot].value;
+    }
+    point *pts = calloc(sw->n, sizeof *pts);
+    if (!pts) return 1;
+    est_error err;
+    int rc = 0;
+    for (size_t i = 0; i < sw->n; i++) {
+        if (is_batch) opt->batch = sw->values[i];
+        else dims[slot].value = sw->values[i];
+        if (estimate_point(g, opt, sw->values[i], &pts[i], &err) != EST_OK) {
+            fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[i], err.message);
+            rc = 1;
+            break;
+        }
+    }
+    opt->batch = saved_batch;
+    if (!is_batch) dims[slot].value = saved_val;
+    opt->n_dims = saved_n;
+    if (rc) {
+        free(pts);
+        return rc;
+    }
+    int bad = 0;
+    if (fmt == FORMAT_JSON) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "model", o->model);
+        cJSON_AddStringToObject(root, "mode", est_mode_name(opt->mode));
+        if (opt->mode == EST_MODE_TRAIN) cJSON_AddStringToObject(root, "optimizer", est_optimizer_name(opt->optimizer));
+        else cJSON_AddNullToObject(root, "optimizer");
+        cJSON_AddStringToObject(root, "dtype", est_dtype_name(opt->dtype));
+        if (opt->batch > 0 && !is_batch) cJSON_AddNumberToObject(root, "batch", (double)opt->batch);
+        else cJSON_AddNullToObject(root, "batch");
+        cJSON *d = cJSON_AddObjectToObject(root, "dims");
+        for (size_t i = 0; i < opt->n_dims; i++)
+            if (strcmp(dims[i].name, sw->name) != 0) cJSON_AddNumberToObject(d, dims[i].name, (double)dims[i].value);
+        if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, 0, false));
+        cJSON *arr = cJSON_AddArrayToObject(root, "sweep");
+        for (size_t i = 0; i < sw->n; i++) cJSON_AddItemToArray(arr, point_json(sw->name, &pts[i], o->fit));
+        bad = print_json_root(f, root);
+    } else if (fmt == FORMAT_CSV) {
+        fprintf(f, "dim,value,%s", csv_cols);
+        for (size_t i = 0; i < sw->n; i++) {
+            fprintf(f, "%s,%" PRId64 ",", sw->name, sw->values[i]);
+            csv_row(f, &pts[i], o->fit);
+        }
+    } else {
+        header_lines(f, opt, o);
+        fprintf(f, "\n");
+        table_head(f, sw->name, o->fit != NULL);
+        for (size_t i = 0; i < sw->n; i++) table_row(f, &pts[i], o->fit);
+    }
+    free(pts);
+    return finish(f, bad);
+}

@@ -1,0 +1,34 @@
+/* gpus.h: the GPUs `memest --gpu NAME` knows, and memory sizes as written on
+ * the command line (docs/capacity.md). */
+#ifndef MEMEST_GPUS_H
+#define MEMEST_GPUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct gpu_info {
+    const char *name;       /* what --gpu takes (case and '-', '_', ' ' ignored) */
+    uint64_t memory_bytes;  /* the memory the estimate is compared with */
+    const char *basis;      /* where the figure comes from */
+} gpu_info;
+
+extern const gpu_info gpu_table[];
+extern const size_t gpu_table_count;
+
+/* The entry named `name`, or NULL. */
+const gpu_info *gpu_find(const char *name);
+/* "T4, L4, A10G, ..." into buf; returns buf. */
+const char *gpu_names(char *buf, size_t n);
+
+/* Parses "24GiB", "80GB", "16000MiB", "1.5GiB", "17179869184" (bytes):
+ * KiB/MiB/GiB/TiB binary, KB/MB/GB/TB decimal, B or nothing bytes; units are
+ * case-insensitive. Returns false on a bad number, unit or overflow. */
+bool parse_size(const char *s, uint64_t *out);
+
+/* The default framework reserve: the CUDA context (~0.5 GiB) plus the
+ * caching allocator's slack; an assumption until measured with PyTorch. */
+#define DEFAULT_RESERVE_BYTES ((uint64_t)1 << 30)
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * test_capacity: memest --gpu, --gpu-memory, --reserve, --max-batch and
+ * --sweep (docs/capacity.md), through the command line.
+ *
+ * usage: test_capacity MEMEST MODELS_DIR TMP_DIR
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cJSON.h>
+
+#include "test_util.h"
+
+static const char *memest, *models, *tmp;
+
+/* Runs `memest ARGS`; returns its exit code and its stdout (plus stderr when
+ * `with_stderr`), which the caller frees. */
+static int run(const char *args, bool with_stderr, char **out) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s", memest, args, with_stderr ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    int status = pclose(p);
+    if (out) *out = buf;
+    else free(buf);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void expect_exit(const char *args, int want, const char *must_contain) {
+    char *out;
+    int rc = run(args, true, &out);
+    CHECK(rc == want, "memest %s: exit %d, want %d; output: %.300s", args, rc, want, out);
+    CHECK(!must_contain || strstr(out, must_contain), "memest %s: output lacks '%s': %.300s", args, must_contain,
+          out);
+    free(out);
+}
+
+/* memest ARGS --format json, parsed; NULL (and a failed check) otherwise. */
+static cJSON *run_json(const char *args) {
+    char full[8192], *out;
+    snprintf(full, sizeof full, "%s --format json", args);
+    int rc = run(full, false, &out);
+    CHECK(rc == 0, "memest %s: exit %d", full, rc);
+    cJSON *root = rc == 0 ? cJSON_Parse(out) : NULL;
+    CHECK(rc != 0 || root, "memest %s: not JSON: %.200s", full, out);
+    free(out);
+    return root;
+}
+
+static double num(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    CHECK(cJSON_IsNumber(v), "field '%s' missing or not a number", name);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static const char *const json_fields[] = {"model", "mode", "optimizer", "dtype", "batch", "dims",
+                                          "layers", "outputs", "totals", "peak"};
+
+/* The peak of one plain estimate, checked against its own "fit". */
+static double peak_at(const char *model, int64_t batch, const char *fit_args, bool *fits) {
+    char args[4096];
+    snprintf(args, sizeof args, "%s/%s --batch %lld %s", models, model, (long long)batch, fit_args);
+    cJSON *root = run_json(args);
+    if (!root) return -1;
+    for (size_t i = 0; i < sizeof json_fields / sizeof json_fields[0]; i++)
+        CHECK(cJSON_GetObjectItem(root, json_fields[i]), "%s: JSON lacks '%s'", args, json_fields[i]);
+    double peak = num(cJSON_GetObjectItem(root, "peak"), "bytes");
+    const cJSON *fit = cJSON_GetObjectItem(root, "fit");
+    CHECK(cJSON_IsObject(fit), "%s: no fit object", args);
+    double usable = num(fit, "usable_bytes");
+    CHECK(num(fit, "gpu_memory_bytes") - num(fit, "reserve_bytes") == usable, "usable != memory - reserve");
+    CHECK(num(fit, "headroom_bytes") == usable - peak, "headroom != usable - peak");
+    const cJSON *f = cJSON_GetObjectItem(fit, "fits");
+    CHECK(cJSON_IsBool(f) && cJSON_IsTrue(f) == (peak <= usable), "fits disagrees with peak <= usable");
+    *fits = cJSON_IsTrue(f);
+    cJSON_Delete(root);
+    return peak;
+}
+
+/* --max-batch's batch fits and the next does not, by plain estimates. */
+static void max_batch(const char *model, const char *fit_args) {
+    char args[4096];
+    snprintf(args, sizeof args, "%s/%s --max-batch %s", models, model, fit_args);
+    cJSON *root = run_json(args);
+    if (!root) return;
+    const cJSON *mb = cJSON_GetObjectItem(root, "max_batch");
+    CHECK(cJSON_IsObject(mb), "%s: no max_batch object", args);
+    double b = num(mb, "batch"), next = num(mb, "next_batch");
+    CHECK(b >= 1 && next == b + 1, "%s: batch %.0f, next %.0f", args, b, next);
+    CHECK(num(root, "batch") == b, "%s: the report is not at the max batch", args);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "fit"), "fits")), "%s: fit.fits false", args);
+    bool fits_b = false, fits_next = true;
+    double pb = peak_at(model, (int64_t)b, fit_args, &fits_b);
+    double pn = peak_at(model, (int64_t)next, fit_args, &fits_next);
+    CHECK(fits_b && !fits_next, "%s: batch %.0f fits %d, batch %.0f fits %d", args, b, fits_b, next, fits_next);
+    CHECK(pb == num(mb, "peak_bytes") && pn == num(mb, "next_peak_bytes"), "%s: peaks differ from the estimates",
+          args);
+    cJSON_Delete(root);
+}
+
+static void gpu_flags(void) {
+    char args[4096];
+    expect_exit("--help", 0, "--max-batch");
+    expect_exit("--help", 0, "--gpu-memory SIZE");
+    expect_exit("--help", 0, "default: 1GiB");
+    /* the table, case and separators ignored */
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --gpu h100_80gb", models);
+    expect_exit(args, 0, "H100-80GB: 79.65 GiB");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --gpu H200 --format json", models);
+    expect_exit(args, 0, "\"gpu_memory_bytes\":\t150754820096");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --gpu T4 --format csv", models);
+    expect_exit(args, 0, "\nfit,T4,yes,");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --gpu B9000", models);
+    expect_exit(args, 2, "A100-80GB");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --gpu T4 --gpu-memory 8GB", models);
+    expect_exit(args, 2, "one of --gpu and --gpu-memory");
+    /* sizes */
+    static const struct { const char *size; double bytes; } sizes[] = {
+        {"24GiB", 24.0 * 1073741824}, {"80GB", 80e9}, {"16000MiB", 16000.0 * 1048576},
+        {"17179869184", 17179869184.0}, {"1.5gib", 1.5 * 1073741824}, {"512KB", 512e3}, {"2TiB", 2199023255552.0},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --gpu-memory %s", models, sizes[i].size);
+        cJSON *root = run_json(args);
+        if (!root) continue;
+        const cJSON *fit = cJSON_GetObjectItem(root, "fit");
+        CHECK(num(fit, "gpu_memory_bytes") == sizes[i].bytes, "--gpu-memory %s: %.0f bytes", sizes[i].size,
+              num(fit, "gpu_memory_bytes"));
+        CHECK(cJSON_IsNull(cJSON_GetObjectItem(fit, "gpu")), "--gpu-memory: gpu is not null");
+        CHECK(num(fit, "reserve_bytes") == 1073741824, "the default reserve is not 1 GiB");
+        cJSON_Delete(root);
+    }
+    static const char *const bad[] = {"12XB", "GiB", "-5GiB", "0", "1e9", "0x10", "1.5", "24 GiB", "99999999999TiB"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --gpu-memory '%s'", models, bad[i]);
+        expect_exit(args, 2, "--gpu-memory wants a size");
+    }
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --gpu-memory 8GiB --reserve 2.5XiB", models);
+    expect_exit(args, 2, "--reserve wants a size");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --reserve 1GiB", models);
+    expect_exit(args, 2, "--reserve needs --gpu");
+    /* --reserve changes usable; a tiny GPU does not fit */
+    bool fits;
+    peak_at("resnet18.onnx", 2, "--gpu-memory 8GiB --reserve 0", &fits);
+    CHECK(fits, "resnet18 at batch 2 does not fit 8 GiB");
+    peak_at("resnet18.onnx", 2, "--gpu-memory 100MiB --reserve 0", &fits);
+    CHECK(!fits, "resnet18 at batch 2 fits 100 MiB");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --gpu-memory 100MiB", models);
+    expect_exit(args, 0, "FITS            NO");
+}
+
+static void max_batch_search(void) {
+    char args[4096];
+    max_batch("resnet18.onnx", "--gpu T4");
+    max_batch("resnet18.onnx", "--gpu-memory 3GiB --reserve 512MiB");
+    max_batch("resnet18.onnx", "--gpu-memory 3GiB --mode infer --optimizer sgd");
+    max_batch("mlp.onnx", "--gpu-memory 2GiB");
+    max_batch("transformer_block.json", "--gpu-memory 4GiB --dim seq=512");
+    /* batch 1 does not fit: max batch 0, exit 0 */
+    snprintf(args, sizeof args, "%s/resnet18.onnx --max-batch --gpu-memory 100MiB", models);
+    expect_exit(args, 0, "max batch: 0: batch 1 does not fit");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --max-batch --gpu-memory 100MiB", models);
+    cJSON *root = run_json(args);
+    if (root) {
+        const cJSON *mb = cJSON_GetObjectItem(root, "max_batch");
+        CHECK(num(mb, "batch") == 0 && num(mb, "next_batch") == 1 && cJSON_IsNull(cJSON_GetObjectItem(mb, "peak_bytes")),
+              "max_batch at 100 MiB is not 0");
+        cJSON_Delete(root);
+    }
+    snprintf(args, sizeof args, "%s/resnet18.onnx --max-batch --gpu T4 --format csv", models);
+    expect_exit(args, 0, "role,batch,peak_bytes,");
+    /* usage */
+    snprintf(args, sizeof args, "%s/resnet18.onnx --max-batch", models);
+    expect_exit(args, 2, "--max-batch needs --gpu");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --max-batch --gpu T4 --batch 4", models);
+    expect_exit(args, 2, "drop --batch");
+    /* a graph without a symbolic batch: small_cnn.json with the batch fixed */
+    char path[2048], *text;
+    snprintf(path, sizeof path, "%s/small_cnn.json", models);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "cannot read %s", path);
+    if (!f) return;
+    text = calloc(1, 1 << 20);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *b = strstr(text, "\"batch\"");
+    CHECK(b != NULL, "small_cnn.json has no batch dim");
+    if (b) {
+        memcpy(b, "      1", 7);
+        snprintf(path, sizeof path, "%s/fixed_batch.json", tmp);
+        f = fopen(path, "wb");
+        fwrite(text, 1, n, f);
+        fclose(f);
+        snprintf(args, sizeof args, "%s --max-batch --gpu T4", path);
+        expect_exit(args, 1, "no graph input has a symbolic leading dim");
+    }
+    free(text);
+}
+
+static void sweep(void) {
+    char args[4096];
+    snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch=1,8,32,64 --gpu A100-40GB", models);
+    cJSON *root = run_json(args);
+    if (root) {
+        const cJSON *fit = cJSON_GetObjectItem(root, "fit");
+        CHECK(cJSON_IsObject(fit) && num(fit, "usable_bytes") == 40.0 * 1073741824 - 1073741824, "sweep fit");
+        const cJSON *arr = cJSON_GetObjectItem(root, "sweep"), *pt;
+        CHECK(cJSON_GetArraySize(arr) == 4, "sweep has %d rows", cJSON_GetArraySize(arr));
+        double last_value = 0, last_peak = 0, last_act = 0;
+        cJSON_ArrayForEach(pt, arr) {
+            static const char *const names[] = {"peak_bytes", "params_bytes", "grads_bytes", "optimizer_bytes",
+                                                "activations_bytes", "temp_bytes"};
+            for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) num(pt, names[i]);
+            CHECK(cJSON_IsBool(cJSON_GetObjectItem(pt, "fits")), "sweep row lacks fits");
+            double v = num(pt, "value"), peak = num(pt, "peak_bytes"), act = num(pt, "activations_bytes");
+            CHECK(v > last_value && peak > last_peak && act > last_act, "sweep not monotone at batch %.0f", v);
+            CHECK(num(pt, "params_bytes") == 46760960, "params change with the batch");
+            /* each row equals a plain estimate */
+            bool fits;
+            CHECK(peak_at("resnet18.onnx", (int64_t)v, "--gpu A100-40GB", &fits) == peak, "row %.0f differs", v);
+            last_value = v, last_peak = peak, last_act = act;
+        }
+        cJSON_Delete(root);
+    }
+    snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch=1,8 --format csv", models);
+    expect_exit(args, 0, "dim,value,peak_bytes,");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch=1,8", models);
+    expect_exit(args, 0, "activations");
+    snprintf(args, sizeof args, "%s/transformer_block.json --batch 2 --sweep seq=64,128,256 --format csv", models);
+    expect_exit(args, 0, "\nseq,256,");
+    snprintf(args, sizeof args, "%s/transformer_block.json --batch 2 --dim seq=8 --sweep seq=64,128", models);
+    expect_exit(args, 0, "         128");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch=1,x", models);
+    expect_exit(args, 2, "--sweep wants positive integers");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch", models);
+    expect_exit(args, 2, "NAME=V1,V2");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 2 --sweep nosuch=1,2", models);
+    expect_exit(args, 1, "'nosuch'");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch=1,2 --max-batch --gpu T4", models);
+    expect_exit(args, 2, "one of --max-batch and --sweep");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s MEMEST MODELS_DIR TMP_DIR\n", argv[0]);
+        return 2;
+    }
+    memest = argv[1];
+    models = argv[2];
+    tmp = argv[3];
+    gpu_flags();
+    max_batch_search();
+    sweep();
+    return test_result("test_capacity");
+}
