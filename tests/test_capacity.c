@@ -11,37 +11,9 @@
 
 #include <cJSON.h>
 
-#include "test_util.h"
+#include "cli_util.h"
 
-static const char *memest, *models, *tmp;
-
-/* Runs `memest ARGS`; returns its exit code and its stdout (plus stderr when
- * `with_stderr`), which the caller frees. */
-static int run(const char *args, bool with_stderr, char **out) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s", memest, args, with_stderr ? "2>&1" : "2>/dev/null");
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    int status = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static void expect_exit(const char *args, int want, const char *must_contain) {
-    char *out;
-    int rc = run(args, true, &out);
-    CHECK(rc == want, "memest %s: exit %d, want %d; output: %.300s", args, rc, want, out);
-    CHECK(!must_contain || strstr(out, must_contain), "memest %s: output lacks '%s': %.300s", args, must_contain,
-          out);
-    free(out);
-}
+static const char *models, *tmp;
 
 /* memest ARGS --format json, parsed; NULL (and a failed check) otherwise. */
 static cJSON *run_json(const char *args) {
