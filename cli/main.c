@@ -45,6 +45,9 @@ static const char help_text[] =
     "                        so the answer errs on the safe side)\n"
     "      --dtype DT        dtype of parameters and activations: float32, float16\n"
     "                        or bfloat16 (default: float32)\n"
+    "      --amp DT          train under torch.autocast(\"cuda\", dtype=DT), bf16 or\n"
+    "                        fp16: matrix products and convolutions in DT, weights,\n"
+    "                        gradients and optimizer state float32 (default: off)\n"
     "      --kernels K       whose kernels the workspaces follow: pytorch (cuDNN and\n"
     "                        cuBLAS, as PyTorch runs the step) or verify (memest\n"
     "                        verify's executor: im2col and cuBLAS) (default: pytorch;\n"
@@ -224,6 +227,12 @@ static int parse_args(cli *c, int argc, char **argv) {
                 return usage_error("--dtype wants float32, float16 or bfloat16, got '%s'", v);
             c->opt.dtype = dt;
             c->dtype_given = true;
+        } else if (is_flag(a, "--amp", "--amp")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (strcmp(v, "bf16") == 0 || strcmp(v, "bfloat16") == 0) c->opt.amp = EST_AMP_BF16;
+            else if (strcmp(v, "fp16") == 0 || strcmp(v, "float16") == 0) c->opt.amp = EST_AMP_FP16;
+            else if (strcmp(v, "none") == 0 || strcmp(v, "off") == 0) c->opt.amp = EST_AMP_NONE;
+            else return usage_error("--amp wants bf16 or fp16, got '%s'", v);
         } else if (is_flag(a, "--kernels", "--kernels")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "pytorch") == 0) c->opt.kernels = EST_KERNELS_PYTORCH;

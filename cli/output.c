@@ -139,9 +139,10 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  layer outputs   %s (sum over all layers)\n", human_bytes(a, sizeof a, t->output_bytes));
     fprintf(f, "  flops           %s forward, %s backward\n", human_count(a, sizeof a, t->flops_forward),
             human_count(b, sizeof b, t->flops_backward));
-    fprintf(f, "\nmemory (%s, %s%s%s)\n", est_mode_name(est_report_mode(r)), est_dtype_name(est_report_dtype(r)),
+    fprintf(f, "\nmemory (%s, %s%s%s%s)\n", est_mode_name(est_report_mode(r)), est_dtype_name(est_report_dtype(r)),
             est_report_mode(r) == EST_MODE_TRAIN ? ", optimizer " : "",
-            est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : "");
+            est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : "",
+            est_report_amp(r) == EST_AMP_BF16 ? ", amp bf16" : est_report_amp(r) == EST_AMP_FP16 ? ", amp fp16" : "");
     fprintf(f, "  parameters      %s\n", human_bytes(a, sizeof a, t->params_bytes));
     fprintf(f, "  buffers         %s\n", human_bytes(a, sizeof a, t->buffers_bytes));
     fprintf(f, "  gradients       %s\n", human_bytes(a, sizeof a, t->grads_bytes));
@@ -268,6 +269,8 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
         cJSON_AddStringToObject(root, "optimizer", est_optimizer_name(est_report_optimizer(r)));
     else cJSON_AddNullToObject(root, "optimizer");
     cJSON_AddStringToObject(root, "dtype", est_dtype_name(est_report_dtype(r)));
+    if (est_report_amp(r) != EST_AMP_NONE)
+        cJSON_AddStringToObject(root, "amp", est_report_amp(r) == EST_AMP_BF16 ? "bf16" : "fp16");
     if (est_report_batch(r) > 0) cJSON_AddNumberToObject(root, "batch", (double)est_report_batch(r));
     else cJSON_AddNullToObject(root, "batch");
     cJSON *dims = cJSON_AddObjectToObject(root, "dims");

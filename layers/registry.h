@@ -71,6 +71,16 @@ typedef struct est_family {
     const est_family est_family_##fam = {#fam, est_ops_##fam,               \
         sizeof est_ops_##fam / sizeof est_ops_##fam[0]}
 
+/* How an op runs under autocast (--amp); layers/amp.c holds the table. */
+typedef enum est_amp_class {
+    EST_AMP_PROMOTE = 0, /* the type its non-constant floating inputs promote to */
+    EST_AMP_LOW,         /* floating inputs cast to the low dtype; output low */
+    EST_AMP_FP32,        /* low inputs cast up to float32 (a copy); output float32 */
+    EST_AMP_FP32_OUT,    /* reads low inputs directly, writes float32 */
+    EST_AMP_DECLARED,    /* outputs take the declared type (Cast) */
+} est_amp_class;
+est_amp_class est_amp_class_of(const est_op_def *op);
+
 /* Looks up an op; NULL when unsupported. */
 const est_op_def *est__op_lookup(const char *domain, const char *op_type);
 const char *est__op_family_of(const est_op_def *op);

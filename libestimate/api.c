@@ -150,12 +150,18 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->optimizer = opt->optimizer;
     r->dtype = opt->dtype == EST_DT_UNDEFINED ? EST_DT_FLOAT : opt->dtype;
     r->kernels = opt->kernels;
+    r->amp = opt->amp;
     est_status st = EST_OK;
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
         (unsigned)r->kernels > EST_KERNELS_VERIFY)
         st = est__fail(err, EST_EINVAL, "est_estimate: invalid mode, optimizer or kernels");
     else if (r->dtype != EST_DT_FLOAT && r->dtype != EST_DT_FLOAT16 && r->dtype != EST_DT_BFLOAT16)
         st = est__fail(err, EST_EINVAL, "est_estimate: dtype %s is not float32, float16 or bfloat16",
+                       est_dtype_name(r->dtype));
+    else if ((unsigned)r->amp > EST_AMP_FP16)
+        st = est__fail(err, EST_EINVAL, "est_estimate: invalid amp");
+    else if (r->amp != EST_AMP_NONE && r->dtype != EST_DT_FLOAT)
+        st = est__fail(err, EST_EINVAL, "est_estimate: amp needs float32 weights, not dtype %s",
                        est_dtype_name(r->dtype));
     if (st == EST_OK) st = est__infer(r, opt, err);
     if (st == EST_OK) st = build_layers(r, err);
@@ -186,3 +192,4 @@ const est_peak *est_report_peak(const est_report *r) { return r ? &r->peak : NUL
 est_mode est_report_mode(const est_report *r) { return r ? r->mode : EST_MODE_TRAIN; }
 est_optimizer est_report_optimizer(const est_report *r) { return r ? r->optimizer : EST_OPT_ADAM; }
 est_dtype est_report_dtype(const est_report *r) { return r ? r->dtype : EST_DT_FLOAT; }
+est_amp est_report_amp(const est_report *r) { return r ? r->amp : EST_AMP_NONE; }

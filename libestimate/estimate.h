@@ -290,6 +290,16 @@ typedef enum est_kernels {
     EST_KERNELS_VERIFY,      /* memest verify's executor */
 } est_kernels;
 
+/* Automatic mixed precision: the forward pass and the loss run under
+ * torch.autocast("cuda", dtype=...). Weights, their gradients and the
+ * optimizer state stay float32; matrix products and convolutions run in the
+ * low dtype (docs/memory-model.md, "Mixed precision (--amp)"). */
+typedef enum est_amp {
+    EST_AMP_NONE = 0,    /* the default: every floating tensor takes est_options.dtype */
+    EST_AMP_BF16,        /* autocast to bfloat16 */
+    EST_AMP_FP16,        /* autocast to float16 */
+} est_amp;
+
 typedef struct est_options {
     est_mode mode;                 /* default EST_MODE_TRAIN */
     est_optimizer optimizer;       /* default EST_OPT_ADAM */
@@ -304,6 +314,8 @@ typedef struct est_options {
     est_kernels kernels;           /* whose kernels run the ops (their
                                       workspaces differ); default
                                       EST_KERNELS_PYTORCH */
+    est_amp amp;                   /* autocast; default EST_AMP_NONE. Needs
+                                      dtype float32 (the master weights) */
 } est_options;
 
 /* Sets every option to its default (no batch, no bindings). */
@@ -399,6 +411,7 @@ EST_API const est_peak *est_report_peak(const est_report *r);
 EST_API est_mode est_report_mode(const est_report *r);
 EST_API est_optimizer est_report_optimizer(const est_report *r);
 EST_API est_dtype est_report_dtype(const est_report *r);
+EST_API est_amp est_report_amp(const est_report *r);
 
 EST_API size_t est_report_layer_count(const est_report *r);
 /* The i-th layer, or NULL when i is out of range. */

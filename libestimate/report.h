@@ -20,6 +20,7 @@ struct est_report {
     est_optimizer optimizer;
     est_dtype dtype;
     est_kernels kernels;
+    est_amp amp;
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;

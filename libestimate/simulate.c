@@ -52,6 +52,15 @@ typedef struct sim {
     /* per node */
     est_saved *saved;
     est_cost_ctx *ctx;      /* built once per node */
+    /* --amp (docs/memory-model.md, "Mixed precision (--amp)"); all NULL without */
+    est_dtype low;          /* the autocast dtype, or EST_DT_UNDEFINED */
+    est_dtype *dt;          /* per tensor: the dtype it is stored in */
+    est_dtype *cast_to;     /* per node: the dtype its cast inputs are copied to */
+    est_slot_mask *cast_mask;  /* per node: inputs autocast copies */
+    est_slot_mask *cast_saved; /* per node: the copies its backward keeps */
+    int32_t *pcast_until;   /* per parameter: earliest node saving its cached
+                               low copy, or INT32_MAX */
+    bool *pcast_live;       /* per parameter: its cached low copy exists */
 } sim;
 
 static uint64_t round_alloc(uint64_t bytes) {
@@ -61,7 +70,10 @@ static uint64_t round_alloc(uint64_t bytes) {
 
 /* Bytes of tensor t as the step stores it: floating tensors take the dtype
  * the user chose. */
-static uint64_t tensor_bytes(const sim *s, int32_t t) { return est_tval_stored_bytes(&s->r->tv[t], s->r->dtype); }
+static uint64_t tensor_bytes(const sim *s, int32_t t) {
+    if (s->dt) return est_dtype_bytes(s->dt[t], est_tval_elements(&s->r->tv[t]));
+    return est_tval_stored_bytes(&s->r->tv[t], s->r->dtype);
+}
 
 static uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
 
@@ -169,6 +181,60 @@ static void mark_strided_inputs(sim *s) {
     }
 }
 
+static bool is_param_storage(const sim *s, int32_t b) {
+    return s->g->tensors[b].kind == EST_T_INITIALIZER && s->g->tensors[b].role == EST_ROLE_PARAM;
+}
+
+/* --amp: the dtype of every tensor, in forward order, from each op's autocast
+ * class (layers/amp.c), and which inputs each op copies to another dtype. */
+static void assign_amp_dtypes(sim *s) {
+    const est_graph *g = s->g;
+    est_dtype hi = s->r->dtype;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        s->dt[t] = est__dtype_is_float(s->r->tv[t].dtype) ? hi : s->r->tv[t].dtype;
+        s->pcast_until[t] = INT32_MAX;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        est_amp_class cls = est_amp_class_of(n->op);
+        est_dtype out = hi;
+        bool any_act = false, all_low = true;
+        for (int k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k];
+            if (t < 0 || is_folded(s, t) || !est__dtype_is_float(s->r->tv[t].dtype)) continue;
+            bool diff = k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k));
+            if (cls == EST_AMP_LOW && diff && s->dt[t] != s->low && k < 32) s->cast_mask[i] |= EST_SLOT(k);
+            if (cls == EST_AMP_FP32 && diff && s->dt[t] != hi && k < 32) s->cast_mask[i] |= EST_SLOT(k);
+            /* weights and constants do not promote (PyTorch scalars, fused biases) */
+            if (g->tensors[s->base[t]].kind == EST_T_INITIALIZER) continue;
+            any_act = true;
+            if (s->dt[t] != s->low) all_low = false;
+        }
+        if (cls == EST_AMP_LOW) out = s->low;
+        else if (cls == EST_AMP_PROMOTE && any_act && all_low) out = s->low;
+        s->cast_to[i] = cls == EST_AMP_LOW ? s->low : hi;
+        for (int k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t >= 0 && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t)) s->dt[t] = out;
+        }
+        s->ctx[i].float_dtype = cls == EST_AMP_LOW ? s->low : out;
+    }
+}
+
+/* Bytes of the autocast copy node i makes of its input k. */
+static uint64_t cast_bytes(const sim *s, int32_t i, int k) {
+    return round_alloc(est_dtype_bytes(s->cast_to[i], est_tval_elements(&s->r->tv[s->g->nodes[i].inputs[k]])));
+}
+
+/* A low copy of a parameter, which autocast caches until it exits. */
+static bool cached_cast(const sim *s, int32_t i, int k) {
+    return s->cast_to[i] == s->low && is_param_storage(s, s->base[s->g->nodes[i].inputs[k]]);
+}
+
+static bool is_cast(const sim *s, int32_t i, int k) {
+    return s->cast_mask && k < 32 && (s->cast_mask[i] & EST_SLOT(k));
+}
+
 static bool is_activation_storage(const sim *s, int32_t b) {
     return s->g->tensors[b].kind == EST_T_ACTIVATION && !is_folded(s, b);
 }
@@ -200,6 +266,11 @@ static void plan_lifetimes(sim *s) {
         for (int k = 0; k < n->n_inputs && k < 32; k++)
             if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
                 int32_t b = s->base[n->inputs[k]];
+                if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
+                    s->cast_saved[i] |= EST_SLOT(k);
+                    if (cached_cast(s, i, k) && i < s->pcast_until[b]) s->pcast_until[b] = i;
+                    continue;
+                }
                 if (i < s->saved_until[b]) s->saved_until[b] = i;
             }
         for (int k = 0; k < n->n_outputs && k < 32; k++)
@@ -264,6 +335,16 @@ static bool output_needed(const sim *s, int32_t i, int k) {
  * workspace. */
 static void run_forward_node(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
+    /* autocast's copies of the inputs, read while the op runs */
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (!is_cast(s, i, k)) continue;
+        if (cached_cast(s, i, k)) {
+            int32_t b = s->base[n->inputs[k]];
+            if (s->pcast_live[b]) continue;
+            s->pcast_live[b] = true;
+        }
+        alloc(s, CAT_ACT, cast_bytes(s, i, k));
+    }
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
         if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
@@ -275,6 +356,21 @@ static void run_forward_node(sim *s, int32_t i) {
     uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
     s->r->layers[i].temp_bytes = ws;
     observe(s, EST_PHASE_FORWARD, n->name, ws);
+    /* copies no backward keeps die with the op */
+    for (int k = 0; k < n->n_inputs; k++)
+        if (is_cast(s, i, k) && !cached_cast(s, i, k) && !(s->cast_saved[i] & EST_SLOT(k)))
+            release(s, CAT_ACT, cast_bytes(s, i, k));
+}
+
+/* Leaving autocast clears its weight cache: the low copies of parameters that
+ * no backward keeps are freed. */
+static void amp_exit(sim *s) {
+    if (!s->dt) return;
+    for (int32_t t = 0; t < s->g->n_tensors; t++)
+        if (s->pcast_live[t] && s->pcast_until[t] == INT32_MAX) {
+            release(s, CAT_ACT, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))));
+            s->pcast_live[t] = false;
+        }
 }
 
 static void forward(sim *s) {
@@ -332,6 +428,17 @@ static void release_saved(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     const est_saved *sv = &s->saved[i];
     for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+    for (int k = 0; k < n->n_inputs && s->cast_saved; k++) {
+        if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
+        if (!cached_cast(s, i, k)) release(s, CAT_ACT, cast_bytes(s, i, k));
+        else {
+            int32_t b = s->base[n->inputs[k]];
+            if (s->pcast_live[b] && s->pcast_until[b] == i) {
+                release(s, CAT_ACT, cast_bytes(s, i, k));
+                s->pcast_live[b] = false;
+            }
+        }
+    }
     int32_t ids[2 * EST_MAX_IO];
     int n_ids = 0;
     for (int k = 0; k < n->n_inputs; k++) if (n->inputs[k] >= 0) ids[n_ids++] = n->inputs[k];
@@ -345,6 +452,18 @@ static void release_saved(sim *s, int32_t i) {
     }
 }
 
+/* y.float() of a low-precision y: a float32 copy while the loss is computed. */
+static uint64_t loss_upcast_bytes(const sim *s) {
+    uint64_t sum = 0;
+    if (!s->dt) return 0;
+    for (int32_t k = 0; k < s->g->n_outputs; k++) {
+        int32_t y = s->g->outputs[k];
+        if (s->dt[y] != s->r->dtype && est__dtype_is_float(s->dt[y]))
+            sum += round_alloc(est_dtype_bytes(s->r->dtype, est_tval_elements(&s->r->tv[y])));
+    }
+    return sum;
+}
+
 static void backward(sim *s) {
     const est_graph *g = s->g;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
@@ -355,7 +474,8 @@ static void backward(sim *s) {
         s->grad_bytes[y] = tensor_alloc(s, y);
         alloc(s, CAT_TEMP, s->grad_bytes[y]);
     }
-    observe(s, EST_PHASE_BACKWARD, "loss", 0);
+    /* under --amp, MeanBackward's float32 gradient of y.float() is cast down */
+    observe(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
     release(s, CAT_TEMP, EST_ALLOC_ROUND);
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
@@ -363,7 +483,11 @@ static void backward(sim *s) {
         if (s->ctx[i].any_grad && receives_grad(s, i)) {
             uint64_t transient = 0;
             for (int k = 0; k < n->n_inputs; k++)
-                if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) grad_of_input(s, i, k, &transient);
+                if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) {
+                    grad_of_input(s, i, k, &transient);
+                    /* the gradient of an autocast copy, before it is cast back */
+                    if (is_cast(s, i, k)) transient += cast_bytes(s, i, k);
+                }
             uint64_t ws = n->op->backward_workspace ? round_alloc(n->op->backward_workspace(&s->ctx[i])) : 0;
             if (ws > L->temp_bytes) L->temp_bytes = ws;
             observe(s, EST_PHASE_BACKWARD, n->name, transient + ws);
@@ -406,6 +530,12 @@ static void free_sim(sim *s) {
     free(s->param_has_grad);
     free(s->saved);
     free(s->ctx);
+    free(s->dt);
+    free(s->cast_to);
+    free(s->cast_mask);
+    free(s->cast_saved);
+    free(s->pcast_until);
+    free(s->pcast_live);
 }
 
 static void fill_layer_costs(sim *s) {
@@ -424,7 +554,9 @@ static void fill_layer_costs(sim *s) {
         uint64_t saved = 0;
         for (int e = 0; e < sv->n_extra; e++) saved += round_alloc(sv->extra_bytes[e]);
         for (int k = 0; k < n->n_inputs && k < 32; k++)
-            if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
+            if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
+                saved += cast_bytes(s, i, k);
+            else if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
                 saved += tensor_alloc(s, n->inputs[k]);
         for (int k = 0; k < n->n_outputs && k < 32; k++)
             if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0)
@@ -455,9 +587,23 @@ est_status est__simulate(est_report *r, est_error *err) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    if (r->amp != EST_AMP_NONE) {
+        s.low = r->amp == EST_AMP_FP16 ? EST_DT_FLOAT16 : EST_DT_BFLOAT16;
+        s.dt = calloc(nt, sizeof *s.dt);
+        s.cast_to = calloc(nn, sizeof *s.cast_to);
+        s.cast_mask = calloc(nn, sizeof *s.cast_mask);
+        s.cast_saved = calloc(nn, sizeof *s.cast_saved);
+        s.pcast_until = calloc(nt, sizeof *s.pcast_until);
+        s.pcast_live = calloc(nt, sizeof *s.pcast_live);
+        if (!s.dt || !s.cast_to || !s.cast_mask || !s.cast_saved || !s.pcast_until || !s.pcast_live) {
+            free_sim(&s);
+            return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+        }
+    }
     r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};
     build_contexts(&s);
     assign_storage(&s);
+    if (s.dt) assign_amp_dtypes(&s);
     mark_strided_inputs(&s);
     plan_lifetimes(&s);
     fill_layer_costs(&s);
@@ -472,6 +618,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     /* training: what the forward leaves saved for backward (its peak);
      * inference: the largest set of activations alive at once */
     tot->activations_bytes = s.train ? s.live[CAT_ACT] : s.max_activations;
+    if (!s.train) amp_exit(&s);
     if (s.train) {
         /* y was rebound: the previous iteration's y and loss are freed; the new loss */
         release(&s, CAT_OTHER, s.live[CAT_OTHER]);
@@ -483,6 +630,9 @@ est_status est__simulate(est_report *r, est_error *err) {
             }
         }
         alloc(&s, CAT_OTHER, EST_ALLOC_ROUND);
+        /* loss = y.float().mean() under autocast; then autocast exits */
+        observe(&s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(&s));
+        amp_exit(&s);
         backward(&s);
         tot->grads_bytes = s.live[CAT_GRAD];
         optimizer_step(&s);

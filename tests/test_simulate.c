@@ -26,7 +26,9 @@
  *     (non-contiguous) tensor copies;
  *  5. float16 halves parameter bytes;
  *  6. one graph re-estimated at batch 1..100, train and infer: monotone in
- *     batch, and each result equals a fresh load + estimate.
+ *     batch, and each result equals a fresh load + estimate;
+ *  7. the MLP under --amp bf16 / fp16 (autocast): float32 weights, grads and
+ *     state; low-precision copies of x and the weights; low activations.
  *
  * usage: test_simulate MODELS_DIR
  */
@@ -62,6 +64,7 @@ typedef struct run_opts {
     int64_t batch;
     const est_binding *dims;
     size_t n_dims;
+    est_amp amp;
 } run_opts;
 
 static est_report *run(const est_graph *g, run_opts o) {
@@ -74,6 +77,7 @@ static est_report *run(const est_graph *g, run_opts o) {
     opt.batch = o.batch;
     opt.dims = o.dims;
     opt.n_dims = o.n_dims;
+    opt.amp = o.amp;
     est_error err;
     est_report *r = NULL;
     if (est_estimate(g, &opt, &r, &err) != EST_OK) {
@@ -760,6 +764,80 @@ static void test_batches(const char *models_dir) {
     est_graph_free(g);
 }
 
+/* ---- 7. mixed precision (--amp) ---------------------------------------------- */
+
+/* The MLP at batch 1024 under autocast, sgd. Hand walk
+ * (docs/memory-model.md, "Mixed precision (--amp)"):
+ *  - params, grads stay float32: P = 90112, grads 90112;
+ *  - fc1 (Gemm, autocast LOW) copies x to bf16 (xc, saved for dW1) and W1,
+ *    b1 (cached for the forward, not saved: x needs no gradient); h, r bf16;
+ *  - fc2 reads r (already bf16), copies W2 (saved: r needs a gradient) and
+ *    b2 (cached); y is bf16;
+ *  - autocast exits after the loss: W1c, b1c, b2c go; W2c lives until fc2's
+ *    backward; gradients of activations are bf16.
+ * The peak is relu's backward: xc and r saved, dr and dh, fc2's grads. */
+static void test_amp(void) {
+    est_graph *g = load_json(mlp_json, "mlp.json");
+    const uint64_t B = 1024, P = 90112;
+    const uint64_t x = R(B * 100 * 4), xc = R(B * 100 * 2), W1c = R(200 * 100 * 2), b1c = R(200 * 2),
+                   W2c = R(10 * 200 * 2), b2c = R(10 * 2), h = R(B * 200 * 2), r = R(B * 200 * 2),
+                   y = R(B * 10 * 2), loss = 512;
+    const uint64_t dW2 = R(10 * 200 * 4), db2 = R(10 * 4);
+    CHECK(x == 409600 && xc == 204800 && W1c == 40448 && b1c == 512 && W2c == 4096 && b2c == 512 &&
+              h == 409600 && y == 20480,
+          "amp derivation sizes");
+    uint64_t peak = P + x /* input */ + (y + loss) /* other */ + xc + r /* saved */ + r /* dr */ + h /* dh */ +
+                    dW2 + db2;
+    CHECK(peak == 1963008, "amp derivation: %llu", U(peak));
+    /* the forward's largest moment, at relu: smaller */
+    uint64_t fwd = P + x + (y + loss) + xc + W1c + b1c + h + r;
+    CHECK(fwd == 1585664 && fwd < peak, "amp derivation fwd: %llu", U(fwd));
+    const est_amp amps[] = {EST_AMP_BF16, EST_AMP_FP16};
+    for (int k = 0; g && k < 2; k++) {
+        const char *what = k ? "mlp amp fp16 b1024 sgd" : "mlp amp bf16 b1024 sgd";
+        est_report *rep = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_SGD, .batch = B, .amp = amps[k]});
+        if (!rep) continue;
+        const est_totals *t = est_report_totals(rep);
+        CHECK(est_report_amp(rep) == amps[k], "%s: report amp", what);
+        CHECK(t->params_bytes == P && t->grads_bytes == P, "%s: params %llu grads %llu stay float32", what,
+              U(t->params_bytes), U(t->grads_bytes));
+        /* end of forward: xc, W1c, b1c, r, W2c, b2c, y */
+        uint64_t act = xc + W1c + b1c + r + W2c + b2c + y;
+        CHECK(t->activations_bytes == act, "%s: activations_bytes %llu, expected %llu", what,
+              U(t->activations_bytes), U(act));
+        check_peak(rep,
+                   &(expect_peak){.bytes = peak, .phase = EST_PHASE_BACKWARD, .layer = "relu", .params = P,
+                                  .grads = dW2 + db2, .activations = xc + r, .temp = r + h, .inputs = x,
+                                  .other = y + loss},
+                   what);
+        const est_layer *L1 = layer_named(rep, "fc1"), *L2 = layer_named(rep, "fc2");
+        if (L1 && L2) {
+            CHECK(L1->saved_bytes == xc, "%s: fc1 saves x's copy: %llu", what, U(L1->saved_bytes));
+            CHECK(L2->saved_bytes == r + W2c, "%s: fc2 saves r and W2's copy: %llu", what, U(L2->saved_bytes));
+        }
+        est_report_free(rep);
+    }
+    /* adam's state follows the float32 parameters */
+    est_report *ra = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAM, .batch = B, .amp = EST_AMP_BF16});
+    if (ra) {
+        CHECK(est_report_totals(ra)->optimizer_bytes == 2 * P, "amp adam state %llu",
+              U(est_report_totals(ra)->optimizer_bytes));
+        est_report_free(ra);
+    }
+    /* autocast needs float32 master weights */
+    if (g) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.batch = 4;
+        opt.dtype = EST_DT_FLOAT16;
+        opt.amp = EST_AMP_BF16;
+        est_error err;
+        est_report *bad = NULL;
+        CHECK(est_estimate(g, &opt, &bad, &err) == EST_EINVAL && !bad, "amp with dtype float16 must fail");
+    }
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
@@ -772,5 +850,6 @@ int main(int argc, char **argv) {
     test_views();
     test_float16();
     test_batches(argv[1]);
+    test_amp();
     return test_result("test_simulate");
 }
