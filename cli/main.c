@@ -334,6 +334,9 @@ static int parse_args(cli *c, int argc, char **argv) {
         return -1;
     }
     if (!c->model) return usage_error("no model given");
+    if (c->opt.amp != EST_AMP_NONE && c->opt.dtype != EST_DT_FLOAT)
+        return usage_error("--amp keeps float32 weights; it does not combine with --dtype %s",
+                           est_dtype_name(c->opt.dtype));
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
         return usage_error("--input and --dump-outputs are verify's");
     bool capacity = c->fit_given || c->reserve_given || c->max_batch || c->sweep_name;

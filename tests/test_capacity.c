@@ -1,6 +1,6 @@
 /*
  * test_capacity: memest --gpu, --gpu-memory, --reserve, --max-batch and
- * --sweep (docs/capacity.md), through the command line.
+ * --sweep (docs/capacity.md), and --amp, through the command line.
  *
  * usage: test_capacity MEMEST MODELS_DIR TMP_DIR
  */
@@ -221,6 +221,41 @@ static void sweep(void) {
     expect_exit(args, 2, "one of --max-batch and --sweep");
 }
 
+/* --amp: the JSON says so, the step is smaller than float32's (activations
+ * in bf16), weights and optimizer state stay float32, and bad or
+ * conflicting values are usage errors. */
+static void amp_flags(void) {
+    char args[4096], *out32 = NULL, *out16 = NULL;
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 32 --format json", models);
+    run(args, false, &out32);
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 32 --amp bf16 --format json", models);
+    run(args, false, &out16);
+    cJSON *a = cJSON_Parse(out32), *b = cJSON_Parse(out16);
+    CHECK(a && b, "--amp: JSON did not parse");
+    if (a && b) {
+        const cJSON *amp = cJSON_GetObjectItem(b, "amp");
+        CHECK(cJSON_IsString(amp) && strcmp(amp->valuestring, "bf16") == 0, "--amp bf16: no \"amp\": \"bf16\"");
+        CHECK(!cJSON_GetObjectItem(a, "amp"), "without --amp: an \"amp\" key");
+        double pa = cJSON_GetObjectItem(cJSON_GetObjectItem(a, "peak"), "bytes")->valuedouble;
+        double pb = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "peak"), "bytes")->valuedouble;
+        CHECK(pb < pa, "--amp bf16 peak %.0f not below float32's %.0f", pb, pa);
+        const cJSON *ta = cJSON_GetObjectItem(a, "totals"), *tb = cJSON_GetObjectItem(b, "totals");
+        CHECK(cJSON_GetObjectItem(ta, "params_bytes")->valuedouble == cJSON_GetObjectItem(tb, "params_bytes")->valuedouble &&
+                  cJSON_GetObjectItem(ta, "optimizer_bytes")->valuedouble ==
+                      cJSON_GetObjectItem(tb, "optimizer_bytes")->valuedouble,
+              "--amp changed the float32 parameters or optimizer state");
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(out32);
+    free(out16);
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --amp fp32", models);
+    expect_exit(args, 2, "--amp wants bf16 or fp16");
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --amp bf16 --dtype float16", models);
+    expect_exit(args, 2, "does not combine");
+}
+
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s MEMEST MODELS_DIR TMP_DIR\n", argv[0]);
@@ -232,5 +267,6 @@ int main(int argc, char **argv) {
     gpu_flags();
     max_batch_search();
     sweep();
+    amp_flags();
     return test_result("test_capacity");
 }
