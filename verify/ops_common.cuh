@@ -32,6 +32,18 @@ static inline unsigned vxk_blocks(int64_t n) {
 #define VXK_LOOP(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
 
+/* Along one axis: the output position whose window puts kernel tap `tap` on
+ * input position `in` (padding, dilation, stride), or -1 when none does.
+ * The backward kernels that gather into an input cell (col2im, depthwise dX,
+ * AveragePool dX) walk their taps with it. */
+static __device__ inline int64_t vxk_window_of(int64_t in, int64_t pad, int64_t tap, int64_t dil, int64_t stride,
+                                               int64_t out_size) {
+    int64_t p = in + pad - tap * dil;
+    if (p < 0 || p % stride) return -1;
+    int64_t o = p / stride;
+    return o < out_size ? o : -1;
+}
+
 static inline cudaStream_t vxk_stream(vx_ctx *ctx) { return (cudaStream_t)vx_stream(ctx); }
 static inline cublasHandle_t vxk_blas(vx_ctx *ctx) { return (cublasHandle_t)vx_cublas(ctx); }
 

@@ -125,15 +125,11 @@ static __global__ void col2im_kernel(float *dx, const float *dcol, conv_geom g, 
         int64_t c = t % g.C, n = t / g.C;
         float acc = 0.f;
         for (int64_t a = 0; a < g.kh; a++) {
-            int64_t hh = h + g.ph - a * g.dh;
-            if (hh < 0 || hh % g.sh) continue;
-            int64_t oh = hh / g.sh;
-            if (oh >= g.Ho) continue;
+            int64_t oh = vxk_window_of(h, g.ph, a, g.dh, g.sh, g.Ho);
+            if (oh < 0) continue;
             for (int64_t b = 0; b < g.kw; b++) {
-                int64_t ww = w + g.pw - b * g.dw;
-                if (ww < 0 || ww % g.sw) continue;
-                int64_t ow = ww / g.sw;
-                if (ow >= g.Wo) continue;
+                int64_t ow = vxk_window_of(w, g.pw, b, g.dw, g.sw, g.Wo);
+                if (ow < 0) continue;
                 acc += dcol[((n * g.C + c) * g.kh * g.kw + a * g.kw + b) * P + oh * g.Wo + ow];
             }
         }
@@ -182,15 +178,11 @@ static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, 
             const float *dyp = dy + (n * g.M + m) * g.Ho * g.Wo;
             const float *wp = w + m * g.kh * g.kw;
             for (int64_t a = 0; a < g.kh; a++) {
-                int64_t hh = h + g.ph - a * g.dh;
-                if (hh < 0 || hh % g.sh) continue;
-                int64_t oh = hh / g.sh;
-                if (oh >= g.Ho) continue;
+                int64_t oh = vxk_window_of(h, g.ph, a, g.dh, g.sh, g.Ho);
+                if (oh < 0) continue;
                 for (int64_t b = 0; b < g.kw; b++) {
-                    int64_t ww = wx + g.pw - b * g.dw;
-                    if (ww < 0 || ww % g.sw) continue;
-                    int64_t ow = ww / g.sw;
-                    if (ow >= g.Wo) continue;
+                    int64_t ow = vxk_window_of(wx, g.pw, b, g.dw, g.sw, g.Wo);
+                    if (ow < 0) continue;
                     acc += wp[a * g.kw + b] * dyp[oh * g.Wo + ow];
                 }
             }

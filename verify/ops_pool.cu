@@ -213,15 +213,11 @@ static __global__ void avgpool_bwd_kernel(float *dx, const float *dy, pool_geom 
         const float *dyp = dy + nc * g.Ho * g.Wo;
         float acc = 0.f;
         for (int64_t a = 0; a < g.kh; a++) {
-            int64_t hh = h + g.ph - a * g.dh;
-            if (hh < 0 || hh % g.sh) continue;
-            int64_t oh = hh / g.sh;
-            if (oh >= g.Ho) continue;
+            int64_t oh = vxk_window_of(h, g.ph, a, g.dh, g.sh, g.Ho);
+            if (oh < 0) continue;
             for (int64_t b = 0; b < g.kw; b++) {
-                int64_t ww = w + g.pw - b * g.dw;
-                if (ww < 0 || ww % g.sw) continue;
-                int64_t ow = ww / g.sw;
-                if (ow >= g.Wo) continue;
+                int64_t ow = vxk_window_of(w, g.pw, b, g.dw, g.sw, g.Wo);
+                if (ow < 0) continue;
                 float cnt = avg_count(g, oh, ow, include_pad);
                 if (cnt > 0.f) acc += dyp[oh * g.Wo + ow] / cnt;
             }
