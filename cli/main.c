@@ -133,6 +133,8 @@ static bool parse_int64(const char *s, int64_t *out) {
     return true;
 }
 
+#define MAX_CHECKPOINT_PREFIXES 64
+
 typedef struct cli {
     const char *command;   /* NULL, "convert", "verify" or "ops" */
     double tolerance;      /* verify: percent */
@@ -154,6 +156,8 @@ typedef struct cli {
     bool max_batch;                    /* --max-batch */
     sweep_spec sweep;                  /* --sweep NAME=V1,V2,... */
     char *sweep_name;
+    char *checkpoint_arg;              /* --checkpoint, split in place at commas */
+    const char *checkpoint_prefixes[MAX_CHECKPOINT_PREFIXES];
 } cli;
 
 static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
@@ -167,6 +171,33 @@ static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
 static bool is_flag(const char *arg, const char *s, const char *l) {
     size_t n = strlen(l);
     return strcmp(arg, s) == 0 || strcmp(arg, l) == 0 || (strncmp(arg, l, n) == 0 && arg[n] == '=');
+}
+
+/* --checkpoint every=N or PREFIX[,PREFIX...]. Returns -1 to go on, or an
+ * exit code. */
+static int parse_checkpoint(cli *c, const char *v) {
+    if (c->checkpoint_arg) return usage_error("one --checkpoint at a time (list prefixes with commas)");
+    if (strncmp(v, "every=", 6) == 0) {
+        int64_t n;
+        if (!parse_int64(v + 6, &n) || n <= 0)
+            return usage_error("--checkpoint every=N wants a positive N, got '%s'", v);
+        c->opt.checkpoint.every = n;
+        return -1;
+    }
+    if (!(c->checkpoint_arg = strdup(v))) return EXIT_FAIL;
+    size_t n = 0;
+    for (char *p = c->checkpoint_arg;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (!*p) return usage_error("--checkpoint: empty prefix in '%s'", v);
+        if (n == MAX_CHECKPOINT_PREFIXES) return usage_error("--checkpoint: at most %d prefixes", MAX_CHECKPOINT_PREFIXES);
+        c->checkpoint_prefixes[n++] = p;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    c->opt.checkpoint.prefixes = c->checkpoint_prefixes;
+    c->opt.checkpoint.n_prefixes = n;
+    return -1;
 }
 
 /* Returns -1 to go on, or an exit code. */
@@ -233,6 +264,10 @@ static int parse_args(cli *c, int argc, char **argv) {
             else if (strcmp(v, "fp16") == 0 || strcmp(v, "float16") == 0) c->opt.amp = EST_AMP_FP16;
             else if (strcmp(v, "none") == 0 || strcmp(v, "off") == 0) c->opt.amp = EST_AMP_NONE;
             else return usage_error("--amp wants bf16 or fp16, got '%s'", v);
+        } else if (is_flag(a, "--checkpoint", "--checkpoint")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs every=N or PREFIX[,PREFIX...]", a);
+            int st = parse_checkpoint(c, v);
+            if (st >= 0) return st;
         } else if (is_flag(a, "--kernels", "--kernels")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "pytorch") == 0) c->opt.kernels = EST_KERNELS_PYTORCH;
@@ -337,6 +372,13 @@ static int parse_args(cli *c, int argc, char **argv) {
     if (c->opt.amp != EST_AMP_NONE && c->opt.dtype != EST_DT_FLOAT)
         return usage_error("--amp keeps float32 weights; it does not combine with --dtype %s",
                            est_dtype_name(c->opt.dtype));
+    bool checkpoint = c->opt.checkpoint.every || c->opt.checkpoint.n_prefixes;
+    if (checkpoint && c->opt.amp != EST_AMP_NONE)
+        return usage_error("--checkpoint with --amp is not modelled yet; give one of them");
+    if (checkpoint && c->opt.mode == EST_MODE_INFER)
+        return usage_error("--checkpoint changes training only; drop it with --mode infer");
+    if (checkpoint && c->command)
+        return usage_error("--checkpoint is for estimating, not %s", c->command);
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
         return usage_error("--input and --dump-outputs are verify's");
     bool capacity = c->fit_given || c->reserve_given || c->max_batch || c->sweep_name;
@@ -394,7 +436,8 @@ static int capacity(cli *c, const est_graph *g) {
         fprintf(stderr, "memest: %s: cannot write: %s\n", c->out_path, strerror(errno));
         return EXIT_FAIL;
     }
-    output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL};
+    output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
+                     .checkpoint = &c->opt.checkpoint};
     est_limits lim;
     est_limits_init(&lim);
     int64_t cap = c->limits.max_dim_value ? c->limits.max_dim_value : lim.max_dim_value;
@@ -418,7 +461,8 @@ static int estimate(const cli *c, const est_graph *g) {
         est_report_free(r);
         return EXIT_FAIL;
     }
-    output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL};
+    output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
+                     .checkpoint = &c->opt.checkpoint};
     int bad = c->format == FORMAT_JSON  ? print_json(f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(f, r, &o)
                                         : print_table(f, r, &o);
@@ -460,5 +504,6 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < c.opt.n_dims; i++) free(c.dim_names[i]);
     free(c.sweep_name);
+    free(c.checkpoint_arg);
     return rc;
 }

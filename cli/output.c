@@ -143,6 +143,12 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
             est_report_mode(r) == EST_MODE_TRAIN ? ", optimizer " : "",
             est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : "",
             est_report_amp(r) == EST_AMP_BF16 ? ", amp bf16" : est_report_amp(r) == EST_AMP_FP16 ? ", amp fp16" : "");
+    if (t->checkpoint_segments) {
+        char spec[512];
+        fprintf(f, "  checkpoint      %s: %" PRIu64 " segments; backward recomputes %s FLOPs of forward\n",
+                checkpoint_string(spec, sizeof spec, o->checkpoint), t->checkpoint_segments,
+                human_count(a, sizeof a, t->flops_recompute));
+    }
     fprintf(f, "  parameters      %s\n", human_bytes(a, sizeof a, t->params_bytes));
     fprintf(f, "  buffers         %s\n", human_bytes(a, sizeof a, t->buffers_bytes));
     fprintf(f, "  gradients       %s\n", human_bytes(a, sizeof a, t->grads_bytes));
@@ -222,6 +228,19 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     return ferror(f) ? 1 : 0;
 }
 
+const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck) {
+    buf[0] = '\0';
+    if (!ck || !n) return buf;
+    if (ck->every > 0) {
+        snprintf(buf, n, "every=%lld", (long long)ck->every);
+        return buf;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < ck->n_prefixes && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "," : "", ck->prefixes[i]);
+    return buf;
+}
+
 static cJSON *tensor_json(const est_tensor_info *t) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", t->name);
@@ -271,6 +290,19 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON_AddStringToObject(root, "dtype", est_dtype_name(est_report_dtype(r)));
     if (est_report_amp(r) != EST_AMP_NONE)
         cJSON_AddStringToObject(root, "amp", est_report_amp(r) == EST_AMP_BF16 ? "bf16" : "fp16");
+    const est_totals *ct = est_report_totals(r);
+    if (ct->checkpoint_segments && o->checkpoint) {
+        cJSON *ck = cJSON_AddObjectToObject(root, "checkpoint");
+        if (o->checkpoint->every > 0) cJSON_AddNumberToObject(ck, "every", (double)o->checkpoint->every);
+        else {
+            cJSON *pre = cJSON_AddArrayToObject(ck, "prefixes");
+            for (size_t i = 0; i < o->checkpoint->n_prefixes; i++)
+                cJSON_AddItemToArray(pre, cJSON_CreateString(o->checkpoint->prefixes[i]));
+        }
+        cJSON_AddNumberToObject(ck, "segments", (double)ct->checkpoint_segments);
+    } else {
+        cJSON_AddNullToObject(root, "checkpoint");
+    }
     if (est_report_batch(r) > 0) cJSON_AddNumberToObject(root, "batch", (double)est_report_batch(r));
     else cJSON_AddNullToObject(root, "batch");
     cJSON *dims = cJSON_AddObjectToObject(root, "dims");
@@ -298,6 +330,9 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
         cJSON_AddNumberToObject(l, "saved_bytes", (double)L->saved_bytes);
         cJSON_AddNumberToObject(l, "temp_bytes", (double)L->temp_bytes);
         cJSON_AddBoolToObject(l, "shape_only", L->shape_only);
+        if (L->segment >= 0) cJSON_AddNumberToObject(l, "segment", (double)L->segment);
+        else cJSON_AddNullToObject(l, "segment");
+        cJSON_AddBoolToObject(l, "recomputed", L->recomputed);
         cJSON_AddItemToArray(layers, l);
     }
     cJSON *outs = cJSON_AddArrayToObject(root, "outputs");
@@ -322,6 +357,7 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON_AddNumberToObject(tot, "activations_bytes", (double)t->activations_bytes);
     cJSON_AddNumberToObject(tot, "temp_bytes", (double)t->temp_bytes);
     cJSON_AddNumberToObject(tot, "peak_bytes", (double)t->peak_bytes);
+    cJSON_AddNumberToObject(tot, "flops_recompute", (double)t->flops_recompute);
     const est_peak *p = est_report_peak(r);
     cJSON *peak = cJSON_AddObjectToObject(root, "peak");
     cJSON_AddNumberToObject(peak, "bytes", (double)p->bytes);

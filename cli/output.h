@@ -25,7 +25,12 @@ typedef struct output_opts {
     const char *model;      /* path as the user gave it */
     bool all_layers;        /* table: also list shape-only layers */
     const fit_info *fit;    /* NULL unless --gpu or --gpu-memory */
+    const est_checkpoint *checkpoint; /* --checkpoint as given; NULL or all zero: none */
 } output_opts;
+
+/* "every=2" or "layer1,layer2" (writes into buf and returns it); "" when
+ * there is no checkpointing. */
+const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck);
 
 /* Each returns 0, or 1 when writing failed. */
 int print_table(FILE *f, const est_report *r, const output_opts *o);

@@ -79,6 +79,7 @@ static est_status build_layers(est_report *r, est_error *err) {
         L->name = n->name;
         L->op = n->op_type;
         L->domain = n->domain;
+        L->segment = -1;
         L->inputs = next;
         for (int32_t k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
@@ -151,6 +152,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->dtype = opt->dtype == EST_DT_UNDEFINED ? EST_DT_FLOAT : opt->dtype;
     r->kernels = opt->kernels;
     r->amp = opt->amp;
+    r->checkpoint = opt->checkpoint;
     est_status st = EST_OK;
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
         (unsigned)r->kernels > EST_KERNELS_VERIFY)
@@ -163,9 +165,12 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     else if (r->amp != EST_AMP_NONE && r->dtype != EST_DT_FLOAT)
         st = est__fail(err, EST_EINVAL, "est_estimate: amp needs float32 weights, not dtype %s",
                        est_dtype_name(r->dtype));
+    else if (r->amp != EST_AMP_NONE && (opt->checkpoint.every || opt->checkpoint.n_prefixes))
+        st = est__fail(err, EST_EINVAL, "est_estimate: checkpointing under amp is not modelled yet");
     if (st == EST_OK) st = est__infer(r, opt, err);
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__simulate(r, err);
+    r->checkpoint = (est_checkpoint){0}; /* its strings are the caller's */
     if (st != EST_OK) {
         est_report_free(r);
         return st;

@@ -300,6 +300,26 @@ typedef enum est_amp {
     EST_AMP_FP16,        /* autocast to float16 */
 } est_amp;
 
+/* Activation checkpointing (torch.utils.checkpoint, use_reentrant=False): the
+ * named segments keep only their inputs during the forward pass; backward
+ * recomputes each segment's forward before its own backward
+ * (docs/memory-model.md, "Activation checkpointing"). Segments come from the
+ * module names the model carries (est_node scopes: ONNX node names or the
+ * dynamo exporter's metadata, the JSON "scope"). Set one of the two fields;
+ * all zero means no checkpointing. Ignored in inference. */
+typedef struct est_checkpoint {
+    /* Each outermost module whose full name (as PyTorch's named_modules()
+     * gives it: "layer1", "layer1.0", "encoder.layer.3") starts with one of
+     * these strings is one segment. Not owned; must outlive est_estimate(). */
+    const char *const *prefixes;
+    size_t n_prefixes;
+    /* > 0: segments of this many consecutive blocks. A block is an outermost
+     * module named by an index in its container ("layer1.0", "h.11",
+     * "encoder_layer_3"); blocks of one container are grouped in order, a
+     * shorter last group included. */
+    int64_t every;
+} est_checkpoint;
+
 typedef struct est_options {
     est_mode mode;                 /* default EST_MODE_TRAIN */
     est_optimizer optimizer;       /* default EST_OPT_ADAM */
@@ -316,6 +336,8 @@ typedef struct est_options {
                                       EST_KERNELS_PYTORCH */
     est_amp amp;                   /* autocast; default EST_AMP_NONE. Needs
                                       dtype float32 (the master weights) */
+    est_checkpoint checkpoint;     /* activation checkpointing; default none.
+                                      Not with amp (EST_EINVAL) */
 } est_options;
 
 /* Sets every option to its default (no batch, no bindings). */
@@ -365,6 +387,9 @@ typedef struct est_layer {
                               backward kernels */
     int shape_only;        /* 1 when every output was folded to a constant:
                               the node only computes shapes */
+    int64_t segment;       /* the checkpointed segment this layer runs in
+                              (0, 1, ...), or -1 */
+    int recomputed;        /* 1 when backward runs this layer's forward again */
 } est_layer;
 
 typedef struct est_totals {
@@ -388,6 +413,9 @@ typedef struct est_totals {
     uint64_t temp_bytes;       /* the largest temporary: workspaces,
                                   optimizer-step temporaries */
     uint64_t peak_bytes;       /* the simulated peak of allocated memory */
+    uint64_t flops_recompute;  /* forward FLOPs that checkpointing runs again
+                                  in backward (not in flops_backward) */
+    uint64_t checkpoint_segments; /* segments checkpointed (0 without) */
 } est_totals;
 
 /* Where the peak happens. */

@@ -21,10 +21,22 @@ struct est_report {
     est_dtype dtype;
     est_kernels kernels;
     est_amp amp;
+    est_checkpoint checkpoint;  /* prefixes point into the caller's options */
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;
 };
+
+/* A checkpointed segment: the nodes first..last (execution order). */
+typedef struct est_segment {
+    int32_t first, last;
+} est_segment;
+
+/* checkpoint.c: the segments `spec` names, in node order and disjoint, in a
+ * new array the caller frees (*out NULL and *n_out 0 on failure). EST_EINVAL
+ * names the model when nothing matches. */
+est_status est__plan_checkpoint(const est_graph *g, const est_checkpoint *spec, est_segment **out,
+                                int32_t *n_out, est_error *err);
 
 /* Runs shape inference into r->tv (r->graph and options already set). */
 est_status est__infer(est_report *r, const est_options *opt, est_error *err);

@@ -16,6 +16,12 @@
  *                                    tensors released; parameter gradients stay
  *   opt.step()                       foreach update, with its temporaries
  * The state is steady: the optimizer state already exists (iteration >= 2).
+ *
+ * Checkpointed segments (est_options.checkpoint, torch.utils.checkpoint with
+ * use_reentrant=False): in the forward pass a segment keeps its inputs and
+ * nothing of what its ops would save; when backward first needs one of the
+ * segment's saved tensors, the segment's forward runs again up to its last
+ * op that saves anything, keeping what those ops save until their backward.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +67,22 @@ typedef struct sim {
     int32_t *pcast_until;   /* per parameter: earliest node saving its cached
                                low copy, or INT32_MAX */
     bool *pcast_live;       /* per parameter: its cached low copy exists */
+    /* backward release lists, by node: storages whose earliest saver (or the
+     * first node of the segment that keeps them as input) is that node */
+    int32_t *bwd_first;     /* per node (n + 1) */
+    int32_t *bwd_order;
+    /* --checkpoint; all NULL without */
+    est_segment *segs;
+    int32_t n_segs;
+    int32_t *seg_of;        /* per node: its segment, or -1 */
+    int32_t *seg_last_saver;/* per segment: its last node that saves anything, or -1 */
+    bool *seg_done;         /* per segment: recomputed in this backward */
+    int32_t *recompute_until; /* per storage: earliest node of its segment that
+                                 saves it, or INT32_MAX */
+    bool *recomputed;       /* per storage: its recomputed copy is live */
+    int32_t *rc_first;      /* per node (n + 1): release lists by recompute_until */
+    int32_t *rc_order;
+    int32_t *rc_last;       /* per storage: last reader during a recompute, or -1 */
 } sim;
 
 static uint64_t round_alloc(uint64_t bytes) {
@@ -239,11 +261,60 @@ static bool is_activation_storage(const sim *s, int32_t b) {
     return s->g->tensors[b].kind == EST_T_ACTIVATION && !is_folded(s, b);
 }
 
+/* Counting sort of items by the node key[item] names (items whose key is not
+ * a node are left out): node i's items are order[first[i] .. first[i + 1]). */
+static void bucket_by_node(const int32_t *key, int32_t n_items, int32_t n_nodes, int32_t *first, int32_t *order) {
+    memset(first, 0, ((size_t)n_nodes + 1) * sizeof *first);
+    for (int32_t t = 0; t < n_items; t++)
+        if (key[t] >= 0 && key[t] < n_nodes) first[key[t] + 1]++;
+    for (int32_t i = 0; i < n_nodes; i++) first[i + 1] += first[i];
+    for (int32_t t = 0; t < n_items; t++)
+        if (key[t] >= 0 && key[t] < n_nodes) order[first[key[t]]++] = t;
+    for (int32_t i = n_nodes; i > 0; i--) first[i] = first[i - 1];
+    first[0] = 0;
+}
+
+static int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s->seg_of[i] : -1; }
+
+/* Where a save of storage b by node i keeps it: inside a checkpointed
+ * segment, only the recomputed copy is kept (from the recompute to i's
+ * backward); elsewhere the tensor itself, until i's backward. */
+static void note_saved(sim *s, int32_t i, int32_t b) {
+    int32_t seg = segment_of(s, i);
+    if (seg >= 0) {
+        int32_t producer = s->g->tensors[b].producer;
+        if (producer >= s->segs[seg].first && i < s->recompute_until[b]) s->recompute_until[b] = i;
+        return; /* a segment input is kept by the checkpoint itself */
+    }
+    if (i < s->saved_until[b]) s->saved_until[b] = i;
+}
+
+/* The checkpoint keeps each segment's activation inputs until the backward
+ * of its first node. */
+static void keep_segment_inputs(sim *s) {
+    for (int32_t seg = 0; seg < s->n_segs; seg++) {
+        const est_segment *S = &s->segs[seg];
+        for (int32_t i = S->first; i <= S->last; i++) {
+            const est_node *n = &s->g->nodes[i];
+            for (int k = 0; k < n->n_inputs; k++) {
+                if (n->inputs[k] < 0) continue;
+                int32_t b = s->base[n->inputs[k]];
+                if (is_activation_storage(s, b) && s->g->tensors[b].producer < S->first && S->first < s->saved_until[b])
+                    s->saved_until[b] = S->first;
+            }
+        }
+    }
+}
+
 static void plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++) {
         s->last_use[t] = -1;
         s->saved_until[t] = INT32_MAX;
+        if (s->segs) {
+            s->recompute_until[t] = INT32_MAX;
+            s->rc_last[t] = -1;
+        }
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
@@ -271,23 +342,18 @@ static void plan_lifetimes(sim *s) {
                     if (cached_cast(s, i, k) && i < s->pcast_until[b]) s->pcast_until[b] = i;
                     continue;
                 }
-                if (i < s->saved_until[b]) s->saved_until[b] = i;
+                note_saved(s, i, b);
             }
         for (int k = 0; k < n->n_outputs && k < 32; k++)
-            if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0) {
-                int32_t b = s->base[n->outputs[k]];
-                if (i < s->saved_until[b]) s->saved_until[b] = i;
-            }
+            if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+        int32_t seg = segment_of(s, i);
+        if (seg >= 0 && (sv->inputs || sv->outputs || sv->n_extra)) s->seg_last_saver[seg] = i;
     }
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
-    /* counting sort of the storages by last use */
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (s->last_use[t] >= 0) s->release_first[s->last_use[t] + 1]++;
-    for (int32_t i = 0; i < g->n_nodes; i++) s->release_first[i + 1] += s->release_first[i];
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (s->last_use[t] >= 0) s->release_order[s->release_first[s->last_use[t]]++] = t;
-    for (int32_t i = g->n_nodes; i > 0; i--) s->release_first[i] = s->release_first[i - 1];
-    s->release_first[0] = 0;
+    keep_segment_inputs(s);
+    bucket_by_node(s->last_use, g->n_tensors, g->n_nodes, s->release_first, s->release_order);
+    bucket_by_node(s->saved_until, g->n_tensors, g->n_nodes, s->bwd_first, s->bwd_order);
+    if (s->segs) bucket_by_node(s->recompute_until, g->n_tensors, g->n_nodes, s->rc_first, s->rc_order);
 }
 
 /* ---- the step ---------------------------------------------------------------- */
@@ -352,10 +418,14 @@ static void run_forward_node(sim *s, int32_t i) {
         s->allocated[t] = true;
     }
     const est_saved *sv = &s->saved[i];
-    for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+    /* masks and statistics made for backward; a checkpointed op drops them */
+    uint64_t dropped = 0;
+    for (int e = 0; e < sv->n_extra; e++)
+        if (segment_of(s, i) >= 0) dropped += round_alloc(sv->extra_bytes[e]);
+        else alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
     uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
     s->r->layers[i].temp_bytes = ws;
-    observe(s, EST_PHASE_FORWARD, n->name, ws);
+    observe(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */
     for (int k = 0; k < n->n_inputs; k++)
         if (is_cast(s, i, k) && !cached_cast(s, i, k) && !(s->cast_saved[i] & EST_SLOT(k)))
@@ -427,7 +497,9 @@ static bool receives_grad(const sim *s, int32_t i) {
 static void release_saved(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     const est_saved *sv = &s->saved[i];
-    for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+    int32_t seg = segment_of(s, i);
+    if (seg < 0 || s->seg_done[seg])
+        for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
     for (int k = 0; k < n->n_inputs && s->cast_saved; k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
         if (!cached_cast(s, i, k)) release(s, CAT_ACT, cast_bytes(s, i, k));
@@ -439,17 +511,61 @@ static void release_saved(sim *s, int32_t i) {
             }
         }
     }
-    int32_t ids[2 * EST_MAX_IO];
-    int n_ids = 0;
-    for (int k = 0; k < n->n_inputs; k++) if (n->inputs[k] >= 0) ids[n_ids++] = n->inputs[k];
-    for (int k = 0; k < n->n_outputs; k++) if (n->outputs[k] >= 0) ids[n_ids++] = n->outputs[k];
-    for (int j = 0; j < n_ids; j++) {
-        int32_t b = s->base[ids[j]];
-        if (s->saved_until[b] == i && s->allocated[b] && is_activation_storage(s, b) && !s->kept[b]) {
+    for (int32_t e = s->bwd_first[i]; e < s->bwd_first[i + 1]; e++) {
+        int32_t b = s->bwd_order[e];
+        if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b]) {
             release(s, CAT_ACT, tensor_alloc(s, b));
             s->allocated[b] = false;
         }
     }
+    for (int32_t e = s->segs ? s->rc_first[i] : 0; s->segs && e < s->rc_first[i + 1]; e++) {
+        int32_t b = s->rc_order[e];
+        if (s->recomputed[b]) {
+            release(s, CAT_ACT, tensor_alloc(s, b));
+            s->recomputed[b] = false;
+        }
+    }
+}
+
+/* Backward first needs a saved tensor of segment seg: its forward runs again
+ * (with grad, so its ops save as usual) up to its last node that saves
+ * anything; what no recomputed op saves is freed after its last reader. */
+static void recompute_segment(sim *s, int32_t seg) {
+    const est_segment *S = &s->segs[seg];
+    int32_t end = s->seg_last_saver[seg];
+    s->seg_done[seg] = true;
+    for (int32_t j = S->first; j <= end; j++)
+        for (int k = 0; k < s->g->nodes[j].n_inputs; k++)
+            if (s->g->nodes[j].inputs[k] >= 0) s->rc_last[s->base[s->g->nodes[j].inputs[k]]] = j;
+    for (int32_t j = S->first; j <= end; j++) {
+        const est_node *n = &s->g->nodes[j];
+        est_layer *L = &s->r->layers[j];
+        if (L->shape_only) continue;
+        L->recomputed = 1;
+        s->r->totals.flops_recompute += L->flops_forward;
+        for (int k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t < 0 || is_folded(s, t) || s->base[t] != t || s->recomputed[t]) continue;
+            alloc(s, CAT_ACT, tensor_alloc(s, t));
+            s->recomputed[t] = true;
+        }
+        const est_saved *sv = &s->saved[j];
+        for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+        uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[j])) : 0;
+        observe(s, EST_PHASE_BACKWARD, n->name, ws);
+        for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+            int32_t t = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+            if (t < 0) continue;
+            int32_t b = s->base[t];
+            if (s->recomputed[b] && s->recompute_until[b] == INT32_MAX && s->rc_last[b] <= j) {
+                release(s, CAT_ACT, tensor_alloc(s, b));
+                s->recomputed[b] = false;
+            }
+        }
+    }
+    for (int32_t j = S->first; j <= end; j++)
+        for (int k = 0; k < s->g->nodes[j].n_inputs; k++)
+            if (s->g->nodes[j].inputs[k] >= 0) s->rc_last[s->base[s->g->nodes[j].inputs[k]]] = -1;
 }
 
 /* y.float() of a low-precision y: a float32 copy while the loss is computed. */
@@ -481,6 +597,8 @@ static void backward(sim *s) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
         if (s->ctx[i].any_grad && receives_grad(s, i)) {
+            int32_t seg = segment_of(s, i);
+            if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) recompute_segment(s, seg);
             uint64_t transient = 0;
             for (int k = 0; k < n->n_inputs; k++)
                 if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) {
@@ -536,6 +654,17 @@ static void free_sim(sim *s) {
     free(s->cast_saved);
     free(s->pcast_until);
     free(s->pcast_live);
+    free(s->bwd_first);
+    free(s->bwd_order);
+    free(s->segs);
+    free(s->seg_of);
+    free(s->seg_last_saver);
+    free(s->seg_done);
+    free(s->recompute_until);
+    free(s->recomputed);
+    free(s->rc_first);
+    free(s->rc_order);
+    free(s->rc_last);
 }
 
 static void fill_layer_costs(sim *s) {
@@ -565,6 +694,34 @@ static void fill_layer_costs(sim *s) {
     }
 }
 
+/* Finds the checkpointed segments and sets up their per-node and per-storage
+ * state. */
+static est_status plan_segments(sim *s, size_t nt, size_t nn, est_error *err) {
+    est_status st = est__plan_checkpoint(s->g, &s->r->checkpoint, &s->segs, &s->n_segs, err);
+    if (st != EST_OK) return st;
+    s->seg_of = malloc(nn * sizeof *s->seg_of);
+    s->seg_last_saver = malloc(((size_t)s->n_segs + 1) * sizeof *s->seg_last_saver);
+    s->seg_done = calloc((size_t)s->n_segs + 1, sizeof *s->seg_done);
+    s->recompute_until = calloc(nt, sizeof *s->recompute_until);
+    s->recomputed = calloc(nt, sizeof *s->recomputed);
+    s->rc_first = calloc(nn + 1, sizeof *s->rc_first);
+    s->rc_order = calloc(nt, sizeof *s->rc_order);
+    s->rc_last = calloc(nt, sizeof *s->rc_last);
+    if (!s->seg_of || !s->seg_last_saver || !s->seg_done || !s->recompute_until || !s->recomputed || !s->rc_first ||
+        !s->rc_order || !s->rc_last)
+        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+    for (size_t i = 0; i < nn; i++) s->seg_of[i] = -1;
+    for (int32_t seg = 0; seg < s->n_segs; seg++) {
+        s->seg_last_saver[seg] = -1;
+        for (int32_t i = s->segs[seg].first; i <= s->segs[seg].last; i++) {
+            s->seg_of[i] = seg;
+            s->r->layers[i].segment = seg;
+        }
+    }
+    s->r->totals.checkpoint_segments = (uint64_t)s->n_segs;
+    return EST_OK;
+}
+
 est_status est__simulate(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
     size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
@@ -582,7 +739,9 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
     s.saved = calloc(nn, sizeof *s.saved);
     s.ctx = calloc(nn, sizeof *s.ctx);
-    if (!s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
+    s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
+    s.bwd_order = calloc(nt, sizeof *s.bwd_order);
+    if (!s.bwd_first || !s.bwd_order || !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
         !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
@@ -598,6 +757,13 @@ est_status est__simulate(est_report *r, est_error *err) {
         if (!s.dt || !s.cast_to || !s.cast_mask || !s.cast_saved || !s.pcast_until || !s.pcast_live) {
             free_sim(&s);
             return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+        }
+    }
+    if (s.train && (r->checkpoint.every || r->checkpoint.n_prefixes)) {
+        est_status st = plan_segments(&s, nt, nn, err);
+        if (st != EST_OK) {
+            free_sim(&s);
+            return st;
         }
     }
     r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};

@@ -1,0 +1,384 @@
+/*
+ * caching.c: a replay of PyTorch's CUDA caching allocator, to predict
+ * torch.cuda.max_memory_reserved() from a sequence of allocations and frees.
+ *
+ * Source: pytorch/pytorch, c10/cuda/CUDACachingAllocator.cpp, namespace
+ * c10::cuda::CUDACachingAllocator::Native, class DeviceCachingAllocator
+ * (the "native" backend; PYTORCH_CUDA_ALLOC_CONF unset). Default
+ * configuration: expandable_segments off, max_split_size unlimited (SIZE_MAX),
+ * roundup_power2_divisions off, garbage_collection_threshold 0, no CUDA graph
+ * capture, one stream, no recordStream (so no cross-stream events: a freed
+ * block goes straight to free_block).
+ *
+ * The rules, each with the function that states it:
+ *
+ *  1. Zero bytes: NativeCachingAllocator::allocate() calls malloc only
+ *     `if (size != 0)`; a zero-byte allocation is a null pointer and free(null)
+ *     returns at once. Requests of 1 EiB or more throw OutOfMemoryError in
+ *     allocate() ("Tried to allocate more than 1EB memory").
+ *  2. round_size(): size < kMinBlockSize (512) -> 512; otherwise (no
+ *     roundup_power2_divisions) the next multiple of 512. Every later rule
+ *     works on the rounded size.
+ *  3. get_pool(): rounded size <= kSmallSize (1 MiB) -> small_blocks, else
+ *     large_blocks. A request is served only from its own pool (blocks never
+ *     move between pools: a split remainder stays in the pool it came from).
+ *  4. get_free_block(): pool.blocks is a std::set ordered by
+ *     BlockComparatorSize: (stream, size, ptr). The search key has the
+ *     request's size and ptr null, so lower_bound gives the smallest free
+ *     block with size >= request, the lowest address among equal sizes
+ *     (best fit). The max_split_size checks there never fire when it is
+ *     SIZE_MAX. The found block leaves the free set.
+ *  5. get_allocation_size(), used by alloc_block() when no free block fits (a
+ *     new segment, one cudaMalloc): size <= kSmallSize -> kSmallBuffer
+ *     (2 MiB); size < kMinLargeAlloc (10 MiB) -> kLargeBuffer (20 MiB);
+ *     otherwise the next multiple of kRoundLarge (2 MiB).
+ *  6. should_split(): remaining = block size - request; small pool: split
+ *     when remaining >= kMinBlockSize (512); large pool: when request <
+ *     max_split_size (always) and remaining > kSmallSize (1 MiB). Not split:
+ *     the whole block is handed out and counts whole in allocated bytes.
+ *  7. alloc_found_block(): a split gives the request the front of the block
+ *     (the block's own address) and leaves the remainder, at ptr + size, in
+ *     the same segment and pool, back in the free set. allocated_bytes grows
+ *     by the handed-out block's size (increase_stat; peak = max(peak,
+ *     current)).
+ *  8. free() / free_block() / try_merge_blocks(): the freed block merges with
+ *     its previous and its next neighbour in the segment when they are free,
+ *     then goes back into its pool's free set. allocated_bytes drops by the
+ *     block's size. Nothing goes back to the device.
+ *  9. alloc_block(): reserved_bytes grows by the segment size (peak =
+ *     max(peak, current)). With a memory fraction set
+ *     (setMemoryFraction), the cudaMalloc fails when total_allocated_memory +
+ *     size > allowed_memory_maximum; malloc() then tries
+ *     release_available_cached_blocks() (returns false at once when
+ *     max_split_size is unlimited), then release_cached_blocks() and
+ *     alloc_block() again; a second failure is the OutOfMemoryError.
+ * 10. emptyCache() -> release_cached_blocks() -> release_blocks(): every free
+ *     block with no prev and no next (a whole segment, unsplit or merged back
+ *     whole) is cudaFree'd (release_block(): reserved_bytes drops by its size).
+ * 11. resetPeakStats() -> reset_peak_stat(): peak := current for every stat.
+ *
+ * What this model adds, since it has no device: segment addresses. A new
+ * segment gets the address just above every earlier segment (cudaMalloc's
+ * addresses are not known here; they only decide rule 4's tie between free
+ * blocks of equal size). Device memory is unlimited unless
+ * est__cache_set_limit says otherwise.
+ *
+ * Data structures: blocks live in one growable array (slots, reused through a
+ * free list); a handle names a slot and a generation, so a stale handle is
+ * refused. The free blocks of each pool are a treap keyed (size, address),
+ * with the links inside the slots: best fit, insert and erase are O(log n)
+ * expected, with no allocation. A slot's treap priority is a hash of its
+ * index, so a run is deterministic.
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "caching.h"
+
+#define K_MIN_BLOCK_SIZE ((uint64_t)512)            /* kMinBlockSize */
+#define K_SMALL_SIZE ((uint64_t)1048576)            /* kSmallSize: 1 MiB */
+#define K_SMALL_BUFFER ((uint64_t)2097152)          /* kSmallBuffer: 2 MiB */
+#define K_LARGE_BUFFER ((uint64_t)20971520)         /* kLargeBuffer: 20 MiB */
+#define K_MIN_LARGE_ALLOC ((uint64_t)10485760)      /* kMinLargeAlloc: 10 MiB */
+#define K_ROUND_LARGE ((uint64_t)2097152)           /* kRoundLarge: 2 MiB */
+#define K_ONE_EXA_BYTES ((uint64_t)1152921504606846976ULL) /* allocate()'s cap */
+
+enum { SLOT_DEAD = 0, SLOT_FREE, SLOT_ALLOC };
+
+typedef struct blk {
+    uint64_t addr, size;
+    int32_t prev, next;   /* neighbours in the segment (-1: none); a dead
+                             slot's next links the slot free list */
+    int32_t left, right;  /* treap children while the block is free */
+    uint32_t prio;        /* treap priority (max-heap) */
+    uint32_t gen;         /* bumped when a handle to the slot dies */
+    uint8_t state;        /* SLOT_* */
+    uint8_t small;        /* pool: 1 small, 0 large */
+} blk;
+
+struct est_cache {
+    blk *b;
+    int32_t cap, used;    /* slots allocated / slots ever handed out */
+    int32_t free_slot;    /* head of the dead-slot list, -1 none */
+    int32_t nfree_slots;
+    int32_t root[2];      /* treap roots: [0] large pool, [1] small pool */
+    uint64_t next_addr;   /* address of the next new segment */
+    uint64_t limit;       /* 0: none */
+    uint64_t reserved, peak_reserved;
+    uint64_t allocated, peak_allocated;
+    uint64_t segments;
+};
+
+/* ---- the free-block treaps --------------------------------------------- */
+
+static inline bool key_less(const blk *b, int32_t x, int32_t y) {
+    return b[x].size < b[y].size || (b[x].size == b[y].size && b[x].addr < b[y].addr);
+}
+
+/* Splits treap t into keys < x (*l) and keys > x (*r); x is not in t. */
+static void treap_split(blk *b, int32_t t, int32_t x, int32_t *l, int32_t *r) {
+    while (t >= 0) {
+        if (key_less(b, t, x)) {
+            *l = t;
+            l = &b[t].right;
+            t = b[t].right;
+        } else {
+            *r = t;
+            r = &b[t].left;
+            t = b[t].left;
+        }
+    }
+    *l = -1;
+    *r = -1;
+}
+
+/* Joins treaps l and r, every key of l below every key of r. */
+static int32_t treap_merge(blk *b, int32_t l, int32_t r) {
+    int32_t res = -1, *link = &res;
+    while (l >= 0 && r >= 0) {
+        if (b[l].prio >= b[r].prio) {
+            *link = l;
+            link = &b[l].right;
+            l = b[l].right;
+        } else {
+            *link = r;
+            link = &b[r].left;
+            r = b[r].left;
+        }
+    }
+    *link = l >= 0 ? l : r;
+    return res;
+}
+
+static void treap_insert(blk *b, int32_t *root, int32_t x) {
+    int32_t *link = root;
+    while (*link >= 0 && b[*link].prio >= b[x].prio)
+        link = key_less(b, x, *link) ? &b[*link].left : &b[*link].right;
+    treap_split(b, *link, x, &b[x].left, &b[x].right);
+    *link = x;
+}
+
+static void treap_erase(blk *b, int32_t *root, int32_t x) {
+    int32_t *link = root;
+    while (*link != x) link = key_less(b, x, *link) ? &b[*link].left : &b[*link].right;
+    *link = treap_merge(b, b[x].left, b[x].right);
+    b[x].left = b[x].right = -1;
+}
+
+/* get_free_block's lower_bound: the smallest (size, addr) with size >= size;
+ * -1 when none. */
+static int32_t treap_lower_bound(const blk *b, int32_t t, uint64_t size) {
+    int32_t best = -1;
+    while (t >= 0) {
+        if (b[t].size >= size) {
+            best = t;
+            t = b[t].left;
+        } else {
+            t = b[t].right;
+        }
+    }
+    return best;
+}
+
+/* ---- slots --------------------------------------------------------------- */
+
+/* Makes sure `n` slots can be taken without allocating. false: out of host
+ * memory (nothing changed). */
+static bool reserve_slots(est_cache *c, int32_t n) {
+    if (c->nfree_slots + (c->cap - c->used) >= n) return true;
+    int64_t want = c->cap < 32 ? 64 : (int64_t)c->cap * 2;
+    if (want > INT32_MAX - 1) want = INT32_MAX - 1;
+    if (want - c->used + c->nfree_slots < n) return false;
+    blk *nb = realloc(c->b, (size_t)want * sizeof *nb);
+    if (!nb) return false;
+    c->b = nb;
+    c->cap = (int32_t)want;
+    return true;
+}
+
+static int32_t take_slot(est_cache *c) {
+    int32_t i;
+    if (c->free_slot >= 0) {
+        i = c->free_slot;
+        c->free_slot = c->b[i].next;
+        c->nfree_slots--;
+    } else {
+        i = c->used++;
+        uint64_t h = ((uint64_t)i + 1) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+        c->b[i].prio = (uint32_t)(h >> 32);
+        c->b[i].gen = 0;
+    }
+    c->b[i].left = c->b[i].right = -1;
+    c->b[i].prev = c->b[i].next = -1;
+    return i;
+}
+
+static void kill_slot(est_cache *c, int32_t i) {
+    c->b[i].state = SLOT_DEAD;
+    c->b[i].gen++;
+    c->b[i].next = c->free_slot;
+    c->free_slot = i;
+    c->nfree_slots++;
+}
+
+static int64_t make_handle(const est_cache *c, int32_t i) {
+    return (int64_t)(((uint64_t)(c->b[i].gen & 0x7fffffffu) << 32) | (uint64_t)(i + 1));
+}
+
+/* ---- the allocator --------------------------------------------------------- */
+
+uint64_t est__cache_round_size(uint64_t bytes) {
+    if (bytes < K_MIN_BLOCK_SIZE) return K_MIN_BLOCK_SIZE;
+    return K_MIN_BLOCK_SIZE * ((bytes + K_MIN_BLOCK_SIZE - 1) / K_MIN_BLOCK_SIZE);
+}
+
+static uint64_t allocation_size(uint64_t size) { /* get_allocation_size */
+    if (size <= K_SMALL_SIZE) return K_SMALL_BUFFER;
+    if (size < K_MIN_LARGE_ALLOC) return K_LARGE_BUFFER;
+    return K_ROUND_LARGE * ((size + K_ROUND_LARGE - 1) / K_ROUND_LARGE);
+}
+
+est_cache *est__cache_new(void) {
+    est_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->free_slot = -1;
+    c->root[0] = c->root[1] = -1;
+    return c;
+}
+
+void est__cache_destroy(est_cache *c) {
+    if (!c) return;
+    free(c->b);
+    free(c);
+}
+
+void est__cache_set_limit(est_cache *c, uint64_t bytes) { c->limit = bytes; }
+
+/* alloc_block's fraction check, plus what no device could hold. */
+static bool segment_fits(const est_cache *c, uint64_t size) {
+    if (size > UINT64_MAX - c->reserved || size > UINT64_MAX - c->next_addr) return false;
+    return c->limit == 0 || c->reserved + size <= c->limit;
+}
+
+int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
+    if (bytes == 0) return EST__CACHE_NULL_HANDLE;
+    if (bytes >= K_ONE_EXA_BYTES) return EST__CACHE_EDEVICE;
+    /* At most two new slots: a new segment and the block split off it. */
+    if (!reserve_slots(c, 2)) return EST__CACHE_ENOMEM;
+
+    uint64_t size = est__cache_round_size(bytes);
+    int small = size <= K_SMALL_SIZE;
+    blk *b = c->b;
+    int32_t r = treap_lower_bound(b, c->root[small], size);
+    if (r >= 0) {
+        treap_erase(b, &c->root[small], r);
+    } else {
+        uint64_t seg = allocation_size(size);
+        if (!segment_fits(c, seg)) {
+            /* release_available_cached_blocks is a no-op with max_split_size
+             * unlimited; release_cached_blocks, then the retry. */
+            est__cache_empty(c);
+            if (!segment_fits(c, seg)) return EST__CACHE_EDEVICE;
+        }
+        r = take_slot(c);
+        b[r].addr = c->next_addr;
+        b[r].size = seg;
+        b[r].small = (uint8_t)small;
+        c->next_addr += seg;
+        c->reserved += seg;
+        c->segments++;
+        if (c->reserved > c->peak_reserved) c->peak_reserved = c->reserved;
+    }
+
+    uint64_t remaining = b[r].size - size;
+    bool split = small ? remaining >= K_MIN_BLOCK_SIZE : remaining > K_SMALL_SIZE;
+    int32_t a = r;
+    if (split) {
+        a = take_slot(c);
+        b[a].addr = b[r].addr;
+        b[a].size = size;
+        b[a].small = (uint8_t)small;
+        b[a].prev = b[r].prev;
+        if (b[a].prev >= 0) b[b[a].prev].next = a;
+        b[a].next = r;
+        b[r].prev = a;
+        b[r].addr += size;
+        b[r].size = remaining;
+        b[r].state = SLOT_FREE;
+        treap_insert(b, &c->root[small], r);
+    }
+    b[a].state = SLOT_ALLOC;
+    c->allocated += b[a].size;
+    if (c->allocated > c->peak_allocated) c->peak_allocated = c->allocated;
+    return make_handle(c, a);
+}
+
+/* The slot of a live handle; -1 when the handle is not live. */
+static int32_t handle_slot(const est_cache *c, int64_t handle) {
+    if (handle <= 0) return -1;
+    uint64_t lo = (uint64_t)handle & 0xffffffffu;
+    if (lo == 0 || lo > (uint64_t)c->used) return -1;
+    int32_t x = (int32_t)(lo - 1);
+    if (c->b[x].state != SLOT_ALLOC || (c->b[x].gen & 0x7fffffffu) != (uint64_t)handle >> 32)
+        return -1;
+    return x;
+}
+
+uint64_t est__cache_addr(const est_cache *c, int64_t handle) {
+    int32_t x = handle_slot(c, handle);
+    return x < 0 ? UINT64_MAX : c->b[x].addr;
+}
+
+int est__cache_release(est_cache *c, int64_t handle) {
+    if (handle == EST__CACHE_NULL_HANDLE) return 0;
+    int32_t x = handle_slot(c, handle);
+    if (x < 0) return -1;
+    blk *b = c->b;
+
+    b[x].state = SLOT_FREE;
+    b[x].gen++;
+    c->allocated -= b[x].size;
+    int32_t *root = &c->root[b[x].small];
+    int32_t p = b[x].prev;
+    if (p >= 0 && b[p].state == SLOT_FREE) { /* [p x] */
+        treap_erase(b, root, p);
+        b[x].addr = b[p].addr;
+        b[x].size += b[p].size;
+        b[x].prev = b[p].prev;
+        if (b[x].prev >= 0) b[b[x].prev].next = x;
+        kill_slot(c, p);
+    }
+    int32_t n = b[x].next;
+    if (n >= 0 && b[n].state == SLOT_FREE) { /* [x n] */
+        treap_erase(b, root, n);
+        b[x].size += b[n].size;
+        b[x].next = b[n].next;
+        if (b[x].next >= 0) b[b[x].next].prev = x;
+        kill_slot(c, n);
+    }
+    treap_insert(b, root, x);
+    return 0;
+}
+
+void est__cache_empty(est_cache *c) {
+    blk *b = c->b;
+    for (int32_t i = 0; i < c->used; i++) {
+        if (b[i].state != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
+        treap_erase(b, &c->root[b[i].small], i);
+        c->reserved -= b[i].size;
+        c->segments--;
+        kill_slot(c, i);
+    }
+}
+
+void est__cache_reset_peak(est_cache *c) {
+    c->peak_reserved = c->reserved;
+    c->peak_allocated = c->allocated;
+}
+
+uint64_t est__cache_reserved(const est_cache *c) { return c->reserved; }
+uint64_t est__cache_peak_reserved(const est_cache *c) { return c->peak_reserved; }
+uint64_t est__cache_allocated(const est_cache *c) { return c->allocated; }
+uint64_t est__cache_peak_allocated(const est_cache *c) { return c->peak_allocated; }
+uint64_t est__cache_segments(const est_cache *c) { return c->segments; }

@@ -1,0 +1,217 @@
+/*
+ * checkpoint.c: which nodes run inside the activation-checkpointing segments
+ * that est_options.checkpoint names (memest --checkpoint).
+ *
+ * Segments come from module names. Every node's scope is a '/'-separated
+ * module path, written differently by each exporter:
+ *   dynamo:      "layer1/layer1.0/layer1.0.conv1"   (full names)
+ *   TorchScript: "layer1/layer1.0/conv1"            (names local to the parent;
+ *                "m/encoder/layer.0" for a ModuleList child)
+ * full_names() turns either into PyTorch's named_modules() names
+ * ("layer1", "layer1.0", "layer1.0.conv1"), which is what the user writes.
+ * A module call is a run of consecutive nodes in that module's scope; nodes
+ * of unknown scope between two nodes of one call belong to it. simulate.c
+ * replays what torch.utils.checkpoint does with each segment.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+/* Walks a scope's components, producing each one's full name. */
+typedef struct name_walk {
+    const char *next;          /* the rest of the scope */
+    char *cur, *parent;        /* full names of this component and its parent */
+    size_t cur_len, parent_len;
+    const char *local;         /* this component as the scope writes it */
+    size_t local_len;
+} name_walk;
+
+/* Advances to the next component; false at the end. cur and parent each hold
+ * strlen(scope) + 2 bytes: a full name is never longer than the path up to
+ * its component. */
+static bool walk_next(name_walk *w) {
+    if (!*w->next) return false;
+    const char *c = w->next;
+    size_t len = strcspn(c, "/");
+    char *swap = w->parent;
+    w->parent = w->cur;
+    w->parent_len = w->cur_len;
+    w->cur = swap;
+    size_t keep = 0; /* characters of the parent's full name that precede c */
+    bool first = w->local == NULL;
+    if (first || (len > w->parent_len && strncmp(c, w->parent, w->parent_len) == 0 && c[w->parent_len] == '.'))
+        keep = 0; /* the top, or already a full name (dynamo) */
+    else if (len > w->local_len && strncmp(c, w->local, w->local_len) == 0 && c[w->local_len] == '.')
+        keep = w->parent_len - w->local_len; /* "layer1.0" under "layer1" replaces the parent's last part */
+    else
+        keep = w->parent_len + 1; /* "encoder" under "m" is "m.encoder" */
+    if (keep) {
+        memcpy(w->cur, w->parent, keep - (keep == w->parent_len + 1));
+        if (keep == w->parent_len + 1) w->cur[w->parent_len] = '.';
+    }
+    memcpy(w->cur + keep, c, len);
+    w->cur[keep + len] = '\0';
+    w->cur_len = keep + len;
+    w->local = c;
+    w->local_len = len;
+    w->next = c[len] == '/' ? c + len + 1 : c + len;
+    return true;
+}
+
+/* "3", "encoder_layer_3": a module named by its index in a container. */
+static bool is_block_name(const char *full) {
+    const char *last = strrchr(full, '.');
+    last = last ? last + 1 : full;
+    size_t len = strlen(last), digits = 0;
+    while (digits < len && last[len - 1 - digits] >= '0' && last[len - 1 - digits] <= '9') digits++;
+    if (!digits) return false;
+    return digits == len || last[len - 1 - digits] == '_';
+}
+
+static bool matches(const est_checkpoint *spec, const char *full) {
+    if (spec->every > 0) return is_block_name(full);
+    for (size_t p = 0; p < spec->n_prefixes; p++)
+        if (strncmp(full, spec->prefixes[p], strlen(spec->prefixes[p])) == 0) return true;
+    return false;
+}
+
+/* Finds the outermost module of `scope` the spec matches: true with w->cur
+ * its full name and w->parent its container's ("" at the top). */
+static bool find_module(const est_checkpoint *spec, const char *scope, name_walk *w) {
+    w->next = scope;
+    w->local = NULL;
+    w->cur_len = w->parent_len = 0;
+    w->cur[0] = w->parent[0] = '\0';
+    while (walk_next(w))
+        if (matches(spec, w->cur)) {
+            if (w->local == scope) w->parent[0] = '\0';
+            return true;
+        }
+    return false;
+}
+
+typedef struct call {
+    int32_t first, last;
+    char *module;  /* full name */
+    char *parent;  /* its container's full name ("" at the top) */
+} call;
+
+static void free_calls(call *calls, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        free(calls[i].module);
+        free(calls[i].parent);
+    }
+    free(calls);
+}
+
+/* The calls of the modules the spec matches, in node order. */
+static est_status find_calls(const est_graph *g, const est_checkpoint *spec, call **out, int32_t *n_out,
+                             bool *any_scope, est_error *err) {
+    size_t longest = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].scope && strlen(g->nodes[i].scope) > longest) longest = strlen(g->nodes[i].scope);
+    name_walk w = {.cur = malloc(longest + 2), .parent = malloc(longest + 2)};
+    call *calls = calloc((size_t)g->n_nodes + 1, sizeof *calls);
+    int32_t n = 0;
+    if (!w.cur || !w.parent || !calls) goto oom;
+    *any_scope = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const char *scope = g->nodes[i].scope;
+        if (!scope) continue; /* unknown: joins the call around it, if any */
+        *any_scope |= *scope != '\0';
+        if (!find_module(spec, scope, &w)) continue;
+        if (n > 0 && strcmp(calls[n - 1].module, w.cur) == 0) {
+            /* the same call goes on, unless a node outside it came between */
+            bool outside = false;
+            for (int32_t j = calls[n - 1].last + 1; j < i && !outside; j++) outside = g->nodes[j].scope != NULL;
+            if (!outside) {
+                calls[n - 1].last = i;
+                continue;
+            }
+        }
+        calls[n].first = calls[n].last = i;
+        calls[n].module = est__strdup(w.cur);
+        calls[n].parent = est__strdup(w.parent);
+        n++;
+        if (!calls[n - 1].module || !calls[n - 1].parent) goto oom;
+    }
+    free(w.cur);
+    free(w.parent);
+    *out = calls;
+    *n_out = n;
+    return EST_OK;
+oom:
+    free(w.cur);
+    free(w.parent);
+    free_calls(calls, n);
+    return est__fail(err, EST_ENOMEM, "out of memory planning checkpoint segments");
+}
+
+/* every = N: consecutive calls of one container, N at a time. */
+static int32_t group_blocks(const call *calls, int32_t n, int64_t every, est_segment *segs) {
+    int32_t n_segs = 0;
+    int64_t in_group = 0;
+    for (int32_t c = 0; c < n; c++) {
+        bool same_container = c > 0 && strcmp(calls[c].parent, calls[c - 1].parent) == 0;
+        if (same_container && in_group < every) {
+            segs[n_segs - 1].last = calls[c].last;
+            in_group++;
+            continue;
+        }
+        segs[n_segs++] = (est_segment){.first = calls[c].first, .last = calls[c].last};
+        in_group = 1;
+    }
+    return n_segs;
+}
+
+static est_status no_segments(const est_graph *g, const est_checkpoint *spec, bool any_scope, est_error *err) {
+    if (!any_scope)
+        return est__fail(err, EST_EINVAL,
+                         "%s: checkpointing needs module names, and this model has none (no node names a "
+                         "module scope)",
+                         g->source);
+    if (spec->every > 0)
+        return est__fail(err, EST_EINVAL,
+                         "%s: checkpoint every=%lld: the model has no blocks (modules named by an index in "
+                         "their container, such as layer1.0 or encoder_layer_3)",
+                         g->source, (long long)spec->every);
+    return est__fail(err, EST_EINVAL, "%s: checkpoint: no module name starts with '%s'%s (names look like "
+                     "PyTorch's named_modules(): layer1, layer1.0, encoder.layer.3)",
+                     g->source, spec->n_prefixes ? spec->prefixes[0] : "",
+                     spec->n_prefixes > 1 ? " or the other prefixes" : "");
+}
+
+est_status est__plan_checkpoint(const est_graph *g, const est_checkpoint *spec, est_segment **out, int32_t *n_out,
+                                est_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    if (spec->every < 0) return est__fail(err, EST_EINVAL, "checkpoint every=%lld: not a positive count", (long long)spec->every);
+    if (spec->every > 0 && spec->n_prefixes)
+        return est__fail(err, EST_EINVAL, "checkpoint: give prefixes or every=N, not both");
+    for (size_t p = 0; p < spec->n_prefixes; p++)
+        if (!spec->prefixes || !spec->prefixes[p] || !spec->prefixes[p][0])
+            return est__fail(err, EST_EINVAL, "checkpoint: prefix %zu is empty", p + 1);
+    call *calls = NULL;
+    int32_t n_calls = 0;
+    bool any_scope = false;
+    est_status st = find_calls(g, spec, &calls, &n_calls, &any_scope, err);
+    if (st != EST_OK) return st;
+    est_segment *segs = calloc((size_t)n_calls + 1, sizeof *segs);
+    if (!segs) {
+        free_calls(calls, n_calls);
+        return est__fail(err, EST_ENOMEM, "out of memory planning checkpoint segments");
+    }
+    int32_t n_segs = 0;
+    if (spec->every > 0) n_segs = group_blocks(calls, n_calls, spec->every, segs);
+    else
+        for (int32_t c = 0; c < n_calls; c++) segs[n_segs++] = (est_segment){.first = calls[c].first, .last = calls[c].last};
+    free_calls(calls, n_calls);
+    if (!n_segs) {
+        free(segs);
+        return no_segments(g, spec, any_scope, err);
+    }
+    *out = segs;
+    *n_out = n_segs;
+    return EST_OK;
+}
