@@ -1,6 +1,7 @@
 /*
  * test_capacity: memest --gpu, --gpu-memory, --reserve, --max-batch and
- * --sweep (docs/capacity.md), and --amp, through the command line.
+ * --sweep (docs/capacity.md), --amp and --checkpoint, through the command
+ * line.
  *
  * usage: test_capacity MEMEST MODELS_DIR TMP_DIR
  */
@@ -255,6 +256,64 @@ static void amp_flags(void) {
     expect_exit(args, 2, "does not combine");
 }
 
+static double json_peak(const cJSON *root) {
+    return num(cJSON_GetObjectItem(root, "peak"), "bytes");
+}
+
+/* --checkpoint: the JSON names the segments and the recomputed layers, the
+ * peak falls as segments get finer (every=2 keeps fewer inputs than the
+ * whole model, every=1 keeps less than every=2 on resnet18), the table says
+ * so, and bad values are usage errors (2) while a prefix that matches no
+ * module of this model is a failure (1). */
+static void checkpoint_flags(void) {
+    char args[4096];
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 32", models);
+    cJSON *plain = run_json(args);
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 32 --checkpoint every=1", models);
+    cJSON *every1 = run_json(args);
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 32 --checkpoint layer1,layer2", models);
+    cJSON *prefix = run_json(args);
+    if (plain && every1 && prefix) {
+        CHECK(cJSON_IsNull(cJSON_GetObjectItem(plain, "checkpoint")), "without --checkpoint: \"checkpoint\" is not null");
+        const cJSON *ck = cJSON_GetObjectItem(every1, "checkpoint");
+        CHECK(cJSON_IsObject(ck) && num(ck, "every") == 1 && num(ck, "segments") == 8,
+              "--checkpoint every=1: resnet18's 8 blocks (layer1.0 ... layer4.1) are the segments");
+        const cJSON *pk = cJSON_GetObjectItem(prefix, "checkpoint");
+        const cJSON *pre = cJSON_GetObjectItem(pk, "prefixes");
+        CHECK(cJSON_IsArray(pre) && cJSON_GetArraySize(pre) == 2 && num(pk, "segments") == 2,
+              "--checkpoint layer1,layer2: two prefixes, two segments");
+        double p0 = json_peak(plain), p1 = json_peak(every1), p2 = json_peak(prefix);
+        CHECK(p1 < p0 && p2 < p0, "checkpointing must lower resnet18's peak: %.0f, every=1 %.0f, prefix %.0f", p0, p1,
+              p2);
+        double rec = num(cJSON_GetObjectItem(every1, "totals"), "flops_recompute");
+        double fwd = num(cJSON_GetObjectItem(every1, "totals"), "flops_forward");
+        CHECK(rec > 0.5 * fwd && rec < fwd, "every=1 recomputes most but not all of the forward: %.0f of %.0f", rec,
+              fwd);
+        const cJSON *layers = cJSON_GetObjectItem(every1, "layers"), *l;
+        int in_seg = 0, recomputed = 0;
+        cJSON_ArrayForEach(l, layers) {
+            in_seg += cJSON_IsNumber(cJSON_GetObjectItem(l, "segment"));
+            recomputed += cJSON_IsTrue(cJSON_GetObjectItem(l, "recomputed"));
+        }
+        CHECK(in_seg > 0 && recomputed > 0 && recomputed <= in_seg, "layers: %d in segments, %d recomputed", in_seg,
+              recomputed);
+    }
+    cJSON_Delete(plain);
+    cJSON_Delete(every1);
+    cJSON_Delete(prefix);
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=1", models);
+    expect_exit(args, 0, "8 segments; backward recomputes");
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=0", models);
+    expect_exit(args, 2, "positive N");
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint layer1,,layer2", models);
+    expect_exit(args, 2, "empty prefix");
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=1 --amp bf16", models);
+    expect_exit(args, 2, "not modelled yet");
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=1 --mode infer", models);
+    expect_exit(args, 2, "training only");
+    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint encoder.layer", models);
+    expect_exit(args, 1, "no module name starts with 'encoder.layer'");
+}
 
 int main(int argc, char **argv) {
     if (argc < 4) {
@@ -268,5 +327,6 @@ int main(int argc, char **argv) {
     max_batch_search();
     sweep();
     amp_flags();
+    checkpoint_flags();
     return test_result("test_capacity");
 }
