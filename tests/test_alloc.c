@@ -5,7 +5,8 @@
  * For each model (ONNX files through est_load_file, which also parses with
  * protobuf-c; JSON through cJSON), allocation k of the load fails, for k = 0,
  * 1, ... until a load makes fewer than k allocations; then the same for
- * est_estimate() in training and in inference on the loaded graph. Each
+ * est_estimate() in training and in inference on the loaded graph (and in
+ * training with checkpointing every block, for resnet18). Each
  * failed call must return EST_ENOMEM (or a parse error that says "out of
  * memory", when the parser's own allocation failed) with nothing in *out; a
  * call may also succeed where the library shrugs a failure off (an optional
@@ -51,9 +52,10 @@ static long fail_each_load_allocation(const char *path) {
 }
 
 static long fail_each_estimate_allocation(const char *path, const est_graph *g, est_mode mode, int64_t batch,
-                                          const est_binding *dim) {
+                                          const est_binding *dim, int64_t checkpoint_every) {
     est_options opt;
     est_options_init(&opt);
+    opt.checkpoint.every = checkpoint_every;
     opt.mode = mode;
     opt.batch = batch;
     opt.dims = dim;
@@ -91,8 +93,10 @@ static void check_model(const char *models_dir, const char *file, int64_t batch,
         CHECK(0, "%s: %s", path, err.message);
         return;
     }
-    long train = fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim);
-    long infer = fail_each_estimate_allocation(path, g, EST_MODE_INFER, batch, dim);
+    long train = fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim, 0);
+    long infer = fail_each_estimate_allocation(path, g, EST_MODE_INFER, batch, dim, 0);
+    /* checkpointing plans segments and allocates their state */
+    if (strcmp(file, "resnet18.onnx") == 0) fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim, 1);
     CHECK(loads > 10 && train > 10 && infer > 10, "%s: too few allocations seen (%ld, %ld, %ld): is --wrap in effect?",
           file, loads, train, infer);
     printf("%s: failed each of %ld load, %ld training and %ld inference allocations\n", file, loads, train, infer);
