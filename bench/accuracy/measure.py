@@ -2,10 +2,22 @@
 """Measure PyTorch's peak memory on a CUDA GPU with the protocol of
 ../shared/truth/README.md, for the models of zoo.py.
 
-usage: measure.py OUT.json [--probe DIR] [MODEL ...]
+usage: measure.py OUT.json [--probe DIR] [--no-memtracker] [--no-amp] [MODEL ...]
 
 OUT.json has truth.json's layout (models -> batches, n_params, n_buffers,
-infer, train, memtracker_adam_b<batch>), so compare.py reads either.
+infer, train, train_amp_bf16, train_amp_fp16, memtracker_adam_b<batch>), so
+compare.py and compare_amp.py read either. Every infer and train entry also
+has "reserved" (torch.cuda.max_memory_reserved() over the configuration, as
+truth.json) and "reserved_base" (torch.cuda.memory_reserved() after settle(),
+before the model exists: the segments that survive empty_cache). The top level
+has "held_after_warm_up" and "reserved_after_warm_up".
+
+train_amp_bf16 and train_amp_fp16: Adam, forward and loss under
+torch.autocast("cuda", dtype=...), float32 weights, batches from the second
+entry of `batches` upwards (../shared/truth/README.md); {"error": ...} for a
+model whose autocast pass raised. --no-amp skips them.
+
+--no-memtracker skips the MemTracker snapshot and the --probe pass (faster).
 
 --probe DIR also writes DIR/<model>.json: for one batch, every aten op of a
 steady-state Adam training step and of an inference pass, with the bytes
@@ -44,7 +56,8 @@ def settle():
 def measure_infer(cpu_model, name, batch):
     settle()
     base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
+    reserved_base = torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()  # after settle(): the peaks start at what survived it
     model = copy.deepcopy(cpu_model).cuda().eval()
     x = zoo.make_input(name, batch).cuda()
     held = torch.cuda.memory_allocated() - base
@@ -52,8 +65,10 @@ def measure_infer(cpu_model, name, batch):
         y = model(x)
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
+    reserved = torch.cuda.max_memory_reserved()
     del y, x, model
-    return {"weights_and_input": held, "peak": peak, "act_peak": peak - held}
+    return {"weights_and_input": held, "peak": peak, "act_peak": peak - held, "reserved": reserved,
+            "reserved_base": reserved_base}
 
 
 def train_step(model, opt, x):
@@ -67,28 +82,59 @@ def train_step(model, opt, x):
     return y
 
 
-def measure_train(cpu_model, name, batch, kind):
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def measure_train(cpu_model, name, batch, kind, amp=None, prepare=None):
+    """The truth's training protocol. amp: None, "bf16" or "fp16" (forward and
+    loss under torch.autocast("cuda"), weights and optimizer state float32).
+    prepare(model), when given, is applied to the model once it is on the GPU
+    and in train mode, before the optimizer exists (measure_checkpoint.py uses
+    it to wrap segments in torch.utils.checkpoint); it must not allocate."""
     settle()
     base = torch.cuda.memory_allocated()
+    reserved_base = torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()
     model = copy.deepcopy(cpu_model).cuda().train()
+    if prepare is not None:
+        prepare(model)
     opt = optimizer(kind, model.parameters())
     x = zoo.make_input(name, batch).cuda()
     peaks = []
+    reserved = []
     for _ in range(ITERATIONS):  # the previous y and loss live until rebound, as in the truth
         torch.cuda.reset_peak_memory_stats()
         opt.zero_grad(set_to_none=True)
-        y = model(x)
-        loss = y.float().mean()
+        if amp is None:
+            y = model(x)
+            loss = y.float().mean()
+        else:
+            with torch.autocast("cuda", dtype=AMP_DTYPES[amp]):
+                y = model(x)
+                loss = y.float().mean()
         loss.backward()
         opt.step()
         torch.cuda.synchronize()
         peaks.append(torch.cuda.max_memory_allocated() - base)
+        reserved.append(torch.cuda.max_memory_reserved())
     steady = torch.cuda.memory_allocated() - base
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     del y, loss, x, opt, model
     return {"params": params, "buffers": buffers, "peak_iter": peaks, "peak": max(peaks),
-            "steady_after_step": steady}
+            "steady_after_step": steady, "reserved": max(reserved), "reserved_base": reserved_base}
+
+
+def measure_amp(cpu_model, name, amp):
+    """train_amp_<amp>: Adam under autocast, batches from the second upward;
+    {"error": ...} when the autocast pass raises."""
+    out = {}
+    for b in zoo.batches(name)[1:]:
+        try:
+            out[str(b)] = measure_train(cpu_model, name, b, "adam", amp=amp)
+        except Exception as e:
+            return {"error": repr(e)[:300]}
+    return out
 
 
 def memtracker(cpu_model, name, batch):
@@ -179,13 +225,38 @@ def warm_up():
     return torch.cuda.memory_allocated() - before
 
 
+def parse_args(argv):
+    """OUT.json [--probe DIR] [--no-memtracker] [--no-amp] [MODEL ...], the
+    options anywhere after OUT.json."""
+    if not argv or argv[0].startswith("-"):
+        sys.exit(__doc__)
+    out_path, rest = argv[0], argv[1:]
+    probe_dir, memtrack, amp, names = None, True, True, []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--probe":
+            if i + 1 >= len(rest):
+                sys.exit("--probe needs a directory")
+            probe_dir = rest[i + 1]
+            i += 2
+            continue
+        if arg == "--no-memtracker":
+            memtrack = False
+        elif arg == "--no-amp":
+            amp = False
+        elif arg.startswith("-"):
+            sys.exit(f"unknown option {arg}\n{__doc__}")
+        else:
+            names.append(arg)
+        i += 1
+    if not memtrack:
+        probe_dir = None
+    return out_path, probe_dir, memtrack, amp, names or list(zoo.MODELS)
+
+
 def main():
-    out_path = sys.argv[1]
-    rest = sys.argv[2:]
-    probe_dir = None
-    if rest[:1] == ["--probe"]:
-        probe_dir, rest = rest[1], rest[2:]
-    names = rest or list(zoo.MODELS)
+    out_path, probe_dir, memtrack, amp, names = parse_args(sys.argv[1:])
     import os
     if probe_dir:
         os.makedirs(probe_dir, exist_ok=True)
@@ -197,7 +268,9 @@ def main():
         result["transformers"] = transformers.__version__
     except ImportError:
         pass
-    result["held_after_warm_up"] = warm_up()
+    result["held_after_warm_up"] = warm_up()  # warm_up() ends with settle()
+    result["reserved_after_warm_up"] = torch.cuda.memory_reserved()
+    t_start = time.time()
     for name in names:
         t0 = time.time()
         try:
@@ -209,25 +282,31 @@ def main():
             for b in m["batches"]:
                 m["infer"][str(b)] = measure_infer(cpu_model, name, b)
                 m["train"][str(b)] = {k: measure_train(cpu_model, name, b, k) for k in ("sgd", "momentum", "adam")}
+            t_fp32 = time.time() - t0
+            if amp:
+                for a in AMP_DTYPES:
+                    m[f"train_amp_{a}"] = measure_amp(cpu_model, name, a)
             last = m["batches"][-1]
-            try:
-                mt = memtracker(cpu_model, name, last)
-            except Exception as e:
-                mt = {"error": repr(e)[:300]}
-            if mt:
-                m[f"memtracker_adam_b{last}"] = mt
+            if memtrack:
+                try:
+                    mt = memtracker(cpu_model, name, last)
+                except Exception as e:
+                    mt = {"error": repr(e)[:300]}
+                if mt:
+                    m[f"memtracker_adam_b{last}"] = mt
             if probe_dir:
                 pb = m["batches"][1] if len(m["batches"]) > 1 else m["batches"][0]
                 with open(f"{probe_dir}/{name}.json", "w") as f:
                     json.dump(probe(cpu_model, name, pb), f)
             result["models"][name] = m
-            print(f"{name}: {time.time() - t0:.1f} s", flush=True)
+            print(f"{name}: {time.time() - t0:.1f} s (fp32 infer+train {t_fp32:.1f} s)", flush=True)
         except Exception as e:  # one model's failure must not lose the others
             import traceback
             traceback.print_exc()
             result["models"][name] = {"error": repr(e)[:500]}
         with open(out_path, "w") as f:
             json.dump(result, f, indent=1)
+    print(f"all models: {time.time() - t_start:.1f} s", flush=True)
 
 
 if __name__ == "__main__":
