@@ -167,6 +167,9 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i].bytes) fprintf(f, " %s %s;", parts[i].name, human_bytes(a, sizeof a, parts[i].bytes));
     fprintf(f, "\n");
+    fprintf(f, "  RESERVED        %s  the caching allocator's segments (max_memory_reserved; PEAK is\n"
+               "                  max_memory_allocated), beyond what the process held before\n",
+            human_bytes(a, sizeof a, t->reserved_bytes));
     if (o->fit) print_fit_lines(f, o->fit, p->bytes);
     return ferror(f) ? 1 : 0;
 }
@@ -358,6 +361,7 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON_AddNumberToObject(tot, "temp_bytes", (double)t->temp_bytes);
     cJSON_AddNumberToObject(tot, "peak_bytes", (double)t->peak_bytes);
     cJSON_AddNumberToObject(tot, "flops_recompute", (double)t->flops_recompute);
+    cJSON_AddNumberToObject(tot, "reserved_bytes", (double)t->reserved_bytes);
     const est_peak *p = est_report_peak(r);
     cJSON *peak = cJSON_AddObjectToObject(root, "peak");
     cJSON_AddNumberToObject(peak, "bytes", (double)p->bytes);

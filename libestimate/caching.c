@@ -2,13 +2,16 @@
  * caching.c: a replay of PyTorch's CUDA caching allocator, to predict
  * torch.cuda.max_memory_reserved() from a sequence of allocations and frees.
  *
- * Source: pytorch/pytorch, c10/cuda/CUDACachingAllocator.cpp, namespace
- * c10::cuda::CUDACachingAllocator::Native, class DeviceCachingAllocator
- * (the "native" backend; PYTORCH_CUDA_ALLOC_CONF unset). Default
- * configuration: expandable_segments off, max_split_size unlimited (SIZE_MAX),
- * roundup_power2_divisions off, garbage_collection_threshold 0, no CUDA graph
- * capture, one stream, no recordStream (so no cross-stream events: a freed
- * block goes straight to free_block).
+ * Source: pytorch/pytorch, c10/cuda/CUDACachingAllocator.cpp (read at
+ * commit 001074d25084), namespace c10::cuda::CUDACachingAllocator::Native,
+ * class DeviceCachingAllocator (the "native" backend; PYTORCH_CUDA_ALLOC_CONF
+ * unset). Default configuration, from the CUDAAllocatorConfig constructor
+ * (c10/cuda/CUDAAllocatorConfig.cpp): max_split_size SIZE_MAX,
+ * garbage_collection_threshold 0, expandable_segments false,
+ * roundup_power2_divisions all 0. Also assumed: no CUDA graph capture, one
+ * stream, no recordStream (no cross-stream events, so a freed block goes
+ * straight to free_block), and no FreeCudaMemoryCallbacksRegistry callback
+ * that frees memory (trigger_free_memory_callbacks finds nothing).
  *
  * The rules, each with the function that states it:
  *
@@ -89,7 +92,7 @@ typedef struct blk {
     uint64_t addr, size;
     int32_t prev, next;   /* neighbours in the segment (-1: none); a dead
                              slot's next links the slot free list */
-    int32_t left, right;  /* treap children while the block is free */
+    int32_t ch[2];        /* treap children (left, right) while the block is free */
     uint32_t prio;        /* treap priority (max-heap) */
     uint32_t gen;         /* bumped when a handle to the slot dies */
     uint8_t state;        /* SLOT_* */
@@ -120,12 +123,12 @@ static void treap_split(blk *b, int32_t t, int32_t x, int32_t *l, int32_t *r) {
     while (t >= 0) {
         if (key_less(b, t, x)) {
             *l = t;
-            l = &b[t].right;
-            t = b[t].right;
+            l = &b[t].ch[1];
+            t = b[t].ch[1];
         } else {
             *r = t;
-            r = &b[t].left;
-            t = b[t].left;
+            r = &b[t].ch[0];
+            t = b[t].ch[0];
         }
     }
     *l = -1;
@@ -138,12 +141,12 @@ static int32_t treap_merge(blk *b, int32_t l, int32_t r) {
     while (l >= 0 && r >= 0) {
         if (b[l].prio >= b[r].prio) {
             *link = l;
-            link = &b[l].right;
-            l = b[l].right;
+            link = &b[l].ch[1];
+            l = b[l].ch[1];
         } else {
             *link = r;
-            link = &b[r].left;
-            r = b[r].left;
+            link = &b[r].ch[0];
+            r = b[r].ch[0];
         }
     }
     *link = l >= 0 ? l : r;
@@ -152,17 +155,16 @@ static int32_t treap_merge(blk *b, int32_t l, int32_t r) {
 
 static void treap_insert(blk *b, int32_t *root, int32_t x) {
     int32_t *link = root;
-    while (*link >= 0 && b[*link].prio >= b[x].prio)
-        link = key_less(b, x, *link) ? &b[*link].left : &b[*link].right;
-    treap_split(b, *link, x, &b[x].left, &b[x].right);
+    while (*link >= 0 && b[*link].prio >= b[x].prio) link = &b[*link].ch[!key_less(b, x, *link)];
+    treap_split(b, *link, x, &b[x].ch[0], &b[x].ch[1]);
     *link = x;
 }
 
 static void treap_erase(blk *b, int32_t *root, int32_t x) {
     int32_t *link = root;
-    while (*link != x) link = key_less(b, x, *link) ? &b[*link].left : &b[*link].right;
-    *link = treap_merge(b, b[x].left, b[x].right);
-    b[x].left = b[x].right = -1;
+    while (*link != x) link = &b[*link].ch[!key_less(b, x, *link)];
+    *link = treap_merge(b, b[x].ch[0], b[x].ch[1]);
+    b[x].ch[0] = b[x].ch[1] = -1;
 }
 
 /* get_free_block's lower_bound: the smallest (size, addr) with size >= size;
@@ -170,12 +172,9 @@ static void treap_erase(blk *b, int32_t *root, int32_t x) {
 static int32_t treap_lower_bound(const blk *b, int32_t t, uint64_t size) {
     int32_t best = -1;
     while (t >= 0) {
-        if (b[t].size >= size) {
-            best = t;
-            t = b[t].left;
-        } else {
-            t = b[t].right;
-        }
+        bool fits = b[t].size >= size;
+        best = fits ? t : best;
+        t = b[t].ch[!fits];
     }
     return best;
 }
@@ -209,7 +208,7 @@ static int32_t take_slot(est_cache *c) {
         c->b[i].prio = (uint32_t)(h >> 32);
         c->b[i].gen = 0;
     }
-    c->b[i].left = c->b[i].right = -1;
+    c->b[i].ch[0] = c->b[i].ch[1] = -1;
     c->b[i].prev = c->b[i].next = -1;
     return i;
 }

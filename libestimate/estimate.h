@@ -416,6 +416,12 @@ typedef struct est_totals {
     uint64_t flops_recompute;  /* forward FLOPs that checkpointing runs again
                                   in backward (not in flops_backward) */
     uint64_t checkpoint_segments; /* segments checkpointed (0 without) */
+    uint64_t reserved_bytes;   /* predicted torch.cuda.max_memory_reserved():
+                                  the caching allocator's segments from
+                                  creating the model through the step (two
+                                  iterations in training), replayed on the
+                                  simulated allocations; without the segments
+                                  a process holds before (cuBLAS workspace) */
 } est_totals;
 
 /* Where the peak happens. */

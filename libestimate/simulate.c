@@ -26,10 +26,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caching.h"
 #include "report.h"
 
 /* PyTorch's caching allocator rounds every block up to 512 bytes. */
 #define EST_ALLOC_ROUND 512
+
+/* What a block is, for the caching allocator's replay: one key per live
+ * block, so that a free finds the block its allocation made. */
+enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_OTHER, K_TEMP };
+#define KEY(kind, index, slot) (((uint64_t)(kind) << 56) | ((uint64_t)(uint32_t)(index) << 16) | (uint64_t)(slot))
+
+/* Live blocks by key: open addressing, linear probing, 0 = empty. */
+typedef struct handle_map {
+    uint64_t *keys;
+    int64_t *handles;
+    uint64_t cap, count; /* cap: a power of two */
+} handle_map;
 
 typedef enum category {
     CAT_PARAM, CAT_BUFFER, CAT_GRAD, CAT_OPT, CAT_ACT, CAT_TEMP, CAT_INPUT, CAT_OTHER, CAT_COUNT
@@ -83,6 +96,13 @@ typedef struct sim {
     int32_t *rc_first;      /* per node (n + 1): release lists by recompute_until */
     int32_t *rc_order;
     int32_t *rc_last;       /* per storage: last reader during a recompute, or -1 */
+    /* the caching allocator's replay (totals.reserved_bytes) */
+    est_cache *cache;
+    handle_map blocks;
+    bool cache_failed;      /* host memory ran out during the replay */
+    bool recording;         /* this pass sets the peak and the totals (the
+                               steady-state iteration; the first one only
+                               feeds the replay) */
 } sim;
 
 static uint64_t round_alloc(uint64_t bytes) {
@@ -99,18 +119,97 @@ static uint64_t tensor_bytes(const sim *s, int32_t t) {
 
 static uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
 
-static void alloc(sim *s, category c, uint64_t bytes) {
-    s->live[c] += bytes;
-    s->total += bytes;
+static uint64_t slot_of(const handle_map *m, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return (h ^ (h >> 29)) & (m->cap - 1);
 }
 
-static void release(sim *s, category c, uint64_t bytes) {
+static bool map_grow(handle_map *m) {
+    uint64_t cap = m->cap ? m->cap * 2 : 1024;
+    handle_map n = {.keys = calloc(cap, sizeof *n.keys), .handles = calloc(cap, sizeof *n.handles), .cap = cap};
+    if (!n.keys || !n.handles) {
+        free(n.keys);
+        free(n.handles);
+        return false;
+    }
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        uint64_t j = slot_of(&n, m->keys[i]);
+        while (n.keys[j]) j = (j + 1) & (cap - 1);
+        n.keys[j] = m->keys[i];
+        n.handles[j] = m->handles[i];
+        n.count++;
+    }
+    free(m->keys);
+    free(m->handles);
+    *m = n;
+    return true;
+}
+
+static bool map_put(handle_map *m, uint64_t key, int64_t handle) {
+    if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
+    uint64_t j = slot_of(m, key);
+    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+    m->count += !m->keys[j];
+    m->keys[j] = key;
+    m->handles[j] = handle;
+    return true;
+}
+
+/* Removes key; returns its handle, or -1 when it is not there. */
+static int64_t map_take(handle_map *m, uint64_t key) {
+    if (!m->cap) return -1;
+    uint64_t j = slot_of(m, key);
+    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) return -1;
+    int64_t handle = m->handles[j];
+    /* backward-shift deletion keeps every probe chain unbroken */
+    for (uint64_t hole = j, k = (j + 1) & (m->cap - 1); m->keys[k]; k = (k + 1) & (m->cap - 1)) {
+        uint64_t home = slot_of(m, m->keys[k]);
+        if (((k - home) & (m->cap - 1)) >= ((k - hole) & (m->cap - 1))) {
+            m->keys[hole] = m->keys[k];
+            m->handles[hole] = m->handles[k];
+            hole = k;
+        }
+        j = hole;
+    }
+    m->keys[j] = 0;
+    m->count--;
+    return handle;
+}
+
+static void alloc(sim *s, category c, uint64_t bytes, uint64_t key) {
+    s->live[c] += bytes;
+    s->total += bytes;
+    if (!s->cache || !bytes || s->cache_failed) return;
+    int64_t h = est__cache_alloc(s->cache, bytes);
+    if (h < 0 || !map_put(&s->blocks, key, h)) s->cache_failed = true;
+}
+
+static void release(sim *s, category c, uint64_t bytes, uint64_t key) {
     s->live[c] -= bytes;
     s->total -= bytes;
+    if (!s->cache || !bytes || s->cache_failed) return;
+    int64_t h = map_take(&s->blocks, key);
+    if (h >= 0) est__cache_release(s->cache, h);
+}
+
+/* The same block under another key (a view's gradient, y kept past its
+ * step), or in another category. */
+static void rekey(sim *s, uint64_t from, uint64_t to) {
+    if (!s->cache || s->cache_failed) return;
+    int64_t h = map_take(&s->blocks, from);
+    if (h >= 0 && !map_put(&s->blocks, to, h)) s->cache_failed = true;
+}
+
+static void recategorize(sim *s, category from, category to, uint64_t bytes) {
+    s->live[from] -= bytes;
+    s->live[to] += bytes;
 }
 
 /* Records a peak candidate: what is live plus a transient of `extra` bytes. */
 static void observe(sim *s, est_phase phase, const char *layer, uint64_t extra) {
+    if (!s->recording) return;
     if (extra > s->max_transient) s->max_transient = extra;
     if (s->live[CAT_ACT] > s->max_activations) s->max_activations = s->live[CAT_ACT];
     est_peak *p = &s->r->peak;
@@ -358,43 +457,66 @@ static void plan_lifetimes(sim *s) {
 
 /* ---- the step ---------------------------------------------------------------- */
 
+static bool is_param(const sim *s, int32_t t) {
+    const est_tensor *tt = &s->g->tensors[t];
+    return tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM && tt->first_consumer >= 0;
+}
+
 static uint64_t params_alloc_bytes(const sim *s) {
     uint64_t sum = 0;
-    for (int32_t t = 0; t < s->g->n_tensors; t++) {
-        const est_tensor *tt = &s->g->tensors[t];
-        if (tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM && tt->first_consumer >= 0)
-            sum += tensor_alloc(s, t);
-    }
+    for (int32_t t = 0; t < s->g->n_tensors; t++)
+        if (is_param(s, t)) sum += tensor_alloc(s, t);
     return sum;
 }
 
-/* Parameters, buffers, optimizer state and the input batch: what lives before
- * the forward pass. */
-static void allocate_resident(sim *s) {
+/* model.cuda() and x.cuda(): parameters and buffers in the order the model
+ * declares them, then the input batch. */
+static void create_model_and_input(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
-        if (tt->kind == EST_T_INPUT) {
-            alloc(s, CAT_INPUT, tensor_alloc(s, t));
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+        if (tt->role == EST_ROLE_PARAM) alloc(s, CAT_PARAM, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        else if (tt->role == EST_ROLE_BUFFER) alloc(s, CAT_BUFFER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+    }
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].kind == EST_T_INPUT) {
+            alloc(s, CAT_INPUT, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
             s->allocated[t] = true;
         }
-        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) alloc(s, CAT_PARAM, tensor_alloc(s, t));
-        else if (tt->role == EST_ROLE_BUFFER) alloc(s, CAT_BUFFER, tensor_alloc(s, t));
-    }
-    if (!s->train) return;
-    uint64_t p = params_alloc_bytes(s);
-    int state_per_param = s->r->optimizer == EST_OPT_SGD ? 0 : s->r->optimizer == EST_OPT_MOMENTUM ? 1 : 2;
-    alloc(s, CAT_OPT, p * (uint64_t)state_per_param);
-    /* The previous iteration's y and loss live until y is rebound. */
-    for (int32_t k = 0; k < g->n_outputs; k++) alloc(s, CAT_OTHER, tensor_alloc(s, g->outputs[k]));
-    alloc(s, CAT_OTHER, EST_ALLOC_ROUND);
 }
 
 static bool output_needed(const sim *s, int32_t i, int k) {
     int32_t t = s->g->nodes[i].outputs[k];
     int32_t b = s->base[t];
     return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
+}
+
+/* The key of node i's autocast copy of input k: a parameter's cached copy is
+ * one block however many ops read it. */
+static uint64_t cast_key(const sim *s, int32_t i, int k) {
+    return cached_cast(s, i, k) ? KEY(K_PCAST, s->base[s->g->nodes[i].inputs[k]], 0) : KEY(K_CAST, i, k);
+}
+
+/* A block that only the allocator's replay sees: a transient whose bytes
+ * observe() counts as `extra`. Returns its handle, or 0. */
+static int64_t cache_only_alloc(sim *s, uint64_t bytes) {
+    if (!s->cache || !bytes || s->cache_failed) return 0;
+    int64_t h = est__cache_alloc(s->cache, bytes);
+    if (h < 0) s->cache_failed = true;
+    return h > 0 ? h : 0;
+}
+
+static void cache_only_release(sim *s, int64_t h) {
+    if (h > 0 && !s->cache_failed) est__cache_release(s->cache, h);
+}
+
+/* The running op's moment with a transient of `bytes` (a workspace, gradients
+ * summed into existing ones): one block, allocated and freed at once. */
+static void observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes) {
+    int64_t h = cache_only_alloc(s, bytes);
+    observe(s, phase, layer, bytes);
+    cache_only_release(s, h);
 }
 
 /* Allocates node i's outputs and what it saves beyond them, and observes its
@@ -409,12 +531,12 @@ static void run_forward_node(sim *s, int32_t i) {
             if (s->pcast_live[b]) continue;
             s->pcast_live[b] = true;
         }
-        alloc(s, CAT_ACT, cast_bytes(s, i, k));
+        alloc(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
         if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
-        alloc(s, CAT_ACT, tensor_alloc(s, t));
+        alloc(s, CAT_ACT, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
         s->allocated[t] = true;
     }
     const est_saved *sv = &s->saved[i];
@@ -422,14 +544,14 @@ static void run_forward_node(sim *s, int32_t i) {
     uint64_t dropped = 0;
     for (int e = 0; e < sv->n_extra; e++)
         if (segment_of(s, i) >= 0) dropped += round_alloc(sv->extra_bytes[e]);
-        else alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+        else alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
     uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
-    s->r->layers[i].temp_bytes = ws;
-    observe(s, EST_PHASE_FORWARD, n->name, ws + dropped);
+    if (s->recording) s->r->layers[i].temp_bytes = ws;
+    observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */
     for (int k = 0; k < n->n_inputs; k++)
         if (is_cast(s, i, k) && !cached_cast(s, i, k) && !(s->cast_saved[i] & EST_SLOT(k)))
-            release(s, CAT_ACT, cast_bytes(s, i, k));
+            release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
 }
 
 /* Leaving autocast clears its weight cache: the low copies of parameters that
@@ -438,7 +560,8 @@ static void amp_exit(sim *s) {
     if (!s->dt) return;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->pcast_live[t] && s->pcast_until[t] == INT32_MAX) {
-            release(s, CAT_ACT, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))));
+            release(s, CAT_ACT, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))),
+                    KEY(K_PCAST, t, 0));
             s->pcast_live[t] = false;
         }
 }
@@ -452,7 +575,7 @@ static void forward(sim *s) {
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
             int32_t b = s->release_order[e];
             if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) {
-                release(s, CAT_ACT, tensor_alloc(s, b));
+                release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
                 s->allocated[b] = false;
             }
         }
@@ -460,7 +583,7 @@ static void forward(sim *s) {
 }
 
 /* The gradient of input k of node i: a new tensor, or for a view op, a view
- * of the output's gradient. Returns the bytes newly allocated. */
+ * of the output's gradient. Adds what is only summed in to *transient. */
 static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     const est_node *n = &s->g->nodes[i];
     int32_t t = n->inputs[k];
@@ -468,7 +591,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     if (s->ctx[i].in_param[k]) {
         if (s->param_has_grad[t]) *transient += bytes; /* accumulated into the existing .grad */
         else {
-            alloc(s, CAT_GRAD, bytes);
+            alloc(s, CAT_GRAD, bytes, KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = true;
         }
         return;
@@ -478,11 +601,12 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     if (k == 0 && n->op->view != EST_VIEW_NONE && same_size && s->grad_bytes[out] && !s->grad_bytes[t]) {
         s->grad_bytes[t] = s->grad_bytes[out]; /* a view of the incoming gradient */
         s->grad_bytes[out] = 0;
+        rekey(s, KEY(K_GRAD, out, 0), KEY(K_GRAD, t, 0));
         return;
     }
     if (s->grad_bytes[t]) *transient += bytes; /* summed into the existing gradient */
     else {
-        alloc(s, CAT_TEMP, bytes);
+        alloc(s, CAT_TEMP, bytes, KEY(K_GRAD, t, 0));
         s->grad_bytes[t] = bytes;
     }
 }
@@ -499,14 +623,14 @@ static void release_saved(sim *s, int32_t i) {
     const est_saved *sv = &s->saved[i];
     int32_t seg = segment_of(s, i);
     if (seg < 0 || s->seg_done[seg])
-        for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+        for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
     for (int k = 0; k < n->n_inputs && s->cast_saved; k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
-        if (!cached_cast(s, i, k)) release(s, CAT_ACT, cast_bytes(s, i, k));
+        if (!cached_cast(s, i, k)) release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
         else {
             int32_t b = s->base[n->inputs[k]];
             if (s->pcast_live[b] && s->pcast_until[b] == i) {
-                release(s, CAT_ACT, cast_bytes(s, i, k));
+                release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
                 s->pcast_live[b] = false;
             }
         }
@@ -514,14 +638,14 @@ static void release_saved(sim *s, int32_t i) {
     for (int32_t e = s->bwd_first[i]; e < s->bwd_first[i + 1]; e++) {
         int32_t b = s->bwd_order[e];
         if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b]) {
-            release(s, CAT_ACT, tensor_alloc(s, b));
+            release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
             s->allocated[b] = false;
         }
     }
     for (int32_t e = s->segs ? s->rc_first[i] : 0; s->segs && e < s->rc_first[i + 1]; e++) {
         int32_t b = s->rc_order[e];
         if (s->recomputed[b]) {
-            release(s, CAT_ACT, tensor_alloc(s, b));
+            release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
             s->recomputed[b] = false;
         }
     }
@@ -541,24 +665,26 @@ static void recompute_segment(sim *s, int32_t seg) {
         const est_node *n = &s->g->nodes[j];
         est_layer *L = &s->r->layers[j];
         if (L->shape_only) continue;
-        L->recomputed = 1;
-        s->r->totals.flops_recompute += L->flops_forward;
+        if (s->recording) {
+            L->recomputed = 1;
+            s->r->totals.flops_recompute += L->flops_forward;
+        }
         for (int k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
             if (t < 0 || is_folded(s, t) || s->base[t] != t || s->recomputed[t]) continue;
-            alloc(s, CAT_ACT, tensor_alloc(s, t));
+            alloc(s, CAT_ACT, tensor_alloc(s, t), KEY(K_RECOMPUTED, t, 0));
             s->recomputed[t] = true;
         }
         const est_saved *sv = &s->saved[j];
-        for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]));
+        for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, j, e));
         uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[j])) : 0;
-        observe(s, EST_PHASE_BACKWARD, n->name, ws);
+        observe_transient(s, EST_PHASE_BACKWARD, n->name, ws);
         for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
             int32_t t = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
             if (t < 0) continue;
             int32_t b = s->base[t];
             if (s->recomputed[b] && s->recompute_until[b] == INT32_MAX && s->rc_last[b] <= j) {
-                release(s, CAT_ACT, tensor_alloc(s, b));
+                release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
                 s->recomputed[b] = false;
             }
         }
@@ -583,16 +709,16 @@ static uint64_t loss_upcast_bytes(const sim *s) {
 static void backward(sim *s) {
     const est_graph *g = s->g;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
-    alloc(s, CAT_TEMP, EST_ALLOC_ROUND);
+    alloc(s, CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t y = g->outputs[k];
         if (!s->needs_grad[y] || s->grad_bytes[y]) continue;
         s->grad_bytes[y] = tensor_alloc(s, y);
-        alloc(s, CAT_TEMP, s->grad_bytes[y]);
+        alloc(s, CAT_TEMP, s->grad_bytes[y], KEY(K_GRAD, y, 0));
     }
     /* under --amp, MeanBackward's float32 gradient of y.float() is cast down */
-    observe(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
-    release(s, CAT_TEMP, EST_ALLOC_ROUND);
+    observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
+    release(s, CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
@@ -607,12 +733,12 @@ static void backward(sim *s) {
                     if (is_cast(s, i, k)) transient += cast_bytes(s, i, k);
                 }
             uint64_t ws = n->op->backward_workspace ? round_alloc(n->op->backward_workspace(&s->ctx[i])) : 0;
-            if (ws > L->temp_bytes) L->temp_bytes = ws;
-            observe(s, EST_PHASE_BACKWARD, n->name, transient + ws);
+            if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
+            observe_transient(s, EST_PHASE_BACKWARD, n->name, transient + ws);
             for (int k = 0; k < n->n_outputs; k++) {
                 int32_t t = n->outputs[k];
                 if (t < 0 || !s->grad_bytes[t]) continue;
-                release(s, CAT_TEMP, s->grad_bytes[t]);
+                release(s, CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
                 s->grad_bytes[t] = 0;
             }
         }
@@ -621,17 +747,81 @@ static void backward(sim *s) {
     /* gradients that reached no producer (graph inputs) are dropped */
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (s->grad_bytes[t]) {
-            release(s, CAT_TEMP, s->grad_bytes[t]);
+            release(s, CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
             s->grad_bytes[t] = 0;
         }
 }
 
-/* The foreach optimizers update in place; Adam's step also materialises
- * sqrt(exp_avg_sq) for every parameter before the addcdiv. */
-static void optimizer_step(sim *s) {
-    uint64_t temp = 0;
-    if (s->r->optimizer == EST_OPT_ADAM || s->r->optimizer == EST_OPT_ADAMW) temp = params_alloc_bytes(s);
-    observe(s, EST_PHASE_OPTIMIZER, "", temp);
+static int state_per_param(const sim *s) {
+    return s->r->optimizer == EST_OPT_SGD ? 0 : s->r->optimizer == EST_OPT_MOMENTUM ? 1 : 2;
+}
+
+/* opt.step(). The first step creates the state, per parameter (momentum's
+ * buffer, Adam's exp_avg and exp_avg_sq). The foreach optimizers update in
+ * place; Adam's step also materialises sqrt(exp_avg_sq) for every parameter
+ * before the addcdiv. */
+static void optimizer_step(sim *s, bool first) {
+    const est_graph *g = s->g;
+    int per = state_per_param(s);
+    for (int32_t t = 0; first && t < g->n_tensors; t++)
+        for (int j = 0; is_param(s, t) && j < per; j++) alloc(s, CAT_OPT, tensor_alloc(s, t), KEY(K_OPT, t, j));
+    if (s->r->optimizer != EST_OPT_ADAM && s->r->optimizer != EST_OPT_ADAMW) {
+        observe(s, EST_PHASE_OPTIMIZER, "", 0);
+        return;
+    }
+    /* _foreach_sqrt: one temporary per parameter, freed after the update */
+    int64_t *h = s->cache ? calloc((size_t)g->n_tensors + 1, sizeof *h) : NULL;
+    if (s->cache && !h) s->cache_failed = true;
+    for (int32_t t = 0; h && t < g->n_tensors; t++)
+        if (is_param(s, t)) h[t] = cache_only_alloc(s, tensor_alloc(s, t));
+    observe(s, EST_PHASE_OPTIMIZER, "", params_alloc_bytes(s));
+    for (int32_t t = 0; h && t < g->n_tensors; t++) cache_only_release(s, h[t]);
+    free(h);
+}
+
+/* zero_grad(set_to_none=True): the previous step's .grad tensors go. */
+static void zero_grad(sim *s) {
+    for (int32_t t = 0; t < s->g->n_tensors; t++)
+        if (s->param_has_grad[t]) {
+            release(s, CAT_GRAD, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
+            s->param_has_grad[t] = false;
+        }
+}
+
+/* One iteration of the protocol. The first only feeds the allocator's
+ * replay: it has no optimizer state until its step and no previous y. */
+static void training_iteration(sim *s, bool first) {
+    const est_graph *g = s->g;
+    est_totals *tot = &s->r->totals;
+    zero_grad(s);
+    if (s->seg_done) memset(s->seg_done, 0, ((size_t)s->n_segs + 1) * sizeof *s->seg_done);
+    if (s->recording) {
+        tot->params_bytes = s->live[CAT_PARAM];
+        tot->buffers_bytes = s->live[CAT_BUFFER];
+        tot->optimizer_bytes = s->live[CAT_OPT];
+    }
+    observe(s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
+    forward(s);
+    if (s->recording) tot->activations_bytes = s->live[CAT_ACT];
+    /* y is rebound: the previous iteration's y and loss are freed, the new y
+     * lives on past the step (a y that is an input or a weight is no
+     * allocation of its own) */
+    if (!first) release(s, CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
+    for (int32_t k = 0; k < g->n_outputs; k++) {
+        int32_t b = s->base[g->outputs[k]];
+        if (!s->allocated[b] || !is_activation_storage(s, b)) continue;
+        if (!first) release(s, CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+        recategorize(s, CAT_ACT, CAT_OTHER, tensor_alloc(s, b));
+        rekey(s, KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
+        s->allocated[b] = false;
+    }
+    alloc(s, CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
+    /* loss = y.float().mean() under autocast; then autocast exits */
+    observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
+    amp_exit(s);
+    backward(s);
+    if (s->recording) tot->grads_bytes = s->live[CAT_GRAD];
+    optimizer_step(s, first);
 }
 
 static void free_sim(sim *s) {
@@ -665,6 +855,9 @@ static void free_sim(sim *s) {
     free(s->rc_first);
     free(s->rc_order);
     free(s->rc_last);
+    est__cache_destroy(s->cache);
+    free(s->blocks.keys);
+    free(s->blocks.handles);
 }
 
 static void fill_layer_costs(sim *s) {
@@ -775,34 +968,30 @@ est_status est__simulate(est_report *r, est_error *err) {
     fill_layer_costs(&s);
 
     est_totals *tot = &r->totals;
-    allocate_resident(&s);
-    tot->params_bytes = s.live[CAT_PARAM];
-    tot->buffers_bytes = s.live[CAT_BUFFER];
-    tot->optimizer_bytes = s.live[CAT_OPT];
-    observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
-    forward(&s);
-    /* training: what the forward leaves saved for backward (its peak);
-     * inference: the largest set of activations alive at once */
-    tot->activations_bytes = s.train ? s.live[CAT_ACT] : s.max_activations;
-    if (!s.train) amp_exit(&s);
-    if (s.train) {
-        /* y was rebound: the previous iteration's y and loss are freed; the new loss */
-        release(&s, CAT_OTHER, s.live[CAT_OTHER]);
-        for (int32_t k = 0; k < g->n_outputs; k++) {
-            int32_t b = s.base[g->outputs[k]];
-            if (s.allocated[b] && is_activation_storage(&s, b)) {
-                release(&s, CAT_ACT, tensor_alloc(&s, b));
-                alloc(&s, CAT_OTHER, tensor_alloc(&s, b));
-            }
-        }
-        alloc(&s, CAT_OTHER, EST_ALLOC_ROUND);
-        /* loss = y.float().mean() under autocast; then autocast exits */
-        observe(&s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(&s));
-        amp_exit(&s);
-        backward(&s);
-        tot->grads_bytes = s.live[CAT_GRAD];
-        optimizer_step(&s);
+    s.cache = est__cache_new();
+    if (!s.cache) {
+        free_sim(&s);
+        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    create_model_and_input(&s);
+    if (s.train) {
+        training_iteration(&s, true);
+        s.recording = true;
+        training_iteration(&s, false);
+    } else {
+        s.recording = true;
+        tot->params_bytes = s.live[CAT_PARAM];
+        tot->buffers_bytes = s.live[CAT_BUFFER];
+        observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
+        forward(&s);
+        tot->activations_bytes = s.max_activations; /* the largest set alive at once */
+        amp_exit(&s);
+    }
+    if (s.cache_failed) {
+        free_sim(&s);
+        return est__fail(err, EST_ENOMEM, "out of memory replaying the caching allocator");
+    }
+    tot->reserved_bytes = est__cache_peak_reserved(s.cache);
     tot->temp_bytes = s.max_transient;
     tot->peak_bytes = r->peak.bytes;
     free_sim(&s);

@@ -34,6 +34,9 @@
  *     with both exporters' scope spellings; what the forward keeps, the
  *     recomputation's FLOPs and flags, the peak of the recompute-then-
  *     backward, and the errors (no match, no module names, with amp).
+ *  9. the caching allocator's replay (totals.reserved_bytes): a chain of
+ *     8 MiB tensors whose segments are derived by hand, and invariants
+ *     (reserved >= allocated peak, whole segments) on the MLP and resnet18.
  *
  * usage: test_simulate MODELS_DIR
  */
@@ -1015,6 +1018,70 @@ static void test_checkpoint(void) {
     est_graph_free(g);
 }
 
+/* ---- reserved memory: the caching allocator's replay ------------------------------ */
+
+/* x [B, 1024] -> Relu -> r1 -> Relu -> r2 -> Relu -> r3, no weights. */
+static const char chain_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"chain\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 1024]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"relu1\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"r1\"]},\n"
+    "  {\"name\": \"relu2\", \"op\": \"Relu\", \"inputs\": [\"r1\"], \"outputs\": [\"r2\"]},\n"
+    "  {\"name\": \"relu3\", \"op\": \"Relu\", \"inputs\": [\"r2\"], \"outputs\": [\"r3\"]}],\n"
+    " \"outputs\": [\"r3\"]}\n";
+
+static void test_reserved(const char *models_dir) {
+    const uint64_t MiB = 1 << 20;
+    est_graph *g = load_json(chain_json, "chain.json");
+    /* Inference at batch 2048: every tensor is 2048 x 1024 x 4 = 8 MiB, a
+     * large-pool request under 10 MiB, so each new segment is 20 MiB and a
+     * block splits when more than 1 MiB would be left.
+     *   x   new segment S1 [0, 20): x at [0, 8), free [8, 20)
+     *   r1  best fit: S1's 12 MiB; at [8, 16), free [16, 20) (4 MiB)
+     *   r2  no free block of 8 MiB: new segment S2: r2 at [0, 8), free [8, 20)
+     *   r1 freed after relu2: [8, 16) merges with [16, 20): S1 free [8, 20)
+     *   r3  two free 12 MiB blocks: the lower address, S1's [8, 20)
+     * 40 MiB reserved; the allocated peak is x + r1 + r2 = 24 MiB. */
+    est_report *r = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 2048});
+    if (r) {
+        CHECK(est_report_peak(r)->bytes == 24 * MiB, "chain infer: peak %llu, expected 24 MiB",
+              U(est_report_peak(r)->bytes));
+        CHECK(est_report_totals(r)->reserved_bytes == 40 * MiB, "chain infer: reserved %llu, expected 40 MiB",
+              U(est_report_totals(r)->reserved_bytes));
+    }
+    est_report_free(r);
+    /* At batch 4096 (16 MiB tensors: segments of exactly 16 MiB, unsplit):
+     * x, r1, r2 need three segments; r3 reuses r1's. 48 MiB. */
+    r = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 4096});
+    if (r)
+        CHECK(est_report_totals(r)->reserved_bytes == 48 * MiB, "chain infer b4096: reserved %llu, expected 48 MiB",
+              U(est_report_totals(r)->reserved_bytes));
+    est_report_free(r);
+    est_graph_free(g);
+    /* Invariants on real graphs, in both modes: the segments hold at least
+     * the allocated peak, and are whole multiples of 2 MiB. */
+    const char *files[] = {"mlp.onnx", "resnet18.onnx"};
+    for (int f = 0; f < 2; f++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", models_dir, files[f]);
+        est_error err;
+        est_graph *m = NULL;
+        if (est_load_file(path, &m, &err) != EST_OK) {
+            CHECK(false, "%s: %s", path, err.message);
+            continue;
+        }
+        for (int mode = 0; mode < 2; mode++) {
+            est_report *q = run(m, (run_opts){.mode = mode ? EST_MODE_INFER : EST_MODE_TRAIN, .batch = 16});
+            if (!q) continue;
+            uint64_t res = est_report_totals(q)->reserved_bytes, peak = est_report_peak(q)->bytes;
+            CHECK(res >= peak && res % (2 * MiB) == 0, "%s %s: reserved %llu must be >= the peak %llu and whole segments",
+                  files[f], mode ? "infer" : "train", U(res), U(peak));
+            est_report_free(q);
+        }
+        est_graph_free(m);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
@@ -1029,5 +1096,6 @@ int main(int argc, char **argv) {
     test_batches(argv[1]);
     test_amp();
     test_checkpoint();
+    test_reserved(argv[1]);
     return test_result("test_simulate");
 }
