@@ -418,7 +418,7 @@ typedef struct est_totals {
     uint64_t checkpoint_segments; /* segments checkpointed (0 without) */
     uint64_t reserved_bytes;   /* predicted torch.cuda.max_memory_reserved():
                                   the caching allocator's segments from
-                                  creating the model through the step (two
+                                  creating the model through the step (three
                                   iterations in training), replayed on the
                                   simulated allocations; without the segments
                                   a process holds before (cuBLAS workspace) */

@@ -15,7 +15,11 @@
  *                                    allocated, output gradients and saved
  *                                    tensors released; parameter gradients stay
  *   opt.step()                       foreach update, with its temporaries
- * The state is steady: the optimizer state already exists (iteration >= 2).
+ * The state is steady: the peak and the totals come from iteration 2, where
+ * the optimizer state already exists. Iterations 1 (no optimizer state until
+ * its step, no previous y) and 3 run too, for the caching allocator's replay
+ * (caching.c), whose segments persist from creating the model onwards: their
+ * largest total is totals.reserved_bytes.
  *
  * Checkpointed segments (est_options.checkpoint, torch.utils.checkpoint with
  * use_reentrant=False): in the forward pass a segment keeps its inputs and
@@ -977,6 +981,8 @@ est_status est__simulate(est_report *r, est_error *err) {
     if (s.train) {
         training_iteration(&s, true);
         s.recording = true;
+        training_iteration(&s, false);
+        s.recording = false; /* the protocol's third: segments may still grow */
         training_iteration(&s, false);
     } else {
         s.recording = true;
