@@ -3,7 +3,8 @@
 replay of PyTorch's caching allocator) with torch.cuda.max_memory_reserved().
 
 usage: compare_reserved.py [--memest PATH] [--markdown] [--only MODEL,...]
-                           [--base MiB] [--amp] MEASURED.json ONNX_DIR
+                           [--base MiB] [--amp] [--exports E,...] [--steps S,...]
+                           MEASURED.json ONNX_DIR
 
 MEASURED.json is what measure.py wrote (each entry has "reserved" and
 "reserved_base": the segments the process held before the model, mostly
@@ -12,6 +13,9 @@ cuBLAS's workspaces, which memest does not count) or ../shared/truth/truth.json
 Rows: training (-train exports, sgd/momentum/adam), inference (eval exports),
 and with --amp the train_amp_bf16/fp16 entries. For each: memest's allocated
 peak and reserved prediction beside the measured ones, and the errors.
+--exports and --steps keep only those exports (legacy-train, legacy, ...) and
+steps (sgd, momentum, adam, infer, "adam bf16", ...); the summary lines
+count the rows printed.
 """
 import argparse
 import json
@@ -54,6 +58,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--base", type=float, default=None)
     ap.add_argument("--amp", action="store_true")
+    ap.add_argument("--exports", default="")
+    ap.add_argument("--steps", default="")
     ap.add_argument("measured")
     ap.add_argument("onnx_dir")
     a = ap.parse_args()
@@ -69,7 +75,11 @@ def main():
                 continue
             base = a.base * MiB
         measured = e["reserved"] - base
+        if a.steps and what not in a.steps.split(","):
+            continue
         for export in exports:
+            if a.exports and export not in a.exports.split(","):
+                continue
             path = os.path.join(a.onnx_dir, f"{name}.{export}.onnx")
             if not os.path.exists(path):
                 continue
