@@ -55,23 +55,23 @@ static void header_lines(FILE *f, const est_options *opt, const output_opts *o) 
 }
 
 static void table_head(FILE *f, const char *dim, bool with_fit) {
-    fprintf(f, "%12s  %11s  %-9s  %11s  %11s  %11s  %11s  %11s", dim, "peak", "peak in", "params", "grads",
-            "optimizer", "activations", "temp");
+    fprintf(f, "%12s  %11s  %-9s  %11s  %11s  %11s  %11s  %11s  %11s", dim, "peak", "peak in", "params", "grads",
+            "optimizer", "activations", "temp", "reserved");
     if (with_fit) fprintf(f, "  %-4s  %12s", "fits", "headroom");
     fprintf(f, "\n");
 }
 
 static void table_row(FILE *f, const point *pt, const fit_info *fit) {
-    char b[7][64];
+    char b[8][64];
     if (pt->overflow) {
         fprintf(f, "%12" PRId64 "  %11s\n", pt->value, "overflows 64 bits");
         return;
     }
-    fprintf(f, "%12" PRId64 "  %11s  %-9s  %11s  %11s  %11s  %11s  %11s", pt->value,
+    fprintf(f, "%12" PRId64 "  %11s  %-9s  %11s  %11s  %11s  %11s  %11s  %11s", pt->value,
             human_bytes(b[0], 64, pt->peak.bytes), est_phase_name(pt->peak.phase),
             human_bytes(b[1], 64, pt->t.params_bytes), human_bytes(b[2], 64, pt->t.grads_bytes),
             human_bytes(b[3], 64, pt->t.optimizer_bytes), human_bytes(b[4], 64, pt->t.activations_bytes),
-            human_bytes(b[5], 64, pt->t.temp_bytes));
+            human_bytes(b[5], 64, pt->t.temp_bytes), human_bytes(b[7], 64, pt->t.reserved_bytes));
     if (fit) {
         int64_t h = fit_headroom(fit, pt->peak.bytes);
         snprintf(b[6], 64, "%s%s", h < 0 ? "-" : "",
@@ -83,7 +83,7 @@ static void table_row(FILE *f, const point *pt, const fit_info *fit) {
 
 static const char csv_cols[] =
     "peak_bytes,peak_phase,params_bytes,buffers_bytes,grads_bytes,optimizer_bytes,activations_bytes,temp_bytes,"
-    "fits,headroom_bytes\n";
+    "fits,headroom_bytes,reserved_bytes\n";
 
 static void csv_row(FILE *f, const point *pt, const fit_info *fit) {
     if (pt->overflow) fprintf(f, ",overflow,,,,,,,");
@@ -92,9 +92,11 @@ static void csv_row(FILE *f, const point *pt, const fit_info *fit) {
                 pt->peak.bytes, est_phase_name(pt->peak.phase), pt->t.params_bytes, pt->t.buffers_bytes,
                 pt->t.grads_bytes, pt->t.optimizer_bytes, pt->t.activations_bytes, pt->t.temp_bytes);
     if (fit && !pt->overflow)
-        fprintf(f, "%s,%" PRId64 "\n", point_fits(fit, pt) ? "yes" : "no", fit_headroom(fit, pt->peak.bytes));
-    else if (fit) fprintf(f, "no,\n");
-    else fprintf(f, ",\n");
+        fprintf(f, "%s,%" PRId64 ",", point_fits(fit, pt) ? "yes" : "no", fit_headroom(fit, pt->peak.bytes));
+    else if (fit) fprintf(f, "no,,");
+    else fprintf(f, ",,");
+    if (pt->overflow) fprintf(f, "\n");
+    else fprintf(f, "%" PRIu64 "\n", pt->t.reserved_bytes);
 }
 
 static cJSON *point_json(const char *dim, const point *pt, const fit_info *fit) {
@@ -113,6 +115,7 @@ static cJSON *point_json(const char *dim, const point *pt, const fit_info *fit) 
         cJSON_AddNumberToObject(o, "optimizer_bytes", (double)pt->t.optimizer_bytes);
         cJSON_AddNumberToObject(o, "activations_bytes", (double)pt->t.activations_bytes);
         cJSON_AddNumberToObject(o, "temp_bytes", (double)pt->t.temp_bytes);
+        cJSON_AddNumberToObject(o, "reserved_bytes", (double)pt->t.reserved_bytes);
         cJSON_AddNumberToObject(o, "param_count", (double)pt->t.param_count);
         cJSON_AddNumberToObject(o, "flops_forward", (double)pt->t.flops_forward);
         cJSON_AddNumberToObject(o, "flops_backward", (double)pt->t.flops_backward);

@@ -197,6 +197,9 @@ static void sweep(void) {
             double v = num(pt, "value"), peak = num(pt, "peak_bytes"), act = num(pt, "activations_bytes");
             CHECK(v > last_value && peak > last_peak && act > last_act, "sweep not monotone at batch %.0f", v);
             CHECK(num(pt, "params_bytes") == 46760960, "params change with the batch");
+            double res = num(pt, "reserved_bytes");
+            CHECK(res >= peak && (uint64_t)res % (2u << 20) == 0,
+                  "sweep row %.0f: reserved %.0f must hold the peak %.0f in whole 2 MiB segments", v, res, peak);
             /* each row equals a plain estimate */
             bool fits;
             CHECK(peak_at("resnet18.onnx", (int64_t)v, "--gpu A100-40GB", &fits) == peak, "row %.0f differs", v);
@@ -206,6 +209,7 @@ static void sweep(void) {
     }
     snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch=1,8 --format csv", models);
     expect_exit(args, 0, "dim,value,peak_bytes,");
+    expect_exit(args, 0, "fits,headroom_bytes,reserved_bytes\n");
     snprintf(args, sizeof args, "%s/resnet18.onnx --sweep batch=1,8", models);
     expect_exit(args, 0, "activations");
     snprintf(args, sizeof args, "%s/transformer_block.json --batch 2 --sweep seq=64,128,256 --format csv", models);
