@@ -39,7 +39,7 @@ static est_status estimate_point(const est_graph *g, const est_options *opt, int
 }
 
 static bool point_fits(const fit_info *fit, const point *pt) {
-    return !pt->overflow && pt->peak.bytes <= fit_usable(fit);
+    return !pt->overflow && fit_ok(fit, pt->peak.bytes, &pt->t);
 }
 
 static void header_lines(FILE *f, const est_options *opt, const output_opts *o) {
@@ -76,7 +76,8 @@ static void table_row(FILE *f, const point *pt, const fit_info *fit) {
         int64_t h = fit_headroom(fit, pt->peak.bytes);
         snprintf(b[6], 64, "%s%s", h < 0 ? "-" : "",
                  human_bytes(b[0], 64, h < 0 ? (uint64_t)-(h + 1) + 1 : (uint64_t)h));
-        fprintf(f, "  %-4s  %12s", h >= 0 ? "yes" : "no", b[6]);
+        /* "frag": the peak fits, the allocator's segments do not */
+        fprintf(f, "  %-4s  %12s", point_fits(fit, pt) ? "yes" : h >= 0 ? "frag" : "no", b[6]);
     }
     fprintf(f, "\n");
 }
@@ -124,6 +125,7 @@ static cJSON *point_json(const char *dim, const point *pt, const fit_info *fit) 
         cJSON_AddBoolToObject(o, "fits", point_fits(fit, pt));
         if (pt->overflow) cJSON_AddNullToObject(o, "headroom_bytes");
         else cJSON_AddNumberToObject(o, "headroom_bytes", (double)fit_headroom(fit, pt->peak.bytes));
+        if (!pt->overflow) cJSON_AddItemToObject(o, "allocator_out_of_memory", oom_json(&pt->t));
     }
     return o;
 }
@@ -285,7 +287,7 @@ int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, 
         cJSON *d = cJSON_AddObjectToObject(root, "dims");
         for (size_t i = 0; i < opt->n_dims; i++)
             if (strcmp(dims[i].name, sw->name) != 0) cJSON_AddNumberToObject(d, dims[i].name, (double)dims[i].value);
-        if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, 0, false));
+        if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, 0, NULL));
         cJSON *arr = cJSON_AddArrayToObject(root, "sweep");
         for (size_t i = 0; i < sw->n; i++) cJSON_AddItemToArray(arr, point_json(sw->name, &pts[i], o->fit));
         bad = print_json_root(f, root);

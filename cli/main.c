@@ -397,6 +397,8 @@ static int parse_args(cli *c, int argc, char **argv) {
                            c->command);
     if (c->reserve_given && !c->fit_given) return usage_error("--reserve needs --gpu or --gpu-memory");
     if (!c->reserve_given) c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES;
+    /* the allocator's replay runs out where PyTorch would on this GPU */
+    if (c->fit_given) c->opt.memory_limit = fit_usable(&c->fit) ? fit_usable(&c->fit) : 1;
     if (c->max_batch && !c->fit_given) return usage_error("--max-batch needs --gpu NAME or --gpu-memory SIZE");
     if (c->max_batch && c->sweep_name) return usage_error("give one of --max-batch and --sweep");
     if (c->max_batch && c->opt.batch) return usage_error("--max-batch finds the batch: drop --batch");

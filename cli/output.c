@@ -56,13 +56,22 @@ int64_t fit_headroom(const fit_info *fit, uint64_t peak) {
     return (int64_t)usable - (int64_t)peak;
 }
 
-void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak) {
+bool fit_ok(const fit_info *fit, uint64_t peak, const est_totals *t) {
+    return fit_headroom(fit, peak) >= 0 && !t->out_of_memory;
+}
+
+void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_totals *t) {
     char a[64], b[64], c[64];
     int64_t h = fit_headroom(fit, peak);
     fprintf(f, "  GPU             %s%s%s, reserve %s, usable %s\n", fit->gpu ? fit->gpu : "",
             fit->gpu ? ": " : "", human_bytes(a, sizeof a, fit->gpu_bytes),
             human_bytes(b, sizeof b, fit->reserve_bytes), human_bytes(c, sizeof c, fit_usable(fit)));
-    if (h >= 0) fprintf(f, "  FITS            yes, headroom %s\n", human_bytes(a, sizeof a, (uint64_t)h));
+    if (h >= 0 && t->out_of_memory)
+        fprintf(f, "  FITS            NO: the peak fits (headroom %s), but the caching allocator's\n"
+                   "                  segments do not: out of memory during %s%s%s (fragmentation)\n",
+                human_bytes(a, sizeof a, (uint64_t)h), est_phase_name(t->oom_phase), t->oom_layer[0] ? ", at " : "",
+                t->oom_layer);
+    else if (h >= 0) fprintf(f, "  FITS            yes, headroom %s\n", human_bytes(a, sizeof a, (uint64_t)h));
     else fprintf(f, "  FITS            NO, short by %s\n", human_bytes(a, sizeof a, (uint64_t)-(h + 1) + 1));
 }
 
@@ -170,7 +179,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  RESERVED        %s  the caching allocator's segments (max_memory_reserved; PEAK is\n"
                "                  max_memory_allocated), beyond what the process held before\n",
             human_bytes(a, sizeof a, t->reserved_bytes));
-    if (o->fit) print_fit_lines(f, o->fit, p->bytes);
+    if (o->fit) print_fit_lines(f, o->fit, p->bytes, t);
     return ferror(f) ? 1 : 0;
 }
 
@@ -225,10 +234,18 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
         /* fit,GPU,yes|no,,,,,,,HEADROOM_BYTES: laid out like the peak row */
         fputs("fit,", f);
         csv_field(f, o->fit->gpu ? o->fit->gpu : "");
-        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,\n", fit_headroom(o->fit, p->bytes) >= 0 ? "yes" : "no",
+        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,\n", fit_ok(o->fit, p->bytes, t) ? "yes" : "no",
                 fit_headroom(o->fit, p->bytes));
     }
     return ferror(f) ? 1 : 0;
+}
+
+cJSON *oom_json(const est_totals *t) {
+    if (!t->out_of_memory) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "phase", est_phase_name(t->oom_phase));
+    cJSON_AddStringToObject(o, "layer", t->oom_layer);
+    return o;
 }
 
 const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck) {
@@ -254,16 +271,17 @@ static cJSON *tensor_json(const est_tensor_info *t) {
     return o;
 }
 
-cJSON *fit_json(const fit_info *fit, uint64_t peak, bool with_result) {
+cJSON *fit_json(const fit_info *fit, uint64_t peak, const est_totals *t) {
     cJSON *o = cJSON_CreateObject();
     if (fit->gpu) cJSON_AddStringToObject(o, "gpu", fit->gpu);
     else cJSON_AddNullToObject(o, "gpu");
     cJSON_AddNumberToObject(o, "gpu_memory_bytes", (double)fit->gpu_bytes);
     cJSON_AddNumberToObject(o, "reserve_bytes", (double)fit->reserve_bytes);
     cJSON_AddNumberToObject(o, "usable_bytes", (double)fit_usable(fit));
-    if (with_result) {
-        cJSON_AddBoolToObject(o, "fits", fit_headroom(fit, peak) >= 0);
+    if (t) {
+        cJSON_AddBoolToObject(o, "fits", fit_ok(fit, peak, t));
         cJSON_AddNumberToObject(o, "headroom_bytes", (double)fit_headroom(fit, peak));
+        cJSON_AddItemToObject(o, "allocator_out_of_memory", oom_json(t));
     }
     return o;
 }
@@ -376,6 +394,6 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON_AddNumberToObject(live, "temp", (double)p->temp);
     cJSON_AddNumberToObject(live, "inputs", (double)p->inputs);
     cJSON_AddNumberToObject(live, "other", (double)p->other);
-    if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, p->bytes, true));
+    if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, p->bytes, t));
     return root;
 }

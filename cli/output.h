@@ -42,11 +42,18 @@ int print_json(FILE *f, const est_report *r, const output_opts *o);
 struct cJSON *report_json(const est_report *r, const output_opts *o);
 /* Prints and frees `root`; returns 0, or 1 when writing failed. */
 int print_json_root(FILE *f, struct cJSON *root);
-/* The "fit" object for a peak of `peak` bytes; `with_result` adds "fits" and
- * "headroom_bytes". */
-struct cJSON *fit_json(const fit_info *fit, uint64_t peak, bool with_result);
-/* The table's lines on the fit: "fits: yes, headroom ..." */
-void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak);
+/* The step fits: its peak is within the usable memory, and the caching
+ * allocator's replay under that limit did not run out (fragmentation). */
+bool fit_ok(const fit_info *fit, uint64_t peak, const est_totals *t);
+/* The "fit" object for a peak of `peak` bytes; with the step's totals `t`
+ * (NULL for none) it adds "fits", "headroom_bytes" and
+ * "allocator_out_of_memory". The caller owns the result. */
+struct cJSON *fit_json(const fit_info *fit, uint64_t peak, const est_totals *t);
+/* null, or {"phase", "layer"} where the allocator's replay ran out; the
+ * caller owns the result. */
+struct cJSON *oom_json(const est_totals *t);
+/* The table's lines on the fit: "FITS yes, headroom ..." */
+void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_totals *t);
 
 /* "1.50 MiB"; writes into buf and returns it. */
 const char *human_bytes(char *buf, size_t n, uint64_t bytes);

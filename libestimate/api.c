@@ -153,6 +153,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->kernels = opt->kernels;
     r->amp = opt->amp;
     r->checkpoint = opt->checkpoint;
+    r->memory_limit = opt->memory_limit;
     est_status st = EST_OK;
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
         (unsigned)r->kernels > EST_KERNELS_VERIFY)

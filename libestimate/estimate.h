@@ -338,6 +338,13 @@ typedef struct est_options {
                                       dtype float32 (the master weights) */
     est_checkpoint checkpoint;     /* activation checkpointing; default none.
                                       Not with amp (EST_EINVAL) */
+    uint64_t memory_limit;         /* > 0: the bytes PyTorch's caching
+                                      allocator may reserve (a GPU's memory
+                                      less what the process holds outside
+                                      it); the replay then runs out where
+                                      PyTorch would, fragmentation included,
+                                      and sets totals.out_of_memory.
+                                      Default 0: no limit */
 } est_options;
 
 /* Sets every option to its default (no batch, no bindings). */
@@ -392,6 +399,13 @@ typedef struct est_layer {
     int recomputed;        /* 1 when backward runs this layer's forward again */
 } est_layer;
 
+/* The phases of a training step: where the peak (or an out-of-memory) happens. */
+typedef enum est_phase {
+    EST_PHASE_FORWARD = 0,
+    EST_PHASE_BACKWARD,
+    EST_PHASE_OPTIMIZER,
+} est_phase;
+
 typedef struct est_totals {
     uint64_t param_count;
     uint64_t param_bytes;
@@ -422,14 +436,17 @@ typedef struct est_totals {
                                   iterations in training), replayed on the
                                   simulated allocations; without the segments
                                   a process holds before (cuBLAS workspace) */
+    int out_of_memory;         /* 1 when est_options.memory_limit is set and
+                                  the allocator's replay cannot place a block
+                                  under it, even after releasing its cached
+                                  free segments (PyTorch raises
+                                  OutOfMemoryError there); reserved_bytes
+                                  then stops at that point */
+    est_phase oom_phase;       /* where, when out_of_memory */
+    const char *oom_layer;     /* the layer then ("" in the optimizer step);
+                                  owned by the graph */
 } est_totals;
 
-/* Where the peak happens. */
-typedef enum est_phase {
-    EST_PHASE_FORWARD = 0,
-    EST_PHASE_BACKWARD,
-    EST_PHASE_OPTIMIZER,
-} est_phase;
 
 EST_API const char *est_phase_name(est_phase p); /* "forward", "backward", "optimizer" */
 

@@ -22,6 +22,7 @@ struct est_report {
     est_kernels kernels;
     est_amp amp;
     est_checkpoint checkpoint;  /* prefixes point into the caller's options */
+    uint64_t memory_limit;
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;

@@ -104,6 +104,10 @@ typedef struct sim {
     est_cache *cache;
     handle_map blocks;
     bool cache_failed;      /* host memory ran out during the replay */
+    bool device_oom;        /* the replay hit est_options.memory_limit: PyTorch
+                               raises out of memory there; the replay stops */
+    est_phase at_phase;     /* the moment the step is at, for device_oom */
+    const char *at_layer;
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */
@@ -182,18 +186,40 @@ static int64_t map_take(handle_map *m, uint64_t key) {
     return handle;
 }
 
+static bool replaying(const sim *s) { return s->cache && !s->cache_failed && !s->device_oom; }
+
+/* A block of the replay: its handle, or 0 when the replay is off or stops
+ * here (host memory, or the device limit: the step's out-of-memory point). */
+static int64_t replay_alloc(sim *s, uint64_t bytes) {
+    if (!replaying(s) || !bytes) return 0;
+    int64_t h = est__cache_alloc(s->cache, bytes);
+    if (h == EST__CACHE_EDEVICE && !s->device_oom) {
+        s->device_oom = true;
+        s->r->totals.out_of_memory = 1;
+        s->r->totals.oom_phase = s->at_phase;
+        s->r->totals.oom_layer = s->at_layer ? s->at_layer : "";
+    } else if (h < 0) {
+        s->cache_failed = true;
+    }
+    return h > 0 ? h : 0;
+}
+
+static void moment(sim *s, est_phase phase, const char *layer) {
+    s->at_phase = phase;
+    s->at_layer = layer;
+}
+
 static void alloc(sim *s, category c, uint64_t bytes, uint64_t key) {
     s->live[c] += bytes;
     s->total += bytes;
-    if (!s->cache || !bytes || s->cache_failed) return;
-    int64_t h = est__cache_alloc(s->cache, bytes);
-    if (h < 0 || !map_put(&s->blocks, key, h)) s->cache_failed = true;
+    int64_t h = replay_alloc(s, bytes);
+    if (h > 0 && !map_put(&s->blocks, key, h)) s->cache_failed = true;
 }
 
 static void release(sim *s, category c, uint64_t bytes, uint64_t key) {
     s->live[c] -= bytes;
     s->total -= bytes;
-    if (!s->cache || !bytes || s->cache_failed) return;
+    if (!replaying(s) || !bytes) return;
     int64_t h = map_take(&s->blocks, key);
     if (h >= 0) est__cache_release(s->cache, h);
 }
@@ -201,7 +227,7 @@ static void release(sim *s, category c, uint64_t bytes, uint64_t key) {
 /* The same block under another key (a view's gradient, y kept past its
  * step), or in another category. */
 static void rekey(sim *s, uint64_t from, uint64_t to) {
-    if (!s->cache || s->cache_failed) return;
+    if (!replaying(s)) return;
     int64_t h = map_take(&s->blocks, from);
     if (h >= 0 && !map_put(&s->blocks, to, h)) s->cache_failed = true;
 }
@@ -504,15 +530,10 @@ static uint64_t cast_key(const sim *s, int32_t i, int k) {
 
 /* A block that only the allocator's replay sees: a transient whose bytes
  * observe() counts as `extra`. Returns its handle, or 0. */
-static int64_t cache_only_alloc(sim *s, uint64_t bytes) {
-    if (!s->cache || !bytes || s->cache_failed) return 0;
-    int64_t h = est__cache_alloc(s->cache, bytes);
-    if (h < 0) s->cache_failed = true;
-    return h > 0 ? h : 0;
-}
+static int64_t cache_only_alloc(sim *s, uint64_t bytes) { return replay_alloc(s, bytes); }
 
 static void cache_only_release(sim *s, int64_t h) {
-    if (h > 0 && !s->cache_failed) est__cache_release(s->cache, h);
+    if (h > 0 && replaying(s)) est__cache_release(s->cache, h);
 }
 
 /* The running op's moment with a transient of `bytes` (a workspace, gradients
@@ -527,6 +548,7 @@ static void observe_transient(sim *s, est_phase phase, const char *layer, uint64
  * workspace. */
 static void run_forward_node(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
+    moment(s, EST_PHASE_FORWARD, n->name);
     /* autocast's copies of the inputs, read while the op runs */
     for (int k = 0; k < n->n_inputs; k++) {
         if (!is_cast(s, i, k)) continue;
@@ -669,6 +691,7 @@ static void recompute_segment(sim *s, int32_t seg) {
         const est_node *n = &s->g->nodes[j];
         est_layer *L = &s->r->layers[j];
         if (L->shape_only) continue;
+        moment(s, EST_PHASE_BACKWARD, n->name);
         if (s->recording) {
             L->recomputed = 1;
             s->r->totals.flops_recompute += L->flops_forward;
@@ -713,6 +736,7 @@ static uint64_t loss_upcast_bytes(const sim *s) {
 static void backward(sim *s) {
     const est_graph *g = s->g;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
+    moment(s, EST_PHASE_BACKWARD, "loss");
     alloc(s, CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t y = g->outputs[k];
@@ -726,6 +750,7 @@ static void backward(sim *s) {
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
+        moment(s, EST_PHASE_BACKWARD, n->name);
         if (s->ctx[i].any_grad && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
             if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) recompute_segment(s, seg);
@@ -766,6 +791,7 @@ static int state_per_param(const sim *s) {
  * before the addcdiv. */
 static void optimizer_step(sim *s, bool first) {
     const est_graph *g = s->g;
+    moment(s, EST_PHASE_OPTIMIZER, "");
     int per = state_per_param(s);
     for (int32_t t = 0; first && t < g->n_tensors; t++)
         for (int j = 0; is_param(s, t) && j < per; j++) alloc(s, CAT_OPT, tensor_alloc(s, t), KEY(K_OPT, t, j));
@@ -775,7 +801,7 @@ static void optimizer_step(sim *s, bool first) {
     }
     /* _foreach_sqrt: one temporary per parameter, freed after the update */
     int64_t *h = s->cache ? calloc((size_t)g->n_tensors + 1, sizeof *h) : NULL;
-    if (s->cache && !h) s->cache_failed = true;
+    if (replaying(s) && !h) s->cache_failed = true;
     for (int32_t t = 0; h && t < g->n_tensors; t++)
         if (is_param(s, t)) h[t] = cache_only_alloc(s, tensor_alloc(s, t));
     observe(s, EST_PHASE_OPTIMIZER, "", params_alloc_bytes(s));
@@ -819,6 +845,7 @@ static void training_iteration(sim *s, bool first) {
         rekey(s, KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
         s->allocated[b] = false;
     }
+    moment(s, EST_PHASE_FORWARD, "loss");
     alloc(s, CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     /* loss = y.float().mean() under autocast; then autocast exits */
     observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
@@ -977,6 +1004,8 @@ est_status est__simulate(est_report *r, est_error *err) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    if (r->memory_limit) est__cache_set_limit(s.cache, r->memory_limit);
+    moment(&s, EST_PHASE_FORWARD, "");
     create_model_and_input(&s);
     if (s.train) {
         training_iteration(&s, true);

@@ -52,7 +52,10 @@ static double peak_at(const char *model, int64_t batch, const char *fit_args, bo
     CHECK(num(fit, "gpu_memory_bytes") - num(fit, "reserve_bytes") == usable, "usable != memory - reserve");
     CHECK(num(fit, "headroom_bytes") == usable - peak, "headroom != usable - peak");
     const cJSON *f = cJSON_GetObjectItem(fit, "fits");
-    CHECK(cJSON_IsBool(f) && cJSON_IsTrue(f) == (peak <= usable), "fits disagrees with peak <= usable");
+    const cJSON *oom = cJSON_GetObjectItem(fit, "allocator_out_of_memory");
+    CHECK(cJSON_IsNull(oom) || cJSON_IsObject(oom), "fit.allocator_out_of_memory is null or an object");
+    CHECK(cJSON_IsBool(f) && cJSON_IsTrue(f) == (peak <= usable && cJSON_IsNull(oom)),
+          "fits disagrees with peak <= usable and no allocator out-of-memory");
     *fits = cJSON_IsTrue(f);
     cJSON_Delete(root);
     return peak;

@@ -35,7 +35,9 @@
  *     recomputation's FLOPs and flags, the peak of the recompute-then-
  *     backward, and the errors (no match, no module names, with amp).
  *  9. the caching allocator's replay (totals.reserved_bytes): a chain of
- *     8 MiB tensors whose segments are derived by hand, and invariants
+ *     8 MiB tensors whose segments are derived by hand, the same chain
+ *     under a memory limit its peak fits but its segments do not (out of
+ *     memory at the layer derived by hand), and invariants
  *     (reserved >= allocated peak, whole segments) on the MLP and resnet18.
  *
  * usage: test_simulate MODELS_DIR
@@ -1057,6 +1059,29 @@ static void test_reserved(const char *models_dir) {
         CHECK(est_report_totals(r)->reserved_bytes == 48 * MiB, "chain infer b4096: reserved %llu, expected 48 MiB",
               U(est_report_totals(r)->reserved_bytes));
     est_report_free(r);
+    /* Under a 30 MiB limit the peak (24 MiB) fits but the segments do not:
+     * r2 needs a second 20 MiB segment (40 > 30); releasing the free
+     * segments frees none (S1 holds x and r1), so the allocator runs out at
+     * relu2, as PyTorch would. Under 40 MiB it does not. */
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = EST_MODE_INFER;
+    opt.batch = 2048;
+    est_error err;
+    for (int k = 0; k < 2; k++) {
+        opt.memory_limit = (k ? 40 : 30) * MiB;
+        r = NULL;
+        CHECK(est_estimate(g, &opt, &r, &err) == EST_OK, "chain with a limit: %s", err.message);
+        if (!r) continue;
+        const est_totals *t = est_report_totals(r);
+        CHECK(t->out_of_memory == !k, "chain under %d MiB: out_of_memory %d", k ? 40 : 30, t->out_of_memory);
+        CHECK(est_report_peak(r)->bytes == 24 * MiB, "the limit does not change the allocated peak");
+        if (!k)
+            CHECK(t->oom_phase == EST_PHASE_FORWARD && strcmp(t->oom_layer, "relu2") == 0 && t->reserved_bytes == 20 * MiB,
+                  "chain under 30 MiB runs out at relu2 in the forward with 20 MiB reserved: %s %s %llu",
+                  est_phase_name(t->oom_phase), t->oom_layer, U(t->reserved_bytes));
+        est_report_free(r);
+    }
     est_graph_free(g);
     /* Invariants on real graphs, in both modes: the segments hold at least
      * the allocated peak, and are whole multiples of 2 MiB. */
@@ -1064,7 +1089,6 @@ static void test_reserved(const char *models_dir) {
     for (int f = 0; f < 2; f++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", models_dir, files[f]);
-        est_error err;
         est_graph *m = NULL;
         if (est_load_file(path, &m, &err) != EST_OK) {
             CHECK(false, "%s: %s", path, err.message);
