@@ -383,8 +383,6 @@ static int parse_args(cli *c, int argc, char **argv) {
         return usage_error("--amp keeps float32 weights; it does not combine with --dtype %s",
                            est_dtype_name(c->opt.dtype));
     bool checkpoint = c->opt.checkpoint.every || c->opt.checkpoint.n_prefixes;
-    if (checkpoint && c->opt.amp != EST_AMP_NONE)
-        return usage_error("--checkpoint with --amp is not modelled yet; give one of them");
     if (checkpoint && c->opt.mode == EST_MODE_INFER)
         return usage_error("--checkpoint changes training only; drop it with --mode infer");
     if (checkpoint && c->command)

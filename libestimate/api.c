@@ -166,8 +166,6 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     else if (r->amp != EST_AMP_NONE && r->dtype != EST_DT_FLOAT)
         st = est__fail(err, EST_EINVAL, "est_estimate: amp needs float32 weights, not dtype %s",
                        est_dtype_name(r->dtype));
-    else if (r->amp != EST_AMP_NONE && (opt->checkpoint.every || opt->checkpoint.n_prefixes))
-        st = est__fail(err, EST_EINVAL, "est_estimate: checkpointing under amp is not modelled yet");
     if (st == EST_OK) st = est__infer(r, opt, err);
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__simulate(r, err);

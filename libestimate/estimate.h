@@ -336,8 +336,7 @@ typedef struct est_options {
                                       EST_KERNELS_PYTORCH */
     est_amp amp;                   /* autocast; default EST_AMP_NONE. Needs
                                       dtype float32 (the master weights) */
-    est_checkpoint checkpoint;     /* activation checkpointing; default none.
-                                      Not with amp (EST_EINVAL) */
+    est_checkpoint checkpoint;     /* activation checkpointing; default none */
     uint64_t memory_limit;         /* > 0: the bytes PyTorch's caching
                                       allocator may reserve (a GPU's memory
                                       less what the process holds outside

@@ -38,7 +38,7 @@
 
 /* What a block is, for the caching allocator's replay: one key per live
  * block, so that a free finds the block its allocation made. */
-enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_OTHER, K_TEMP };
+enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP };
 #define KEY(kind, index, slot) (((uint64_t)(kind) << 56) | ((uint64_t)(uint32_t)(index) << 16) | (uint64_t)(slot))
 
 /* Live blocks by key: open addressing, linear probing, 0 = empty. */
@@ -100,6 +100,10 @@ typedef struct sim {
     int32_t *rc_first;      /* per node (n + 1): release lists by recompute_until */
     int32_t *rc_order;
     int32_t *rc_last;       /* per storage: last reader during a recompute, or -1 */
+    int32_t *rc_pcast_until; /* --amp: per parameter, the earliest node of the
+                                segment being recomputed that saves its low
+                                copy, or INT32_MAX */
+    bool *rc_pcast_live;    /* --amp: the recompute's own cached low copy exists */
     /* the caching allocator's replay (totals.reserved_bytes) */
     est_cache *cache;
     handle_map blocks;
@@ -468,7 +472,8 @@ static void plan_lifetimes(sim *s) {
                 int32_t b = s->base[n->inputs[k]];
                 if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
                     s->cast_saved[i] |= EST_SLOT(k);
-                    if (cached_cast(s, i, k) && i < s->pcast_until[b]) s->pcast_until[b] = i;
+                    /* a checkpointed op's copy is kept from the recompute on */
+                    if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
                     continue;
                 }
                 note_saved(s, i, b);
@@ -576,7 +581,8 @@ static void run_forward_node(sim *s, int32_t i) {
     observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */
     for (int k = 0; k < n->n_inputs; k++)
-        if (is_cast(s, i, k) && !cached_cast(s, i, k) && !(s->cast_saved[i] & EST_SLOT(k)))
+        if (is_cast(s, i, k) && !cached_cast(s, i, k) &&
+            (!(s->cast_saved[i] & EST_SLOT(k)) || segment_of(s, i) >= 0))
             release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
 }
 
@@ -650,15 +656,18 @@ static void release_saved(sim *s, int32_t i) {
     int32_t seg = segment_of(s, i);
     if (seg < 0 || s->seg_done[seg])
         for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
-    for (int k = 0; k < n->n_inputs && s->cast_saved; k++) {
+    for (int k = 0; k < n->n_inputs && s->cast_saved && (seg < 0 || s->seg_done[seg]); k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
+        int32_t b = s->base[n->inputs[k]];
         if (!cached_cast(s, i, k)) release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
-        else {
-            int32_t b = s->base[n->inputs[k]];
-            if (s->pcast_live[b] && s->pcast_until[b] == i) {
-                release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
-                s->pcast_live[b] = false;
+        else if (seg >= 0) {
+            if (s->rc_pcast_live[b] && s->rc_pcast_until[b] == i) {
+                release(s, CAT_ACT, cast_bytes(s, i, k), KEY(K_RCAST, b, 0));
+                s->rc_pcast_live[b] = false;
             }
+        } else if (s->pcast_live[b] && s->pcast_until[b] == i) {
+            release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
+            s->pcast_live[b] = false;
         }
     }
     for (int32_t e = s->bwd_first[i]; e < s->bwd_first[i + 1]; e++) {
@@ -677,6 +686,53 @@ static void release_saved(sim *s, int32_t i) {
     }
 }
 
+/* --amp: the recompute runs under autocast again, with an autocast cache of
+ * its own. For each parameter whose low copy an op of first..end saves, the
+ * earliest such op keeps it. */
+static void plan_recomputed_casts(sim *s, int32_t first, int32_t end) {
+    for (int32_t j = first; j <= end; j++)
+        for (int k = 0; k < s->g->nodes[j].n_inputs && k < 32; k++)
+            if (is_cast(s, j, k) && cached_cast(s, j, k)) s->rc_pcast_until[s->base[s->g->nodes[j].inputs[k]]] = INT32_MAX;
+    for (int32_t j = end; j >= first; j--)
+        for (int k = 0; k < s->g->nodes[j].n_inputs && k < 32; k++)
+            if (is_cast(s, j, k) && cached_cast(s, j, k) && (s->cast_saved[j] & EST_SLOT(k)))
+                s->rc_pcast_until[s->base[s->g->nodes[j].inputs[k]]] = j;
+}
+
+/* Node j's autocast copies in a recompute: made before it runs (a
+ * parameter's once per recompute); after it, the per-use copies its backward
+ * does not keep are freed. */
+static void recompute_casts(sim *s, int32_t j, bool after) {
+    const est_node *n = &s->g->nodes[j];
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (!is_cast(s, j, k)) continue;
+        if (cached_cast(s, j, k)) {
+            int32_t b = s->base[n->inputs[k]];
+            if (after || s->rc_pcast_live[b]) continue;
+            s->rc_pcast_live[b] = true;
+            alloc(s, CAT_ACT, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
+        } else if (!after) {
+            alloc(s, CAT_ACT, cast_bytes(s, j, k), cast_key(s, j, k));
+        } else if (!(s->cast_saved[j] & EST_SLOT(k))) {
+            release(s, CAT_ACT, cast_bytes(s, j, k), cast_key(s, j, k));
+        }
+    }
+}
+
+/* The recompute's autocast exits: its cached parameter copies that no
+ * backward keeps are freed. */
+static void exit_recompute_autocast(sim *s, int32_t first, int32_t end) {
+    for (int32_t j = first; j <= end; j++)
+        for (int k = 0; k < s->g->nodes[j].n_inputs && k < 32; k++) {
+            if (!is_cast(s, j, k) || !cached_cast(s, j, k)) continue;
+            int32_t b = s->base[s->g->nodes[j].inputs[k]];
+            if (s->rc_pcast_live[b] && s->rc_pcast_until[b] == INT32_MAX) {
+                release(s, CAT_ACT, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
+                s->rc_pcast_live[b] = false;
+            }
+        }
+}
+
 /* Backward first needs a saved tensor of segment seg: its forward runs again
  * (with grad, so its ops save as usual) up to its last node that saves
  * anything; what no recomputed op saves is freed after its last reader. */
@@ -687,6 +743,7 @@ static void recompute_segment(sim *s, int32_t seg) {
     for (int32_t j = S->first; j <= end; j++)
         for (int k = 0; k < s->g->nodes[j].n_inputs; k++)
             if (s->g->nodes[j].inputs[k] >= 0) s->rc_last[s->base[s->g->nodes[j].inputs[k]]] = j;
+    if (s->dt) plan_recomputed_casts(s, S->first, end);
     for (int32_t j = S->first; j <= end; j++) {
         const est_node *n = &s->g->nodes[j];
         est_layer *L = &s->r->layers[j];
@@ -702,10 +759,12 @@ static void recompute_segment(sim *s, int32_t seg) {
             alloc(s, CAT_ACT, tensor_alloc(s, t), KEY(K_RECOMPUTED, t, 0));
             s->recomputed[t] = true;
         }
+        if (s->dt) recompute_casts(s, j, false);
         const est_saved *sv = &s->saved[j];
         for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, j, e));
         uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[j])) : 0;
         observe_transient(s, EST_PHASE_BACKWARD, n->name, ws);
+        if (s->dt) recompute_casts(s, j, true);
         for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
             int32_t t = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
             if (t < 0) continue;
@@ -719,6 +778,7 @@ static void recompute_segment(sim *s, int32_t seg) {
     for (int32_t j = S->first; j <= end; j++)
         for (int k = 0; k < s->g->nodes[j].n_inputs; k++)
             if (s->g->nodes[j].inputs[k] >= 0) s->rc_last[s->base[s->g->nodes[j].inputs[k]]] = -1;
+    if (s->dt) exit_recompute_autocast(s, S->first, end);
 }
 
 /* y.float() of a low-precision y: a float32 copy while the loss is computed. */
@@ -886,6 +946,8 @@ static void free_sim(sim *s) {
     free(s->rc_first);
     free(s->rc_order);
     free(s->rc_last);
+    free(s->rc_pcast_until);
+    free(s->rc_pcast_live);
     est__cache_destroy(s->cache);
     free(s->blocks.keys);
     free(s->blocks.handles);
@@ -931,6 +993,11 @@ static est_status plan_segments(sim *s, size_t nt, size_t nn, est_error *err) {
     s->rc_first = calloc(nn + 1, sizeof *s->rc_first);
     s->rc_order = calloc(nt, sizeof *s->rc_order);
     s->rc_last = calloc(nt, sizeof *s->rc_last);
+    if (s->r->amp != EST_AMP_NONE) {
+        s->rc_pcast_until = calloc(nt, sizeof *s->rc_pcast_until);
+        s->rc_pcast_live = calloc(nt, sizeof *s->rc_pcast_live);
+        if (!s->rc_pcast_until || !s->rc_pcast_live) return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+    }
     if (!s->seg_of || !s->seg_last_saver || !s->seg_done || !s->recompute_until || !s->recomputed || !s->rc_first ||
         !s->rc_order || !s->rc_last)
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");

@@ -36,7 +36,14 @@ def estimate(memest, path, batch, optimizer, extra):
 
 
 def label(case):
-    return " ".join(case.get("memest_args", [])[1:]) or "none"
+    """The checkpoint spec of a case ("none" for the reference)."""
+    args = case.get("memest_args", [])
+    return args[args.index("--checkpoint") + 1] if "--checkpoint" in args else "none"
+
+
+def opt_label(case):
+    """The optimizer, with the autocast dtype of an --amp case."""
+    return case["optimizer"] + (f" {case['amp']}" if case.get("amp") else "")
 
 
 def main():
@@ -63,7 +70,7 @@ def main():
                 continue
             opt = c.get("memest_optimizer", c["optimizer"])
             got, err = estimate(a.memest, path, c["batch"], opt, c.get("memest_args", []))
-            rows.append((c["model"], export, c["batch"], c["optimizer"], label(c), got, c["peak"], err))
+            rows.append((c["model"], export, c["batch"], opt_label(c), label(c), got, c["peak"], err))
     ref = {(r[0], r[1], r[2], r[3]): r for r in rows if r[4] == "none"}
 
     def saving(r):
@@ -80,7 +87,7 @@ def main():
               "| saving memest / measured MiB |")
         print("|---|---|---:|---|---|---:|---:|---:|---:|")
     else:
-        print(f"{'model':10} {'export':13} {'batch':>5} {'opt':4} {'checkpoint':22} {'memest MiB':>10} "
+        print(f"{'model':10} {'export':13} {'batch':>5} {'opt':9} {'checkpoint':22} {'memest MiB':>10} "
               f"{'measured MiB':>12} {'error':>7}  saving memest / measured MiB")
     errs, ref_errs = [], []
     for r in rows:
@@ -97,7 +104,7 @@ def main():
             print(f"| {name} | {export} | {b} | {opt} | {ck} | {gs} | {want / MIB:.1f} | {es} | {tail} |")
         else:
             tail = sv if got is not None else f"{sv}  {err}".strip()
-            print(f"{name:10} {export:13} {b:>5} {opt:4} {ck:22} {gs:>10} {want / MIB:>12.1f} {es:>7}  {tail}")
+            print(f"{name:10} {export:13} {b:>5} {opt:9} {ck:22} {gs:>10} {want / MIB:>12.1f} {es:>7}  {tail}")
     print()
     for what, es in (("checkpointed", errs), ("no checkpoint (reference)", ref_errs)):
         if es:

@@ -7,8 +7,12 @@ loss.backward(), opt.step()), for SGD and Adam, each case also without
 checkpointing for reference. compare_checkpoint.py sets memest --checkpoint
 beside these numbers.
 
-usage: measure_checkpoint.py OUT.json [--only MODEL,...] [--batches 8,32]
+usage: measure_checkpoint.py OUT.json [--only MODEL,...] [--batches 8,32] [--amp bf16|fp16]
        measure_checkpoint.py --cpu-selftest [--only MODEL,...]
+
+--amp bf16|fp16 measures under torch.autocast instead (forward and loss):
+Adam only, each model without checkpointing and with its first spec
+(every=1).
 
 Cases (CASES below):
   resnet18, resnet50   every=1: each residual block (layerN[i]) a segment;
@@ -225,7 +229,7 @@ def configs(name, model):
 
 # ---- GPU measurement -------------------------------------------------------------------------
 
-def run_gpu(out_path, names, batches):
+def run_gpu(out_path, names, batches, amp=None):
     import measure
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(),
               "cudnn": torch.backends.cudnn.version(), "date": time.strftime("%Y-%m-%d"), "cases": []}
@@ -246,15 +250,18 @@ def run_gpu(out_path, names, batches):
             traceback.print_exc()
             result["cases"].append({"model": name, "error": repr(e)[:500]})
             continue
+        if amp:  # under autocast: Adam, the reference and the first spec (every=1)
+            cfgs = cfgs[:2]
         for b in batches:
-            for opt in OPTIMIZERS:
+            for opt in (("adam",) if amp else OPTIMIZERS):
                 for ckpt, segs in cfgs:
                     case = {"model": name, "batch": b, "optimizer": opt, "memest_optimizer": opt,
-                            "checkpoint": ckpt, "memest_args": memest_args(ckpt), "segments": segs}
+                            "checkpoint": ckpt, "memest_args": memest_args(ckpt) + (["--amp", amp] if amp else []),
+                            "segments": segs, "amp": amp}
                     t0 = time.time()
                     try:
                         prepare = None if segs is None else (lambda m, s=segs: apply_segments(m, s))
-                        r = measure.measure_train(cpu_model, name, b, opt, prepare=prepare)
+                        r = measure.measure_train(cpu_model, name, b, opt, prepare=prepare, amp=amp)
                         case.update(r)
                     except Exception as e:  # one case's failure must not lose the others
                         import traceback
@@ -327,15 +334,17 @@ def selftest(names, batch=2):
 
 def main():
     args = sys.argv[1:]
-    only, batches, out_path, cpu = None, list(BATCHES), None, False
+    only, batches, out_path, cpu, amp = None, list(BATCHES), None, False, None
     i = 0
     while i < len(args):
         a = args[i]
         if a == "--cpu-selftest":
             cpu = True
-        elif a in ("--only", "--batches") and i + 1 < len(args):
+        elif a in ("--only", "--batches", "--amp") and i + 1 < len(args):
             if a == "--only":
                 only = args[i + 1].split(",")
+            elif a == "--amp":
+                amp = args[i + 1]
             else:
                 batches = [int(v) for v in args[i + 1].split(",")]
             i += 1
@@ -352,7 +361,7 @@ def main():
         return 0 if selftest(names) else 1
     if not out_path:
         sys.exit(__doc__)
-    run_gpu(out_path, names, batches)
+    run_gpu(out_path, names, batches, amp)
     return 0
 
 
