@@ -22,12 +22,30 @@
  *   tensor. Fused into one Swish node (ONNX opset 24). A model that writes
  *   x * torch.sigmoid(x) by hand exports the same nodes and is fused too,
  *   though PyTorch then keeps the sigmoid as well: a known limit.
+ *
+ *   Scaled dot-product attention. Both exporters write
+ *   F.scaled_dot_product_attention(q, k, v, mask, dropout_p) (nn.
+ *   MultiheadAttention without weights, torchvision's ViT, Hugging Face's
+ *   "sdpa" attention) with the scale split over both operands
+ *   (torch/onnx/symbolic_opset14.py and onnxscript's torchlib,
+ *   aten_scaled_dot_product_attention):
+ *       MatMul(Mul(q, s), Mul(kT, s)) [-> Add(., mask)] -> Softmax(-1)
+ *           [-> Dropout] -> MatMul(., v)
+ *   where s is sqrt(scale) and kT is k with its last two axes swapped
+ *   (Transpose [0,1,3,2]; the dynamo exporter flattens to 3-D around a
+ *   Transpose [0,2,1]). PyTorch runs the flash or memory-efficient kernel,
+ *   which never makes the attention matrix and keeps q, k, v, the output and
+ *   a logsumexp per row. Fused into one Attention node (ONNX opset 23) on
+ *   q, k, v (and the mask). Attention written out by hand (eager BERT,
+ *   nn.MultiheadAttention with need_weights) scales the product, or only q,
+ *   and is not touched: PyTorch keeps its matrix.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
+#include "registry.h"
 
 typedef struct fuse_ctx {
     est_graph *g;
@@ -136,13 +154,137 @@ static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
     return true;
 }
 
+static const int64_t *attr_ints(const est_node *n, const char *name, int64_t *count) {
+    for (int32_t k = 0; k < n->n_attrs; k++)
+        if (strcmp(n->attrs[k].name, name) == 0 && n->attrs[k].type == EST_ATTR_INTS) {
+            *count = n->attrs[k].n;
+            return n->attrs[k].ints;
+        }
+    *count = 0;
+    return NULL;
+}
+
+/* A Transpose swapping the last two of `rank` axes. */
+static bool swaps_last_two(const est_graph *g, int32_t node, int64_t rank) {
+    int64_t n;
+    const int64_t *perm = is_op(g, node, "Transpose") ? attr_ints(&g->nodes[node], "perm", &n) : NULL;
+    if (!perm || n != rank) return false;
+    for (int64_t i = 0; i < rank - 2; i++)
+        if (perm[i] != i) return false;
+    return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+}
+
+/* The tensor t is only read once, by the node that reads it in the pattern. */
+static bool single_use(const fuse_ctx *f, int32_t t) { return t >= 0 && f->uses[t] == 1; }
+
+/* k, given kT = k with its last two axes swapped as an exporter writes it:
+ * Transpose [0,1,3,2] (TorchScript), or Reshape(Transpose [0,2,1](Reshape(k)))
+ * (dynamo, through 3-D). The view nodes go into chain[]; -1 if no match. */
+static int32_t key_of(const fuse_ctx *f, int32_t kt, int32_t chain[3], int *n_chain) {
+    const est_graph *g = f->g;
+    int32_t p = producer(g, kt);
+    *n_chain = 0;
+    if (!single_use(f, kt) || p < 0) return -1;
+    if (swaps_last_two(g, p, 4)) {
+        chain[(*n_chain)++] = p;
+        return g->nodes[p].inputs[0];
+    }
+    if (!is_op(g, p, "Reshape")) return -1;
+    int32_t t1 = g->nodes[p].inputs[0], p2 = producer(g, t1);
+    if (!single_use(f, t1) || !swaps_last_two(g, p2, 3)) return -1;
+    int32_t t2 = g->nodes[p2].inputs[0], p3 = producer(g, t2);
+    if (!single_use(f, t2) || !is_op(g, p3, "Reshape")) return -1;
+    chain[0] = p, chain[1] = p2, chain[2] = p3;
+    *n_chain = 3;
+    return g->nodes[p3].inputs[0];
+}
+
+/* Mul(x, s) with s a one-element constant or a Sqrt: the operand x, or -1. */
+static int32_t scaled_operand(const fuse_ctx *f, int32_t t, int32_t *mul) {
+    const est_graph *g = f->g;
+    *mul = producer(g, t);
+    if (!single_use(f, t) || !is_op(g, *mul, "Mul") || g->nodes[*mul].n_inputs != 2) return -1;
+    double c;
+    for (int k = 1; k >= 0; k--) {
+        int32_t sc = g->nodes[*mul].inputs[k];
+        if (scalar(g, sc, &c) || is_op(g, producer(g, sc), "Sqrt")) return g->nodes[*mul].inputs[1 - k];
+    }
+    return -1;
+}
+
+/* Sets node n to Attention(q, k, v[, mask]), one head per input for 3-D
+ * operands; false when out of memory (n unchanged). */
+static bool rewrite_attention(est_node *n, int32_t q, int32_t k, int32_t v, int32_t mask) {
+    char *op = est__strdup("Attention");
+    int32_t *inputs = malloc(4 * sizeof *inputs);
+    est_attr *attrs = calloc(2, sizeof *attrs);
+    char *a0 = est__strdup("q_num_heads"), *a1 = est__strdup("kv_num_heads");
+    if (!op || !inputs || !attrs || !a0 || !a1) {
+        free(op), free(inputs), free(attrs), free(a0), free(a1);
+        return false;
+    }
+    inputs[0] = q, inputs[1] = k, inputs[2] = v, inputs[3] = mask;
+    attrs[0] = (est_attr){.name = a0, .type = EST_ATTR_INT, .i = 1};
+    attrs[1] = (est_attr){.name = a1, .type = EST_ATTR_INT, .i = 1};
+    free(n->op_type);
+    free(n->inputs);
+    n->op_type = op;
+    n->inputs = inputs;
+    n->n_inputs = mask >= 0 ? 4 : 3;
+    n->n_attrs = 2;
+    n->attrs = attrs; /* a MatMul has no attributes to free */
+    n->op = NULL;
+    return true;
+}
+
+/* MatMul(Mul(q, s), Mul(kT, s)) [-> Add mask] -> Softmax -> [Dropout] ->
+ * MatMul(., v): the last MatMul becomes Attention(q, k, v[, mask]). */
+static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
+    est_graph *g = f->g;
+    const est_node *s = &g->nodes[sm];
+    if (!is_op(g, sm, "Softmax") || s->opset < 13 || s->n_inputs != 1 || s->n_outputs != 1 ||
+        est_node_attr_int(s, "axis", -1) != -1 || !single_use(f, s->inputs[0]))
+        return false;
+    int32_t add = -1, mask = -1, mm1 = producer(g, s->inputs[0]);
+    if (is_op(g, mm1, "Add") && g->nodes[mm1].n_inputs == 2) {
+        add = mm1;
+        int32_t a = g->nodes[add].inputs[0], b = g->nodes[add].inputs[1];
+        bool first = is_op(g, producer(g, a), "MatMul");
+        mm1 = producer(g, first ? a : b);
+        mask = first ? b : a;
+        if (!single_use(f, first ? a : b)) return false;
+    }
+    if (!is_op(g, mm1, "MatMul") || g->nodes[mm1].n_inputs != 2) return false;
+    int32_t mul_q, mul_k, chain[3], n_chain;
+    int32_t q = scaled_operand(f, g->nodes[mm1].inputs[0], &mul_q);
+    int32_t kt = scaled_operand(f, g->nodes[mm1].inputs[1], &mul_k);
+    int32_t k = kt >= 0 ? key_of(f, kt, chain, &n_chain) : -1;
+    if (q < 0 || k < 0) return false;
+    int32_t p = s->outputs[0], dropout = -1;
+    int32_t mm2 = only_consumer(f, p, "MatMul", sm);
+    if (mm2 < 0 && (dropout = only_consumer(f, p, "Dropout", sm)) >= 0) {
+        const est_node *d = &g->nodes[dropout];
+        if (d->n_outputs > 1 && d->outputs[1] >= 0 && f->uses[d->outputs[1]] > 0) return false; /* mask read */
+        mm2 = only_consumer(f, d->outputs[0], "MatMul", dropout);
+        p = d->outputs[0];
+    }
+    if (mm2 < 0 || g->nodes[mm2].inputs[0] != p || g->nodes[mm2].n_outputs != 1) return false;
+    if (!rewrite_attention(&g->nodes[mm2], q, k, g->nodes[mm2].inputs[1], mask)) return false;
+    drop[mul_q] = drop[mul_k] = drop[mm1] = drop[sm] = true;
+    if (add >= 0) drop[add] = true;
+    if (dropout >= 0) drop[dropout] = true;
+    for (int i = 0; i < n_chain; i++) drop[chain[i]] = true;
+    return true;
+}
+
 int32_t est__fuse_exporter_patterns(est_graph *g) {
     fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g)};
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
     int32_t fused = 0;
     if (f.uses && drop) {
         for (int32_t i = 0; i < g->n_nodes; i++)
-            if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop))) fused++;
+            if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop) || match_sdpa(&f, i, drop)))
+                fused++;
     }
     if (fused) {
         est__graph_drop_nodes(g, drop);

@@ -37,6 +37,12 @@
  *     plan_module_calls): a block's input lives until the block's last node
  *     in inference; without scopes it is freed after its last reader; the
  *     JSON writer keeps the scopes.
+ *  8. Scaled dot-product attention fusion (libestimate/fuse.c): both
+ *     exporters' expansions (TorchScript: Transpose [0,1,3,2]; dynamo:
+ *     Reshape / Transpose [0,2,1] / Reshape; with a mask and a Dropout)
+ *     become one Attention node that saves q, k, v, its output and a
+ *     logsumexp per row, and makes no attention matrix in inference; eager
+ *     attention (the product scaled, not the operands) is left alone.
  *
  * With an argument, the directory of the truth exports (shared/truth/onnx;
  * exit 77 when it is absent):
@@ -764,6 +770,123 @@ static void check_onnx(const char *dir) {
     est_graph_free(lt);
 }
 
+/* ---- 8. scaled dot-product attention fusion ---------------------------------------- */
+
+/* x [2, 4, 64, 32] -> MatMul by Wq, Wk, Wv [32, 32] -> q, k, v (65536 bytes
+ * each, needing gradients) -> the attention nodes given -> y [2, 4, 64, 32].
+ * s is sqrt(scale), a one-element initializer; the scores would be
+ * [2, 4, 64, 64], 131072 bytes. */
+static est_graph *sdpa_graph(const char *nodes, const char *what) {
+    char text[8192];
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"sdpa\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 4, 64, 32]},\n"
+             "             {\"name\": \"mask\", \"dtype\": \"float32\", \"dims\": [2, 1, 64, 64]}],\n"
+             " \"initializers\": [{\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [1], \"values\": [0.42]},\n"
+             "   {\"name\": \"flat\", \"dtype\": \"int64\", \"dims\": [3], \"values\": [-1, 64, 32]},\n"
+             "   {\"name\": \"back\", \"dtype\": \"int64\", \"dims\": [4], \"values\": [2, 4, 32, 64]},\n"
+             "   {\"name\": \"Wq\", \"dtype\": \"float32\", \"dims\": [32, 32]},\n"
+             "   {\"name\": \"Wk\", \"dtype\": \"float32\", \"dims\": [32, 32]},\n"
+             "   {\"name\": \"Wv\", \"dtype\": \"float32\", \"dims\": [32, 32]}],\n"
+             " \"nodes\": [{\"name\": \"pq\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"Wq\"], \"outputs\": [\"q\"]},\n"
+             "  {\"name\": \"pk\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"Wk\"], \"outputs\": [\"k\"]},\n"
+             "  {\"name\": \"pw\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"Wv\"], \"outputs\": [\"v\"]},\n"
+             "  %s],\n"
+             " \"outputs\": [\"y\"]}\n",
+             nodes);
+    return load_json(text, what);
+}
+
+#define SDPA_SCALED_TO(scores) \
+    "{\"name\": \"mq\", \"op\": \"Mul\", \"inputs\": [\"q\", \"s\"], \"outputs\": [\"qs\"]},\n" \
+    "  {\"name\": \"mk\", \"op\": \"Mul\", \"inputs\": [\"kt\", \"s\"], \"outputs\": [\"ks\"]},\n" \
+    "  {\"name\": \"qk\", \"op\": \"MatMul\", \"inputs\": [\"qs\", \"ks\"], \"outputs\": [\"" scores "\"]},\n"
+#define SDPA_SCALED SDPA_SCALED_TO("sc")
+#define SDPA_TORCHSCRIPT_KT \
+    "{\"name\": \"tk\", \"op\": \"Transpose\", \"inputs\": [\"k\"], \"outputs\": [\"kt\"], " \
+    "\"attributes\": {\"perm\": {\"ints\": [0, 1, 3, 2]}}},\n"
+#define SDPA_DYNAMO_KT \
+    "{\"name\": \"r1\", \"op\": \"Reshape\", \"inputs\": [\"k\", \"flat\"], \"outputs\": [\"k3\"]},\n" \
+    "  {\"name\": \"tk\", \"op\": \"Transpose\", \"inputs\": [\"k3\"], \"outputs\": [\"k3t\"], " \
+    "\"attributes\": {\"perm\": {\"ints\": [0, 2, 1]}}},\n" \
+    "  {\"name\": \"r2\", \"op\": \"Reshape\", \"inputs\": [\"k3t\", \"back\"], \"outputs\": [\"kt\"]},\n"
+#define SDPA_TAIL \
+    "{\"name\": \"sm\", \"op\": \"Softmax\", \"inputs\": [\"sc\"], \"outputs\": [\"p\"], " \
+    "\"attributes\": {\"axis\": {\"int\": -1}}},\n" \
+    "  {\"name\": \"pv\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}"
+
+static void check_sdpa_fused(const char *nodes, const char *what, size_t nodes_left) {
+    const uint64_t T = 2 * 4 * 64 * 32 * 4, rows = 2 * 4 * 64;
+    est_graph *g = sdpa_graph(nodes, what);
+    if (!g) return;
+    CHECK(est_graph_fused_sequences(g) == 1 && est_graph_node_count(g) == nodes_left,
+          "%s: %zu fused, %zu nodes; expected 1 and %zu", what, est_graph_fused_sequences(g),
+          est_graph_node_count(g), nodes_left);
+    est_report *r = run(g, EST_MODE_TRAIN, 0);
+    const est_layer *at = r ? layer_named(r, "pv", what) : NULL;
+    if (at) {
+        CHECK(strcmp(at->op, "Attention") == 0, "%s: node 'pv' is %s, expected Attention", what, at->op);
+        /* flash / memory-efficient backward: q, k, v, y and a float32
+         * logsumexp per row (the mask is a graph input: resident anyway) */
+        CHECK(at->saved_bytes == 4 * T + R(rows * 4), "%s: Attention saves %llu, expected %llu", what,
+              U(at->saved_bytes), U(4 * T + R(rows * 4)));
+        /* the products' FLOPs, as the two MatMuls had them: 2*B*H*L*L*D each */
+        CHECK(at->flops_forward == 2 * (2ull * 2 * 4 * 64 * 64 * 32), "%s: forward FLOPs %llu", what,
+              U(at->flops_forward));
+        /* what the forward leaves: q, k, v, y and the logsumexp; no score
+         * matrix (the projections keep x, an input, and their weights) */
+        CHECK(est_report_totals(r)->activations_bytes == 4 * T + R(rows * 4),
+              "%s: activations_bytes %llu, expected %llu", what, U(est_report_totals(r)->activations_bytes),
+              U(4 * T + R(rows * 4)));
+    }
+    est_report_free(r);
+    /* inference: at the Attention, the weights, x, the mask, q, k, v and y;
+     * never a score matrix */
+    uint64_t infer_peak = 3 * R(32 * 32 * 4) + T /* x */ + R(2 * 64 * 64 * 4) /* mask */ + 4 * T;
+    r = run(g, EST_MODE_INFER, 0);
+    if (r)
+        CHECK(est_report_peak(r)->bytes == infer_peak, "%s: inference peak %llu, expected %llu", what,
+              U(est_report_peak(r)->bytes), U(infer_peak));
+    est_report_free(r);
+    est_graph_free(g);
+}
+
+static void check_sdpa(void) {
+    /* 3 projections + Attention; the scale Muls, the key's views, the first
+     * MatMul and the Softmax are gone */
+    check_sdpa_fused(SDPA_TORCHSCRIPT_KT SDPA_SCALED SDPA_TAIL, "sdpa (TorchScript)", 4);
+    check_sdpa_fused(SDPA_DYNAMO_KT SDPA_SCALED SDPA_TAIL, "sdpa (dynamo)", 4);
+    /* with an additive mask and the training-mode Dropout of dropout_p */
+    check_sdpa_fused(SDPA_TORCHSCRIPT_KT SDPA_SCALED_TO("sc0")
+                     "{\"name\": \"am\", \"op\": \"Add\", \"inputs\": [\"sc0\", \"mask\"], \"outputs\": [\"sc\"]},\n"
+                     "  {\"name\": \"sm\", \"op\": \"Softmax\", \"inputs\": [\"sc\"], \"outputs\": [\"p0\"], "
+                     "\"attributes\": {\"axis\": {\"int\": -1}}},\n"
+                     "  {\"name\": \"dp\", \"op\": \"Dropout\", \"inputs\": [\"p0\"], \"outputs\": [\"p\"], "
+                     "\"attributes\": {\"ratio\": {\"float\": 0.1}}},\n"
+                     "  {\"name\": \"pv\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}",
+                     "sdpa with mask and dropout", 4);
+    /* eager attention: (q @ kT) * s -> Softmax -> @ v. PyTorch keeps the
+     * probabilities: not fused */
+    const char *what = "eager attention";
+    est_graph *g = sdpa_graph(SDPA_TORCHSCRIPT_KT
+                              "{\"name\": \"qk\", \"op\": \"MatMul\", \"inputs\": [\"q\", \"kt\"], \"outputs\": [\"sc0\"]},\n"
+                              "  {\"name\": \"ms\", \"op\": \"Mul\", \"inputs\": [\"sc0\", \"s\"], \"outputs\": [\"sc\"]},\n"
+                              SDPA_TAIL,
+                              what);
+    if (g) CHECK(est_graph_fused_sequences(g) == 0 && est_graph_node_count(g) == 8, "%s: fused %zu", what,
+                 est_graph_fused_sequences(g));
+    est_graph_free(g);
+    /* only q scaled (nn.MultiheadAttention computing its weights) */
+    what = "only q scaled";
+    g = sdpa_graph(SDPA_TORCHSCRIPT_KT
+                   "{\"name\": \"mq\", \"op\": \"Mul\", \"inputs\": [\"q\", \"s\"], \"outputs\": [\"qs\"]},\n"
+                   "  {\"name\": \"qk\", \"op\": \"MatMul\", \"inputs\": [\"qs\", \"kt\"], \"outputs\": [\"sc\"]},\n"
+                   SDPA_TAIL,
+                   what);
+    if (g) CHECK(est_graph_fused_sequences(g) == 0, "%s: fused %zu", what, est_graph_fused_sequences(g));
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -788,5 +911,6 @@ int main(int argc, char **argv) {
     check_json_no_unfold();
     check_silu();
     check_module_calls();
+    check_sdpa();
     return test_result("test_rules");
 }
