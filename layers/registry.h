@@ -21,10 +21,11 @@ typedef struct est_cost_ctx est_cost_ctx;
 typedef struct est_flops est_flops;
 typedef struct est_saved est_saved;
 
-/* How an op's output 0 relates to input 0's storage, as PyTorch eager runs it. */
+/* How an op's output 0 (for ALIAS, every output) relates to input 0's
+ * storage, as PyTorch eager runs it. */
 typedef enum est_view {
     EST_VIEW_NONE = 0,   /* a new tensor */
-    EST_VIEW_ALIAS,      /* always a view of input 0 (Squeeze, Unsqueeze, Identity, Expand, Slice) */
+    EST_VIEW_ALIAS,      /* always views of input 0 (Squeeze, Unsqueeze, Identity, Expand, Slice, Split) */
     EST_VIEW_RESHAPE,    /* a view if input 0 is contiguous, else a copy (Reshape, Flatten) */
     EST_VIEW_PERMUTE,    /* a view whose layout is no longer contiguous (Transpose) */
 } est_view;

@@ -312,8 +312,13 @@ static void assign_storage(sim *s) {
         if (is_folded(s, out)) continue;
         switch (n->op->view) {
         case EST_VIEW_ALIAS:
-            s->base[out] = s->base[in];
-            s->contiguous[out] = s->contiguous[in];
+            /* every output: Split's pieces are views of one storage, as
+             * torch.split / chunk return them */
+            for (int k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) {
+                    s->base[n->outputs[k]] = s->base[in];
+                    s->contiguous[n->outputs[k]] = s->contiguous[in];
+                }
             break;
         case EST_VIEW_PERMUTE:
             s->base[out] = s->base[in];

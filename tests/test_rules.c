@@ -43,6 +43,8 @@
  *     become one Attention node that saves q, k, v, its output and a
  *     logsumexp per row, and makes no attention matrix in inference; eager
  *     attention (the product scaled, not the operands) is left alone.
+ *  9. Split's outputs are views of its input, as torch.split / chunk return
+ *     them: a saved piece keeps the whole input alive.
  *
  * With an argument, the directory of the truth exports (shared/truth/onnx;
  * exit 77 when it is absent):
@@ -887,6 +889,41 @@ static void check_sdpa(void) {
     est_graph_free(g);
 }
 
+/* ---- 9. Split pieces are views ------------------------------------------------------- */
+
+/* x [64, 256] -> MatMul W0 [256, 256] -> h (65536 bytes) -> Split axis 1 ->
+ * a, b [64, 128] -> Mul(b, s) (s [128], a parameter: Mul keeps b, the
+ * second piece) -> yb; Concat(a, yb) -> y (65536 bytes). */
+static void check_split_views(void) {
+    const char *what = "split views";
+    est_graph *g = load_json(
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"split\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
+        " \"initializers\": [{\"name\": \"W0\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+        "   {\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [128]},\n"
+        "   {\"name\": \"halves\", \"dtype\": \"int64\", \"dims\": [2], \"values\": [128, 128]}],\n"
+        " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W0\"], \"outputs\": [\"h\"]},\n"
+        "  {\"name\": \"sp\", \"op\": \"Split\", \"inputs\": [\"h\", \"halves\"], \"outputs\": [\"a\", \"b\"],\n"
+        "   \"attributes\": {\"axis\": {\"int\": 1}}},\n"
+        "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"b\", \"s\"], \"outputs\": [\"yb\"]},\n"
+        "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"a\", \"yb\"], \"outputs\": [\"y\"],\n"
+        "   \"attributes\": {\"axis\": {\"int\": 1}}}],\n"
+        " \"outputs\": [\"y\"]}\n",
+        what);
+    est_report *r = run(g, EST_MODE_TRAIN, 0);
+    if (r) {
+        /* Mul keeps b, a view of h: all of h (65536) stays, not half of
+         * it; yb goes after the Concat; y is the output */
+        CHECK(est_report_totals(r)->activations_bytes == 65536 + 65536,
+              "%s: activations_bytes %llu, expected h + y = 131072", what,
+              U(est_report_totals(r)->activations_bytes));
+        const est_layer *sp = layer_named(r, "sp", what);
+        if (sp) CHECK(sp->saved_bytes == 0, "%s: Split saves %llu", what, U(sp->saved_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -912,5 +949,6 @@ int main(int argc, char **argv) {
     check_silu();
     check_module_calls();
     check_sdpa();
+    check_split_views();
     return test_result("test_rules");
 }
