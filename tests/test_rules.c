@@ -17,8 +17,8 @@
  *     saves x only; the hand-written order (x * 0.5 first), other constants
  *     (sqrt 2 off by 1e-4, 2 instead of 1, 0.6 instead of 0.5) and an
  *     intermediate with a second reader are left alone.
- *  2. cuDNN Conv workspace (layers/conv.c): a 64->64 3x3 conv, a depthwise
- *     7x7 conv, convs reducing over fewer than 32 values or with fewer than
+ *  2. cuDNN Conv workspace (layers/conv.c): a 64->64 3x3 conv, a grouped
+ *     3x3 conv (channels-last copies), a depthwise 7x7 conv, convs reducing over fewer than 32 values or with fewer than
  *     32 filters, and 1x1 convs at both sides of the weight-gradient min().
  *     With est_options.kernels = EST_KERNELS_VERIFY, the executor's im2col
  *     buffer instead: one sample's columns or as many as fit in the
@@ -489,6 +489,20 @@ static void check_conv(void) {
      * 1 x 7 x 7 = 49 >= 32 values, so only the depthwise rule makes it free */
     conv_temps(8, 64, 56, 64, 64, 7, &ti, &tt);
     CHECK(ti == 0 && tt == 0, "depthwise 7x7: temp infer %llu train %llu, expected 0", U(ti), U(tt));
+
+    /* grouped 3x3 (group 4 of 64 channels, RegNet-style): each filter reduces
+     * over 16 x 3 x 3 = 144 values; the forward copies input and output
+     * channels-last: in + out = 2 x 6422528 = 12845056; the weight gradient
+     * follows the spatial rule, 2 x max(in, out) + w, w = 64 x 16 x 9 x 4 =
+     * 36864: 12881920 */
+    {
+        uint64_t in = 8ULL * 64 * 56 * 56 * 4, out = in, w = 64ULL * 16 * 3 * 3 * 4;
+        conv_temps(8, 64, 56, 64, 4, 3, &ti, &tt);
+        CHECK(ti == R(in + out) && ti == 12845056, "grouped 3x3 infer: temp %llu, expected %llu", U(ti),
+              U(R(in + out)));
+        CHECK(tt == R(2 * max_u64(in, out) + w) && tt == 12881920, "grouped 3x3 train: temp %llu, expected %llu",
+              U(tt), U(R(2 * max_u64(in, out) + w)));
+    }
 
     /* 3 -> 64, 3x3: each filter reduces over 3 x 3 x 3 = 27 < 32 values: free */
     conv_temps(8, 3, 56, 64, 1, 3, &ti, &tt);
