@@ -34,6 +34,13 @@ static double num(const cJSON *o, const char *name) {
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
+/* memest 'MODELS/model' FLAGS exits with `want`, its output holding `msg`. */
+static void expect_flags(const char *model, const char *flags, int want, const char *msg) {
+    char args[4096];
+    snprintf(args, sizeof args, "'%s/%s' %s", models, model, flags);
+    expect_exit(args, want, msg);
+}
+
 static const char *const json_fields[] = {"model", "mode", "optimizer", "dtype", "batch", "dims",
                                           "layers", "outputs", "totals", "peak"};
 
@@ -257,10 +264,8 @@ static void amp_flags(void) {
     cJSON_Delete(b);
     free(out32);
     free(out16);
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --amp fp32", models);
-    expect_exit(args, 2, "--amp wants bf16 or fp16");
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --amp bf16 --dtype float16", models);
-    expect_exit(args, 2, "does not combine");
+    expect_flags("resnet18.onnx", "--batch 8 --amp fp32", 2, "--amp wants bf16 or fp16");
+    expect_flags("resnet18.onnx", "--batch 8 --amp bf16 --dtype float16", 2, "does not combine");
 }
 
 static double json_peak(const cJSON *root) {
@@ -308,18 +313,12 @@ static void checkpoint_flags(void) {
     cJSON_Delete(plain);
     cJSON_Delete(every1);
     cJSON_Delete(prefix);
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=1", models);
-    expect_exit(args, 0, "8 segments; backward recomputes");
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=0", models);
-    expect_exit(args, 2, "positive N");
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint layer1,,layer2", models);
-    expect_exit(args, 2, "empty prefix");
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=1 --amp bf16", models);
-    expect_exit(args, 0, "8 segments");
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint every=1 --mode infer", models);
-    expect_exit(args, 2, "training only");
-    snprintf(args, sizeof args, "'%s/resnet18.onnx' --batch 8 --checkpoint encoder.layer", models);
-    expect_exit(args, 1, "no module name starts with 'encoder.layer'");
+    expect_flags("resnet18.onnx", "--batch 8 --checkpoint every=1", 0, "8 segments; backward recomputes");
+    expect_flags("resnet18.onnx", "--batch 8 --checkpoint every=0", 2, "positive N");
+    expect_flags("resnet18.onnx", "--batch 8 --checkpoint layer1,,layer2", 2, "empty prefix");
+    expect_flags("resnet18.onnx", "--batch 8 --checkpoint every=1 --amp bf16", 0, "8 segments");
+    expect_flags("resnet18.onnx", "--batch 8 --checkpoint every=1 --mode infer", 2, "training only");
+    expect_flags("resnet18.onnx", "--batch 8 --checkpoint encoder.layer", 1, "no module name starts with 'encoder.layer'");
 }
 
 int main(int argc, char **argv) {

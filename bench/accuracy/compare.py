@@ -11,23 +11,15 @@ docs/accuracy.md keeps. --categories instead sets memest's breakdown of the
 training peak beside MemTracker's snapshot (memtracker_adam_b<batch>: Adam at
 that batch), category by category.
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
+
+from memest_run import add_inputs, argument_parser, estimate, load_models
 
 TRAIN_EXPORTS = ("legacy-train", "dynamo-train")
 INFER_EXPORTS = ("legacy", "dynamo")
 OPTIMIZERS = ("sgd", "momentum", "adam")
-
-
-def estimate(memest, path, batch, *args):
-    out = subprocess.run([memest, path, "--batch", str(batch), "--format", "json", *args],
-                         capture_output=True, text=True)
-    if out.returncode:
-        return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
-    return json.loads(out.stdout), None
 
 
 def cases(models, onnx_dir):
@@ -48,18 +40,11 @@ def cases(models, onnx_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memest", default="build/cli/memest")
-    ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--only", default="")
+    ap = argument_parser(__doc__.splitlines()[0])
     ap.add_argument("--categories", action="store_true")
-    ap.add_argument("measured")
-    ap.add_argument("onnx_dir")
+    add_inputs(ap)
     a = ap.parse_args()
-    data = json.load(open(a.measured))
-    models = data["models"]
-    if a.only:
-        models = {k: v for k, v in models.items() if k in a.only.split(",")}
+    data, models = load_models(a.measured, a.only)
     if a.categories:
         print_categories(a.memest, models, a.onnx_dir, a.markdown)
         return 0

@@ -8,34 +8,20 @@ MEASURED.json is ../shared/truth/truth.json: train_amp_bf16 and train_amp_fp16
 from the second entry of `batches` upwards. One row per model, -train export,
 batch and autocast dtype: memest's peak, the measured peak and the error.
 """
-import argparse
 import json
 import os
-import subprocess
+
+from memest_run import add_inputs, argument_parser, estimate, load_models
 
 EXPORTS = ("legacy-train", "dynamo-train")
 AMPS = ("bf16", "fp16")
 
 
-def estimate(memest, path, batch, amp):
-    out = subprocess.run([memest, path, "--batch", str(batch), "--format", "json", "--amp", amp],
-                         capture_output=True, text=True)
-    if out.returncode:
-        return None, (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
-    return json.loads(out.stdout), None
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memest", default="build/cli/memest")
-    ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--only", default="")
-    ap.add_argument("measured")
-    ap.add_argument("onnx_dir")
+    ap = argument_parser(__doc__.splitlines()[0])
+    add_inputs(ap)
     a = ap.parse_args()
-    models = json.load(open(a.measured))["models"]
-    if a.only:
-        models = {k: v for k, v in models.items() if k in a.only.split(",")}
+    _, models = load_models(a.measured, a.only)
     rows = []
     for name, m in models.items():
         for export in EXPORTS:
@@ -47,7 +33,7 @@ def main():
                     meas = m.get(f"train_amp_{amp}", {}).get(str(b))
                     if not meas:
                         continue
-                    rep, err = estimate(a.memest, path, b, amp)
+                    rep, err = estimate(a.memest, path, b, "--amp", amp)
                     got = rep["peak"]["bytes"] if rep else None
                     where = f"{rep['peak']['phase']}:{rep['peak']['layer']}" if rep else err
                     rows.append((name, export, b, amp, got, meas["peak"], where))

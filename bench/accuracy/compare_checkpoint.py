@@ -12,26 +12,22 @@ without checkpointing are the reference. "saving" is the peak without
 checkpointing minus the peak with it (same model, export, batch, optimizer),
 measured and estimated. A case memest failed on shows memest's error.
 """
-import argparse
 import json
 import os
-import subprocess
+
+from memest_run import add_inputs, argument_parser, estimate
 
 EXPORTS = ("legacy-train", "dynamo-train")
 MIB = 1 << 20
 
 
-def estimate(memest, path, batch, optimizer, extra):
+def peak_of(memest, path, batch, optimizer, extra):
+    rep, err = estimate(memest, path, batch, "--optimizer", optimizer, *extra)
+    if rep is None:
+        return None, err
     try:
-        out = subprocess.run([memest, path, "--batch", str(batch), "--optimizer", optimizer, "--format", "json",
-                              *extra], capture_output=True, text=True)
-    except OSError as e:
-        return None, str(e)
-    if out.returncode:
-        return None, (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
-    try:
-        return json.loads(out.stdout)["peak"]["bytes"], None
-    except (ValueError, KeyError) as e:
+        return rep["peak"]["bytes"], None
+    except (KeyError, TypeError) as e:
         return None, f"bad JSON from memest: {e!r}"[:120]
 
 
@@ -47,12 +43,8 @@ def opt_label(case):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memest", default="build/cli/memest")
-    ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--only", default="")
-    ap.add_argument("measured")
-    ap.add_argument("onnx_dir")
+    ap = argument_parser(__doc__.splitlines()[0])
+    add_inputs(ap)
     a = ap.parse_args()
     data = json.load(open(a.measured))
     cases = data["cases"]
@@ -69,7 +61,7 @@ def main():
             if not os.path.exists(path):
                 continue
             opt = c.get("memest_optimizer", c["optimizer"])
-            got, err = estimate(a.memest, path, c["batch"], opt, c.get("memest_args", []))
+            got, err = peak_of(a.memest, path, c["batch"], opt, c.get("memest_args", []))
             rows.append((c["model"], export, c["batch"], opt_label(c), label(c), got, c["peak"], err))
     ref = {(r[0], r[1], r[2], r[3]): r for r in rows if r[4] == "none"}
 

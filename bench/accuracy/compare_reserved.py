@@ -17,20 +17,11 @@ peak and reserved prediction beside the measured ones, and the errors.
 steps (sgd, momentum, adam, infer, "adam bf16", ...); the summary lines
 count the rows printed.
 """
-import argparse
-import json
 import os
-import subprocess
+
+from memest_run import add_inputs, argument_parser, estimate, load_models
 
 MiB = 1 << 20
-
-
-def estimate(memest, path, batch, args):
-    out = subprocess.run([memest, path, "--batch", str(batch), "--format", "json", *args],
-                         capture_output=True, text=True)
-    if out.returncode:
-        return None
-    return json.loads(out.stdout)
 
 
 def cases(models, amp):
@@ -52,21 +43,14 @@ def cases(models, amp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memest", default="build/cli/memest")
-    ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--only", default="")
+    ap = argument_parser(__doc__.splitlines()[0])
     ap.add_argument("--base", type=float, default=None)
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--exports", default="")
     ap.add_argument("--steps", default="")
-    ap.add_argument("measured")
-    ap.add_argument("onnx_dir")
+    add_inputs(ap)
     a = ap.parse_args()
-    data = json.load(open(a.measured))
-    models = data["models"]
-    if a.only:
-        models = {k: v for k, v in models.items() if k in a.only.split(",")}
+    data, models = load_models(a.measured, a.only)
     rows, errs = [], {}
     for name, kind, exports, b, args, what, e in cases(models, a.amp):
         base = e.get("reserved_base")
@@ -83,7 +67,7 @@ def main():
             path = os.path.join(a.onnx_dir, f"{name}.{export}.onnx")
             if not os.path.exists(path):
                 continue
-            j = estimate(a.memest, path, b, args)
+            j, _ = estimate(a.memest, path, b, *args)
             if not j:
                 rows.append((name, export, b, what, None, None, e["peak"], measured, None, None))
                 continue

@@ -181,13 +181,8 @@ class OpProbe(TorchDispatchMode):
         return out
 
 
-def probe(cpu_model, name, batch):
-    settle()
-    model = copy.deepcopy(cpu_model).cuda().train()
-    opt = optimizer("adam", model.parameters())
-    x = zoo.make_input(name, batch).cuda()
-    train_step(model, opt, x)  # the optimizer state exists from here on
-    settle()
+def probed_step(model, opt, x):
+    """One iteration of the protocol under OpProbe: its rows."""
     p = OpProbe()
     with p:
         opt.zero_grad(set_to_none=True)
@@ -199,8 +194,19 @@ def probe(cpu_model, name, batch):
         loss.backward()
         p.phase = "step"
         opt.step()
-    train_rows = p.rows
-    del y, loss, opt, model
+    del y, loss
+    return p.rows
+
+
+def probe(cpu_model, name, batch):
+    settle()
+    model = copy.deepcopy(cpu_model).cuda().train()
+    opt = optimizer("adam", model.parameters())
+    x = zoo.make_input(name, batch).cuda()
+    train_step(model, opt, x)  # the optimizer state exists from here on
+    settle()
+    train_rows = probed_step(model, opt, x)
+    del opt, model
     settle()
     model = copy.deepcopy(cpu_model).cuda().eval()
     p = OpProbe()

@@ -40,19 +40,8 @@ def main():
             mc.apply_segments(model, segs)
         opt = measure.optimizer(opt_kind, model.parameters())
         x = zoo.make_input(name, batch).cuda()
-        y = measure.train_step(model, opt, x)
-        p = measure.OpProbe()
-        with p:
-            opt.zero_grad(set_to_none=True)
-            p.phase = "forward"
-            y = model(x)
-            p.phase = "loss"
-            loss = y.float().mean()
-            p.phase = "backward"
-            loss.backward()
-            p.phase = "step"
-            opt.step()
-        rows = [r[:5] + [r[5] - base, r[6], r[7]] for r in p.rows]
+        y = measure.train_step(model, opt, x)  # the optimizer state exists; y lives until rebound
+        rows = [r[:5] + [r[5] - base, r[6], r[7]] for r in measure.probed_step(model, opt, x)]
         result[spec] = rows
         top = sorted(range(len(rows)), key=lambda i: -(rows[i][5] + rows[i][6]))[:10]
         print(f"== {name} b{batch} {opt_kind} {spec}: {len(rows)} ops")
@@ -60,7 +49,7 @@ def main():
             r = rows[i]
             print(f"  #{i:5d} {r[0]:8} {r[1][:40]:40} {str(r[2])[:60]:60} before {r[5] / 2**20:8.1f} "
                   f"+{r[6] / 2**20:7.1f} MiB")
-        del y, loss, x, opt, model
+        del y, x, opt, model
     with open(out, "w") as f:
         json.dump(result, f)
 
