@@ -5,7 +5,10 @@
  *
  *   byte 0: bit 0 mode first estimated, bits 1-2 optimizer, bits 3-4 dtype
  *           (float32, float16, bfloat16, float64: the last must be refused),
- *           bit 5 give --batch
+ *           bit 5 give --batch, bit 6 checkpoint (byte 1 bit 7: a prefix of
+ *           the first node's scope, else every = 1 + byte 1 bits 0-1),
+ *           bit 7 a device limit of 2^(20 + byte 2 bits 0-4) bytes for the
+ *           allocator's replay, and bf16 autocast when byte 1 bit 6 is set
  *   byte 1: batch - 1
  *   bytes 2-7: values of the symbolic dims, one byte each, cycled: v < 240
  *           binds v + 1, larger ones bind 2^(v - 200) (past the dim limit)
@@ -57,6 +60,23 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         opt.batch = (cfg[0] & 0x20) ? (int64_t)cfg[1] + 1 : 0;
         opt.dims = dims;
         opt.n_dims = n_dims;
+        /* checkpointing by a prefix of a scope the graph has, or every N */
+        char prefix[16] = "";
+        const char *prefixes[1] = {prefix};
+        if (cfg[0] & 0x40) {
+            if (cfg[1] & 0x80) {
+                const char *sc = g->n_nodes && g->nodes[0].scope ? g->nodes[0].scope : "x";
+                snprintf(prefix, sizeof prefix, "%.*s", 1 + (cfg[3] & 7), *sc ? sc : "x");
+                opt.checkpoint.prefixes = prefixes;
+                opt.checkpoint.n_prefixes = 1;
+            } else {
+                opt.checkpoint.every = 1 + (cfg[1] & 3);
+            }
+        }
+        if (cfg[0] & 0x80) {
+            opt.memory_limit = (uint64_t)1 << (20 + (cfg[2] & 31));
+            if ((cfg[1] & 0x40) && opt.dtype == EST_DT_FLOAT) opt.amp = EST_AMP_BF16;
+        }
         est_report *r = NULL;
         st = est_estimate(g, &opt, &r, &err);
         if (st == EST_EINVAL && opt.batch) { /* a conflict with a named dim: retry without */
