@@ -144,7 +144,9 @@ static void conv_saves(const est_cost_ctx *c, est_saved *s) {
  *    ResNeXt's) ask for a copy of the input and of the output (cuDNN runs
  *    them channels-last: 15.8 MiB for 12.3 + 3.1 MiB on regnet_x_400mf's
  *    first one, within 0.5 MiB of in + out on all of its seven shapes);
- *    others ask for about 1.2x the output plus a weight copy;
+ *    strided 1x1 convs over 128+ channels ask for 1.5x the input
+ *    (strided_pointwise_workspace, backward too); others ask for about 1.2x
+ *    the output plus a weight copy;
  *  - backward: the input gradient needs none; the weight gradient of a 1x1
  *    conv splits the reduction up to 8 ways (up to 8 weight-sized partial
  *    sums, no more than 4x the larger activation plus a weight), that of
@@ -197,8 +199,30 @@ static bool is_grouped(const est_cost_ctx *c) {
     return x && x->rank >= 3 && group > 1 && group < x->dims[1];
 }
 
+/* A strided 1x1 conv over 128 or more channels (ResNet's downsample): cuDNN
+ * takes 1.5x the input as workspace, forward and backward (per-op probes,
+ * bench/accuracy/probe_convs.py: resnet18's and resnet50's five such convs
+ * 1.5x forward and 1.5-1.64x backward, batches 8 and 32, on an H200 and an
+ * H100, except resnet50's largest at batch 32, 1.0x forward; regnet's
+ * 160-channel one 2.1x; the 32- and 64-channel ones none). */
+static uint64_t strided_pointwise_workspace(const est_cost_ctx *c) {
+    const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1);
+    if (!x || !w || x->rank != 4 || w->rank != 4 || w->dims[2] != 1 || w->dims[3] != 1 || x->dims[1] < 128 ||
+        est_node_attr_int(c->node, "group", 1) != 1)
+        return 0;
+    int64_t n;
+    const int64_t *strides = est_node_attr_ints(c->node, "strides", &n);
+    bool strided = false;
+    for (int64_t i = 0; strides && i < n; i++) strided |= strides[i] > 1;
+    if (!strided) return 0;
+    uint64_t in = est_cost_bytes(c, x);
+    return in + in / 2;
+}
+
 static uint64_t conv_workspace(const est_cost_ctx *c) {
     if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_workspace(c);
+    uint64_t strided = strided_pointwise_workspace(c);
+    if (strided) return strided;
     const est_tval *w = est_cost_in(c, 1);
     if (conv_workspace_kind(c) != CONV_SPATIAL || w->dims[0] < 32) return 0;
     uint64_t out = est_cost_bytes(c, est_cost_out(c, 0));
@@ -209,6 +233,8 @@ static uint64_t conv_workspace(const est_cost_ctx *c) {
 static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
     if (c->kernels == EST_KERNELS_VERIFY)
         return est_needs_grad(c, 0) || est_needs_grad(c, 1) ? conv_im2col_workspace(c) : 0;
+    uint64_t strided = est_needs_grad(c, 0) || est_needs_grad(c, 1) ? strided_pointwise_workspace(c) : 0;
+    if (strided) return strided;
     if (!est_needs_grad(c, 1)) return 0;
     uint64_t weight = est_cost_bytes(c, est_cost_in(c, 1));
     uint64_t in = est_cost_bytes(c, est_cost_in(c, 0)), out = est_cost_bytes(c, est_cost_out(c, 0));

@@ -18,7 +18,8 @@
  *     (sqrt 2 off by 1e-4, 2 instead of 1, 0.6 instead of 0.5) and an
  *     intermediate with a second reader are left alone.
  *  2. cuDNN Conv workspace (layers/conv.c): a 64->64 3x3 conv, a grouped
- *     3x3 conv (channels-last copies), a depthwise 7x7 conv, convs reducing over fewer than 32 values or with fewer than
+ *     3x3 conv (channels-last copies), strided 1x1 convs over 256 and 64
+ *     channels (ResNet's downsample), a depthwise 7x7 conv, convs reducing over fewer than 32 values or with fewer than
  *     32 filters, and 1x1 convs at both sides of the weight-gradient min().
  *     With est_options.kernels = EST_KERNELS_VERIFY, the executor's im2col
  *     buffer instead: one sample's columns or as many as fit in the
@@ -393,7 +394,7 @@ static void check_module_calls(void) {
 /* One Conv: x [n, c, hw, hw] -> conv (W [f, c/group, k, k], pads k/2) -> y.
  * The weight is a parameter, so in training the weight gradient's backward
  * workspace counts too. */
-static est_graph *conv_graph(int n, int c, int hw, int f, int group, int k) {
+static est_graph *conv_graph_strided(int n, int c, int hw, int f, int group, int k, int stride) {
     char text[2048];
     int p = k / 2;
     snprintf(text, sizeof text,
@@ -402,17 +403,22 @@ static est_graph *conv_graph(int n, int c, int hw, int f, int group, int k) {
              " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [%d, %d, %d, %d]}],\n"
              " \"nodes\": [{\"name\": \"conv\", \"op\": \"Conv\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"],\n"
              "   \"attributes\": {\"group\": {\"int\": %d}, \"kernel_shape\": {\"ints\": [%d, %d]},\n"
-             "                  \"pads\": {\"ints\": [%d, %d, %d, %d]}}}],\n"
+             "                  \"strides\": {\"ints\": [%d, %d]}, \"pads\": {\"ints\": [%d, %d, %d, %d]}}}],\n"
              " \"outputs\": [\"y\"]}\n",
-             n, c, hw, hw, f, c / group, k, k, group, k, k, p, p, p, p);
+             n, c, hw, hw, f, c / group, k, k, group, k, k, stride, stride, p, p, p, p);
     return load_json(text, "conv");
+}
+
+static est_graph *conv_graph(int n, int c, int hw, int f, int group, int k) {
+    return conv_graph_strided(n, c, hw, f, group, k, 1);
 }
 
 /* temp_bytes of the conv layer in inference (forward workspace) and training
  * (the larger of forward and backward). */
-static void conv_temps(int n, int c, int hw, int f, int group, int k, uint64_t *infer, uint64_t *train) {
+static void conv_temps_strided(int n, int c, int hw, int f, int group, int k, int stride, uint64_t *infer,
+                               uint64_t *train) {
     *infer = *train = UINT64_MAX;
-    est_graph *g = conv_graph(n, c, hw, f, group, k);
+    est_graph *g = conv_graph_strided(n, c, hw, f, group, k, stride);
     est_report *ri = run(g, EST_MODE_INFER, 0), *rt = run(g, EST_MODE_TRAIN, 0);
     const est_layer *Li = layer_named(ri, "conv", "conv infer"), *Lt = layer_named(rt, "conv", "conv train");
     if (Li) *infer = Li->temp_bytes;
@@ -420,6 +426,10 @@ static void conv_temps(int n, int c, int hw, int f, int group, int k, uint64_t *
     est_report_free(ri);
     est_report_free(rt);
     est_graph_free(g);
+}
+
+static void conv_temps(int n, int c, int hw, int f, int group, int k, uint64_t *infer, uint64_t *train) {
+    conv_temps_strided(n, c, hw, f, group, k, 1, infer, train);
 }
 
 /* The same conv under est_options.kernels = EST_KERNELS_VERIFY: memest
@@ -503,6 +513,17 @@ static void check_conv(void) {
         CHECK(tt == R(2 * max_u64(in, out) + w) && tt == 12881920, "grouped 3x3 train: temp %llu, expected %llu",
               U(tt), U(R(2 * max_u64(in, out) + w)));
     }
+
+    /* ResNet's downsample: 1x1, stride 2, 256 -> 512 on 8 x 256 x 56 x 56:
+     * 1.5x the input forward and backward, in = 25690112: 38535168 */
+    conv_temps_strided(8, 256, 56, 512, 1, 1, 2, &ti, &tt);
+    CHECK(ti == 38535168 && tt == 38535168, "strided 1x1 256->512: temp infer %llu train %llu, expected 38535168",
+          U(ti), U(tt));
+    /* the same over 64 channels takes none forward; backward the 1x1 rule:
+     * min(8 w, 4 max(in, out) + w), w = 128 x 64 x 4 = 32768: 262144 */
+    conv_temps_strided(8, 64, 56, 128, 1, 1, 2, &ti, &tt);
+    CHECK(ti == 0 && tt == 262144, "strided 1x1 64->128: temp infer %llu train %llu, expected 0 and 262144", U(ti),
+          U(tt));
 
     /* 3 -> 64, 3x3: each filter reduces over 3 x 3 x 3 = 27 < 32 values: free */
     conv_temps(8, 3, 56, 64, 1, 3, &ti, &tt);
