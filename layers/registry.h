@@ -59,6 +59,11 @@ typedef struct est_op_def {
     /* Temporary bytes the backward allocates beyond the input gradients. */
     uint64_t (*backward_workspace)(const est_cost_ctx *c);
     est_view view;
+    /* Output 0 stays alive until the innermost block call around the node
+     * returns (a module named by an index: a transformer layer): the Python
+     * code binds it to a variable that the layer holds (attention
+     * probabilities, which Hugging Face's attention returns to its layer). */
+    bool held_by_block;
 } est_op_def;
 
 typedef struct est_family {

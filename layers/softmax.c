@@ -52,7 +52,11 @@ static void softmax_saves(const est_cost_ctx *c, est_saved *s) {
      .infer = softmax_infer, __VA_ARGS__}
 
 EST_FAMILY(softmax,
-    SOFTMAX_LIKE("Softmax", .flops = softmax_flops, .saves = softmax_saves),
+    /* inside a transformer layer, Softmax computes attention probabilities:
+     * Hugging Face's eager attention returns them, and the layer keeps the
+     * returned tuple until it returns (BertLayer's `self_attention_output, _
+     * = self.attention(...)`) */
+    SOFTMAX_LIKE("Softmax", .flops = softmax_flops, .saves = softmax_saves, .held_by_block = true),
     SOFTMAX_LIKE("LogSoftmax", .flops = softmax_flops, .saves = softmax_saves),
     SOFTMAX_LIKE("Hardmax", .flops = hardmax_flops),
 );

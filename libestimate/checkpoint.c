@@ -59,18 +59,18 @@ static bool walk_next(name_walk *w) {
     return true;
 }
 
-/* "3", "encoder_layer_3": a module named by its index in a container. */
-static bool is_block_name(const char *full) {
-    const char *last = strrchr(full, '.');
-    last = last ? last + 1 : full;
-    size_t len = strlen(last), digits = 0;
-    while (digits < len && last[len - 1 - digits] >= '0' && last[len - 1 - digits] <= '9') digits++;
+bool est__is_block_name(const char *name, size_t len) {
+    size_t start = len;
+    while (start > 0 && name[start - 1] != '.') start--;
+    const char *last = name + start;
+    size_t n = len - start, digits = 0;
+    while (digits < n && last[n - 1 - digits] >= '0' && last[n - 1 - digits] <= '9') digits++;
     if (!digits) return false;
-    return digits == len || last[len - 1 - digits] == '_';
+    return digits == n || last[n - 1 - digits] == '_';
 }
 
 static bool matches(const est_checkpoint *spec, const char *full) {
-    if (spec->every > 0) return is_block_name(full);
+    if (spec->every > 0) return est__is_block_name(full, strlen(full));
     for (size_t p = 0; p < spec->n_prefixes; p++)
         if (strncmp(full, spec->prefixes[p], strlen(spec->prefixes[p])) == 0) return true;
     return false;

@@ -371,6 +371,19 @@ static int32_t scope_depth(const char *s) {
     return depth;
 }
 
+/* The last node of the innermost block call around node n (last_of[d]: the
+ * end of n's depth-d call), or -1 when n runs in no block. */
+static int32_t innermost_block_end(const est_node *n, const int32_t *last_of) {
+    int32_t end = -1, d = 0;
+    for (const char *c = n->scope ? n->scope : ""; *c; d++) {
+        size_t len = strcspn(c, "/");
+        if (est__is_block_name(c, len)) end = last_of[d];
+        c += len;
+        if (*c == '/') c++;
+    }
+    return end;
+}
+
 static est_status plan_module_calls(est_graph *g, est_error *err) {
     int32_t nn = g->n_nodes;
     int64_t total = 0;
@@ -420,6 +433,8 @@ static est_status plan_module_calls(est_graph *g, est_error *err) {
                 }
             n->input_held_until[k] = held > i ? held : -1;
         }
+        n->output_held_until = n->op && n->op->held_by_block ? innermost_block_end(n, &last[offset[i]]) : -1;
+        if (n->output_held_until <= i) n->output_held_until = -1;
     }
 out:
     free(offset);

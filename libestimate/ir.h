@@ -121,6 +121,9 @@ typedef struct est_node {
      * reference keeps a module's arguments alive until it returns); -1 when
      * there is none. */
     int32_t *input_held_until;
+    /* Set by est__graph_finish for an op marked held_by_block (registry.h):
+     * the last node of the innermost block call around it; -1 for none. */
+    int32_t output_held_until;
 } est_node;
 
 typedef struct est_name_map {
@@ -171,6 +174,9 @@ void est__node_clear(est_node *n);
 /* Per tensor, how many node inputs and graph outputs read it (n_tensors
  * entries, caller frees); NULL when out of memory. */
 int32_t *est__graph_count_reads(const est_graph *g);
+/* checkpoint.c: a module name whose last part is an index in its container
+ * ("3", "layer.3", "encoder_layer_3"): a block. */
+bool est__is_block_name(const char *name, size_t len);
 /* Clears the nodes marked in drop[] and closes the gaps, keeping the order. */
 void est__graph_drop_nodes(est_graph *g, const bool *drop);
 /* fuse.c: folds op sequences that an exporter expanded from one PyTorch op

@@ -468,6 +468,10 @@ static void plan_lifetimes(sim *s) {
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] < i)
                 s->last_use[s->base[n->outputs[k]]] = i;
+        /* held by the block around it (attention probabilities) */
+        if (n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
+            s->last_use[s->base[n->outputs[0]]] < n->output_held_until)
+            s->last_use[s->base[n->outputs[0]]] = n->output_held_until;
         est_saved *sv = &s->saved[i];
         memset(sv, 0, sizeof *sv);
         if (!s->train || !s->ctx[i].any_grad || !n->op->saves) continue;

@@ -37,7 +37,9 @@
  *  6. Module calls keep their arguments (libestimate/graph.c,
  *     plan_module_calls): a block's input lives until the block's last node
  *     in inference; without scopes it is freed after its last reader; the
- *     JSON writer keeps the scopes.
+ *     JSON writer keeps the scopes. A Softmax in a block (a transformer
+ *     layer, "layer.0") stays alive until the block returns: attention
+ *     probabilities that the layer holds.
  *  8. Scaled dot-product attention fusion (libestimate/fuse.c): both
  *     exporters' expansions (TorchScript: Transpose [0,1,3,2]; dynamo:
  *     Reshape / Transpose [0,2,1] / Reshape; with a mask and a Dropout)
@@ -351,6 +353,46 @@ static est_graph *block_graph(bool scoped, const char *what) {
              " \"outputs\": [\"y\"]}\n",
              sc[0], sc[1], sc[2], sc[3], sc[4]);
     return load_json(text, what);
+}
+
+/* x [1, 1024] -> e (root) -> t0 -> layer.0/attn: OP -> p, a -> a1;
+ * layer.0/ffn: f1 -> f1, f2 -> f2; root: out -> y. OP is Softmax or Relu;
+ * every tensor 4096 bytes. */
+static est_graph *attention_block_graph(const char *op, const char *what) {
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"attn\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 1024]}],\n"
+             " \"nodes\": [{\"name\": \"e\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"t0\"], \"scope\": \"\"},\n"
+             "  {\"name\": \"sm\", \"op\": \"%s\", \"inputs\": [\"t0\"], \"outputs\": [\"p\"], \"scope\": \"layer.0/attn\"},\n"
+             "  {\"name\": \"a\", \"op\": \"Relu\", \"inputs\": [\"p\"], \"outputs\": [\"a1\"], \"scope\": \"layer.0/attn\"},\n"
+             "  {\"name\": \"f1\", \"op\": \"Relu\", \"inputs\": [\"a1\"], \"outputs\": [\"h1\"], \"scope\": \"layer.0/ffn\"},\n"
+             "  {\"name\": \"f2\", \"op\": \"Relu\", \"inputs\": [\"h1\"], \"outputs\": [\"h2\"], \"scope\": \"layer.0/ffn\"},\n"
+             "  {\"name\": \"out\", \"op\": \"Relu\", \"inputs\": [\"h2\"], \"outputs\": [\"y\"], \"scope\": \"\"}],\n"
+             " \"outputs\": [\"y\"]}\n",
+             op);
+    return load_json(text, what);
+}
+
+/* At f2, live: x; t0 and a1 (arguments of the layer.0 and ffn calls, held
+ * until f2); h1 (f2's input); h2. With a Softmax, also p: the layer holds
+ * the attention probabilities until it returns. */
+static void check_attention_held_by_block(void) {
+    const uint64_t T = 1024 * 4;
+    static const struct { const char *op; uint64_t peak; } cases[] = {{"Softmax", 6 * T}, {"Relu", 5 * T}};
+    for (int c = 0; c < 2; c++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s in a block", cases[c].op);
+        est_graph *g = attention_block_graph(cases[c].op, what);
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        if (r)
+            CHECK(est_report_peak(r)->bytes == cases[c].peak &&
+                      strcmp(est_report_peak(r)->layer, "f2") == 0,
+                  "%s: inference peak %llu at %s, expected %llu at f2", what, U(est_report_peak(r)->bytes),
+                  est_report_peak(r)->layer, U(cases[c].peak));
+        est_report_free(r);
+        est_graph_free(g);
+    }
 }
 
 static void check_module_calls(void) {
@@ -983,6 +1025,7 @@ int main(int argc, char **argv) {
     check_json_no_unfold();
     check_silu();
     check_module_calls();
+    check_attention_held_by_block();
     check_sdpa();
     check_split_views();
     return test_result("test_rules");
