@@ -100,6 +100,8 @@ typedef struct sim {
     int32_t *rc_first;      /* per node (n + 1): release lists by recompute_until */
     int32_t *rc_order;
     int32_t *rc_last;       /* per storage: last reader during a recompute, or -1 */
+    int8_t *inplace_slot;   /* per node: the input an in-place op writes into
+                               (a linear layer's bias add), or -1 */
     int32_t *rc_pcast_until; /* --amp: per parameter, the earliest node of the
                                 segment being recomputed that saves its low
                                 copy, or INT32_MAX */
@@ -299,8 +301,36 @@ static void build_contexts(sim *s) {
 }
 
 /* Which storage each tensor uses: views share their input's. */
+/* A linear layer's bias, added to its product: PyTorch's linear runs addmm,
+ * or matmul then add_ in place, so the sum is the product's storage. The
+ * exporters write MatMul then Add(product, bias); when nothing else reads
+ * the product, the Add writes into it. */
+static void bias_add_in_place(sim *s, int32_t i, const int32_t *reads) {
+    const est_graph *g = s->g;
+    const est_node *n = &g->nodes[i];
+    s->inplace_slot[i] = -1;
+    /* memest verify's executor writes every sum anew */
+    if (!reads || s->r->kernels != EST_KERNELS_PYTORCH || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || n->n_outputs != 1) return;
+    for (int k = 0; k < 2; k++) {
+        int32_t prod = n->inputs[k], bias = n->inputs[1 - k];
+        if (prod < 0 || bias < 0 || reads[prod] != 1 || s->base[prod] != prod) continue;
+        int32_t p = g->tensors[prod].producer;
+        if (p < 0 || strcmp(g->nodes[p].op_type, "MatMul") != 0) continue;
+        /* a weight, or a view of one (the TorchScript exporter shares equal
+         * initializers through Identity nodes) */
+        if (g->tensors[s->base[bias]].kind != EST_T_INITIALIZER || s->r->tv[bias].rank != 1) continue;
+        if (s->r->tv[prod].elements != s->r->tv[n->outputs[0]].elements) continue;
+        s->base[n->outputs[0]] = prod;
+        s->contiguous[n->outputs[0]] = s->contiguous[prod];
+        s->inplace_slot[i] = (int8_t)k;
+        return;
+    }
+}
+
 static void assign_storage(sim *s) {
     const est_graph *g = s->g;
+    int32_t *reads = est__graph_count_reads(g); /* NULL: no in-place adds */
+    memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
     for (int32_t t = 0; t < g->n_tensors; t++) {
         s->base[t] = t;
         s->contiguous[t] = true;
@@ -328,9 +358,11 @@ static void assign_storage(sim *s) {
             if (s->contiguous[in]) s->base[out] = s->base[in];
             break;
         default:
+            bias_add_in_place(s, i, reads);
             break;
         }
     }
+    free(reads);
 }
 
 static void mark_strided_inputs(sim *s) {
@@ -468,8 +500,9 @@ static void plan_lifetimes(sim *s) {
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] < i)
                 s->last_use[s->base[n->outputs[k]]] = i;
-        /* held by the block around it (attention probabilities) */
-        if (n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
+        /* held by the block around it (attention probabilities; Python's
+         * reference, which memest verify's executor does not keep) */
+        if (s->r->kernels == EST_KERNELS_PYTORCH && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
             s->last_use[s->base[n->outputs[0]]] < n->output_held_until)
             s->last_use[s->base[n->outputs[0]]] = n->output_held_until;
         est_saved *sv = &s->saved[i];
@@ -639,7 +672,8 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     }
     int32_t out = n->outputs[0];
     bool same_size = out >= 0 && s->r->tv[out].elements == s->r->tv[t].elements;
-    if (k == 0 && n->op->view != EST_VIEW_NONE && same_size && s->grad_bytes[out] && !s->grad_bytes[t]) {
+    bool view = (k == 0 && n->op->view != EST_VIEW_NONE) || s->inplace_slot[i] == k;
+    if (view && same_size && s->grad_bytes[out] && !s->grad_bytes[t]) {
         s->grad_bytes[t] = s->grad_bytes[out]; /* a view of the incoming gradient */
         s->grad_bytes[out] = 0;
         rekey(s, KEY(K_GRAD, out, 0), KEY(K_GRAD, t, 0));
@@ -957,6 +991,7 @@ static void free_sim(sim *s) {
     free(s->rc_last);
     free(s->rc_pcast_until);
     free(s->rc_pcast_live);
+    free(s->inplace_slot);
     est__cache_destroy(s->cache);
     free(s->blocks.keys);
     free(s->blocks.handles);
@@ -1041,7 +1076,8 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.ctx = calloc(nn, sizeof *s.ctx);
     s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
     s.bwd_order = calloc(nt, sizeof *s.bwd_order);
-    if (!s.bwd_first || !s.bwd_order || !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
+    s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
+    if (!s.inplace_slot || !s.bwd_first || !s.bwd_order || !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
         !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");

@@ -48,6 +48,9 @@
  *     attention (the product scaled, not the operands) is left alone.
  *  9. Split's outputs are views of its input, as torch.split / chunk return
  *     them: a saved piece keeps the whole input alive.
+ * 10. A linear layer's bias add (MatMul then Add of a 1-D weight) writes
+ *     into the product, as PyTorch's addmm / add_ do; not when the product
+ *     has a second reader or the addend is an activation.
  *
  * With an argument, the directory of the truth exports (shared/truth/onnx;
  * exit 77 when it is absent):
@@ -1001,6 +1004,58 @@ static void check_split_views(void) {
     est_graph_free(g);
 }
 
+/* ---- 10. a linear layer's bias add is in place ----------------------------------- */
+
+/* x [64, 256] -> MatMul W [256, 512] -> mm (131072 bytes) -> Add(mm, ADDEND)
+ * -> y -> ReduceSum -> s (one float). EXTRA: more nodes. */
+static est_graph *bias_add_graph(const char *addend, const char *extra, const char *what) {
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"linear\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
+             " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [256, 512]},\n"
+             "   {\"name\": \"b\", \"dtype\": \"float32\", \"dims\": [512]}],\n"
+             " \"nodes\": [{\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"p\"]},\n"
+             "  %s"
+             "  {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"p\", \"%s\"], \"outputs\": [\"y\"]},\n"
+             "  {\"name\": \"sum\", \"op\": \"ReduceSum\", \"inputs\": [\"y\"], \"outputs\": [\"s\"],\n"
+             "   \"attributes\": {\"keepdims\": {\"int\": 0}}}],\n"
+             " \"outputs\": [\"s\"%s]}\n",
+             extra, addend, strstr(extra, "\"q\"") ? ", \"q\"" : "");
+    return load_json(text, what);
+}
+
+static void check_bias_add_in_place(void) {
+    const uint64_t x = 64 * 256 * 4, W = 256 * 512 * 4, b = 512 * 4, p = 64 * 512 * 4, s = 512;
+    static const struct {
+        const char *what, *addend, *extra;
+        bool in_place;
+    } cases[] = {
+        {"bias add", "b", "", true},
+        /* the product read twice: PyTorch would keep it; the sum is new */
+        {"bias add, product read twice", "b",
+         "{\"name\": \"neg\", \"op\": \"Neg\", \"inputs\": [\"p\"], \"outputs\": [\"q\"]},\n", false},
+        /* an activation added: a residual, not a bias */
+        {"residual add", "r", "{\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"r0\"]},\n"
+         "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"r0\", \"r0\"], \"outputs\": [\"r\"], "
+         "\"attributes\": {\"axis\": {\"int\": 1}}},\n", false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        est_graph *g = bias_add_graph(cases[c].addend, cases[c].extra, cases[c].what);
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        if (r && cases[c].in_place)
+            /* weights, x, the product (the sum is its storage), then s */
+            CHECK(est_report_peak(r)->bytes == W + b + x + p + s, "%s: inference peak %llu, expected %llu",
+                  cases[c].what, U(est_report_peak(r)->bytes), U(W + b + x + p + s));
+        else if (r)
+            /* at the Add the product and the sum both live */
+            CHECK(est_report_peak(r)->bytes >= W + b + x + 2 * p, "%s: inference peak %llu, expected >= %llu",
+                  cases[c].what, U(est_report_peak(r)->bytes), U(W + b + x + 2 * p));
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -1028,5 +1083,6 @@ int main(int argc, char **argv) {
     check_attention_held_by_block();
     check_sdpa();
     check_split_views();
+    check_bias_add_in_place();
     return test_result("test_rules");
 }
