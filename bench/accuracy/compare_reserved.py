@@ -48,10 +48,11 @@ def main():
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--exports", default="")
     ap.add_argument("--steps", default="")
+    ap.add_argument("--summary", action="store_true", help="print only the summary, a markdown table")
     add_inputs(ap)
     a = ap.parse_args()
     data, models = load_models(a.measured, a.only)
-    rows, errs = [], {}
+    rows, errs, naive_errs = [], {}, {}
     for name, kind, exports, b, args, what, e in cases(models, a.amp):
         base = e.get("reserved_base")
         if base is None:
@@ -77,6 +78,18 @@ def main():
             rows.append((name, export, b, what, peak, res, e["peak"], measured, err, naive))
             if err is not None and b >= 8:
                 errs.setdefault(kind, []).append(abs(err))
+                naive_errs.setdefault(kind, []).append(abs(naive))
+    if a.summary:
+        names = {"train": "training (sgd, momentum, adam; both exports)", "infer": "inference (both exports)",
+                 "amp": "training under autocast (bf16, fp16)"}
+        print("| step, batch >= 8 | rows | mean abs. error | median | within 5% | within 10% | max "
+              "| allocated peak taken as reserved: mean abs. error |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for kind, es in errs.items():
+            es, ns = sorted(es), naive_errs[kind]
+            print(f"| {names[kind]} | {len(es)} | {sum(es) / len(es):.1f}% | {es[len(es) // 2]:.1f}% | "
+                  f"{sum(x <= 5 for x in es)} | {sum(x <= 10 for x in es)} | {es[-1]:.1f}% | {sum(ns) / len(ns):.1f}% |")
+        return
     hdr = ("model", "export", "batch", "step", "memest peak", "memest reserved", "measured peak",
            "measured reserved", "reserved error", "peak as reserved")
     fmt = (lambda v: f"{v / MiB:.1f}" if isinstance(v, (int, float)) else "-")

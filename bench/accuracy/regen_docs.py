@@ -41,6 +41,8 @@ TABLES = {
                    [f"{OUT}/h100/checkpoint.json"], 2),
     "checkpoint-amp": ("compare_checkpoint.py", ["--markdown", f"{OUT}/h100/checkpoint_amp.json", f"{OUT}/exports"],
                        [f"{OUT}/h100/checkpoint_amp.json"], 2),
+    "reserved-summary": ("compare_reserved.py", ["--summary", "--amp", f"{OUT}/h100/measured_cap.json",
+                                                 f"{OUT}/exports"], [f"{OUT}/h100/measured_cap.json"], 0),
     "reserved": ("compare_reserved.py", ["--markdown", "--amp", "--exports", "legacy-train,legacy", "--steps",
                                          "adam,infer,adam bf16", f"{OUT}/h100/measured_cap.json", f"{OUT}/exports"],
                  [f"{OUT}/h100/measured_cap.json"], 0),
