@@ -30,8 +30,10 @@
  *   (torch/onnx/symbolic_opset14.py and onnxscript's torchlib,
  *   aten_scaled_dot_product_attention):
  *       MatMul(Mul(q, s), Mul(kT, s)) [-> Add(., mask)] -> Softmax(-1)
- *           [-> Dropout] -> MatMul(., v)
- *   where s is sqrt(scale) and kT is k with its last two axes swapped
+ *           [-> Where(IsNaN(.), 0, .)] [-> Dropout] -> MatMul(., v)
+ *   where s is sqrt(scale) (a constant, a Sqrt, or a Cast of one), the
+ *   Where guards rows a mask blocks entirely, and kT is k with its last two
+ *   axes swapped
  *   (Transpose [0,1,3,2]; the dynamo exporter flattens to 3-D around a
  *   Transpose [0,2,1]). PyTorch runs the flash or memory-efficient kernel,
  *   which never makes the attention matrix and keeps q, k, v, the output and
@@ -179,15 +181,25 @@ static bool single_use(const fuse_ctx *f, int32_t t) { return t >= 0 && f->uses[
 
 /* k, given kT = k with its last two axes swapped as an exporter writes it:
  * Transpose [0,1,3,2] (TorchScript), or Reshape(Transpose [0,2,1](Reshape(k)))
- * (dynamo, through 3-D). The view nodes go into chain[]; -1 if no match. */
-static int32_t key_of(const fuse_ctx *f, int32_t kt, int32_t chain[3], int *n_chain) {
+ * (dynamo, through 3-D), whose view nodes go into chain[] to be dropped; or
+ * one 4-D Transpose that also moves the heads (TorchScript folds
+ * k.view(B, L, H, D).transpose(1, 2).transpose(-2, -1) into perm [0,2,3,1]):
+ * *repermute is then that node, whose perm without the last swap gives k.
+ * -1 if no match. */
+static int32_t key_of(const fuse_ctx *f, int32_t kt, int32_t chain[3], int *n_chain, int32_t *repermute) {
     const est_graph *g = f->g;
     int32_t p = producer(g, kt);
     *n_chain = 0;
+    *repermute = -1;
     if (!single_use(f, kt) || p < 0) return -1;
     if (swaps_last_two(g, p, 4)) {
         chain[(*n_chain)++] = p;
         return g->nodes[p].inputs[0];
+    }
+    int64_t n;
+    if (is_op(g, p, "Transpose") && attr_ints(&g->nodes[p], "perm", &n) && n == 4) {
+        *repermute = p;
+        return kt;
     }
     if (!is_op(g, p, "Reshape")) return -1;
     int32_t t1 = g->nodes[p].inputs[0], p2 = producer(g, t1);
@@ -199,17 +211,43 @@ static int32_t key_of(const fuse_ctx *f, int32_t kt, int32_t chain[3], int *n_ch
     return g->nodes[p3].inputs[0];
 }
 
-/* Mul(x, s) with s a one-element constant or a Sqrt: the operand x, or -1. */
+/* sqrt(scale) as the exporters write it: a one-element constant, a Sqrt, or
+ * a Cast of either. */
+static bool is_scale(const est_graph *g, int32_t t) {
+    double c;
+    int32_t p = producer(g, t);
+    if (is_op(g, p, "Cast")) return is_scale(g, g->nodes[p].inputs[0]);
+    return scalar(g, t, &c) || is_op(g, p, "Sqrt");
+}
+
+/* Mul(x, s) with s a scale: the operand x, or -1. */
 static int32_t scaled_operand(const fuse_ctx *f, int32_t t, int32_t *mul) {
     const est_graph *g = f->g;
     *mul = producer(g, t);
     if (!single_use(f, t) || !is_op(g, *mul, "Mul") || g->nodes[*mul].n_inputs != 2) return -1;
-    double c;
-    for (int k = 1; k >= 0; k--) {
-        int32_t sc = g->nodes[*mul].inputs[k];
-        if (scalar(g, sc, &c) || is_op(g, producer(g, sc), "Sqrt")) return g->nodes[*mul].inputs[1 - k];
-    }
+    for (int k = 1; k >= 0; k--)
+        if (is_scale(g, g->nodes[*mul].inputs[k])) return g->nodes[*mul].inputs[1 - k];
     return -1;
+}
+
+/* Where(IsNaN(p), 0, p), which the TorchScript exporter adds after the
+ * softmax when a mask is given (rows the mask blocks entirely): the Where's
+ * output, with the two nodes in isnan/where; else p itself. */
+static int32_t skip_nan_guard(const fuse_ctx *f, int32_t p, int32_t *isnan, int32_t *where) {
+    const est_graph *g = f->g;
+    *isnan = *where = -1;
+    if (p < 0 || f->uses[p] != 2) return p;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        if (is_op(g, i, "IsNaN") && n->n_inputs == 1 && n->inputs[0] == p) *isnan = i;
+        if (is_op(g, i, "Where") && n->n_inputs == 3 && n->inputs[2] == p) *where = i;
+    }
+    if (*isnan < 0 || *where < 0 || g->nodes[*where].inputs[0] != g->nodes[*isnan].outputs[0] ||
+        !single_use(f, g->nodes[*isnan].outputs[0])) {
+        *isnan = *where = -1;
+        return p;
+    }
+    return g->nodes[*where].outputs[0];
 }
 
 /* Sets node n to Attention(q, k, v[, mask]), one head per input for 3-D
@@ -255,14 +293,16 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
         if (!single_use(f, first ? a : b)) return false;
     }
     if (!is_op(g, mm1, "MatMul") || g->nodes[mm1].n_inputs != 2) return false;
-    int32_t mul_q, mul_k, chain[3], n_chain;
+    int32_t mul_q, mul_k, chain[3], n_chain, repermute = -1;
     int32_t q = scaled_operand(f, g->nodes[mm1].inputs[0], &mul_q);
     int32_t kt = scaled_operand(f, g->nodes[mm1].inputs[1], &mul_k);
-    int32_t k = kt >= 0 ? key_of(f, kt, chain, &n_chain) : -1;
+    int32_t k = kt >= 0 ? key_of(f, kt, chain, &n_chain, &repermute) : -1;
     if (q < 0 || k < 0) return false;
-    int32_t p = s->outputs[0], dropout = -1;
-    int32_t mm2 = only_consumer(f, p, "MatMul", sm);
-    if (mm2 < 0 && (dropout = only_consumer(f, p, "Dropout", sm)) >= 0) {
+    int32_t isnan, where, dropout = -1;
+    int32_t p = skip_nan_guard(f, s->outputs[0], &isnan, &where);
+    int32_t after = where >= 0 ? where : sm;
+    int32_t mm2 = only_consumer(f, p, "MatMul", after);
+    if (mm2 < 0 && (dropout = only_consumer(f, p, "Dropout", after)) >= 0) {
         const est_node *d = &g->nodes[dropout];
         if (d->n_outputs > 1 && d->outputs[1] >= 0 && f->uses[d->outputs[1]] > 0) return false; /* mask read */
         mm2 = only_consumer(f, d->outputs[0], "MatMul", dropout);
@@ -270,9 +310,17 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     }
     if (mm2 < 0 || g->nodes[mm2].inputs[0] != p || g->nodes[mm2].n_outputs != 1) return false;
     if (!rewrite_attention(&g->nodes[mm2], q, k, g->nodes[mm2].inputs[1], mask)) return false;
+    if (repermute >= 0) { /* its output becomes k itself: undo the last swap */
+        int64_t n;
+        int64_t *perm = (int64_t *)attr_ints(&g->nodes[repermute], "perm", &n);
+        int64_t t = perm[2];
+        perm[2] = perm[3];
+        perm[3] = t;
+    }
     drop[mul_q] = drop[mul_k] = drop[mm1] = drop[sm] = true;
     if (add >= 0) drop[add] = true;
     if (dropout >= 0) drop[dropout] = true;
+    if (where >= 0) drop[isnan] = drop[where] = true;
     for (int i = 0; i < n_chain; i++) drop[chain[i]] = true;
     return true;
 }

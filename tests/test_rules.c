@@ -867,6 +867,7 @@ static est_graph *sdpa_graph(const char *nodes, const char *what) {
              " \"initializers\": [{\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [1], \"values\": [0.42]},\n"
              "   {\"name\": \"flat\", \"dtype\": \"int64\", \"dims\": [3], \"values\": [-1, 64, 32]},\n"
              "   {\"name\": \"back\", \"dtype\": \"int64\", \"dims\": [4], \"values\": [2, 4, 32, 64]},\n"
+             "   {\"name\": \"zero\", \"dtype\": \"float32\", \"dims\": [], \"values\": [0.0]},\n"
              "   {\"name\": \"Wq\", \"dtype\": \"float32\", \"dims\": [32, 32]},\n"
              "   {\"name\": \"Wk\", \"dtype\": \"float32\", \"dims\": [32, 32]},\n"
              "   {\"name\": \"Wv\", \"dtype\": \"float32\", \"dims\": [32, 32]}],\n"
@@ -897,7 +898,9 @@ static est_graph *sdpa_graph(const char *nodes, const char *what) {
     "\"attributes\": {\"axis\": {\"int\": -1}}},\n" \
     "  {\"name\": \"pv\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}"
 
-static void check_sdpa_fused(const char *nodes, const char *what, size_t nodes_left) {
+/* extra: bytes the inference peak holds beyond x, the mask, q, k, v, y and
+ * the weights */
+static void check_sdpa_fused(const char *nodes, const char *what, size_t nodes_left, uint64_t extra) {
     const uint64_t T = 2 * 4 * 64 * 32 * 4, rows = 2 * 4 * 64;
     est_graph *g = sdpa_graph(nodes, what);
     if (!g) return;
@@ -924,7 +927,7 @@ static void check_sdpa_fused(const char *nodes, const char *what, size_t nodes_l
     est_report_free(r);
     /* inference: at the Attention, the weights, x, the mask, q, k, v and y;
      * never a score matrix */
-    uint64_t infer_peak = 3 * R(32 * 32 * 4) + T /* x */ + R(2 * 64 * 64 * 4) /* mask */ + 4 * T;
+    uint64_t infer_peak = 3 * R(32 * 32 * 4) + T /* x */ + R(2 * 64 * 64 * 4) /* mask */ + 4 * T + extra;
     r = run(g, EST_MODE_INFER, 0);
     if (r)
         CHECK(est_report_peak(r)->bytes == infer_peak, "%s: inference peak %llu, expected %llu", what,
@@ -933,11 +936,43 @@ static void check_sdpa_fused(const char *nodes, const char *what, size_t nodes_l
     est_graph_free(g);
 }
 
+/* The key as the TorchScript exporter writes it for Hugging Face's sdpa:
+ * one Transpose [0,2,3,1] from (B, L, H, D) to kT (B, H, D, L). After the
+ * fusion that Transpose gives k (B, H, L, D): perm [0,2,1,3]. */
+static void check_sdpa_key_transpose(void) {
+    const char *what = "sdpa, key transposed with the heads";
+    est_graph *g = load_json(
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"sdpa\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"q\", \"dtype\": \"float32\", \"dims\": [2, 4, 64, 32]},\n"
+        "             {\"name\": \"kl\", \"dtype\": \"float32\", \"dims\": [2, 64, 4, 32]},\n"
+        "             {\"name\": \"v\", \"dtype\": \"float32\", \"dims\": [2, 4, 64, 32]}],\n"
+        " \"initializers\": [{\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [1], \"values\": [0.42]}],\n"
+        " \"nodes\": [{\"name\": \"tk\", \"op\": \"Transpose\", \"inputs\": [\"kl\"], \"outputs\": [\"kt\"], "
+        "\"attributes\": {\"perm\": {\"ints\": [0, 2, 3, 1]}}},\n"
+        "  " SDPA_SCALED SDPA_TAIL "],\n"
+        " \"outputs\": [\"y\"]}\n",
+        what);
+    if (!g) return;
+    CHECK(est_graph_fused_sequences(g) == 1 && est_graph_node_count(g) == 2, "%s: %zu fused, %zu nodes", what,
+          est_graph_fused_sequences(g), est_graph_node_count(g));
+    est_report *r = run(g, EST_MODE_INFER, 0);
+    const est_layer *tk = r ? layer_named(r, "tk", what) : NULL, *at = r ? layer_named(r, "pv", what) : NULL;
+    if (tk && at) {
+        CHECK(tk->n_outputs == 1 && tk->outputs[0].rank == 4 && tk->outputs[0].shape[2] == 64 &&
+                  tk->outputs[0].shape[3] == 32,
+              "%s: the Transpose now gives k (2, 4, 64, 32)", what);
+        CHECK(strcmp(at->op, "Attention") == 0 && at->n_outputs == 1 && at->outputs[0].shape[3] == 32,
+              "%s: Attention writes (2, 4, 64, 32)", what);
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 static void check_sdpa(void) {
     /* 3 projections + Attention; the scale Muls, the key's views, the first
      * MatMul and the Softmax are gone */
-    check_sdpa_fused(SDPA_TORCHSCRIPT_KT SDPA_SCALED SDPA_TAIL, "sdpa (TorchScript)", 4);
-    check_sdpa_fused(SDPA_DYNAMO_KT SDPA_SCALED SDPA_TAIL, "sdpa (dynamo)", 4);
+    check_sdpa_fused(SDPA_TORCHSCRIPT_KT SDPA_SCALED SDPA_TAIL, "sdpa (TorchScript)", 4, 0);
+    check_sdpa_fused(SDPA_DYNAMO_KT SDPA_SCALED SDPA_TAIL, "sdpa (dynamo)", 4, 0);
     /* with an additive mask and the training-mode Dropout of dropout_p */
     check_sdpa_fused(SDPA_TORCHSCRIPT_KT SDPA_SCALED_TO("sc0")
                      "{\"name\": \"am\", \"op\": \"Add\", \"inputs\": [\"sc0\", \"mask\"], \"outputs\": [\"sc\"]},\n"
@@ -946,7 +981,24 @@ static void check_sdpa(void) {
                      "  {\"name\": \"dp\", \"op\": \"Dropout\", \"inputs\": [\"p0\"], \"outputs\": [\"p\"], "
                      "\"attributes\": {\"ratio\": {\"float\": 0.1}}},\n"
                      "  {\"name\": \"pv\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}",
-                     "sdpa with mask and dropout", 4);
+                     "sdpa with mask and dropout", 4, 0);
+    /* TorchScript with a mask: the scale as Cast(Sqrt(.)), and the softmax
+     * guarded by Where(IsNaN(p), 0, p) */
+    check_sdpa_fused(SDPA_TORCHSCRIPT_KT
+                     "{\"name\": \"sq\", \"op\": \"Sqrt\", \"inputs\": [\"s\"], \"outputs\": [\"s2\"]},\n"
+                     "  {\"name\": \"cs\", \"op\": \"Cast\", \"inputs\": [\"s2\"], \"outputs\": [\"s3\"], "
+                     "\"attributes\": {\"to\": {\"int\": 1}}},\n"
+                     "  {\"name\": \"mq\", \"op\": \"Mul\", \"inputs\": [\"q\", \"s3\"], \"outputs\": [\"qs\"]},\n"
+                     "  {\"name\": \"mk\", \"op\": \"Mul\", \"inputs\": [\"kt\", \"s3\"], \"outputs\": [\"ks\"]},\n"
+                     "  {\"name\": \"qk\", \"op\": \"MatMul\", \"inputs\": [\"qs\", \"ks\"], \"outputs\": [\"sc0\"]},\n"
+                     "  {\"name\": \"am\", \"op\": \"Add\", \"inputs\": [\"sc0\", \"mask\"], \"outputs\": [\"sc\"]},\n"
+                     "  {\"name\": \"sm\", \"op\": \"Softmax\", \"inputs\": [\"sc\"], \"outputs\": [\"p0\"], "
+                     "\"attributes\": {\"axis\": {\"int\": -1}}},\n"
+                     "  {\"name\": \"nan\", \"op\": \"IsNaN\", \"inputs\": [\"p0\"], \"outputs\": [\"bad\"]},\n"
+                     "  {\"name\": \"wh\", \"op\": \"Where\", \"inputs\": [\"bad\", \"zero\", \"p0\"], \"outputs\": [\"p\"]},\n"
+                     "  {\"name\": \"pv\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"y\"]}",
+                     "sdpa with a Cast scale and a NaN guard", 6 /* + the Sqrt and Cast of the scale */,
+                     512 /* the Sqrt's one-float output: left without a reader, its Cast may run later */);
     /* eager attention: (q @ kT) * s -> Softmax -> @ v. PyTorch keeps the
      * probabilities: not fused */
     const char *what = "eager attention";
@@ -1082,6 +1134,7 @@ int main(int argc, char **argv) {
     check_module_calls();
     check_attention_held_by_block();
     check_sdpa();
+    check_sdpa_key_transpose();
     check_split_views();
     check_bias_add_in_place();
     return test_result("test_rules");

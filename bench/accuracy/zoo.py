@@ -105,6 +105,11 @@ def _distilbert():
     return LastHidden(DistilBertModel(DistilBertConfig(attn_implementation="eager")))
 
 
+def _bert_sdpa():
+    from transformers import BertConfig, BertModel
+    return LastHidden(BertModel(BertConfig(attn_implementation="sdpa", use_cache=False)))
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -137,6 +142,12 @@ MODELS = {
     "distilbert": (_distilbert, tokens, [1, 8, 32], False),
     "convnet1d": (ConvNet1d, lambda b: torch.randn(b, 16, 1024), [1, 8, 64], False),
     "mixer_mlp": (MixerMLP, lambda b: torch.randn(b, 64, 48), [1, 8, 64], False),
+    # added in session 4 to test that session's rules on models they were not
+    # written against: grouped and strided 1x1 convs (ResNeXt), Hugging Face's
+    # default sdpa attention, windowed attention with an explicit softmax (Swin)
+    "resnext50_32x4d": (_tv("resnext50_32x4d"), image, [1, 8, 32], False),
+    "bert_sdpa": (_bert_sdpa, tokens, [1, 8, 32], False),
+    "swin_t": (_tv("swin_t"), image, [1, 8, 32], False),
 }
 
 
