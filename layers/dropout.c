@@ -96,6 +96,9 @@ static bool dropout_drops(const est_cost_ctx *c) {
     return !(training->value && training->value->count == 1 && est_const_get_i(training->value, 0) == 0);
 }
 
+/* at::dropout returns its input when p is 0 or it is not training */
+static bool dropout_returns_input(const est_cost_ctx *c) { return !dropout_drops(c); }
+
 static void dropout_flops(const est_cost_ctx *c, est_flops *f) {
     f->fwd = f->bwd = 0;
     if (dropout_drops(c)) est_flops_per_element(c, DROPOUT_FLOPS, est_tval_elements(est_cost_out(c, 0)), f);
@@ -114,5 +117,5 @@ EST_FAMILY(dropout,
     /* ratio and training_mode take no gradient. */
     {.name = "Dropout", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 2,
      .infer = dropout_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .flops = dropout_flops,
-     .saves = dropout_saves},
+     .saves = dropout_saves, .returns_input = dropout_returns_input},
 );

@@ -59,6 +59,9 @@ typedef struct est_op_def {
     /* Temporary bytes the backward allocates beyond the input gradients. */
     uint64_t (*backward_workspace)(const est_cost_ctx *c);
     est_view view;
+    /* When set and true for a node, output 0 is input 0 itself, as PyTorch
+     * returns it (a Dropout that drops nothing). */
+    bool (*returns_input)(const est_cost_ctx *c);
     /* Output 0 stays alive until the innermost block call around the node
      * returns (a module named by an index: a transformer layer): the Python
      * code binds it to a variable that the layer holds (attention

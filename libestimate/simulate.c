@@ -358,6 +358,12 @@ static void assign_storage(sim *s) {
             if (s->contiguous[in]) s->base[out] = s->base[in];
             break;
         default:
+            if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
+                s->base[out] = s->base[in];
+                s->contiguous[out] = s->contiguous[in];
+                s->inplace_slot[i] = 0; /* its gradient passes through too */
+                break;
+            }
             bias_add_in_place(s, i, reads);
             break;
         }

@@ -51,6 +51,8 @@
  * 10. A linear layer's bias add (MatMul then Add of a 1-D weight) writes
  *     into the product, as PyTorch's addmm / add_ do; not when the product
  *     has a second reader or the addend is an activation.
+ * 11. A Dropout that drops nothing (ratio 0) returns its input, as
+ *     at::dropout does; one with ratio 0.1 in training makes a new tensor.
  *
  * With an argument, the directory of the truth exports (shared/truth/onnx;
  * exit 77 when it is absent):
@@ -1108,6 +1110,38 @@ static void check_bias_add_in_place(void) {
     }
 }
 
+/* ---- 11. a Dropout that drops nothing returns its input ---------------------------- */
+
+static void check_dropout_identity(void) {
+    const uint64_t x = 64 * 256 * 4, W = 256 * 512 * 4, h = 64 * 512 * 4, s = 512;
+    static const struct { const char *ratio; bool same; } cases[] = {{"0.0", true}, {"0.1", false}};
+    for (int c = 0; c < 2; c++) {
+        char text[4096], what[64];
+        snprintf(what, sizeof what, "dropout ratio %s", cases[c].ratio);
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"drop\", \"opset_import\": {\"\": 17},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
+                 " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [256, 512]},\n"
+                 "   {\"name\": \"ratio\", \"dtype\": \"float32\", \"dims\": [], \"values\": [%s]},\n"
+                 "   {\"name\": \"train\", \"dtype\": \"bool\", \"dims\": [], \"values\": [1]}],\n"
+                 " \"nodes\": [{\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"h\"]},\n"
+                 "  {\"name\": \"drop\", \"op\": \"Dropout\", \"inputs\": [\"h\", \"ratio\", \"train\"], \"outputs\": [\"d\"]},\n"
+                 "  {\"name\": \"sum\", \"op\": \"ReduceSum\", \"inputs\": [\"d\"], \"outputs\": [\"s\"],\n"
+                 "   \"attributes\": {\"keepdims\": {\"int\": 0}}}],\n"
+                 " \"outputs\": [\"s\"]}\n",
+                 cases[c].ratio);
+        est_graph *g = load_json(text, what);
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        /* ratio 0: x, W, h and then s; ratio 0.1: h and d together */
+        uint64_t want = cases[c].same ? W + x + h + s : W + x + 2 * h;
+        if (r)
+            CHECK(est_report_peak(r)->bytes == want, "%s: inference peak %llu, expected %llu", what,
+                  U(est_report_peak(r)->bytes), U(want));
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -1137,5 +1171,6 @@ int main(int argc, char **argv) {
     check_sdpa_key_transpose();
     check_split_views();
     check_bias_add_in_place();
+    check_dropout_identity();
     return test_result("test_rules");
 }
