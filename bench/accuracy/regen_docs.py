@@ -35,6 +35,8 @@ TABLES = {
                 [f"{OUT}/measured.json"], 0),
     "harness-new": ("compare.py", ["--markdown", f"{OUT}/h100/measured_new.json", f"{OUT}/exports"],
                     [f"{OUT}/h100/measured_new.json"], 0),
+    "harness-new2": ("compare.py", ["--markdown", f"{OUT}/h100/measured_new2.json", f"{OUT}/exports"],
+                     [f"{OUT}/h100/measured_new2.json"], 0),
     "amp-truth": ("compare_amp.py", ["--markdown", f"{TRUTH}/truth.json", f"{TRUTH}/onnx"],
                   [f"{TRUTH}/truth.json"], 0),
     "amp-harness": ("compare_amp.py", ["--markdown", f"{OUT}/h100/measured_cap.json", f"{OUT}/exports"],

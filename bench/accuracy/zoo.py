@@ -110,6 +110,11 @@ def _bert_sdpa():
     return LastHidden(BertModel(BertConfig(attn_implementation="sdpa", use_cache=False)))
 
 
+def _gpt2_sdpa():
+    from transformers import GPT2Config, GPT2Model
+    return LastHidden(GPT2Model(GPT2Config(attn_implementation="sdpa", use_cache=False, n_layer=6)))
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -148,6 +153,10 @@ MODELS = {
     "resnext50_32x4d": (_tv("resnext50_32x4d"), image, [1, 8, 32], False),
     "bert_sdpa": (_bert_sdpa, tokens, [1, 8, 32], False),
     "swin_t": (_tv("swin_t"), image, [1, 8, 32], False),
+    # and three measured after the last rule, as a blind check
+    "regnet_y_400mf": (_tv("regnet_y_400mf"), image, [1, 8, 32], False),
+    "mobilenet_v3_large": (_tv("mobilenet_v3_large"), image, [1, 8, 32], False),
+    "gpt2_sdpa": (_gpt2_sdpa, lambda b: tokens(b, 50257), [1, 8, 32], False),
 }
 
 
