@@ -230,6 +230,8 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
             t->activations_bytes, t->temp_bytes);
     const est_peak *p = est_report_peak(r);
     fprintf(f, "peak,%s,%s,,,,,,,%" PRIu64 ",,,,,\n", est_phase_name(p->phase), p->layer, p->bytes);
+    /* reserved,,,,,,,,,BYTES: laid out like the peak row */
+    fprintf(f, "reserved,,,,,,,,,%" PRIu64 ",,,,,\n", t->reserved_bytes);
     if (o->fit) {
         /* fit,GPU,yes|no,,,,,,,HEADROOM_BYTES: laid out like the peak row */
         fputs("fit,", f);

@@ -314,6 +314,9 @@ static void checkpoint_flags(void) {
     cJSON_Delete(every1);
     cJSON_Delete(prefix);
     expect_flags("resnet18.onnx", "--batch 8 --checkpoint every=1", 0, "8 segments; backward recomputes");
+    /* the predicted reserved memory in the table and in CSV */
+    expect_flags("resnet18.onnx", "--batch 8", 0, "RESERVED ");
+    expect_flags("resnet18.onnx", "--batch 8 --format csv", 0, "\nreserved,,,,,,,,,");
     expect_flags("resnet18.onnx", "--batch 8 --checkpoint every=0", 2, "positive N");
     expect_flags("resnet18.onnx", "--batch 8 --checkpoint layer1,,layer2", 2, "empty prefix");
     expect_flags("resnet18.onnx", "--batch 8 --checkpoint every=1 --amp bf16", 0, "8 segments");
