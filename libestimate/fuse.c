@@ -156,20 +156,10 @@ static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
     return true;
 }
 
-static const int64_t *attr_ints(const est_node *n, const char *name, int64_t *count) {
-    for (int32_t k = 0; k < n->n_attrs; k++)
-        if (strcmp(n->attrs[k].name, name) == 0 && n->attrs[k].type == EST_ATTR_INTS) {
-            *count = n->attrs[k].n;
-            return n->attrs[k].ints;
-        }
-    *count = 0;
-    return NULL;
-}
-
 /* A Transpose swapping the last two of `rank` axes. */
 static bool swaps_last_two(const est_graph *g, int32_t node, int64_t rank) {
     int64_t n;
-    const int64_t *perm = is_op(g, node, "Transpose") ? attr_ints(&g->nodes[node], "perm", &n) : NULL;
+    const int64_t *perm = is_op(g, node, "Transpose") ? est_node_attr_ints(&g->nodes[node], "perm", &n) : NULL;
     if (!perm || n != rank) return false;
     for (int64_t i = 0; i < rank - 2; i++)
         if (perm[i] != i) return false;
@@ -197,7 +187,7 @@ static int32_t key_of(const fuse_ctx *f, int32_t kt, int32_t chain[3], int *n_ch
         return g->nodes[p].inputs[0];
     }
     int64_t n;
-    if (is_op(g, p, "Transpose") && attr_ints(&g->nodes[p], "perm", &n) && n == 4) {
+    if (is_op(g, p, "Transpose") && est_node_attr_ints(&g->nodes[p], "perm", &n) && n == 4) {
         *repermute = p;
         return kt;
     }
@@ -312,7 +302,7 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     if (!rewrite_attention(&g->nodes[mm2], q, k, g->nodes[mm2].inputs[1], mask)) return false;
     if (repermute >= 0) { /* its output becomes k itself: undo the last swap */
         int64_t n;
-        int64_t *perm = (int64_t *)attr_ints(&g->nodes[repermute], "perm", &n);
+        int64_t *perm = (int64_t *)est_node_attr_ints(&g->nodes[repermute], "perm", &n);
         int64_t t = perm[2];
         perm[2] = perm[3];
         perm[3] = t;
