@@ -470,7 +470,11 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     if (st != EST_OK) return st;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
+            if (g->nodes[i].inputs[k] >= 0) {
+                g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
+                g->tensors[g->nodes[i].inputs[k]].readers++;
+            }
+    for (int32_t k = 0; k < g->n_outputs; k++) g->tensors[g->outputs[k]].readers++;
     classify_initializers(g);
     return plan_module_calls(g, err);
 }

@@ -61,6 +61,7 @@ typedef struct est_tensor {
     est_const *value;       /* small initializer values kept for folding */
     int32_t producer;       /* node index, -1 for inputs and initializers */
     int32_t first_consumer; /* node index, -1 if unused */
+    int32_t readers;        /* node inputs and graph outputs that read it */
 } est_tensor;
 
 typedef enum est_attr_type {

@@ -301,27 +301,32 @@ static void build_contexts(sim *s) {
 }
 
 /* Which storage each tensor uses: views share their input's. */
+/* Tensor out is stored in tensor in's storage, laid out alike. */
+static void share_storage(sim *s, int32_t out, int32_t in) {
+    s->base[out] = s->base[in];
+    s->contiguous[out] = s->contiguous[in];
+}
+
 /* A linear layer's bias, added to its product: PyTorch's linear runs addmm,
  * or matmul then add_ in place, so the sum is the product's storage. The
  * exporters write MatMul then Add(product, bias); when nothing else reads
  * the product, the Add writes into it. */
-static void bias_add_in_place(sim *s, int32_t i, const int32_t *reads) {
+static void bias_add_in_place(sim *s, int32_t i) {
     const est_graph *g = s->g;
     const est_node *n = &g->nodes[i];
     s->inplace_slot[i] = -1;
     /* memest verify's executor writes every sum anew */
-    if (!reads || s->r->kernels != EST_KERNELS_PYTORCH || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || n->n_outputs != 1) return;
+    if (s->r->kernels != EST_KERNELS_PYTORCH || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || n->n_outputs != 1) return;
     for (int k = 0; k < 2; k++) {
         int32_t prod = n->inputs[k], bias = n->inputs[1 - k];
-        if (prod < 0 || bias < 0 || reads[prod] != 1 || s->base[prod] != prod) continue;
+        if (prod < 0 || bias < 0 || g->tensors[prod].readers != 1 || s->base[prod] != prod) continue;
         int32_t p = g->tensors[prod].producer;
         if (p < 0 || strcmp(g->nodes[p].op_type, "MatMul") != 0) continue;
         /* a weight, or a view of one (the TorchScript exporter shares equal
          * initializers through Identity nodes) */
         if (g->tensors[s->base[bias]].kind != EST_T_INITIALIZER || s->r->tv[bias].rank != 1) continue;
         if (s->r->tv[prod].elements != s->r->tv[n->outputs[0]].elements) continue;
-        s->base[n->outputs[0]] = prod;
-        s->contiguous[n->outputs[0]] = s->contiguous[prod];
+        share_storage(s, n->outputs[0], prod);
         s->inplace_slot[i] = (int8_t)k;
         return;
     }
@@ -329,7 +334,6 @@ static void bias_add_in_place(sim *s, int32_t i, const int32_t *reads) {
 
 static void assign_storage(sim *s) {
     const est_graph *g = s->g;
-    int32_t *reads = est__graph_count_reads(g); /* NULL: no in-place adds */
     memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
     for (int32_t t = 0; t < g->n_tensors; t++) {
         s->base[t] = t;
@@ -345,10 +349,7 @@ static void assign_storage(sim *s) {
             /* every output: Split's pieces are views of one storage, as
              * torch.split / chunk return them */
             for (int k = 0; k < n->n_outputs; k++)
-                if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) {
-                    s->base[n->outputs[k]] = s->base[in];
-                    s->contiguous[n->outputs[k]] = s->contiguous[in];
-                }
+                if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) share_storage(s, n->outputs[k], in);
             break;
         case EST_VIEW_PERMUTE:
             s->base[out] = s->base[in];
@@ -359,16 +360,14 @@ static void assign_storage(sim *s) {
             break;
         default:
             if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
-                s->base[out] = s->base[in];
-                s->contiguous[out] = s->contiguous[in];
+                share_storage(s, out, in);
                 s->inplace_slot[i] = 0; /* its gradient passes through too */
                 break;
             }
-            bias_add_in_place(s, i, reads);
+            bias_add_in_place(s, i);
             break;
         }
     }
-    free(reads);
 }
 
 static void mark_strided_inputs(sim *s) {
@@ -540,10 +539,9 @@ static void plan_lifetimes(sim *s) {
 
 /* ---- the step ---------------------------------------------------------------- */
 
-static bool is_param(const sim *s, int32_t t) {
-    const est_tensor *tt = &s->g->tensors[t];
-    return tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM && tt->first_consumer >= 0;
-}
+/* A parameter some node reads (the model's own; an unread one is never
+ * created on the GPU). */
+static bool is_param(const sim *s, int32_t t) { return is_param_storage(s, t) && s->g->tensors[t].first_consumer >= 0; }
 
 static uint64_t params_alloc_bytes(const sim *s) {
     uint64_t sum = 0;
