@@ -115,6 +115,25 @@ def _gpt2_sdpa():
     return LastHidden(GPT2Model(GPT2Config(attn_implementation="sdpa", use_cache=False, n_layer=6)))
 
 
+def _llama():
+    from transformers import LlamaConfig, LlamaModel
+    return LastHidden(LlamaModel(LlamaConfig(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+                                             num_attention_heads=8, num_key_value_heads=8, vocab_size=32000,
+                                             max_position_embeddings=512, use_cache=False)))
+
+
+def _t5_encoder():
+    from transformers import T5Config, T5EncoderModel
+    return LastHidden(T5EncoderModel(T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, vocab_size=32128,
+                                              attn_implementation="eager", use_cache=False)))
+
+
+def _albert():
+    from transformers import AlbertConfig, AlbertModel
+    return LastHidden(AlbertModel(AlbertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                                                 attn_implementation="eager")))
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -157,6 +176,18 @@ MODELS = {
     "regnet_y_400mf": (_tv("regnet_y_400mf"), image, [1, 8, 32], False),
     "mobilenet_v3_large": (_tv("mobilenet_v3_large"), image, [1, 8, 32], False),
     "gpt2_sdpa": (_gpt2_sdpa, lambda b: tokens(b, 50257), [1, 8, 32], False),
+    # session 5: a blind set, measured before any rule of that session:
+    # plain and wide residual nets without and with BN, NAS-found depthwise
+    # nets, a decoder with rotary embeddings, RMSNorm and gated MLPs (Llama,
+    # sdpa), T5's encoder (relative position bias, no biases) and ALBERT
+    # (one layer's weights shared by all twelve)
+    "vgg16": (_tv("vgg16"), image, [1, 8, 32], False),
+    "wide_resnet50_2": (_tv("wide_resnet50_2"), image, [1, 8, 32], False),
+    "mnasnet1_0": (_tv("mnasnet1_0"), image, [1, 8, 32], False),
+    "efficientnet_v2_s": (_tv("efficientnet_v2_s"), image, [1, 8, 32], False),
+    "llama_4l": (_llama, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "t5_encoder": (_t5_encoder, lambda b: tokens(b, 32128), [1, 8, 32], False),
+    "albert_base": (_albert, lambda b: tokens(b, 30000), [1, 8, 32], False),
 }
 
 
