@@ -290,10 +290,31 @@ out:
     return st;
 }
 
-/* An initializer is a parameter when a node may differentiate through it, a
- * buffer when it feeds running-statistics slots, a constant otherwise. */
+/* A table the dynamo exporter computed ahead of time (its constant folding:
+ * rotary position tables from a buffer, masks) and that element-wise ops
+ * apply to activations is no parameter: the FX calls that read it read no
+ * parameter (est_node.fx_args). A parameter viewed for broadcasting (a per-
+ * channel scale, weight[:, None, None]) is folded the same way, so the rule
+ * also asks for two or more dims above 1, which a per-channel view has not. */
+static bool reads_as_folded_table(const est_node *n) {
+    static const char *const elementwise[] = {"Mul", "Div", "Add", "Sub"};
+    if (n->fx_args != EST_FX_NO_PARAM || n->domain[0]) return false;
+    for (size_t k = 0; k < sizeof elementwise / sizeof *elementwise; k++)
+        if (strcmp(n->op_type, elementwise[k]) == 0) return true;
+    return false;
+}
+
+static bool spans_two_dims(const est_tensor *t) {
+    int wide = 0;
+    for (int32_t d = 0; t->dims && d < t->rank; d++) wide += t->dims[d].value > 1;
+    return wide >= 2;
+}
+
+/* An initializer is a parameter when a node may differentiate through it
+ * (unless it reads as a folded table), a buffer when it feeds running-
+ * statistics slots, a constant otherwise. */
 static void classify_initializers(est_graph *g) {
-    enum { USE_DIFF = 1, USE_BUFFER = 2 };
+    enum { USE_DIFF = 1, USE_BUFFER = 2, USE_NOT_TABLE = 4 };
     uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
     if (!use) return; /* roles stay NONE; the report then counts no params */
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -304,15 +325,17 @@ static void classify_initializers(est_graph *g) {
             est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
             if (n->op && (n->op->buffer_inputs & bit)) use[t] |= USE_BUFFER;
             else if (!n->op || !(n->op->nondiff_inputs & bit)) use[t] |= USE_DIFF;
+            if (!reads_as_folded_table(n)) use[t] |= USE_NOT_TABLE;
         }
     }
     for (int32_t t = 0; t < g->n_tensors; t++) {
         est_tensor *tt = &g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER) continue;
+        bool table = !(use[t] & USE_NOT_TABLE) && spans_two_dims(tt);
         if (use[t] & USE_BUFFER) tt->role = EST_ROLE_BUFFER;
         /* A 0-d float initializer is a folded scalar (a scale, an epsilon),
          * not a module's weight. */
-        else if ((use[t] & USE_DIFF) && est__dtype_is_float(tt->dtype) && tt->rank > 0)
+        else if ((use[t] & USE_DIFF) && !table && est__dtype_is_float(tt->dtype) && tt->rank > 0)
             tt->role = EST_ROLE_PARAM;
         else tt->role = EST_ROLE_CONST;
     }

@@ -101,6 +101,13 @@ typedef struct est_attr {
 
 struct est_op_def;
 
+/* What the dynamo exporter says of the FX call a node came from. */
+typedef enum est_fx_args {
+    EST_FX_UNKNOWN = 0,  /* not a dynamo export, or it does not say */
+    EST_FX_NO_PARAM,     /* the call reads no parameter */
+    EST_FX_READS_PARAM,  /* one of its arguments is a parameter */
+} est_fx_args;
+
 typedef struct est_node {
     char *name;         /* never NULL: "<op>_<index>" when the model has none */
     char *op_type;
@@ -117,6 +124,7 @@ typedef struct est_node {
      * ("layer1/layer1.0/conv1"; "" for the model's own forward), or NULL when
      * the file does not say. */
     char *scope;
+    est_fx_args fx_args;
     /* Per input, set by est__graph_finish: the last node of the outermost
      * module call that reads the input but did not produce it (the caller's
      * reference keeps a module's arguments alive until it returns); -1 when

@@ -420,7 +420,10 @@ static int64_t domain_opset(const Onnx__ModelProto *m, const char *domain) {
  * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
  * unknown fields. Copies the value for `key` into buf; false if absent. */
 #define NODE_METADATA_FIELD 9
-static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
+/* The node's metadata entry `key` (kept by protobuf-c as an unknown field,
+ * NodeProto.metadata_props being newer than the schema), or NULL. The caller
+ * frees it with onnx__string_string_entry_proto__free_unpacked. */
+static Onnx__StringStringEntryProto *find_metadata(const Onnx__NodeProto *p, const char *key) {
     for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
         const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
         if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
@@ -430,12 +433,31 @@ static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_
         if (++skip > u->len) continue;
         Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&pb_allocator, u->len - skip, u->data + skip);
         if (!e) continue;
-        bool hit = e->key && strcmp(e->key, key) == 0;
-        if (hit) snprintf(buf, cap, "%s", str_or_empty(e->value));
+        if (e->key && strcmp(e->key, key) == 0) return e;
         onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
-        if (hit) return true;
     }
-    return false;
+    return NULL;
+}
+
+static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
+    Onnx__StringStringEntryProto *e = find_metadata(p, key);
+    if (!e) return false;
+    snprintf(buf, cap, "%s", str_or_empty(e->value));
+    onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
+    return true;
+}
+
+/* Whether the FX call a dynamo-exported node came from reads a parameter.
+ * "pkg.torch.onnx.fx_node" prints the call ("%mul : ... = call_function[...]
+ * (args = (%x, %p_norm_weight), ...)"), and torch.export names the
+ * placeholders of parameters p_<name> (buffers b_, constants c_). */
+static est_fx_args fx_call_args(const Onnx__NodeProto *p) {
+    Onnx__StringStringEntryProto *e = find_metadata(p, "pkg.torch.onnx.fx_node");
+    if (!e) return EST_FX_UNKNOWN;
+    const char *args = e->value ? strstr(e->value, "](args = (") : NULL;
+    est_fx_args r = !args ? EST_FX_UNKNOWN : strstr(args, "%p_") ? EST_FX_READS_PARAM : EST_FX_NO_PARAM;
+    onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
+    return r;
 }
 
 
@@ -486,6 +508,7 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
         n->name = est__strdup(buf);
     }
     if (!n->name || !module_scope(p, n->name, &n->scope)) return oom(L);
+    n->fx_args = fx_call_args(p);
     if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)
         return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): more than %d inputs or outputs",

@@ -1142,6 +1142,30 @@ static void check_dropout_identity(void) {
     }
 }
 
+/* A dynamo export folds the rotary cos/sin tables (from a buffer) into
+ * initializers that multiply activations (tests/data/make_rotary_block.py):
+ * they are constants, so the Mul keeps nothing of q for them; the norm weight
+ * and the per-channel scale viewed as [1, 1, D] stay parameters, and the Mul
+ * by the scale keeps its activation for the scale's gradient. */
+static void check_folded_tables(void) {
+    const char *what = "rotary block (dynamo export)";
+    est_graph *g = load_export(TEST_DATA_DIR, "rotary_block.dynamo.onnx");
+    est_report *r = run(g, EST_MODE_TRAIN, 4);
+    if (r) {
+        enum { D = 64, S = 16, B = 4 };
+        uint64_t want = D + D + D * D + D + D * D; /* norm, q.bias, q.weight, scale, out.weight */
+        CHECK(est_report_totals(r)->param_count == want, "%s: %llu parameters, expected %llu", what,
+              U(est_report_totals(r)->param_count), U(want));
+        const est_layer *cos = layer_named(r, "node_mul_25", what), *scale = layer_named(r, "node_mul_33", what);
+        if (cos) CHECK(cos->saved_bytes == 0, "%s: q * cos saves %llu, expected 0", what, U(cos->saved_bytes));
+        if (scale)
+            CHECK(scale->saved_bytes == R(B * S * D * 4), "%s: h * scale saves %llu, expected %llu", what,
+                  U(scale->saved_bytes), U(R(B * S * D * 4)));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -1172,5 +1196,6 @@ int main(int argc, char **argv) {
     check_split_views();
     check_bias_add_in_place();
     check_dropout_identity();
+    check_folded_tables();
     return test_result("test_rules");
 }
