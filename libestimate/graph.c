@@ -407,6 +407,95 @@ static int32_t innermost_block_end(const est_node *n, const int32_t *last_of) {
     return end;
 }
 
+/* Component d of a scope (the characters at s + start[d], up to '/'). */
+typedef struct scope_parts {
+    const int32_t *offset; /* node i's components: start[offset[i] .. offset[i + 1]) */
+    const int32_t *start;
+} scope_parts;
+
+/* A unit of a call: a run of consecutive nodes that ran in the same
+ * submodule, or one op of the module's own. */
+typedef struct call_unit {
+    const char *key;
+    size_t len;
+    bool own_op;
+    int32_t first;
+} call_unit;
+
+static bool same_unit(const call_unit *a, const call_unit *b) {
+    return a->own_op == b->own_op && a->len == b->len && memcmp(a->key, b->key, a->len) == 0;
+}
+
+/* Node j's unit inside a depth-d run: its component d + 1, or its op. */
+static call_unit unit_of(const est_graph *g, const scope_parts *sp, int32_t j, int32_t d) {
+    const est_node *n = &g->nodes[j];
+    int32_t depth = sp->offset[j + 1] - sp->offset[j];
+    if (depth <= d + 1) return (call_unit){n->op_type, strlen(n->op_type), true, j};
+    const char *c = n->scope + sp->start[sp->offset[j] + d + 1];
+    return (call_unit){c, strcspn(c, "/"), false, j};
+}
+
+/* The scopes name a module, not a call: a module called several times in a
+ * row (ALBERT's one shared layer, a loop over one block) gives one run for
+ * all its calls in the dynamo exporter's scopes. Every call visits the
+ * module's submodules in the same order, so a run whose sequence of units is
+ * k > 1 repeats of one period that enters a submodule holds k calls; mark
+ * the first node of each later call: break_at[i] = the shallowest depth at
+ * which node i starts a new call. */
+static void split_repeated_calls(const est_graph *g, const scope_parts *sp, const int32_t *first,
+                                 const int32_t *last, call_unit *units, int32_t *prefix, int32_t *break_at) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (!g->nodes[i].scope) continue;
+        for (int32_t d = 0; d < sp->offset[i + 1] - sp->offset[i]; d++) {
+            if (first[sp->offset[i] + d] != i) continue; /* not the start of a run */
+            int32_t m = 0;
+            for (int32_t j = i; j <= last[sp->offset[i] + d]; j++) {
+                if (!g->nodes[j].scope) continue;
+                call_unit u = unit_of(g, sp, j, d);
+                if (m == 0 || !same_unit(&units[m - 1], &u)) units[m++] = u;
+            }
+            /* the shortest period: m - the longest proper border (KMP) */
+            prefix[0] = 0;
+            for (int32_t q = 1, k = 0; q < m; q++) {
+                while (k > 0 && !same_unit(&units[q], &units[k])) k = prefix[k - 1];
+                if (same_unit(&units[q], &units[k])) k++;
+                prefix[q] = k;
+            }
+            int32_t period = m > 0 ? m - prefix[m - 1] : 0;
+            if (m < 2 || period == m || m % period != 0) continue;
+            bool enters_submodule = false;
+            for (int32_t q = 0; q < period; q++) enters_submodule |= !units[q].own_op;
+            if (!enters_submodule) continue;
+            for (int32_t q = period; q < m; q += period)
+                if (break_at[units[q].first] > d) break_at[units[q].first] = d;
+        }
+    }
+}
+
+/* first/last[offset[i] + d]: the first and last node of the call that node i
+ * runs in at depth d; a call ends where the scopes part or break_at says a
+ * new call starts. */
+static void find_calls(const est_graph *g, const int32_t *offset, const int32_t *break_at, int32_t *first,
+                       int32_t *last) {
+    int32_t nn = g->n_nodes;
+    for (int32_t i = 0, prev = -1; i < nn; i++) {
+        if (!g->nodes[i].scope) continue;
+        int32_t depth = offset[i + 1] - offset[i];
+        int32_t shared = prev >= 0 ? common_depth(g->nodes[prev].scope, g->nodes[i].scope) : 0;
+        if (shared > break_at[i]) shared = break_at[i];
+        for (int32_t d = 0; d < depth; d++) first[offset[i] + d] = d < shared ? first[offset[prev] + d] : i;
+        prev = i;
+    }
+    for (int32_t i = nn - 1, next = -1; i >= 0; i--) {
+        if (!g->nodes[i].scope) continue;
+        int32_t depth = offset[i + 1] - offset[i];
+        int32_t shared = next >= 0 ? common_depth(g->nodes[next].scope, g->nodes[i].scope) : 0;
+        if (next >= 0 && shared > break_at[next]) shared = break_at[next];
+        for (int32_t d = 0; d < depth; d++) last[offset[i] + d] = d < shared ? last[offset[next] + d] : i;
+        next = i;
+    }
+}
+
 static est_status plan_module_calls(est_graph *g, est_error *err) {
     int32_t nn = g->n_nodes;
     int64_t total = 0;
@@ -417,28 +506,28 @@ static est_status plan_module_calls(est_graph *g, est_error *err) {
         total += g->nodes[i].scope ? scope_depth(g->nodes[i].scope) : 0;
     }
     offset[nn] = (int32_t)total;
-    /* first[offset[i] + d] / last[...]: the run of node i's depth-d scope */
-    int32_t *first = malloc((size_t)(total ? total : 1) * sizeof *first);
-    int32_t *last = malloc((size_t)(total ? total : 1) * sizeof *last);
+    size_t cells = (size_t)(total ? total : 1), nodes = (size_t)(nn ? nn : 1);
+    int32_t *first = malloc(cells * sizeof *first), *last = malloc(cells * sizeof *last);
+    int32_t *start = malloc(cells * sizeof *start), *break_at = calloc(nodes, sizeof *break_at);
+    int32_t *prefix = malloc(nodes * sizeof *prefix);
+    call_unit *units = malloc(nodes * sizeof *units);
     est_status st = EST_OK;
-    if (!first || !last) {
+    if (!first || !last || !start || !break_at || !prefix || !units) {
         st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
         goto out;
     }
-    for (int32_t i = 0, prev = -1; i < nn; i++) {
-        if (!g->nodes[i].scope) continue;
-        int32_t depth = offset[i + 1] - offset[i];
-        int32_t shared = prev >= 0 ? common_depth(g->nodes[prev].scope, g->nodes[i].scope) : 0;
-        for (int32_t d = 0; d < depth; d++) first[offset[i] + d] = d < shared ? first[offset[prev] + d] : i;
-        prev = i;
+    for (int32_t i = 0; i < nn; i++) {
+        break_at[i] = INT32_MAX;
+        const char *s = g->nodes[i].scope;
+        for (int32_t d = 0, pos = 0; s && d < offset[i + 1] - offset[i]; d++) {
+            start[offset[i] + d] = pos;
+            pos += (int32_t)strcspn(s + pos, "/") + 1;
+        }
     }
-    for (int32_t i = nn - 1, next = -1; i >= 0; i--) {
-        if (!g->nodes[i].scope) continue;
-        int32_t depth = offset[i + 1] - offset[i];
-        int32_t shared = next >= 0 ? common_depth(g->nodes[next].scope, g->nodes[i].scope) : 0;
-        for (int32_t d = 0; d < depth; d++) last[offset[i] + d] = d < shared ? last[offset[next] + d] : i;
-        next = i;
-    }
+    scope_parts sp = {offset, start};
+    find_calls(g, offset, break_at, first, last);
+    split_repeated_calls(g, &sp, first, last, units, prefix, break_at);
+    find_calls(g, offset, break_at, first, last);
     for (int32_t i = 0; i < nn; i++) {
         est_node *n = &g->nodes[i];
         free(n->input_held_until);
@@ -463,6 +552,10 @@ out:
     free(offset);
     free(first);
     free(last);
+    free(start);
+    free(break_at);
+    free(prefix);
+    free(units);
     return st;
 }
 

@@ -400,6 +400,57 @@ static void check_attention_held_by_block(void) {
     }
 }
 
+/* Three calls of one block in a row: x -> e (root) -> per call k: attn: sm,
+ * a; ffn: f1, f2 -> out (root); every tensor 4096 bytes. With `shared` every
+ * call runs in scope "layer.0" (ALBERT's one shared layer as the dynamo
+ * exporter names it), else in layer.0, layer.1, layer.2. */
+static est_graph *repeated_block_graph(bool shared, const char *what) {
+    char text[8192];
+    int len = snprintf(text, sizeof text,
+                       "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"rep\", \"opset_import\": {\"\": 17},\n"
+                       " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 1024]}],\n"
+                       " \"nodes\": [{\"name\": \"e\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"h2_0\"], \"scope\": \"\"}");
+    static const char *const step[][3] = {{"sm", "Softmax", "attn"}, {"a", "Relu", "attn"}, {"f1", "Relu", "ffn"},
+                                          {"f2", "Relu", "ffn"}};
+    for (int k = 1; k <= 3; k++)
+        for (int j = 0; j < 4; j++) {
+            char in[32], out[32];
+            if (j == 0) snprintf(in, sizeof in, "h2_%d", k - 1);
+            else snprintf(in, sizeof in, "%s_%d", step[j - 1][0], k);
+            if (j == 3) snprintf(out, sizeof out, "h2_%d", k);
+            else snprintf(out, sizeof out, "%s_%d", step[j][0], k);
+            len += snprintf(text + len, sizeof text - (size_t)len,
+                            ",\n  {\"name\": \"%s_%d\", \"op\": \"%s\", \"inputs\": [\"%s\"], \"outputs\": [\"%s\"], "
+                            "\"scope\": \"layer.%d/%s\"}",
+                            step[j][0], k, step[j][1], in, out, shared ? 0 : k - 1, step[j][2]);
+        }
+    snprintf(text + len, sizeof text - (size_t)len,
+             ",\n  {\"name\": \"out\", \"op\": \"Relu\", \"inputs\": [\"h2_3\"], \"outputs\": [\"y\"], \"scope\": \"\"}],\n"
+             " \"outputs\": [\"y\"]}\n");
+    return load_json(text, what);
+}
+
+/* The calls of a block that runs three times in a row under one scope are
+ * three calls (split_repeated_calls, libestimate/graph.c): each call's
+ * Softmax output lives until its own call returns, as with three distinct
+ * blocks. Taken as one call, the three would live at once: at f2_3, x, the
+ * call's argument, f1_3, f2_3, and sm_1..sm_3 instead of sm_3 alone. */
+static void check_repeated_calls(void) {
+    const uint64_t T = 1024 * 4;
+    uint64_t peak[2] = {0, 0};
+    for (int shared = 0; shared <= 1; shared++) {
+        const char *what = shared ? "one block called three times" : "three blocks";
+        est_graph *g = repeated_block_graph(shared, what);
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        if (r) peak[shared] = est_report_peak(r)->bytes;
+        est_report_free(r);
+        est_graph_free(g);
+    }
+    CHECK(peak[0] == 6 * T, "three blocks: inference peak %llu, expected %llu", U(peak[0]), U(6 * T));
+    CHECK(peak[1] == peak[0], "one block called three times: inference peak %llu, expected %llu as three blocks",
+          U(peak[1]), U(peak[0]));
+}
+
 static void check_module_calls(void) {
     const uint64_t T = 1024 * 4; /* one tensor, already a multiple of 512 */
     for (int scoped = 0; scoped <= 1; scoped++) {
@@ -1191,6 +1242,7 @@ int main(int argc, char **argv) {
     check_silu();
     check_module_calls();
     check_attention_held_by_block();
+    check_repeated_calls();
     check_sdpa();
     check_sdpa_key_transpose();
     check_split_views();
