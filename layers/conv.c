@@ -145,8 +145,10 @@ static void conv_saves(const est_cost_ctx *c, est_saved *s) {
  *    them channels-last: 15.8 MiB for 12.3 + 3.1 MiB on regnet_x_400mf's
  *    first one, within 0.5 MiB of in + out on all of its seven shapes);
  *    strided 1x1 convs over 128+ channels ask for 1.5x the input
- *    (strided_pointwise_workspace, backward too); others ask for about 1.2x
- *    the output plus a weight copy;
+ *    (strided_pointwise_workspace, backward too); convs that keep their
+ *    input's channels and size ask for twice an output over 48 MiB
+ *    (keeps_channels_and_size); others ask for about 1.2x the output plus a
+ *    weight copy;
  *  - backward: the input gradient needs none; the weight gradient of a 1x1
  *    conv splits the reduction up to 8 ways (up to 8 weight-sized partial
  *    sums, no more than 4x the larger activation plus a weight), that of
@@ -219,6 +221,22 @@ static uint64_t strided_pointwise_workspace(const est_cost_ctx *c) {
     return in + in / 2;
 }
 
+/* A conv whose output has its input's channels and size (a 3x3 "same" conv
+ * of a VGG or ResNet stage). Over LARGE_OUTPUT bytes of output cuDNN's
+ * heuristics pick a forward algorithm that takes twice the output (batch
+ * sweep on an H100, bench/accuracy/probe_wgrad.py: 64 channels at 56x56 and
+ * 128 at 28x28 ask for 1.0-1.1x the output up to 25.7 MB and 2.0x from
+ * 51.4 MB on; vgg16's 64-channel 224x224 conv 2.0x at batch 8 and 32). */
+enum { LARGE_OUTPUT = 48 << 20 };
+
+static bool keeps_channels_and_size(const est_cost_ctx *c) {
+    const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
+    if (!x || !y || x->rank != y->rank || est_node_attr_int(c->node, "group", 1) != 1) return false;
+    for (int d = 1; d < x->rank; d++)
+        if (x->dims[d] != y->dims[d]) return false;
+    return true;
+}
+
 static uint64_t conv_workspace(const est_cost_ctx *c) {
     if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_workspace(c);
     uint64_t strided = strided_pointwise_workspace(c);
@@ -227,6 +245,7 @@ static uint64_t conv_workspace(const est_cost_ctx *c) {
     if (conv_workspace_kind(c) != CONV_SPATIAL || w->dims[0] < 32) return 0;
     uint64_t out = est_cost_bytes(c, est_cost_out(c, 0));
     if (is_grouped(c)) return est_cost_bytes(c, est_cost_in(c, 0)) + out; /* channels-last copies */
+    if (keeps_channels_and_size(c) && out >= LARGE_OUTPUT) return 2 * out;
     return out + out / 5 + est_cost_bytes(c, w);
 }
 

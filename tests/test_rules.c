@@ -593,6 +593,17 @@ static void check_conv(void) {
         CHECK(fwd == 7854592 && bwd == 12992512, "conv 3x3: arithmetic");
     }
 
+    /* the same conv at batch 64: its output, 51380224 bytes, passes 48 MiB,
+     * where cuDNN's forward takes twice the output: 102760448; the weight
+     * gradient 2 x max(in, out) + w = 102760448 + 147456 = 102907904 */
+    conv_temps(64, 64, 56, 64, 1, 3, &ti, &tt);
+    CHECK(ti == 102760448 && tt == 102907904, "conv 3x3 batch 64: temp infer %llu train %llu, expected 102760448 "
+          "and 102907904", U(ti), U(tt));
+    /* 64 -> 128 at batch 64 changes the channels: 1.2x the output plus w,
+     * out = 64 x 128 x 56 x 56 x 4 = 102760448: 123312537 + 294912 -> 123607552 */
+    conv_temps(64, 64, 56, 128, 1, 3, &ti, &tt);
+    CHECK(ti == 123607552, "conv 3x3 64->128 batch 64: temp infer %llu, expected 123607552", U(ti));
+
     /* depthwise 7x7 (group = channels = 64): each filter reduces over
      * 1 x 7 x 7 = 49 >= 32 values, so only the depthwise rule makes it free */
     conv_temps(8, 64, 56, 64, 64, 7, &ti, &tt);
