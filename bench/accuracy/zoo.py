@@ -134,6 +134,26 @@ def _albert():
                                                  attn_implementation="eager")))
 
 
+def _qwen2():
+    from transformers import Qwen2Config, Qwen2Model
+    return LastHidden(Qwen2Model(Qwen2Config(hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
+                                             num_attention_heads=8, num_key_value_heads=2, vocab_size=32000,
+                                             max_position_embeddings=512, use_cache=False)))
+
+
+def _opt():
+    from transformers import OPTConfig, OPTModel
+    return LastHidden(OPTModel(OPTConfig(hidden_size=512, ffn_dim=2048, num_hidden_layers=4, num_attention_heads=8,
+                                         word_embed_proj_dim=512, vocab_size=32000, max_position_embeddings=512,
+                                         use_cache=False)))
+
+
+def _roberta():
+    from transformers import RobertaConfig, RobertaModel
+    return LastHidden(RobertaModel(RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
+                                                 use_cache=False), add_pooling_layer=False))
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -188,6 +208,15 @@ MODELS = {
     "llama_4l": (_llama, lambda b: tokens(b, 32000), [1, 8, 32], False),
     "t5_encoder": (_t5_encoder, lambda b: tokens(b, 32128), [1, 8, 32], False),
     "albert_base": (_albert, lambda b: tokens(b, 30000), [1, 8, 32], False),
+    # session 5, second blind set, measured after that session's rules:
+    # grouped-query attention (Qwen2: 8 query heads over 2 key/value heads),
+    # OPT's decoder (learned positions, ReLU), RoBERTa with Hugging Face's
+    # default attention, and two more torchvision CNNs
+    "qwen2_4l": (_qwen2, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "opt_4l": (_opt, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "roberta_base": (_roberta, lambda b: tokens(b, 50265), [1, 8, 32], False),
+    "efficientnet_b3": (_tv("efficientnet_b3"), image, [1, 8, 32], False),
+    "squeezenet1_1": (_tv("squeezenet1_1"), image, [1, 8, 32], False),
 }
 
 
