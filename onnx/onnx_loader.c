@@ -418,11 +418,10 @@ static int64_t domain_opset(const Onnx__ModelProto *m, const char *domain) {
 
 /* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
  * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
- * unknown fields. Copies the value for `key` into buf; false if absent. */
+ * unknown fields. */
 #define NODE_METADATA_FIELD 9
-/* The node's metadata entry `key` (kept by protobuf-c as an unknown field,
- * NodeProto.metadata_props being newer than the schema), or NULL. The caller
- * frees it with onnx__string_string_entry_proto__free_unpacked. */
+/* The node's metadata entry `key`, or NULL. The caller frees it with
+ * onnx__string_string_entry_proto__free_unpacked. */
 static Onnx__StringStringEntryProto *find_metadata(const Onnx__NodeProto *p, const char *key) {
     for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
         const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
@@ -439,6 +438,7 @@ static Onnx__StringStringEntryProto *find_metadata(const Onnx__NodeProto *p, con
     return NULL;
 }
 
+/* Copies the value for `key` into buf; false if absent. */
 static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
     Onnx__StringStringEntryProto *e = find_metadata(p, key);
     if (!e) return false;

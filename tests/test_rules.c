@@ -433,8 +433,9 @@ static est_graph *repeated_block_graph(bool shared, const char *what) {
 /* The calls of a block that runs three times in a row under one scope are
  * three calls (split_repeated_calls, libestimate/graph.c): each call's
  * Softmax output lives until its own call returns, as with three distinct
- * blocks. Taken as one call, the three would live at once: at f2_3, x, the
- * call's argument, f1_3, f2_3, and sm_1..sm_3 instead of sm_3 alone. */
+ * blocks. At f2_3 live: x; h2_2 and a_3 (arguments of the layer and ffn
+ * calls); sm_3; f1_3; h2_3: 6 tensors. Taken as one call, h2_0 (its
+ * argument) and sm_1, sm_2 would live too, and h2_2 would not: 8. */
 static void check_repeated_calls(void) {
     const uint64_t T = 1024 * 4;
     uint64_t peak[2] = {0, 0};
