@@ -1,5 +1,6 @@
 /* cli_util.h: running the memest command from the CLI test executables
- * (test_cli, test_capacity). Set `memest` to the binary's path first. */
+ * (test_cli, test_capacity). cli_test_args() sets `memest`, `models` and
+ * `tmp` from the command line first. */
 #ifndef EST_CLI_UTIL_H
 #define EST_CLI_UTIL_H
 
@@ -11,7 +12,20 @@
 
 #include "test_util.h"
 
-static const char *memest;
+static const char *memest, *models, *tmp;
+
+/* The CLI tests' arguments: MEMEST MODELS_DIR TMP_DIR. False (with a usage
+ * line) when they are missing. */
+static bool cli_test_args(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s MEMEST MODELS_DIR TMP_DIR\n", argv[0]);
+        return false;
+    }
+    memest = argv[1];
+    models = argv[2];
+    tmp = argv[3];
+    return true;
+}
 
 /* Runs `memest ARGS` through the shell; returns its exit code and its output
  * (stdout, plus stderr when `with_stderr`), which the caller frees. */

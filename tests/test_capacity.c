@@ -14,8 +14,6 @@
 
 #include "cli_util.h"
 
-static const char *models, *tmp;
-
 /* memest ARGS --format json, parsed; NULL (and a failed check) otherwise. */
 static cJSON *run_json(const char *args) {
     char full[8192], *out;
@@ -325,13 +323,7 @@ static void checkpoint_flags(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s MEMEST MODELS_DIR TMP_DIR\n", argv[0]);
-        return 2;
-    }
-    memest = argv[1];
-    models = argv[2];
-    tmp = argv[3];
+    if (!cli_test_args(argc, argv)) return 2;
     gpu_flags();
     max_batch_search();
     sweep();

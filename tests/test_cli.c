@@ -12,8 +12,6 @@
 
 #include "cli_util.h"
 
-static const char *models, *tmp;
-
 static void exit_codes(void) {
     char args[4096];
     expect_exit("--help", 0, "--batch N");
@@ -146,13 +144,7 @@ static void convert_round_trip(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s MEMEST MODELS_DIR TMP_DIR\n", argv[0]);
-        return 2;
-    }
-    memest = argv[1];
-    models = argv[2];
-    tmp = argv[3];
+    if (!cli_test_args(argc, argv)) return 2;
     exit_codes();
     json_report();
     csv_and_table();
