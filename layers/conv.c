@@ -152,8 +152,8 @@ static void conv_saves(const est_cost_ctx *c, est_saved *s) {
  *  - backward: the input gradient needs none; the weight gradient of a 1x1
  *    conv splits the reduction up to 8 ways (up to 8 weight-sized partial
  *    sums, no more than 4x the larger activation plus a weight), that of
- *    a larger kernel asks for about 2x the larger of input and output plus a
- *    weight copy.
+ *    a larger kernel asks for channels-last copies of input and output
+ *    gradient plus split-K partial sums (split_k_partials).
  * cuDNN's choice varies with the shape, from 0 to several times these; the
  * rule gives the typical size, not a bound. */
 typedef enum conv_kind { CONV_NO_WORKSPACE, CONV_POINTWISE, CONV_SPATIAL } conv_kind;
@@ -249,6 +249,43 @@ static uint64_t conv_workspace(const est_cost_ctx *c) {
     return out + out / 5 + est_cost_bytes(c, w);
 }
 
+/* The weight gradient of a 2-D or 3-D conv with a larger kernel is a GEMM:
+ * a Cout x (C x kernel) output reduced over batch x output pixels. cuDNN
+ * runs it on channels-last copies of the input and the output gradient
+ * (in + out) and splits the long reduction into partial weight gradients,
+ * summed at the end:
+ *  - one 128x128 output tile (SPLIT_K_TILE) per SM (SPLIT_K_CTAS; 132 on an
+ *    H100 or H200), so a weight of many tiles splits fewer ways;
+ *  - at least SPLIT_K_ROWS reduced pixels per split, and one partial;
+ *  - a small weight splits further, up to SMALL_WEIGHT_PARTIALS bytes;
+ *  - partials take the conv's dtype (float16/bfloat16 halve them).
+ * Evidence (bench/accuracy/probe_wgrad.py, probe_conv.py, measure.py
+ * --probe; docs/memory-model.md): over 190 convs of 22 models on an H100
+ * and an H200 the median error falls from 2.1 MiB (2x the larger activation,
+ * the earlier rule) to 1.1 MiB; resnet18's 256-channel 3x3 conv keeps 6.7
+ * weights of partials at batch 8, lenet's 6->16 5x5 one 1.05 MiB from batch
+ * 64 to 512 (H100). On 70 shape-and-batch points measured after the rule
+ * was written (probe_splitk.py) it is 1.9 MiB against 2.6 MiB. cuDNN's
+ * jumps to 16x the input (16- and 32-channel convs from batch 64-128)
+ * follow no shape rule. */
+enum { SPLIT_K_CTAS = 132, SPLIT_K_TILE = 128, SPLIT_K_ROWS = 64, SMALL_WEIGHT_PARTIALS = 1 << 20 };
+
+static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static uint64_t split_k_partials(const est_cost_ctx *c) {
+    const est_tval *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
+    if (!w || !y || y->rank < 2 || y->dims[1] <= 0 || w->dims[0] <= 0) return 0;
+    uint64_t rows = (uint64_t)w->dims[0], cols = est_tval_elements(w) / rows; /* Cout x (C x kernel) */
+    uint64_t reduced = est_tval_elements(y) / (uint64_t)y->dims[1];           /* batch x output pixels */
+    uint64_t most = reduced / SPLIT_K_ROWS > 1 ? reduced / SPLIT_K_ROWS : 1;
+    uint64_t tiled = SPLIT_K_CTAS / (div_up(rows, SPLIT_K_TILE) * div_up(cols, SPLIT_K_TILE));
+    uint64_t ways = tiled < 1 ? 1 : tiled < most ? tiled : most;
+    uint64_t weight = est_cost_bytes(c, w), partials = ways * weight;
+    uint64_t small = (most < SPLIT_K_CTAS ? most : SPLIT_K_CTAS) * weight;
+    if (small > SMALL_WEIGHT_PARTIALS) small = SMALL_WEIGHT_PARTIALS;
+    return partials > small ? partials : small;
+}
+
 static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
     if (c->kernels == EST_KERNELS_VERIFY)
         return est_needs_grad(c, 0) || est_needs_grad(c, 1) ? conv_im2col_workspace(c) : 0;
@@ -262,7 +299,9 @@ static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
         uint64_t split = 4 * (in > out ? in : out) + weight;
         return 8 * weight < split ? 8 * weight : split;
     }
-    case CONV_SPATIAL: return 2 * (in > out ? in : out) + weight;
+    case CONV_SPATIAL: /* a 1-D conv: cuDNN picks other kernels (convnet1d's three: 0.7-1.4x) */
+        if (est_cost_in(c, 1)->rank == 3) return 2 * (in > out ? in : out) + weight;
+        return in + out + split_k_partials(c);
     default: return 0;
     }
 }

@@ -41,6 +41,8 @@ TABLES = {
                 [f"{OUT}/h100/blind5/measured_blind.json"], 0),
     "blind5b": ("compare.py", ["--markdown", f"{OUT}/h100/blind5b/measured_blind2.json", f"{OUT}/exports5b"],
                 [f"{OUT}/h100/blind5b/measured_blind2.json"], 0),
+    "blind6": ("compare.py", ["--markdown", f"{OUT}/h100/blind6/measured_blind.json", f"{OUT}/exports6"],
+               [f"{OUT}/h100/blind6/measured_blind.json"], 0),
     "amp-truth": ("compare_amp.py", ["--markdown", f"{TRUTH}/truth.json", f"{TRUTH}/onnx"],
                   [f"{TRUTH}/truth.json"], 0),
     "amp-harness": ("compare_amp.py", ["--markdown", f"{OUT}/h100/measured_cap.json", f"{OUT}/exports"],

@@ -85,6 +85,92 @@ class MixerMLP(nn.Module):
         return torch.softmax(self.head(self.norm(h).mean(dim=1)), dim=-1)
 
 
+class CifarResNet(nn.Module):
+    """ResNet-20 for 32x32 images (He et al. 2016, section 4.2): 16, 32 and 64
+    channels, three basic blocks a stage, strided 3x3 convs, 1x1 shortcuts."""
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.b1 = nn.BatchNorm2d(cout)
+            self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.b2 = nn.BatchNorm2d(cout)
+            self.short = (nn.Sequential() if stride == 1 and cin == cout else
+                          nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)))
+
+        def forward(self, x):
+            return F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + self.short(x))
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        layers, cin = [], 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for i in range(3):
+                layers.append(CifarResNet.Block(cin, cout, stride if i == 0 else 1))
+                cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(self.layers(self.stem(x)).mean(dim=(2, 3)))
+
+
+class CifarVGG(nn.Module):
+    """A small VGG for 32x32 images: 32-64-128 channel 3x3 conv pairs with
+    BatchNorm, max pooling, dropout, two linear layers."""
+
+    def __init__(self):
+        super().__init__()
+        layers, cin = [], 3
+        for cout in (32, 64, 128):
+            layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(),
+                       nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2)]
+            cin = cout
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(0.3), nn.Linear(128 * 16, 256), nn.ReLU(),
+                                        nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+class CifarLeNet(nn.Module):
+    """LeNet-5 on 3x32x32 images: 3->6 and 6->16 5x5 convs, average pooling, tanh."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 6, 5)
+        self.c2 = nn.Conv2d(6, 16, 5)
+        self.f1 = nn.Linear(400, 120)
+        self.f2 = nn.Linear(120, 84)
+        self.f3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.avg_pool2d(torch.tanh(self.c1(x)), 2)
+        x = F.avg_pool2d(torch.tanh(self.c2(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.f3(torch.tanh(self.f2(torch.tanh(self.f1(x)))))
+
+
+class M5(nn.Module):
+    """M5 raw-audio classifier (Dai et al. 2017): a strided 80-tap Conv1d, then
+    3-tap Conv1d blocks with BatchNorm1d and max pooling, global average."""
+
+    def __init__(self):
+        super().__init__()
+        chans = [(1, 128, 80, 4), (128, 128, 3, 1), (128, 256, 3, 1), (256, 512, 3, 1)]
+        layers = []
+        for cin, cout, k, s in chans:
+            layers += [nn.Conv1d(cin, cout, k, s), nn.BatchNorm1d(cout), nn.ReLU(), nn.MaxPool1d(4)]
+        self.body = nn.Sequential(*layers[:-1])
+        self.head = nn.Linear(512, 35)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean(dim=2))
+
+
 def _tv(name, **kw):
     import torchvision
     return lambda: getattr(torchvision.models, name)(weights=None, **kw)
@@ -217,6 +303,14 @@ MODELS = {
     "roberta_base": (_roberta, lambda b: tokens(b, 50265), [1, 8, 32], False),
     "efficientnet_b3": (_tv("efficientnet_b3"), image, [1, 8, 32], False),
     "squeezenet1_1": (_tv("squeezenet1_1"), image, [1, 8, 32], False),
+    # session 6, a third blind set, measured after that session's conv
+    # weight-gradient rule: small CNNs, where a conv's workspace is a large
+    # part of the peak (32x32 images, raw audio), and one more torchvision net
+    "cifar_resnet20": (CifarResNet, lambda b: torch.randn(b, 3, 32, 32), [1, 32, 128], False),
+    "cifar_vgg": (CifarVGG, lambda b: torch.randn(b, 3, 32, 32), [1, 32, 128], False),
+    "cifar_lenet": (CifarLeNet, lambda b: torch.randn(b, 3, 32, 32), [1, 64, 256], False),
+    "m5_audio": (M5, lambda b: torch.randn(b, 1, 8000), [1, 8, 64], False),
+    "resnet34": (_tv("resnet34"), image, [1, 8, 32], False),
 }
 
 
