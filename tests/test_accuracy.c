@@ -16,10 +16,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include <cJSON.h>
-
 #include "estimate.h"
-#include "test_util.h"
+#include "truth_util.h"
 
 static const char *const TRAIN_EXPORTS[] = {"legacy-train", "dynamo-train"};
 static const char *const INFER_EXPORTS[] = {"legacy", "dynamo"};
@@ -96,16 +94,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TRUTH_DIR\n", argv[0]);
         return 2;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/truth.json", argv[1]);
-    char *text = test_read_file(path, NULL);
-    if (!text) {
-        printf("SKIP: %s not found\n", path);
-        return 77;
-    }
-    cJSON *truth = cJSON_Parse(text);
-    free(text);
-    CHECK(truth != NULL, "%s does not parse", path);
+    bool absent;
+    cJSON *truth = test_load_truth(argv[1], &absent);
+    if (absent) return 77;
     int checked = 0;
     const cJSON *model;
     cJSON_ArrayForEach(model, cJSON_GetObjectItem(truth, "models")) {
@@ -116,6 +107,6 @@ int main(int argc, char **argv) {
     }
     cJSON_Delete(truth);
     printf("%d cases checked\n", checked);
-    CHECK(checked > 0, "no case in %s", path);
+    CHECK(checked > 0, "no case in %s/truth.json", argv[1]);
     return test_result("test_accuracy");
 }

@@ -19,11 +19,9 @@
 #include <math.h>
 #include <string.h>
 
-#include <cJSON.h>
-
 #include "estimate.h"
 #include "report.h"
-#include "test_util.h"
+#include "truth_util.h"
 
 /* ---- the cost context of a node in an estimated graph --------------------- */
 
@@ -484,16 +482,10 @@ int main(int argc, char **argv) {
     check_batchnorm_saves();
     check_dropout_saves();
     check_views();
+    bool absent;
+    cJSON *truth = test_load_truth(argv[1], &absent);
+    if (absent) return test_failures ? 1 : 77;
     char path[4096];
-    snprintf(path, sizeof path, "%s/truth.json", argv[1]);
-    char *text = test_read_file(path, NULL);
-    if (!text) {
-        printf("SKIP: %s not found\n", path);
-        return test_failures ? 1 : 77;
-    }
-    cJSON *truth = cJSON_Parse(text);
-    free(text);
-    CHECK(truth != NULL, "truth.json does not parse");
     if (truth) check_truth_models(argv[1], truth);
     cJSON_Delete(truth);
     snprintf(path, sizeof path, "%s/onnx", argv[1]);

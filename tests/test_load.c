@@ -8,10 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-#include <cJSON.h>
-
 #include "estimate.h"
-#include "test_util.h"
+#include "truth_util.h"
 
 /* The TorchScript exporter drops BertModel's pooler (not on the path to
  * last_hidden_state): 768*768 weights + 768 bias. */
@@ -149,16 +147,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TRUTH_DIR MODELS_DIR\n", argv[0]);
         return 2;
     }
+    bool absent;
+    cJSON *truth = test_load_truth(argv[1], &absent);
+    if (absent) return 77;
     char path[4096];
-    snprintf(path, sizeof path, "%s/truth.json", argv[1]);
-    char *text = test_read_file(path, NULL);
-    if (!text) {
-        printf("SKIP: %s not found\n", path);
-        return 77;
-    }
-    cJSON *truth = cJSON_Parse(text);
-    free(text);
-    CHECK(truth != NULL, "truth.json does not parse");
     snprintf(path, sizeof path, "%s/onnx", argv[1]);
     DIR *d = opendir(path);
     int files = 0;
