@@ -280,8 +280,8 @@ static uint64_t split_k_partials(const est_cost_ctx *c) {
     uint64_t most = reduced / SPLIT_K_ROWS > 1 ? reduced / SPLIT_K_ROWS : 1;
     uint64_t tiled = SPLIT_K_CTAS / (div_up(rows, SPLIT_K_TILE) * div_up(cols, SPLIT_K_TILE));
     uint64_t ways = tiled < 1 ? 1 : tiled < most ? tiled : most;
-    uint64_t weight = est_cost_bytes(c, w), partials = ways * weight;
-    uint64_t small = (most < SPLIT_K_CTAS ? most : SPLIT_K_CTAS) * weight;
+    uint64_t weight = est_cost_bytes(c, w), partials = est_mul_sat(ways, weight);
+    uint64_t small = est_mul_sat(most < SPLIT_K_CTAS ? most : SPLIT_K_CTAS, weight);
     if (small > SMALL_WEIGHT_PARTIALS) small = SMALL_WEIGHT_PARTIALS;
     return partials > small ? partials : small;
 }
@@ -301,7 +301,7 @@ static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
     }
     case CONV_SPATIAL: /* a 1-D conv: cuDNN picks other kernels (convnet1d's three: 0.7-1.4x) */
         if (est_cost_in(c, 1)->rank == 3) return 2 * (in > out ? in : out) + weight;
-        return in + out + split_k_partials(c);
+        return est_add_sat(est_add_sat(in, out), split_k_partials(c));
     default: return 0;
     }
 }
