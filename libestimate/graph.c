@@ -584,13 +584,13 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     }
     if (st == EST_OK) st = sort_nodes(g, err);
     if (st != EST_OK) return st;
+    int32_t *reads = est__graph_count_reads(g);
+    if (!reads) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].readers = reads[t];
+    free(reads);
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) {
-                g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
-                g->tensors[g->nodes[i].inputs[k]].readers++;
-            }
-    for (int32_t k = 0; k < g->n_outputs; k++) g->tensors[g->outputs[k]].readers++;
+            if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
     classify_initializers(g);
     return plan_module_calls(g, err);
 }

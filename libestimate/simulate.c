@@ -300,7 +300,6 @@ static void build_contexts(sim *s) {
     }
 }
 
-/* Which storage each tensor uses: views share their input's. */
 /* Tensor out is stored in tensor in's storage, laid out alike. */
 static void share_storage(sim *s, int32_t out, int32_t in) {
     s->base[out] = s->base[in];
@@ -316,7 +315,9 @@ static void bias_add_in_place(sim *s, int32_t i) {
     const est_node *n = &g->nodes[i];
     s->inplace_slot[i] = -1;
     /* memest verify's executor writes every sum anew */
-    if (s->r->kernels != EST_KERNELS_PYTORCH || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || n->n_outputs != 1) return;
+    if (s->r->kernels != EST_KERNELS_PYTORCH || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 ||
+        n->n_outputs != 1)
+        return;
     for (int k = 0; k < 2; k++) {
         int32_t prod = n->inputs[k], bias = n->inputs[1 - k];
         if (prod < 0 || bias < 0 || g->tensors[prod].readers != 1 || s->base[prod] != prod) continue;
@@ -332,6 +333,7 @@ static void bias_add_in_place(sim *s, int32_t i) {
     }
 }
 
+/* Which storage each tensor uses: views share their input's. */
 static void assign_storage(sim *s) {
     const est_graph *g = s->g;
     memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
