@@ -6,13 +6,8 @@
 # probe/<model>.json, *.log.
 # usage (on the GPU machine, from the repo root):
 #   OUT=DIR [SWEEP=probe_splitk.py] bench/accuracy/run_blind.sh MODEL [MODEL ...]
-set -o pipefail
-OUT=${OUT:-$(dirname "$0")/out}
+. "$(dirname "$0")/device_env.sh"
 mkdir -p "$OUT/probe"
-OUT=$(cd "$OUT" && pwd)
-cd "$(dirname "$0")" || exit 1
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "transformers", transformers.__version__)'
 rc=0
 t0=$(date +%s)

@@ -6,14 +6,8 @@
 # to $OUT: measured_cap.json, measure_cap.log, checkpoint.json, checkpoint.log.
 # usage (on the GPU machine, from the repo root): OUT=DIR bench/accuracy/run_capacity.sh
 # Takes about 4 minutes on an H100/H200 (under 8).
-set -o pipefail
-OUT=${OUT:-$(dirname "$0")/out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-cd "$(dirname "$0")" || exit 1
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/device_env.sh"
 nvidia-smi -L
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 - <<'PY'
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())

@@ -6,13 +6,7 @@
 # (probe.tar.gz). Tarred because the device returns a limited number of files.
 # usage (on the GPU machine, from the repo root):
 #   OUT=DIR BLIND="m1 m2" PROBE="m3 m4" bench/accuracy/run_probes.sh
-set -o pipefail
-OUT=${OUT:-$(dirname "$0")/out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-cd "$(dirname "$0")" || exit 1
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+. "$(dirname "$0")/device_env.sh"
 rc=0
 if [ -n "$BLIND" ]; then
     # shellcheck disable=SC2086
