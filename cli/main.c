@@ -40,11 +40,12 @@ static const char help_text[] =
     "  -m, --mode MODE       train: one training step (forward, backward, optimizer\n"
     "                        step); infer: one forward pass without autograd\n"
     "                        (default: train)\n"
-    "      --optimizer OPT   sgd, momentum, adam or adamw (default: adam: the most\n"
-    "                        used optimizer, and the one that needs the most memory,\n"
-    "                        so the answer errs on the safe side)\n"
-    "      --dtype DT        dtype of parameters and activations: float32, float16\n"
-    "                        or bfloat16 (default: float32)\n"
+    "      --optimizer OPT   sgd, momentum, adam, adamw or adafactor (default: adam:\n"
+    "                        the most used optimizer, and among the most memory-\n"
+    "                        hungry, so the answer errs on the safe side)\n"
+    "      --dtype DT        dtype of parameters, gradients, optimizer state and\n"
+    "                        activations: float32, float16 or bfloat16 (default:\n"
+    "                        float32)\n"
     "      --amp DT          train under torch.autocast(\"cuda\", dtype=DT), bf16 or\n"
     "                        fp16: matrix products and convolutions in DT, weights,\n"
     "                        gradients and optimizer state float32 (default: off)\n"
@@ -56,6 +57,22 @@ static const char help_text[] =
     "                        encoder_layer_3) or PREFIX[,PREFIX...] (each outermost\n"
     "                        module whose named_modules() name starts with PREFIX,\n"
     "                        e.g. layer3,layer4 or encoder.layer.) (default: off)\n"
+    "      --trainable PATTERN[,PATTERN...]\n"
+    "                        fine-tuning: only the parameters these patterns name\n"
+    "                        train; the rest are frozen (no gradient, no optimizer\n"
+    "                        state, and autograd keeps only what the remaining\n"
+    "                        gradients need). A pattern with * ? or [ is a glob on\n"
+    "                        the whole name, any other matches names containing it;\n"
+    "                        names are the file's initializer names or PyTorch's\n"
+    "                        named_parameters() names. LoRA/DoRA from peft:\n"
+    "                        --trainable lora_; a new head: --trainable fc.\n"
+    "                        (default: every parameter trains)\n"
+    "      --freeze PATTERN[,PATTERN...]\n"
+    "                        freeze the parameters these patterns name, e.g.\n"
+    "                        --freeze 'embed*,layers.0.' (default: none)\n"
+    "      --grad-accum N    N micro-batches of --batch per optimizer step: the\n"
+    "                        gradients stay allocated through the later micro-\n"
+    "                        batches (default: 1)\n"
     "      --kernels K       whose kernels the workspaces follow: pytorch (cuDNN and\n"
     "                        cuBLAS, as PyTorch runs the step) or verify (memest\n"
     "                        verify's executor: im2col and cuBLAS) (default: pytorch;\n"
@@ -116,6 +133,9 @@ static const char help_verify_text[] =
     "  memest models/resnet18.onnx --max-batch --gpu A100-80GB\n"
     "  memest models/resnet18.onnx --sweep batch=1,8,32,64 --gpu-memory 24GiB\n"
     "  memest models/resnet18.onnx --batch 64 --checkpoint every=1\n"
+    "  memest models/resnet18.onnx --batch 64 --trainable fc.     (a new head only)\n"
+    "  memest llama-lora.onnx --batch 4 --dim seq=2048 --trainable lora_ \\\n"
+    "         --dtype bfloat16 --optimizer adamw\n"
     "  memest convert models/resnet18.onnx -o resnet18.json\n"
     "  memest verify models/resnet18.onnx --batch 32 --optimizer adam\n"
     "\n"
@@ -144,6 +164,7 @@ static bool parse_int64(const char *s, int64_t *out) {
 }
 
 #define MAX_CHECKPOINT_PREFIXES 64
+#define MAX_PARAM_PATTERNS 64
 
 typedef struct cli {
     const char *command;   /* NULL, "convert", "verify" or "ops" */
@@ -168,6 +189,10 @@ typedef struct cli {
     char *sweep_name;
     char *checkpoint_arg;              /* --checkpoint, split in place at commas */
     const char *checkpoint_prefixes[MAX_CHECKPOINT_PREFIXES];
+    char *pattern_args[2 * MAX_PARAM_PATTERNS]; /* --trainable/--freeze values, split in place */
+    size_t n_pattern_args;
+    const char *trainable[MAX_PARAM_PATTERNS];  /* --trainable */
+    const char *frozen[MAX_PARAM_PATTERNS];     /* --freeze */
 } cli;
 
 static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
@@ -183,6 +208,20 @@ static bool is_flag(const char *arg, const char *s, const char *l) {
     return strcmp(arg, s) == 0 || strcmp(arg, l) == 0 || (strncmp(arg, l, n) == 0 && arg[n] == '=');
 }
 
+/* Splits `list` (modified in place) at commas into out[*n...]; returns -1 to
+ * go on, or the usage error's exit code. */
+static int split_list(char *list, const char **out, size_t *n, size_t max, const char *flag, const char *what) {
+    for (char *p = list;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (!*p) return usage_error("%s: empty %s in the list", flag, what);
+        if (*n == max) return usage_error("%s: at most %zu %s values", flag, max, what);
+        out[(*n)++] = p;
+        if (!comma) return -1;
+        p = comma + 1;
+    }
+}
+
 /* --checkpoint every=N or PREFIX[,PREFIX...]. Returns -1 to go on, or an
  * exit code. */
 static int parse_checkpoint(cli *c, const char *v) {
@@ -196,18 +235,26 @@ static int parse_checkpoint(cli *c, const char *v) {
     }
     if (!(c->checkpoint_arg = strdup(v))) return EXIT_FAIL;
     size_t n = 0;
-    for (char *p = c->checkpoint_arg;;) {
-        char *comma = strchr(p, ',');
-        if (comma) *comma = '\0';
-        if (!*p) return usage_error("--checkpoint: empty prefix in '%s'", v);
-        if (n == MAX_CHECKPOINT_PREFIXES) return usage_error("--checkpoint: at most %d prefixes", MAX_CHECKPOINT_PREFIXES);
-        c->checkpoint_prefixes[n++] = p;
-        if (!comma) break;
-        p = comma + 1;
-    }
+    int st = split_list(c->checkpoint_arg, c->checkpoint_prefixes, &n, MAX_CHECKPOINT_PREFIXES, "--checkpoint",
+                        "prefix");
     c->opt.checkpoint.prefixes = c->checkpoint_prefixes;
     c->opt.checkpoint.n_prefixes = n;
-    return -1;
+    return st;
+}
+
+/* --trainable or --freeze PATTERN[,PATTERN...]; repeatable. Returns -1 to go
+ * on, or an exit code. */
+static int parse_patterns(cli *c, const char *v, bool freeze) {
+    if (c->n_pattern_args == sizeof c->pattern_args / sizeof *c->pattern_args)
+        return usage_error("too many --trainable and --freeze flags");
+    char *copy = strdup(v);
+    if (!copy) return EXIT_FAIL;
+    c->pattern_args[c->n_pattern_args++] = copy;
+    est_param_filter *f = &c->opt.params;
+    f->trainable = c->trainable;
+    f->frozen = c->frozen;
+    return freeze ? split_list(copy, c->frozen, &f->n_frozen, MAX_PARAM_PATTERNS, "--freeze", "pattern")
+                  : split_list(copy, c->trainable, &f->n_trainable, MAX_PARAM_PATTERNS, "--trainable", "pattern");
 }
 
 /* Returns -1 to go on, or an exit code. */
@@ -259,7 +306,7 @@ static int parse_args(cli *c, int argc, char **argv) {
         } else if (is_flag(a, "--optimizer", "--optimizer")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             int o = est_optimizer_from_name(v);
-            if (o < 0) return usage_error("--optimizer wants sgd, momentum, adam or adamw, got '%s'", v);
+            if (o < 0) return usage_error("--optimizer wants sgd, momentum, adam, adamw or adafactor, got '%s'", v);
             c->opt.optimizer = (est_optimizer)o;
         } else if (is_flag(a, "--dtype", "--dtype")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
@@ -278,6 +325,15 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs every=N or PREFIX[,PREFIX...]", a);
             int st = parse_checkpoint(c, v);
             if (st >= 0) return st;
+        } else if (is_flag(a, "--trainable", "--trainable") || is_flag(a, "--freeze", "--freeze")) {
+            bool freeze = strncmp(a, "--freeze", 8) == 0;
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs PATTERN[,PATTERN...]", a);
+            int st = parse_patterns(c, v, freeze);
+            if (st >= 0) return st;
+        } else if (is_flag(a, "--grad-accum", "--grad-accum")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, &c->opt.grad_accum) || c->opt.grad_accum <= 0 || c->opt.grad_accum > 1024)
+                return usage_error("--grad-accum wants a number of micro-batches from 1 to 1024, got '%s'", v);
         } else if (is_flag(a, "--kernels", "--kernels")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "pytorch") == 0) c->opt.kernels = EST_KERNELS_PYTORCH;
@@ -387,6 +443,12 @@ static int parse_args(cli *c, int argc, char **argv) {
         return usage_error("--checkpoint changes training only; drop it with --mode infer");
     if (checkpoint && c->command)
         return usage_error("--checkpoint is for estimating, not %s", c->command);
+    bool fine_tuning = c->opt.params.n_trainable || c->opt.params.n_frozen || c->opt.grad_accum > 1;
+    if (fine_tuning && c->opt.mode == EST_MODE_INFER)
+        return usage_error("--trainable, --freeze and --grad-accum change training only; drop them with --mode infer");
+    if ((fine_tuning || c->opt.optimizer == EST_OPT_ADAFACTOR) && c->command)
+        return usage_error("--trainable, --freeze, --grad-accum and --optimizer adafactor are for estimating, "
+                           "not %s", c->command);
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
         return usage_error("--input and --dump-outputs are verify's");
     bool capacity = c->fit_given || c->reserve_given || c->max_batch || c->sweep_name;
@@ -447,7 +509,7 @@ static int capacity(cli *c, const est_graph *g) {
         return EXIT_FAIL;
     }
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
-                     .checkpoint = &c->opt.checkpoint};
+                     .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum};
     est_limits lim;
     est_limits_init(&lim);
     int64_t cap = c->limits.max_dim_value ? c->limits.max_dim_value : lim.max_dim_value;
@@ -472,7 +534,7 @@ static int estimate(const cli *c, const est_graph *g) {
         return EXIT_FAIL;
     }
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
-                     .checkpoint = &c->opt.checkpoint};
+                     .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum};
     int bad = c->format == FORMAT_JSON  ? print_json(f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(f, r, &o)
                                         : print_table(f, r, &o);
@@ -481,6 +543,31 @@ static int estimate(const cli *c, const est_graph *g) {
     est_report_free(r);
     if (bad) fprintf(stderr, "memest: writing the report failed\n");
     return bad ? EXIT_FAIL : EXIT_OK;
+}
+
+/* A PEFT export estimated as full fine-tuning is a different job from the
+ * one its user means: say so. */
+static void warn_if_adapters_train_with_base(const cli *c, const est_graph *g) {
+    if (c->opt.mode != EST_MODE_TRAIN || c->opt.params.n_trainable || c->opt.params.n_frozen || c->command) return;
+    size_t adapters = 0, n = est_graph_param_count(g);
+    for (size_t i = 0; i < n; i++) adapters += est_name_matches("lora_", est_graph_param_torch_name(g, i)) != 0;
+    if (adapters)
+        fprintf(stderr,
+                "memest: note: %zu of the %zu parameters are LoRA adapters ('lora_'); every parameter trains "
+                "unless you say otherwise (--trainable lora_ trains the adapters only)\n",
+                adapters, n);
+}
+
+/* The patterns of --trainable and --freeze name real parameters: -1 to go
+ * on, or the usage error's exit code. */
+static int check_fine_tuning(const cli *c, const est_graph *g) {
+    est_error err;
+    if (est_check_param_filter(g, &c->opt.params, &err) != EST_OK) {
+        fprintf(stderr, "memest: %s\n", err.message);
+        return EXIT_USAGE;
+    }
+    warn_if_adapters_train_with_base(c, g);
+    return -1;
 }
 
 int main(int argc, char **argv) {
@@ -496,14 +583,15 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "memest: %s\n", err.message);
                 rc = EXIT_FAIL;
             } else {
-                if (c.command && strcmp(c.command, "verify") == 0) {
+                rc = check_fine_tuning(&c, g);
+                if (rc < 0 && c.command && strcmp(c.command, "verify") == 0) {
                     verify_request q = {.model = c.model, .out_path = c.out_path, .format = c.format,
                                         .opt = c.opt, .tolerance = c.tolerance, .inputs = c.inputs,
                                         .n_inputs = c.n_inputs, .dump_dir = c.dump_dir};
                     /* compare like with like: the executor's own workspaces */
                     if (!c.kernels_given) q.opt.kernels = EST_KERNELS_VERIFY;
                     rc = run_verify(&q, g);
-                } else {
+                } else if (rc < 0) {
                     rc = c.command                    ? convert(&c, g)
                          : c.max_batch || c.sweep_name ? capacity(&c, g)
                                                        : estimate(&c, g);
@@ -515,5 +603,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < c.opt.n_dims; i++) free(c.dim_names[i]);
     free(c.sweep_name);
     free(c.checkpoint_arg);
+    for (size_t i = 0; i < c.n_pattern_args; i++) free(c.pattern_args[i]);
     return rc;
 }

@@ -141,17 +141,25 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
         fprintf(f, "%zu shape-only layers (folded to constants) not shown; --all lists them.\n\n", hidden);
     fprintf(f, "totals\n");
     fprintf(f, "  layers          %zu\n", est_report_layer_count(r));
-    fprintf(f, "  parameters      %" PRIu64 " (%s)\n", t->param_count, human_bytes(a, sizeof a, t->param_bytes));
+    fprintf(f, "  parameters      %" PRIu64 " (%s)", t->param_count, human_bytes(a, sizeof a, t->param_bytes));
+    if (est_report_mode(r) != EST_MODE_TRAIN) fprintf(f, "\n");
+    else if (t->trainable_param_count == t->param_count) fprintf(f, ", all train\n");
+    else
+        fprintf(f, ", %" PRIu64 " train (%.2f%%), the rest are frozen\n", t->trainable_param_count,
+                t->param_count ? 100.0 * (double)t->trainable_param_count / (double)t->param_count : 0.0);
     fprintf(f, "  buffers         %" PRIu64 " (%s)\n", t->buffer_count, human_bytes(a, sizeof a, t->buffer_bytes));
     fprintf(f, "  constants       %s\n", human_bytes(a, sizeof a, t->constant_bytes));
     fprintf(f, "  inputs          %s\n", human_bytes(a, sizeof a, t->input_bytes));
     fprintf(f, "  layer outputs   %s (sum over all layers)\n", human_bytes(a, sizeof a, t->output_bytes));
     fprintf(f, "  flops           %s forward, %s backward\n", human_count(a, sizeof a, t->flops_forward),
             human_count(b, sizeof b, t->flops_backward));
-    fprintf(f, "\nmemory (%s, %s%s%s%s)\n", est_mode_name(est_report_mode(r)), est_dtype_name(est_report_dtype(r)),
+    char accum[48] = "";
+    if (o->grad_accum > 1) snprintf(accum, sizeof accum, ", %lld micro-batches a step", (long long)o->grad_accum);
+    fprintf(f, "\nmemory (%s, %s%s%s%s%s)\n", est_mode_name(est_report_mode(r)), est_dtype_name(est_report_dtype(r)),
             est_report_mode(r) == EST_MODE_TRAIN ? ", optimizer " : "",
             est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : "",
-            est_report_amp(r) == EST_AMP_BF16 ? ", amp bf16" : est_report_amp(r) == EST_AMP_FP16 ? ", amp fp16" : "");
+            est_report_amp(r) == EST_AMP_BF16 ? ", amp bf16" : est_report_amp(r) == EST_AMP_FP16 ? ", amp fp16" : "",
+            accum);
     if (t->checkpoint_segments) {
         char spec[512];
         fprintf(f, "  checkpoint      %s: %" PRIu64 " segments; backward recomputes %s FLOPs of forward\n",
@@ -303,6 +311,33 @@ int print_json_root(FILE *f, cJSON *root) {
     return ferror(f) ? 1 : 0;
 }
 
+/* null for no patterns, else the list as given. */
+static cJSON *patterns_json(const char *const *patterns, size_t n) {
+    if (!n) return cJSON_CreateNull();
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(patterns[i]));
+    return a;
+}
+
+/* Every parameter, with both its names and whether it trains. */
+static cJSON *params_json(const est_report *r) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < est_report_param_count(r); i++) {
+        const est_param_info *p = est_report_param(r, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", p->name);
+        cJSON_AddStringToObject(o, "torch_name", p->torch_name);
+        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+        for (int d = 0; d < p->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[d]));
+        cJSON_AddStringToObject(o, "dtype", est_dtype_name(p->dtype));
+        cJSON_AddNumberToObject(o, "count", (double)p->elements);
+        cJSON_AddNumberToObject(o, "bytes", (double)p->bytes);
+        cJSON_AddBoolToObject(o, "trainable", p->trainable);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
 cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", o->model);
@@ -326,6 +361,11 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
     } else {
         cJSON_AddNullToObject(root, "checkpoint");
     }
+    cJSON_AddNumberToObject(root, "grad_accum", o->grad_accum > 1 ? (double)o->grad_accum : 1.0);
+    cJSON_AddItemToObject(root, "trainable", patterns_json(o->params ? o->params->trainable : NULL,
+                                                           o->params ? o->params->n_trainable : 0));
+    cJSON_AddItemToObject(root, "freeze", patterns_json(o->params ? o->params->frozen : NULL,
+                                                        o->params ? o->params->n_frozen : 0));
     if (est_report_batch(r) > 0) cJSON_AddNumberToObject(root, "batch", (double)est_report_batch(r));
     else cJSON_AddNullToObject(root, "batch");
     cJSON *dims = cJSON_AddObjectToObject(root, "dims");
@@ -358,6 +398,7 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
         cJSON_AddBoolToObject(l, "recomputed", L->recomputed);
         cJSON_AddItemToArray(layers, l);
     }
+    cJSON_AddItemToObject(root, "parameters", params_json(r));
     cJSON *outs = cJSON_AddArrayToObject(root, "outputs");
     for (size_t k = 0; k < est_report_output_count(r); k++)
         cJSON_AddItemToArray(outs, tensor_json(est_report_output(r, k)));
@@ -366,6 +407,8 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON_AddNumberToObject(tot, "layer_count", (double)est_report_layer_count(r));
     cJSON_AddNumberToObject(tot, "param_count", (double)t->param_count);
     cJSON_AddNumberToObject(tot, "param_bytes", (double)t->param_bytes);
+    cJSON_AddNumberToObject(tot, "trainable_param_count", (double)t->trainable_param_count);
+    cJSON_AddNumberToObject(tot, "trainable_param_bytes", (double)t->trainable_param_bytes);
     cJSON_AddNumberToObject(tot, "buffer_count", (double)t->buffer_count);
     cJSON_AddNumberToObject(tot, "buffer_bytes", (double)t->buffer_bytes);
     cJSON_AddNumberToObject(tot, "constant_bytes", (double)t->constant_bytes);

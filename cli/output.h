@@ -26,6 +26,8 @@ typedef struct output_opts {
     bool all_layers;        /* table: also list shape-only layers */
     const fit_info *fit;    /* NULL unless --gpu or --gpu-memory */
     const est_checkpoint *checkpoint; /* --checkpoint as given; NULL or all zero: none */
+    const est_param_filter *params;   /* --trainable / --freeze as given; NULL: none */
+    int64_t grad_accum;               /* --grad-accum; 0 or 1: none */
 } output_opts;
 
 /* "every=2" or "layer1,layer2" (writes into buf and returns it); "" when

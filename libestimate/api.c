@@ -14,7 +14,8 @@ void est_options_init(est_options *opt) {
 
 static const char *const mode_names[] = {[EST_MODE_TRAIN] = "train", [EST_MODE_INFER] = "infer"};
 static const char *const optimizer_names[] = {
-    [EST_OPT_ADAM] = "adam", [EST_OPT_ADAMW] = "adamw", [EST_OPT_SGD] = "sgd", [EST_OPT_MOMENTUM] = "momentum"};
+    [EST_OPT_ADAM] = "adam", [EST_OPT_ADAMW] = "adamw", [EST_OPT_SGD] = "sgd", [EST_OPT_MOMENTUM] = "momentum",
+    [EST_OPT_ADAFACTOR] = "adafactor"};
 static const char *const phase_names[] = {
     [EST_PHASE_FORWARD] = "forward", [EST_PHASE_BACKWARD] = "backward", [EST_PHASE_OPTIMIZER] = "optimizer"};
 
@@ -42,6 +43,8 @@ void est_report_free(est_report *r) {
     free(r->layers);
     free(r->infos);
     free(r->outputs);
+    free(r->params);
+    free(r->trains);
     free(r);
 }
 
@@ -154,6 +157,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->amp = opt->amp;
     r->checkpoint = opt->checkpoint;
     r->memory_limit = opt->memory_limit;
+    r->grad_accum = opt->grad_accum > 1 ? opt->grad_accum : 1;
     est_status st = EST_OK;
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
         (unsigned)r->kernels > EST_KERNELS_VERIFY)
@@ -166,8 +170,13 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     else if (r->amp != EST_AMP_NONE && r->dtype != EST_DT_FLOAT)
         st = est__fail(err, EST_EINVAL, "est_estimate: amp needs float32 weights, not dtype %s",
                        est_dtype_name(r->dtype));
+    else if (opt->grad_accum < 0 || opt->grad_accum > EST_MAX_GRAD_ACCUM)
+        st = est__fail(err, EST_EINVAL, "est_estimate: grad_accum %lld is not between 1 and %d",
+                       (long long)opt->grad_accum, EST_MAX_GRAD_ACCUM);
+    else st = est_check_param_filter(g, &opt->params, err);
     if (st == EST_OK) st = est__infer(r, opt, err);
     if (st == EST_OK) st = build_layers(r, err);
+    if (st == EST_OK) st = est__build_params(r, &opt->params, err);
     if (st == EST_OK) st = est__simulate(r, err);
     r->checkpoint = (est_checkpoint){0}; /* its strings are the caller's */
     if (st != EST_OK) {

@@ -237,6 +237,12 @@ EST_API size_t est_graph_unfolded_batchnorms(const est_graph *g);
  * exporter's GELU) that the loader folded back into that op; 0 if none. */
 EST_API size_t est_graph_fused_sequences(const est_graph *g);
 EST_API size_t est_graph_input_count(const est_graph *g);
+/* The parameters (weights a node may differentiate through), in file order:
+ * the initializer's name and PyTorch's named_parameters() name where the
+ * export records it (else the same string). NULL when i is out of range. */
+EST_API size_t est_graph_param_count(const est_graph *g);
+EST_API const char *est_graph_param_name(const est_graph *g, size_t i);
+EST_API const char *est_graph_param_torch_name(const est_graph *g, size_t i);
 EST_API const char *est_graph_input_name(const est_graph *g, size_t i);
 
 /* ------------------------------------------------------------------------ */
@@ -272,6 +278,8 @@ typedef enum est_optimizer {
     EST_OPT_ADAMW,
     EST_OPT_SGD,
     EST_OPT_MOMENTUM,     /* SGD with momentum */
+    EST_OPT_ADAFACTOR,    /* torch.optim.Adafactor: factored second moments,
+                             its default single-tensor loop */
     EST_OPT_COUNT
 } est_optimizer;
 
@@ -320,6 +328,29 @@ typedef struct est_checkpoint {
     int64_t every;
 } est_checkpoint;
 
+/* Which parameters train (fine-tuning: LoRA adapters, a new head, the last
+ * stage). A parameter trains when `trainable` is empty or one of its patterns
+ * matches the parameter's name, and no pattern of `frozen` matches it. A
+ * frozen parameter gets no gradient and no optimizer state, and autograd
+ * keeps only what the gradients still needed require. Patterns are matched
+ * by est_name_matches() against both names of a parameter (est_param_info).
+ * Not owned; must outlive est_estimate(). All zero: every parameter trains. */
+typedef struct est_param_filter {
+    const char *const *trainable;
+    size_t n_trainable;
+    const char *const *frozen;
+    size_t n_frozen;
+} est_param_filter;
+
+/* Whether `pattern` names `name`: a pattern holding one of * ? [ is a glob
+ * (fnmatch) on the whole name; any other pattern matches every name that
+ * contains it ("lora_" matches "layers.0.q_proj.lora_A.default.weight"). */
+EST_API int est_name_matches(const char *pattern, const char *name);
+/* Checks that every pattern of `f` matches at least one parameter of `g`
+ * (by either name): EST_EINVAL naming the pattern and a few real names
+ * otherwise. est_estimate() makes the same check. */
+EST_API est_status est_check_param_filter(const est_graph *g, const est_param_filter *f, est_error *err);
+
 typedef struct est_options {
     est_mode mode;                 /* default EST_MODE_TRAIN */
     est_optimizer optimizer;       /* default EST_OPT_ADAM */
@@ -344,6 +375,12 @@ typedef struct est_options {
                                       PyTorch would, fragmentation included,
                                       and sets totals.out_of_memory.
                                       Default 0: no limit */
+    est_param_filter params;       /* which parameters train; default all */
+    int64_t grad_accum;            /* micro-batches per optimizer step
+                                      (gradient accumulation: the .grad
+                                      tensors stay allocated through the
+                                      later micro-batches' forward passes);
+                                      0 or 1: none */
 } est_options;
 
 /* Sets every option to its default (no batch, no bindings). */
@@ -408,6 +445,9 @@ typedef enum est_phase {
 typedef struct est_totals {
     uint64_t param_count;
     uint64_t param_bytes;
+    uint64_t trainable_param_count; /* parameters that train (est_options.params);
+                                       0 in inference */
+    uint64_t trainable_param_bytes;
     uint64_t buffer_count;
     uint64_t buffer_bytes;
     uint64_t constant_bytes;  /* other initializers (shape constants, ...) */
@@ -458,6 +498,25 @@ typedef struct est_peak {
 } est_peak;
 
 EST_API const est_peak *est_report_peak(const est_report *r);
+
+/* One parameter (a weight the model could train) and whether it trains in
+ * this estimate. Owned by the report. */
+typedef struct est_param_info {
+    const char *name;        /* the initializer's name in the file */
+    const char *torch_name;  /* PyTorch's named_parameters() name where the
+                                export records it (else equal to name) */
+    est_dtype dtype;         /* as the step stores it (est_options.dtype) */
+    int rank;
+    const int64_t *shape;
+    uint64_t elements;
+    uint64_t bytes;
+    int trainable;           /* 1 when it gets a gradient and optimizer state */
+} est_param_info;
+
+/* The model's parameters, in the order the file declares them. */
+EST_API size_t est_report_param_count(const est_report *r);
+/* The i-th parameter, or NULL when i is out of range. */
+EST_API const est_param_info *est_report_param(const est_report *r, size_t i);
 EST_API est_mode est_report_mode(const est_report *r);
 EST_API est_optimizer est_report_optimizer(const est_report *r);
 EST_API est_dtype est_report_dtype(const est_report *r);

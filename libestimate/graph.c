@@ -73,6 +73,7 @@ void est_graph_free(est_graph *g) {
     for (int32_t i = 0; i < g->n_tensors; i++) {
         free(g->tensors[i].name);
         free(g->tensors[i].dims);
+        free(g->tensors[i].torch_name);
         est__const_free(g->tensors[i].value);
     }
     for (int32_t i = 0; i < g->n_nodes; i++) est__node_clear(&g->nodes[i]);
@@ -82,6 +83,7 @@ void est_graph_free(est_graph *g) {
     free(g->nodes);
     free(g->inputs);
     free(g->outputs);
+    free(g->params);
     free(g->names.slots);
     free(g->source);
     free(g->name);
@@ -592,7 +594,8 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
             if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
     classify_initializers(g);
-    return plan_module_calls(g, err);
+    st = est__graph_list_params(g, err);
+    return st == EST_OK ? plan_module_calls(g, err) : st;
 }
 
 /* ---- public accessors ------------------------------------------------------ */

@@ -62,6 +62,8 @@ typedef struct est_tensor {
     int32_t producer;       /* node index, -1 for inputs and initializers */
     int32_t first_consumer; /* node index, -1 if unused */
     int32_t readers;        /* node inputs and graph outputs that read it */
+    char *torch_name;       /* a parameter's named_parameters() name when the
+                               exporter renamed it, else NULL (params.c) */
 } est_tensor;
 
 typedef enum est_attr_type {
@@ -160,6 +162,8 @@ struct est_graph {
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
     est_limits limits;           /* the caps it was loaded under, all fields set */
+    int32_t n_params;
+    int32_t *params;             /* the parameters nodes read, in file order */
 };
 
 /* ---- building (used by the loaders) ----------------------------------- */
@@ -192,6 +196,11 @@ void est__graph_drop_nodes(est_graph *g, const bool *drop);
  * back into that op (needs producers assigned). Returns how many it fused;
  * the caller then re-assigns producers. */
 int32_t est__fuse_exporter_patterns(est_graph *g);
+
+/* params.c: lists the parameters into g->params (after classification). */
+est_status est__graph_list_params(est_graph *g, est_error *err);
+/* params.c: whether parameter t trains under filter f. */
+bool est__param_trains(const est_tensor *t, const est_param_filter *f);
 
 void est__const_free(est_const *c);
 est_const *est__const_new(est_dtype dt, int64_t count);
@@ -240,5 +249,6 @@ est_status est__load_json(const char *text, size_t size, const char *name, const
 #define EST_FOLD_MAX_ELEMENTS 65536   /* largest tensor folded to a constant */
 #define EST_FOLD_MAX_FLOAT_VALUES 64  /* largest floating initializer whose values are kept */
 #define EST_MAX_DIM_VALUE ((int64_t)1 << 40)
+#define EST_MAX_GRAD_ACCUM 1024   /* micro-batches per step: each is simulated */
 
 #endif

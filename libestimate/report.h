@@ -23,6 +23,10 @@ struct est_report {
     est_amp amp;
     est_checkpoint checkpoint;  /* prefixes point into the caller's options */
     uint64_t memory_limit;
+    size_t n_params;
+    est_param_info *params;     /* the graph's parameters, in file order */
+    bool *trains;               /* per tensor: a parameter that trains */
+    int64_t grad_accum;         /* micro-batches per optimizer step, >= 1 */
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;
@@ -38,6 +42,10 @@ typedef struct est_segment {
  * names the model when nothing matches. */
 est_status est__plan_checkpoint(const est_graph *g, const est_checkpoint *spec, est_segment **out,
                                 int32_t *n_out, est_error *err);
+
+/* params.c: fills r->params, r->trains and the trainable totals (r->tv
+ * inferred, r->mode set). */
+est_status est__build_params(est_report *r, const est_param_filter *f, est_error *err);
 
 /* Runs shape inference into r->tv (r->graph and options already set). */
 est_status est__infer(est_report *r, const est_options *opt, est_error *err);

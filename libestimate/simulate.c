@@ -269,9 +269,9 @@ static bool is_folded(const sim *s, int32_t t) { return s->r->tv[t].value != NUL
 
 static void build_contexts(sim *s) {
     const est_graph *g = s->g;
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        s->needs_grad[t] = s->train && g->tensors[t].kind == EST_T_INITIALIZER &&
-                           g->tensors[t].role == EST_ROLE_PARAM;
+    /* only the parameters that train start the gradient flow
+     * (est_options.params): a frozen weight is a constant to autograd */
+    for (int32_t t = 0; t < g->n_tensors; t++) s->needs_grad[t] = s->train && s->r->trains[t];
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_cost_ctx *c = &s->ctx[i];
@@ -545,10 +545,13 @@ static void plan_lifetimes(sim *s) {
  * created on the GPU). */
 static bool is_param(const sim *s, int32_t t) { return is_param_storage(s, t) && s->g->tensors[t].first_consumer >= 0; }
 
-static uint64_t params_alloc_bytes(const sim *s) {
+/* A parameter the optimizer updates: it has a gradient and state. */
+static bool is_trained(const sim *s, int32_t t) { return is_param(s, t) && s->r->trains[t]; }
+
+static uint64_t trained_alloc_bytes(const sim *s) {
     uint64_t sum = 0;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (is_param(s, t)) sum += tensor_alloc(s, t);
+        if (is_trained(s, t)) sum = est_add_sat(sum, tensor_alloc(s, t));
     return sum;
 }
 
@@ -894,16 +897,62 @@ static int state_per_param(const sim *s) {
     return s->r->optimizer == EST_OPT_SGD ? 0 : s->r->optimizer == EST_OPT_MOMENTUM ? 1 : 2;
 }
 
-/* opt.step(). The first step creates the state, per parameter (momentum's
- * buffer, Adam's exp_avg and exp_avg_sq). The foreach optimizers update in
- * place; Adam's step also materialises sqrt(exp_avg_sq) for every parameter
- * before the addcdiv. */
+/* Adafactor's second moment of parameter t, in elements: a row and a column
+ * factor over its last two dims ("row_var": shape[:-1], "col_var":
+ * shape[:-2] + shape[-1:]), or a full "variance" for a vector
+ * (torch/optim/_adafactor.py, _init_group). */
+static void adafactor_state(const sim *s, int32_t t, uint64_t *row, uint64_t *col) {
+    const est_tval *v = &s->r->tv[t];
+    if (v->rank < 2) {
+        *row = est_tval_elements(v);
+        *col = 0;
+        return;
+    }
+    uint64_t lead = 1;
+    for (int d = 0; d < v->rank - 2; d++) lead = est_mul_sat(lead, (uint64_t)v->dims[d]);
+    *row = est_mul_sat(lead, (uint64_t)v->dims[v->rank - 2]);
+    *col = est_mul_sat(lead, (uint64_t)v->dims[v->rank - 1]);
+}
+
+static uint64_t state_alloc(const sim *s, int32_t t, uint64_t elements) {
+    return round_alloc(est_dtype_bytes(s->dt ? s->dt[t] : s->r->dtype, elements));
+}
+
+/* The first Adafactor step creates the factored state. Its default loop
+ * updates one parameter at a time: a matrix's var_estimate (row_var @
+ * col_var) is parameter-sized and becomes the update in place; a vector's
+ * grad * grad and variance.clone() are two. The largest of these is the
+ * step's transient. */
+static void adafactor_step(sim *s, bool first) {
+    uint64_t largest = 0;
+    for (int32_t t = 0; t < s->g->n_tensors; t++) {
+        if (!is_trained(s, t)) continue;
+        uint64_t row, col;
+        adafactor_state(s, t, &row, &col);
+        if (first) {
+            alloc(s, CAT_OPT, state_alloc(s, t, row), KEY(K_OPT, t, 0));
+            if (col) alloc(s, CAT_OPT, state_alloc(s, t, col), KEY(K_OPT, t, 1));
+        }
+        uint64_t temp = col ? tensor_alloc(s, t) : est_mul_sat(2, tensor_alloc(s, t));
+        if (temp > largest) largest = temp;
+    }
+    observe_transient(s, EST_PHASE_OPTIMIZER, "", largest);
+}
+
+/* opt.step(). The first step creates the state, per parameter that trains
+ * (momentum's buffer, Adam's exp_avg and exp_avg_sq). The foreach optimizers
+ * update in place; Adam's step also materialises sqrt(exp_avg_sq) for every
+ * parameter before the addcdiv. */
 static void optimizer_step(sim *s, bool first) {
     const est_graph *g = s->g;
     moment(s, EST_PHASE_OPTIMIZER, "");
+    if (s->r->optimizer == EST_OPT_ADAFACTOR) {
+        adafactor_step(s, first);
+        return;
+    }
     int per = state_per_param(s);
     for (int32_t t = 0; first && t < g->n_tensors; t++)
-        for (int j = 0; is_param(s, t) && j < per; j++) alloc(s, CAT_OPT, tensor_alloc(s, t), KEY(K_OPT, t, j));
+        for (int j = 0; is_trained(s, t) && j < per; j++) alloc(s, CAT_OPT, tensor_alloc(s, t), KEY(K_OPT, t, j));
     if (s->r->optimizer != EST_OPT_ADAM && s->r->optimizer != EST_OPT_ADAMW) {
         observe(s, EST_PHASE_OPTIMIZER, "", 0);
         return;
@@ -912,8 +961,8 @@ static void optimizer_step(sim *s, bool first) {
     int64_t *h = s->cache ? calloc((size_t)g->n_tensors + 1, sizeof *h) : NULL;
     if (replaying(s) && !h) s->cache_failed = true;
     for (int32_t t = 0; h && t < g->n_tensors; t++)
-        if (is_param(s, t)) h[t] = cache_only_alloc(s, tensor_alloc(s, t));
-    observe(s, EST_PHASE_OPTIMIZER, "", params_alloc_bytes(s));
+        if (is_trained(s, t)) h[t] = cache_only_alloc(s, tensor_alloc(s, t));
+    observe(s, EST_PHASE_OPTIMIZER, "", trained_alloc_bytes(s));
     for (int32_t t = 0; h && t < g->n_tensors; t++) cache_only_release(s, h[t]);
     free(h);
 }
@@ -927,29 +976,23 @@ static void zero_grad(sim *s) {
         }
 }
 
-/* One iteration of the protocol. The first only feeds the allocator's
- * replay: it has no optimizer state until its step and no previous y. */
-static void training_iteration(sim *s, bool first) {
+/* One micro-batch: y = model(x); loss = y.float().mean(); loss.backward().
+ * previous_y: a y of an earlier micro-batch is still bound. */
+static void forward_backward(sim *s, bool previous_y) {
     const est_graph *g = s->g;
     est_totals *tot = &s->r->totals;
-    zero_grad(s);
     if (s->seg_done) memset(s->seg_done, 0, ((size_t)s->n_segs + 1) * sizeof *s->seg_done);
-    if (s->recording) {
-        tot->params_bytes = s->live[CAT_PARAM];
-        tot->buffers_bytes = s->live[CAT_BUFFER];
-        tot->optimizer_bytes = s->live[CAT_OPT];
-    }
     observe(s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
     forward(s);
-    if (s->recording) tot->activations_bytes = s->live[CAT_ACT];
-    /* y is rebound: the previous iteration's y and loss are freed, the new y
-     * lives on past the step (a y that is an input or a weight is no
-     * allocation of its own) */
-    if (!first) release(s, CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
+    if (s->recording && s->live[CAT_ACT] > tot->activations_bytes) tot->activations_bytes = s->live[CAT_ACT];
+    /* y is rebound: the previous y and loss are freed, the new y lives on
+     * past the step (a y that is an input or a weight is no allocation of
+     * its own) */
+    if (previous_y) release(s, CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t b = s->base[g->outputs[k]];
         if (!s->allocated[b] || !is_activation_storage(s, b)) continue;
-        if (!first) release(s, CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+        if (previous_y) release(s, CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
         recategorize(s, CAT_ACT, CAT_OTHER, tensor_alloc(s, b));
         rekey(s, KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
         s->allocated[b] = false;
@@ -960,6 +1003,23 @@ static void training_iteration(sim *s, bool first) {
     observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
     amp_exit(s);
     backward(s);
+}
+
+/* One iteration of the protocol: zero_grad, then each micro-batch's forward
+ * and backward (with gradient accumulation, the later ones run with the
+ * .grad tensors of the earlier ones allocated, and add into them), then the
+ * optimizer step. The first iteration only feeds the allocator's replay: it
+ * has no optimizer state until its step and no previous y. */
+static void training_iteration(sim *s, bool first) {
+    est_totals *tot = &s->r->totals;
+    zero_grad(s);
+    if (s->recording) {
+        tot->params_bytes = s->live[CAT_PARAM];
+        tot->buffers_bytes = s->live[CAT_BUFFER];
+        tot->optimizer_bytes = s->live[CAT_OPT];
+        tot->activations_bytes = 0;
+    }
+    for (int64_t micro = 0; micro < s->r->grad_accum; micro++) forward_backward(s, !first || micro > 0);
     if (s->recording) tot->grads_bytes = s->live[CAT_GRAD];
     optimizer_step(s, first);
 }

@@ -129,6 +129,63 @@ static void csv_and_table(void) {
     free(out);
 }
 
+/* --trainable, --freeze, --grad-accum, --optimizer adafactor on the LoRA
+ * block (models/lora_block.json): errors, the table line and the JSON. */
+static void fine_tuning(void) {
+    char args[4096], *out;
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --trainable nosuch", models);
+    expect_exit(args, 2, "'nosuch' matches no parameter");
+    expect_exit(args, 2, "'head.weight'"); /* and lists real names */
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --freeze 'x*'", models);
+    expect_exit(args, 2, "--freeze pattern 'x*'");
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --trainable lora_,", models);
+    expect_exit(args, 2, "empty pattern");
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --mode infer --trainable lora_", models);
+    expect_exit(args, 2, "training only");
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --grad-accum 0", models);
+    expect_exit(args, 2, "--grad-accum");
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --optimizer adagrad", models);
+    expect_exit(args, 2, "adafactor");
+    snprintf(args, sizeof args, "verify %s/lora_block.json --batch 4 --trainable lora_", models);
+    expect_exit(args, 2, "not verify");
+    /* a PEFT-looking model estimated as full fine-tuning gets a note */
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4", models);
+    expect_exit(args, 0, "note: 2 of the 4 parameters are LoRA adapters");
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --trainable lora_ --optimizer adafactor --grad-accum 2",
+             models);
+    expect_exit(args, 0, "6144 (24.00 KiB), 1024 train (16.67%), the rest are frozen");
+    expect_exit(args, 0, "optimizer adafactor, 2 micro-batches a step");
+    snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --trainable=lora_ --freeze '*lora_A*' --format json",
+             models);
+    CHECK(run(args, false, &out) == 0, "json exit");
+    cJSON *root = cJSON_Parse(out);
+    free(out);
+    CHECK(root != NULL, "fine-tuning JSON does not parse");
+    if (!root) return;
+    const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "totals"), "trainable_param_count");
+    CHECK(cJSON_IsNumber(t) && t->valuedouble == 512, "trainable_param_count: only lora_B's 512");
+    const cJSON *p, *params = field(root, "parameters", is_array, "top level");
+    int n = 0, trained = 0;
+    cJSON_ArrayForEach(p, params) {
+        const cJSON *name = field(p, "name", is_string, "parameter");
+        field(p, "torch_name", is_string, "parameter");
+        field(p, "shape", is_array, "parameter");
+        const cJSON *tr = cJSON_GetObjectItem(p, "trainable");
+        CHECK(cJSON_IsBool(tr), "parameter.trainable is not a bool");
+        n++;
+        if (cJSON_IsTrue(tr)) {
+            trained++;
+            CHECK(name && strcmp(name->valuestring, "base.lora_B.default.weight") == 0, "trained: %s",
+                  name ? name->valuestring : "?");
+        }
+    }
+    CHECK(n == 4 && trained == 1, "%d parameters, %d trained", n, trained);
+    const cJSON *tp = field(root, "trainable", is_array, "top level");
+    const cJSON *fp = field(root, "freeze", is_array, "top level");
+    CHECK(tp && fp && cJSON_GetArraySize(tp) == 1 && cJSON_GetArraySize(fp) == 1, "patterns echoed");
+    cJSON_Delete(root);
+}
+
 /* convert writes JSON that loads back to the same report. */
 static void convert_round_trip(void) {
     char args[4096], *a, *b;
@@ -148,6 +205,7 @@ int main(int argc, char **argv) {
     exit_codes();
     json_report();
     csv_and_table();
+    fine_tuning();
     convert_round_trip();
     return test_result("test_cli");
 }

@@ -1,0 +1,258 @@
+/*
+ * test_finetune: fine-tuning estimates through the public API: frozen
+ * parameters (est_options.params, --trainable / --freeze), Adafactor, and
+ * gradient accumulation (est_options.grad_accum), on models/lora_block.json:
+ *
+ *   x [B, 64] -> base   (MatMul, base.weight [64, 64])           -> b [B, 64]
+ *   x         -> lora_A (MatMul, base.lora_A.default.weight [64, 8]) -> a [B, 8]
+ *   a         -> lora_B (MatMul, base.lora_B.default.weight [8, 64]) -> d [B, 64]
+ *   add(b, d) -> h; relu(h) -> r; r -> head (MatMul, head.weight [64, 16]) -> y [B, 16]
+ *
+ * Every expected figure is derived by hand below, one term per tensor, with
+ * the rules of docs/memory-model.md (each tensor one allocation rounded up to
+ * 512 bytes; parameters, optimizer state, the input, the previous y and the
+ * loss resident; see test_simulate.c for the whole walk). What autograd keeps
+ * follows derivatives.yaml: mm's "self: mm_mat1_backward(grad, mat2, ...)"
+ * keeps mat2 only when self needs a gradient and "mat2:
+ * mm_mat2_backward(grad, self, ...)" keeps self only when mat2 needs one.
+ *
+ * usage: test_finetune MODELS_DIR
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate.h"
+#include "test_util.h"
+
+#define U(x) ((unsigned long long)(x))
+
+static uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+/* Sizes at batch 4, float32, rounded as the allocator rounds. */
+enum {
+    W = 64 * 64 * 4,      /* 16384 */
+    A = 64 * 8 * 4,       /* 2048 */
+    B = 8 * 64 * 4,       /* 2048 */
+    W2 = 64 * 16 * 4,     /* 4096 */
+    P = W + A + B + W2,   /* 24576 */
+    X = 4 * 64 * 4,       /* the input, 1024 */
+    ACT64 = 4 * 64 * 4,   /* b, d, h, r: 1024 each */
+    ACT8 = 512,           /* a: 128 bytes -> 512 */
+    Y = 512,              /* 256 bytes -> 512 */
+    LOSS = 512,
+};
+
+static const char *adapters[] = {"lora_"};
+
+static est_graph *load_block(const char *models_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lora_block.json", models_dir);
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_file(path, &g, &err) != EST_OK) CHECK(false, "load %s: %s", path, err.message);
+    return g;
+}
+
+static est_report *estimate(const est_graph *g, est_optimizer o, const est_param_filter *f, int64_t accum) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 4;
+    opt.optimizer = o;
+    if (f) opt.params = *f;
+    opt.grad_accum = accum;
+    est_error err;
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) CHECK(false, "estimate: %s", err.message);
+    return r;
+}
+
+static const est_layer *layer(const est_report *r, const char *name) {
+    static const est_layer missing = {0};
+    for (size_t i = 0; i < est_report_layer_count(r); i++)
+        if (strcmp(est_report_layer(r, i)->name, name) == 0) return est_report_layer(r, i);
+    CHECK(false, "no layer %s", name);
+    return &missing;
+}
+
+static void check_peak(const est_report *r, uint64_t bytes, est_phase phase, const char *at, const char *what) {
+    const est_peak *p = est_report_peak(r);
+    CHECK(p->bytes == bytes, "%s: peak %llu, expected %llu", what, U(p->bytes), U(bytes));
+    CHECK(p->phase == phase && strcmp(p->layer, at) == 0, "%s: peak during %s at '%s', expected %s at '%s'", what,
+          est_phase_name(p->phase), p->layer, est_phase_name(phase), at);
+    uint64_t sum = p->params + p->buffers + p->grads + p->optimizer + p->activations + p->temp + p->inputs + p->other;
+    CHECK(sum == p->bytes, "%s: the peak's categories sum to %llu", what, U(sum));
+}
+
+/* The sizes the derivations rest on. */
+static void test_sizes(void) {
+    CHECK(R(4 * 8 * 4) == ACT8 && R(4 * 16 * 4) == Y && R(X) == X && P == 24576, "sizes");
+}
+
+/* 1. Only the adapter trains (--trainable lora_, SGD). */
+static void test_adapter_only(const est_graph *g) {
+    est_param_filter f = {.trainable = adapters, .n_trainable = 1};
+    est_report *r = estimate(g, EST_OPT_SGD, &f, 0);
+    if (!r) return;
+    const est_totals *t = est_report_totals(r);
+    CHECK(t->param_count == 6144 && t->trainable_param_count == 1024, "params %llu, trainable %llu",
+          U(t->param_count), U(t->trainable_param_count));
+    CHECK(t->trainable_param_bytes == A + B, "trainable bytes %llu", U(t->trainable_param_bytes));
+    CHECK(t->grads_bytes == A + B, "only the adapter has gradients: %llu", U(t->grads_bytes));
+    /* What each layer keeps: base needs no backward at all (x is an input,
+     * its weight frozen); lora_A keeps x (resident: 0 counted); lora_B keeps
+     * a for its weight's gradient; relu keeps r; head's weight is frozen, so
+     * it keeps its weight (a parameter, 0 counted) for dr, and not r. */
+    CHECK(layer(r, "base")->saved_bytes == 0 && layer(r, "base")->flops_backward == 0, "base runs no backward");
+    CHECK(layer(r, "lora_B")->saved_bytes == ACT8, "lora_B keeps a: %llu", U(layer(r, "lora_B")->saved_bytes));
+    CHECK(layer(r, "relu")->saved_bytes == ACT64, "relu keeps r");
+    CHECK(layer(r, "head")->saved_bytes == 0, "frozen head keeps no input: %llu", U(layer(r, "head")->saved_bytes));
+    /* head's backward makes dr only: one product of 2 * 4 * 64 * 16. */
+    CHECK(layer(r, "head")->flops_backward == 2 * 4 * 64 * 16, "head backward flops %llu",
+          U(layer(r, "head")->flops_backward));
+    /* End of forward: a (saved by lora_B), r (saved by relu), y. */
+    CHECK(t->activations_bytes == ACT8 + ACT64 + Y, "activations %llu", U(t->activations_bytes));
+    /* The peak: lora_A's backward, where dA is made while da is alive and
+     * dB already exists: params + dB + dA + da + x + (y + loss). */
+    uint64_t peak = P + B + A + ACT8 + X + Y + LOSS;
+    CHECK(peak == 31232, "derivation %llu", U(peak));
+    check_peak(r, peak, EST_PHASE_BACKWARD, "lora_A", "adapter only, sgd");
+    for (size_t i = 0; i < est_report_param_count(r); i++) {
+        const est_param_info *p = est_report_param(r, i);
+        CHECK(p->trainable == (strstr(p->name, "lora_") != NULL), "param %s trainable %d", p->name, p->trainable);
+    }
+    est_report_free(r);
+
+    /* Adam: state for the adapter only (2 x (A + B)); the step's sqrt
+     * temporary is adapter-sized: params + grads + state + x + y + loss +
+     * sqrt(exp_avg_sq). */
+    r = estimate(g, EST_OPT_ADAM, &f, 0);
+    if (!r) return;
+    CHECK(est_report_totals(r)->optimizer_bytes == 2 * (A + B), "adam state %llu",
+          U(est_report_totals(r)->optimizer_bytes));
+    uint64_t step = P + (A + B) + 2 * (A + B) + X + Y + LOSS + (A + B);
+    check_peak(r, step, EST_PHASE_OPTIMIZER, "", "adapter only, adam");
+    est_report_free(r);
+}
+
+/* 2. Everything trains: the same graph keeps more (head keeps r, base keeps
+ * nothing more since x is an input but now runs its backward). */
+static void test_all_train(const est_graph *g) {
+    est_report *r = estimate(g, EST_OPT_SGD, NULL, 0);
+    if (!r) return;
+    const est_totals *t = est_report_totals(r);
+    CHECK(t->trainable_param_count == t->param_count, "all train: %llu of %llu", U(t->trainable_param_count),
+          U(t->param_count));
+    CHECK(layer(r, "head")->saved_bytes == ACT64, "a trained head keeps r: %llu", U(layer(r, "head")->saved_bytes));
+    CHECK(layer(r, "base")->flops_backward == 2 * 4 * 64 * 64, "base's weight gradient: %llu",
+          U(layer(r, "base")->flops_backward));
+    CHECK(t->grads_bytes == P, "grads %llu", U(t->grads_bytes));
+    est_report_free(r);
+}
+
+/* 3. --freeze wins over --trainable: train the adapter's B only. */
+static void test_freeze(const est_graph *g) {
+    static const char *frozen[] = {"*lora_A*"};
+    est_param_filter f = {.trainable = adapters, .n_trainable = 1, .frozen = frozen, .n_frozen = 1};
+    est_report *r = estimate(g, EST_OPT_SGD, &f, 0);
+    if (!r) return;
+    CHECK(est_report_totals(r)->trainable_param_count == 512, "B alone: %llu",
+          U(est_report_totals(r)->trainable_param_count));
+    /* a needs no gradient now: lora_B keeps a for dB, lora_A runs no backward */
+    CHECK(layer(r, "lora_A")->flops_backward == 0, "lora_A runs no backward");
+    CHECK(layer(r, "lora_B")->saved_bytes == ACT8, "lora_B keeps a");
+    est_report_free(r);
+}
+
+/* 4. Adafactor: per 2-D parameter a row factor (rows) and a column factor
+ * (columns): A [64, 8]: 64 + 8 floats; B [8, 64]: 8 + 64 floats, each
+ * rounded to 512 bytes. Its loop updates one parameter at a time with one
+ * parameter-sized var_estimate: the step's transient is the largest trained
+ * parameter, 2048 bytes. */
+static void test_adafactor(const est_graph *g) {
+    est_param_filter f = {.trainable = adapters, .n_trainable = 1};
+    est_report *r = estimate(g, EST_OPT_ADAFACTOR, &f, 0);
+    if (!r) return;
+    uint64_t state = R(64 * 4) + R(8 * 4) + R(8 * 4) + R(64 * 4);
+    CHECK(state == 2048, "derivation %llu", U(state));
+    CHECK(est_report_totals(r)->optimizer_bytes == state, "adafactor state %llu", U(est_report_totals(r)->optimizer_bytes));
+    uint64_t step = P + (A + B) + state + X + Y + LOSS + A;
+    CHECK(step == 34816, "derivation %llu", U(step));
+    check_peak(r, step, EST_PHASE_OPTIMIZER, "", "adafactor");
+    CHECK(strcmp(est_optimizer_name(EST_OPT_ADAFACTOR), "adafactor") == 0 &&
+              est_optimizer_from_name("adafactor") == EST_OPT_ADAFACTOR,
+          "adafactor's name");
+    est_report_free(r);
+}
+
+/* 5. Two micro-batches a step (SGD): the second one's backward adds into
+ * the .grad tensors kept from the first. Its largest moment is lora_B's
+ * backward: both gradients, the incoming dd, the new da, the new dB (a
+ * transient added into .grad) and the saved a: params + (dA + dB) + dd + da
+ * + dB' + a + x + y + loss. */
+static void test_grad_accum(const est_graph *g) {
+    est_param_filter f = {.trainable = adapters, .n_trainable = 1};
+    est_report *r = estimate(g, EST_OPT_SGD, &f, 2);
+    if (!r) return;
+    uint64_t peak = P + (A + B) + ACT64 + ACT8 + B + ACT8 + X + Y + LOSS;
+    CHECK(peak == 34816, "derivation %llu", U(peak));
+    check_peak(r, peak, EST_PHASE_BACKWARD, "lora_B", "grad accum 2");
+    CHECK(est_report_totals(r)->grads_bytes == A + B, "grads %llu", U(est_report_totals(r)->grads_bytes));
+    est_report_free(r);
+    /* and a single micro-batch is the plain step */
+    est_report *one = estimate(g, EST_OPT_SGD, &f, 1), *none = estimate(g, EST_OPT_SGD, &f, 0);
+    if (one && none)
+        CHECK(est_report_peak(one)->bytes == est_report_peak(none)->bytes, "grad_accum 1 == 0: %llu vs %llu",
+              U(est_report_peak(one)->bytes), U(est_report_peak(none)->bytes));
+    est_report_free(one);
+    est_report_free(none);
+}
+
+/* 6. Patterns: substring, glob, and the error for a pattern that names
+ * nothing. */
+static void test_patterns(const est_graph *g) {
+    CHECK(est_name_matches("lora_", "layers.0.q_proj.lora_A.default.weight"), "substring");
+    CHECK(!est_name_matches("lora_", "layers.0.q_proj.weight"), "substring miss");
+    CHECK(est_name_matches("layers.*.q_proj.*", "layers.3.q_proj.weight"), "glob");
+    CHECK(!est_name_matches("q_proj.*", "layers.3.q_proj.weight"), "a glob matches the whole name");
+    CHECK(!est_name_matches("", "x") && !est_name_matches(NULL, "x"), "empty pattern");
+    CHECK(est_graph_param_count(g) == 4, "4 parameters, got %zu", est_graph_param_count(g));
+    CHECK(strcmp(est_graph_param_name(g, 1), "base.lora_A.default.weight") == 0, "file order");
+    CHECK(est_graph_param_name(g, 4) == NULL, "out of range");
+    static const char *none[] = {"no_such_weight"};
+    est_param_filter f = {.trainable = none, .n_trainable = 1};
+    est_error err;
+    CHECK(est_check_param_filter(g, &f, &err) == EST_EINVAL, "a pattern that names nothing");
+    CHECK(strstr(err.message, "'no_such_weight'") && strstr(err.message, "base.weight") &&
+              strstr(err.message, "head.weight"),
+          "the error names the pattern and real names: %s", err.message);
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 4;
+    opt.params = f;
+    est_report *r = NULL;
+    CHECK(est_estimate(g, &opt, &r, &err) == EST_EINVAL && !r, "est_estimate refuses it too");
+    opt.params = (est_param_filter){0};
+    opt.grad_accum = -1;
+    CHECK(est_estimate(g, &opt, &r, &err) == EST_EINVAL && !r, "a negative grad_accum");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
+        return 2;
+    }
+    test_sizes();
+    est_graph *g = load_block(argv[1]);
+    if (g) {
+        test_adapter_only(g);
+        test_all_train(g);
+        test_freeze(g);
+        test_adafactor(g);
+        test_grad_accum(g);
+        test_patterns(g);
+    }
+    est_graph_free(g);
+    return test_result("test_finetune");
+}
