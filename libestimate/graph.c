@@ -334,7 +334,7 @@ static void classify_initializers(est_graph *g) {
         est_tensor *tt = &g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER) continue;
         bool table = !(use[t] & USE_NOT_TABLE) && spans_two_dims(tt);
-        if (use[t] & USE_BUFFER) tt->role = EST_ROLE_BUFFER;
+        if ((use[t] & USE_BUFFER) || tt->torch_buffer) tt->role = EST_ROLE_BUFFER;
         /* A 0-d float initializer is a folded scalar (a scale, an epsilon),
          * not a module's weight. */
         else if ((use[t] & USE_DIFF) && !table && est__dtype_is_float(tt->dtype) && tt->rank > 0)

@@ -110,7 +110,11 @@ static void bind_initializer(const est_tensor *t, est_tval *v) {
         v->dims[d] = t->dims[d].value;
         v->elements *= t->dims[d].value; /* checked when loaded */
     }
-    v->value = t->value;
+    /* A parameter's values change as it trains, and what is computed from it
+     * (a transposed weight) is an activation with a gradient, not a constant
+     * to fold, however small the weight. One element reads as the exporters'
+     * scalars (an attention scale) and stays foldable. */
+    v->value = t->role == EST_ROLE_PARAM && v->elements > 1 ? NULL : t->value;
 }
 
 static est_status check_arity(est_infer_ctx *ctx) {

@@ -64,6 +64,8 @@ typedef struct est_tensor {
     int32_t readers;        /* node inputs and graph outputs that read it */
     char *torch_name;       /* a parameter's named_parameters() name when the
                                exporter renamed it, else NULL (params.c) */
+    bool torch_buffer;      /* the model registered it as a buffer (a dynamo
+                               export's FX call reads it as one) */
 } est_tensor;
 
 typedef enum est_attr_type {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
+#include "param_names.h"
 #include "onnx_loader.h"
 
 typedef struct loader {
@@ -495,6 +496,20 @@ static bool module_scope(const Onnx__NodeProto *p, const char *name, char **scop
     return *scope != NULL;
 }
 
+/* PyTorch's names for the weights this node reads under generated names
+ * (param_names.c), from its FX call in a dynamo export. */
+static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n) {
+    bool generated = false;
+    for (int32_t k = 0; k < n->n_inputs && !generated; k++)
+        generated = n->inputs[k] >= 0 && L->g->tensors[n->inputs[k]].kind == EST_T_INITIALIZER;
+    if (!generated || !n->scope) return EST_OK;
+    Onnx__StringStringEntryProto *fx = find_metadata(p, "pkg.torch.onnx.fx_node");
+    if (!fx) return EST_OK;
+    bool ok = est__name_renamed_weights(L->g, n, str_or_empty(fx->value));
+    onnx__string_string_entry_proto__free_unpacked(fx, &pb_allocator);
+    return ok ? EST_OK : oom(L);
+}
+
 static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
     est_node *n = est__graph_add_node(L->g);
     if (!n) return oom(L);
@@ -534,7 +549,7 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
         est_status st = copy_attr(L, n, &n->attrs[n->n_attrs++], p->attribute[k]);
         if (st != EST_OK) return st;
     }
-    return EST_OK;
+    return name_weights(L, p, n);
 }
 
 /* ---- BatchNorm that an exporter folded into a Conv ---------------------------

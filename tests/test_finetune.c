@@ -16,7 +16,12 @@
  * keeps mat2 only when self needs a gradient and "mat2:
  * mm_mat2_backward(grad, self, ...)" keeps self only when mat2 needs one.
  *
- * usage: test_finetune MODELS_DIR
+ * And PyTorch's parameter names in exports of a two-layer Llama with a LoRA
+ * adapter (tests/data/make_lora_llama.py made them; onnx/param_names.c): the
+ * dynamo export's folded and merged weights come back as the model's 37
+ * parameters under their named_parameters() names.
+ *
+ * usage: test_finetune MODELS_DIR DATA_DIR
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -238,11 +243,61 @@ static void test_patterns(const est_graph *g) {
     CHECK(est_estimate(g, &opt, &r, &err) == EST_EINVAL && !r, "a negative grad_accum");
 }
 
+/* 7. The exports of tests/data/make_lora_llama.py: PyTorch counts 37
+ * parameters of 25,760 elements, 1,024 of them in the 16 LoRA matrices.
+ * The dynamo export reads the linear weights through generated names
+ * (val_N), all eight lora_B through one merged initializer and all five
+ * RMSNorm weights through one; the TorchScript training export keeps every
+ * name. rotary_emb.inv_freq is a buffer, not a parameter. */
+static void test_export_names(const char *data_dir, const char *file) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", data_dir, file);
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_file(path, &g, &err) != EST_OK) {
+        CHECK(false, "load %s: %s", path, err.message);
+        return;
+    }
+    size_t n = est_graph_param_count(g);
+    CHECK(n == 37, "%s: %zu parameters, PyTorch has 37", file, n);
+    int lora = 0, distinct = 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = est_graph_param_torch_name(g, i);
+        lora += strstr(name, ".lora_A.default.weight") || strstr(name, ".lora_B.default.weight");
+        CHECK(strncmp(name, "m.base_model.model.", 19) == 0, "%s: '%s' is no named_parameters() name", file, name);
+        for (size_t j = 0; j < i; j++) distinct &= strcmp(name, est_graph_param_torch_name(g, j)) != 0;
+    }
+    CHECK(lora == 16 && distinct, "%s: %d LoRA matrices (16), names distinct: %d", file, lora, distinct);
+    static const char *const one_b[] = {"m.base_model.model.model.layers.1.self_attn.v_proj.lora_B.default.weight"};
+    est_param_filter f = {.trainable = one_b, .n_trainable = 1};
+    CHECK(est_check_param_filter(g, &f, &err) == EST_OK, "%s: layer 1's v_proj lora_B is nameable", file);
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 2;
+    est_binding seq = {"seq", 8};
+    opt.dims = &seq;
+    opt.n_dims = 1;
+    opt.params = (est_param_filter){.trainable = adapters, .n_trainable = 1};
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) CHECK(false, "%s: %s", file, err.message);
+    if (r) {
+        const est_totals *t = est_report_totals(r);
+        CHECK(t->param_count == 25760 && t->trainable_param_count == 1024, "%s: %llu parameters, %llu train", file,
+              U(t->param_count), U(t->trainable_param_count));
+        CHECK(t->grads_bytes == 16 * 512, "%s: 16 adapter gradients of 256 bytes each, 512 rounded: %llu", file,
+              U(t->grads_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s MODELS_DIR DATA_DIR\n", argv[0]);
         return 2;
     }
+    test_export_names(argv[2], "lora_llama.dynamo.onnx");
+    test_export_names(argv[2], "lora_llama.legacy.onnx");
     test_sizes();
     est_graph *g = load_block(argv[1]);
     if (g) {
