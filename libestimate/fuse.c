@@ -108,6 +108,10 @@ static bool rewrite_unary(est_graph *g, int32_t first, const char *op_name, int3
     est_node *n = &g->nodes[first];
     free(n->op_type);
     free(n->inputs);
+    for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
+    free(n->attrs);
+    n->attrs = NULL;
+    n->n_attrs = 0;
     n->op_type = op;
     n->inputs = inputs;
     n->n_inputs = 1;
@@ -256,11 +260,13 @@ static bool rewrite_attention(est_node *n, int32_t q, int32_t k, int32_t v, int3
     attrs[1] = (est_attr){.name = a1, .type = EST_ATTR_INT, .i = 1};
     free(n->op_type);
     free(n->inputs);
+    for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
+    free(n->attrs);
     n->op_type = op;
     n->inputs = inputs;
     n->n_inputs = mask >= 0 ? 4 : 3;
     n->n_attrs = 2;
-    n->attrs = attrs; /* a MatMul has no attributes to free */
+    n->attrs = attrs;
     n->op = NULL;
     return true;
 }

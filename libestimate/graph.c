@@ -25,7 +25,7 @@ est_graph *est__graph_new(const char *source) {
     return g;
 }
 
-static void free_attr(est_attr *a) {
+void est__attr_free(est_attr *a) {
     free(a->name);
     free(a->s);
     free(a->ints);
@@ -42,7 +42,7 @@ void est__node_clear(est_node *n) {
     free(n->domain);
     free(n->inputs);
     free(n->outputs);
-    for (int32_t k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
+    for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
     free(n->attrs);
     free(n->scope);
     free(n->input_held_until);

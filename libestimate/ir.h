@@ -184,6 +184,8 @@ est_node *est__graph_add_node(est_graph *g);
 /* Validates structure (unique producers, no cycles, every input produced),
  * sorts nodes topologically, resolves ops and classifies initializers. */
 est_status est__graph_finish(est_graph *g, est_error *err);
+/* Frees what an attribute owns (not the struct). */
+void est__attr_free(est_attr *a);
 /* Frees what a node owns and zeroes it. */
 void est__node_clear(est_node *n);
 /* Per tensor, how many node inputs and graph outputs read it (n_tensors
