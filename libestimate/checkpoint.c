@@ -2,13 +2,9 @@
  * checkpoint.c: which nodes run inside the activation-checkpointing segments
  * that est_options.checkpoint names (memest --checkpoint).
  *
- * Segments come from module names. Every node's scope is a '/'-separated
- * module path, written differently by each exporter:
- *   dynamo:      "layer1/layer1.0/layer1.0.conv1"   (full names)
- *   TorchScript: "layer1/layer1.0/conv1"            (names local to the parent;
- *                "m/encoder/layer.0" for a ModuleList child)
- * full_names() turns either into PyTorch's named_modules() names
- * ("layer1", "layer1.0", "layer1.0.conv1"), which is what the user writes.
+ * Segments come from module names: a name walk (module_names.h) turns each
+ * node's scope into PyTorch's named_modules() names ("layer1", "layer1.0",
+ * "layer1.0.conv1"), which is what the user writes.
  * A module call is a run of consecutive nodes in that module's scope; nodes
  * of unknown scope between two nodes of one call belong to it. simulate.c
  * replays what torch.utils.checkpoint does with each segment.
@@ -16,48 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "module_names.h"
 #include "report.h"
-
-/* Walks a scope's components, producing each one's full name. */
-typedef struct name_walk {
-    const char *next;          /* the rest of the scope */
-    char *cur, *parent;        /* full names of this component and its parent */
-    size_t cur_len, parent_len;
-    const char *local;         /* this component as the scope writes it */
-    size_t local_len;
-} name_walk;
-
-/* Advances to the next component; false at the end. cur and parent each hold
- * strlen(scope) + 2 bytes: a full name is never longer than the path up to
- * its component. */
-static bool walk_next(name_walk *w) {
-    if (!*w->next) return false;
-    const char *c = w->next;
-    size_t len = strcspn(c, "/");
-    char *swap = w->parent;
-    w->parent = w->cur;
-    w->parent_len = w->cur_len;
-    w->cur = swap;
-    size_t keep = 0; /* characters of the parent's full name that precede c */
-    bool first = w->local == NULL;
-    if (first || (len > w->parent_len && strncmp(c, w->parent, w->parent_len) == 0 && c[w->parent_len] == '.'))
-        keep = 0; /* the top, or already a full name (dynamo) */
-    else if (len > w->local_len && strncmp(c, w->local, w->local_len) == 0 && c[w->local_len] == '.')
-        keep = w->parent_len - w->local_len; /* "layer1.0" under "layer1" replaces the parent's last part */
-    else
-        keep = w->parent_len + 1; /* "encoder" under "m" is "m.encoder" */
-    if (keep) {
-        memcpy(w->cur, w->parent, keep - (keep == w->parent_len + 1));
-        if (keep == w->parent_len + 1) w->cur[w->parent_len] = '.';
-    }
-    memcpy(w->cur + keep, c, len);
-    w->cur[keep + len] = '\0';
-    w->cur_len = keep + len;
-    w->local = c;
-    w->local_len = len;
-    w->next = c[len] == '/' ? c + len + 1 : c + len;
-    return true;
-}
 
 bool est__is_block_name(const char *name, size_t len) {
     size_t start = len;
@@ -78,12 +34,10 @@ static bool matches(const est_checkpoint *spec, const char *full) {
 
 /* Finds the outermost module of `scope` the spec matches: true with w->cur
  * its full name and w->parent its container's ("" at the top). */
-static bool find_module(const est_checkpoint *spec, const char *scope, name_walk *w) {
-    w->next = scope;
-    w->local = NULL;
-    w->cur_len = w->parent_len = 0;
-    w->cur[0] = w->parent[0] = '\0';
-    while (walk_next(w))
+static bool find_module(const est_checkpoint *spec, const char *scope, est_name_walk *w, char *cur,
+                        char *parent) {
+    est__name_walk_start(w, scope, cur, parent);
+    while (est__name_walk_next(w))
         if (matches(spec, w->cur)) {
             if (w->local == scope) w->parent[0] = '\0';
             return true;
@@ -111,16 +65,17 @@ static est_status find_calls(const est_graph *g, const est_checkpoint *spec, cal
     size_t longest = 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].scope && strlen(g->nodes[i].scope) > longest) longest = strlen(g->nodes[i].scope);
-    name_walk w = {.cur = malloc(longest + 2), .parent = malloc(longest + 2)};
+    char *buf_a = malloc(longest + 2), *buf_b = malloc(longest + 2); /* the walk's names */
+    est_name_walk w;
     call *calls = calloc((size_t)g->n_nodes + 1, sizeof *calls);
     int32_t n = 0;
-    if (!w.cur || !w.parent || !calls) goto oom;
+    if (!buf_a || !buf_b || !calls) goto oom;
     *any_scope = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const char *scope = g->nodes[i].scope;
         if (!scope) continue; /* unknown: joins the call around it, if any */
         *any_scope |= *scope != '\0';
-        if (!find_module(spec, scope, &w)) continue;
+        if (!find_module(spec, scope, &w, buf_a, buf_b)) continue;
         if (n > 0 && strcmp(calls[n - 1].module, w.cur) == 0) {
             /* the same call goes on, unless a node outside it came between */
             bool outside = false;
@@ -136,14 +91,14 @@ static est_status find_calls(const est_graph *g, const est_checkpoint *spec, cal
         n++;
         if (!calls[n - 1].module || !calls[n - 1].parent) goto oom;
     }
-    free(w.cur);
-    free(w.parent);
+    free(buf_a);
+    free(buf_b);
     *out = calls;
     *n_out = n;
     return EST_OK;
 oom:
-    free(w.cur);
-    free(w.parent);
+    free(buf_a);
+    free(buf_b);
     free_calls(calls, n);
     return est__fail(err, EST_ENOMEM, "out of memory planning checkpoint segments");
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "module_names.h"
 #include "registry.h"
 
 static uint64_t hash_name(const char *s) {
@@ -45,6 +46,7 @@ void est__node_clear(est_node *n) {
     for (int32_t k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
     free(n->attrs);
     free(n->scope);
+    free(n->module);
     free(n->input_held_until);
     memset(n, 0, sizeof *n);
 }
@@ -592,7 +594,8 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
             if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
     classify_initializers(g);
-    return plan_module_calls(g, err);
+    st = plan_module_calls(g, err);
+    return st == EST_OK ? est__name_modules(g, err) : st;
 }
 
 /* ---- public accessors ------------------------------------------------------ */

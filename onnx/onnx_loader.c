@@ -603,7 +603,7 @@ static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training)
     conv->outputs[0] = ids[0];
     if (conv->n_inputs > 2) conv->n_inputs = 2;
     char name[512];
-    snprintf(name, sizeof name, "%.400s/unfolded_BatchNormalization", conv_name);
+    snprintf(name, sizeof name, "%.400s" EST_UNFOLDED_BN_SUFFIX, conv_name);
     bn->name = est__strdup(name);
     if (conv->scope) { /* a sibling module of the Conv: "<conv's module>_bn" */
         snprintf(name, sizeof name, "%.400s%s", conv->scope, conv->scope[0] ? "_bn" : "bn");
