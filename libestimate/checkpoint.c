@@ -25,20 +25,54 @@ bool est__is_block_name(const char *name, size_t len) {
     return digits == n || last[n - 1 - digits] == '_';
 }
 
-static bool matches(const est_checkpoint *spec, const char *full) {
-    if (spec->every > 0) return est__is_block_name(full, strlen(full));
-    for (size_t p = 0; p < spec->n_prefixes; p++)
-        if (strncmp(full, spec->prefixes[p], strlen(spec->prefixes[p])) == 0) return true;
+/* Whether `name` starts with `prefix` or, with `drop_leading`, what is left
+ * of it after whole leading parts go: "layers.3" matches "m.layers.3" and
+ * "model.layers.3", the names an export's wrapper gives the user's module,
+ * but not "xlayers.3". */
+static bool starts_with(const char *name, const char *prefix, bool drop_leading) {
+    size_t len = strlen(prefix);
+    if (strncmp(name, prefix, len) == 0) return true;
+    if (!drop_leading) return false;
+    for (const char *dot = strchr(name, '.'); dot; dot = strchr(dot + 1, '.'))
+        if (strncmp(dot + 1, prefix, len) == 0) return true;
     return false;
+}
+
+/* The spec, and per prefix whether it is matched with leading parts dropped:
+ * only when no module's whole name starts with it, so that a direct match
+ * wins over one inside a wrapper. */
+typedef struct matcher {
+    const est_checkpoint *spec;
+    bool *drop_leading;
+} matcher;
+
+static bool matches(const matcher *m, const char *full) {
+    if (m->spec->every > 0) return est__is_block_name(full, strlen(full));
+    for (size_t p = 0; p < m->spec->n_prefixes; p++)
+        if (starts_with(full, m->spec->prefixes[p], m->drop_leading[p])) return true;
+    return false;
+}
+
+/* Sets m->drop_leading[p] for each prefix that starts no module's name. */
+static void choose_prefix_matching(const est_graph *g, matcher *m, char *cur, char *parent) {
+    for (size_t p = 0; p < m->spec->n_prefixes; p++) m->drop_leading[p] = true;
+    est_name_walk w;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (!g->nodes[i].scope) continue;
+        est__name_walk_start(&w, g->nodes[i].scope, cur, parent);
+        while (est__name_walk_next(&w))
+            for (size_t p = 0; p < m->spec->n_prefixes; p++)
+                if (m->drop_leading[p] && starts_with(w.cur, m->spec->prefixes[p], false))
+                    m->drop_leading[p] = false;
+    }
 }
 
 /* Finds the outermost module of `scope` the spec matches: true with w->cur
  * its full name and w->parent its container's ("" at the top). */
-static bool find_module(const est_checkpoint *spec, const char *scope, est_name_walk *w, char *cur,
-                        char *parent) {
+static bool find_module(const matcher *m, const char *scope, est_name_walk *w, char *cur, char *parent) {
     est__name_walk_start(w, scope, cur, parent);
     while (est__name_walk_next(w))
-        if (matches(spec, w->cur)) {
+        if (matches(m, w->cur)) {
             if (w->local == scope) w->parent[0] = '\0';
             return true;
         }
@@ -67,15 +101,17 @@ static est_status find_calls(const est_graph *g, const est_checkpoint *spec, cal
         if (g->nodes[i].scope && strlen(g->nodes[i].scope) > longest) longest = strlen(g->nodes[i].scope);
     char *buf_a = malloc(longest + 2), *buf_b = malloc(longest + 2); /* the walk's names */
     est_name_walk w;
+    matcher m = {.spec = spec, .drop_leading = calloc(spec->n_prefixes + 1, sizeof *m.drop_leading)};
     call *calls = calloc((size_t)g->n_nodes + 1, sizeof *calls);
     int32_t n = 0;
-    if (!buf_a || !buf_b || !calls) goto oom;
+    if (!buf_a || !buf_b || !m.drop_leading || !calls) goto oom;
+    choose_prefix_matching(g, &m, buf_a, buf_b);
     *any_scope = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const char *scope = g->nodes[i].scope;
         if (!scope) continue; /* unknown: joins the call around it, if any */
         *any_scope |= *scope != '\0';
-        if (!find_module(spec, scope, &w, buf_a, buf_b)) continue;
+        if (!find_module(&m, scope, &w, buf_a, buf_b)) continue;
         if (n > 0 && strcmp(calls[n - 1].module, w.cur) == 0) {
             /* the same call goes on, unless a node outside it came between */
             bool outside = false;
@@ -93,12 +129,14 @@ static est_status find_calls(const est_graph *g, const est_checkpoint *spec, cal
     }
     free(buf_a);
     free(buf_b);
+    free(m.drop_leading);
     *out = calls;
     *n_out = n;
     return EST_OK;
 oom:
     free(buf_a);
     free(buf_b);
+    free(m.drop_leading);
     free_calls(calls, n);
     return est__fail(err, EST_ENOMEM, "out of memory planning checkpoint segments");
 }
@@ -131,8 +169,9 @@ static est_status no_segments(const est_graph *g, const est_checkpoint *spec, bo
                          "%s: checkpoint every=%lld: the model has no blocks (modules named by an index in "
                          "their container, such as layer1.0 or encoder_layer_3)",
                          g->source, (long long)spec->every);
-    return est__fail(err, EST_EINVAL, "%s: checkpoint: no module name starts with '%s'%s (names look like "
-                     "PyTorch's named_modules(): layer1, layer1.0, encoder.layer.3)",
+    return est__fail(err, EST_EINVAL, "%s: checkpoint: no module name starts with '%s'%s, nor does its rest "
+                     "after any dot (names look like PyTorch's named_modules(): layer1, layer1.0, "
+                     "encoder.layer.3)",
                      g->source, spec->n_prefixes ? spec->prefixes[0] : "",
                      spec->n_prefixes > 1 ? " or the other prefixes" : "");
 }

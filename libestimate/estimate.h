@@ -310,7 +310,11 @@ typedef enum est_amp {
 typedef struct est_checkpoint {
     /* Each outermost module whose full name (as PyTorch's named_modules()
      * gives it: "layer1", "layer1.0", "encoder.layer.3") starts with one of
-     * these strings is one segment. Not owned; must outlive est_estimate(). */
+     * these strings is one segment. A string that starts no module's name
+     * is matched against what follows each dot of the names instead:
+     * "layers.3" finds "m.layers.3" and "model.layers.3", the names an
+     * export's wrapper gives the user's modules. Not owned; must outlive
+     * est_estimate(). */
     const char *const *prefixes;
     size_t n_prefixes;
     /* > 0: segments of this many consecutive blocks. A block is an outermost
