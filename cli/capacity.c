@@ -13,7 +13,7 @@ typedef struct point {
     int64_t value;
     bool overflow;          /* the sizes overflow 64 bits: far from fitting */
     est_totals t;
-    est_peak peak;          /* .layer is not kept */
+    est_peak peak;          /* .layer, .module and .label are not kept */
 } point;
 
 /* Estimates at opt; fills *pt. Returns EST_OK, or the error (in *err). An
@@ -33,7 +33,7 @@ static est_status estimate_point(const est_graph *g, const est_options *opt, int
     if (s != EST_OK) return s;
     pt->t = *est_report_totals(r);
     pt->peak = *est_report_peak(r);
-    pt->peak.layer = NULL;
+    pt->peak.layer = pt->peak.module = pt->peak.label = NULL;
     est_report_free(r);
     return EST_OK;
 }

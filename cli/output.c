@@ -89,7 +89,7 @@ static int name_width(const est_report *r, bool all) {
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
         if (L->shape_only && !all) continue;
-        int len = (int)strlen(L->name);
+        int len = (int)strlen(L->label);
         if (len > w) w = len;
     }
     return w > 44 ? 44 : w;
@@ -127,7 +127,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
         char shapes[512];
         outputs_string(shapes, sizeof shapes, L);
         fprintf(f, "%5zu  ", i);
-        print_name(f, L->name, w);
+        print_name(f, L->label, w);
         char fw[32], bw[32], sv[64], tp[64];
         fprintf(f, "  %-20.20s  %-24s  %10" PRIu64 "  %11s  %11s  %10s  %10s  %11s  %10s\n", L->op, shapes,
                 L->param_count, L->param_bytes ? human_bytes(a, sizeof a, L->param_bytes) : "-",
@@ -176,7 +176,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  largest temp    %s\n", human_bytes(a, sizeof a, t->temp_bytes));
     const est_peak *p = est_report_peak(r);
     fprintf(f, "  PEAK            %s  during %s%s%s\n", human_bytes(a, sizeof a, p->bytes), est_phase_name(p->phase),
-            p->layer[0] ? ", at layer " : "", p->layer);
+            p->label[0] ? ", at layer " : "", p->label);
     const struct { const char *name; uint64_t bytes; } parts[] = {
         {"params", p->params}, {"buffers", p->buffers}, {"grads", p->grads}, {"optimizer", p->optimizer},
         {"activations", p->activations}, {"temp", p->temp}, {"inputs", p->inputs}, {"other", p->other}};
@@ -206,7 +206,7 @@ static void csv_field(FILE *f, const char *s) {
 
 int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "index,name,op,domain,output_shapes,output_dtypes,param_count,param_bytes,buffer_bytes,output_bytes,shape_only,"
-               "flops_forward,flops_backward,saved_bytes,temp_bytes\n");
+               "flops_forward,flops_backward,saved_bytes,temp_bytes,module\n");
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
         char shapes[1024] = "", dtypes[512] = "";
@@ -227,24 +227,31 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
         fputc(',', f);
         csv_field(f, L->domain);
         fprintf(f, ",%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                   ",%" PRIu64 "\n",
+                   ",%" PRIu64 ",",
                 shapes, dtypes, L->param_count, L->param_bytes, L->buffer_bytes, L->output_bytes, L->shape_only,
                 L->flops_forward, L->flops_backward, L->saved_bytes, L->temp_bytes);
+        csv_field(f, L->module ? L->module : "");
+        fputc('\n', f);
     }
     const est_totals *t = est_report_totals(r);
     fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%" PRIu64 ",%" PRIu64
-               ",%" PRIu64 "\n",
+               ",%" PRIu64 ",\n",
             t->param_count, t->param_bytes, t->buffer_bytes, t->output_bytes, t->flops_forward, t->flops_backward,
             t->activations_bytes, t->temp_bytes);
     const est_peak *p = est_report_peak(r);
-    fprintf(f, "peak,%s,%s,,,,,,,%" PRIu64 ",,,,,\n", est_phase_name(p->phase), p->layer, p->bytes);
+    fputs("peak,", f);
+    fprintf(f, "%s,", est_phase_name(p->phase));
+    csv_field(f, p->layer);
+    fprintf(f, ",,,,,,,%" PRIu64 ",,,,,,", p->bytes);
+    csv_field(f, p->module ? p->module : "");
+    fputc('\n', f);
     /* reserved,,,,,,,,,BYTES: laid out like the peak row */
-    fprintf(f, "reserved,,,,,,,,,%" PRIu64 ",,,,,\n", t->reserved_bytes);
+    fprintf(f, "reserved,,,,,,,,,%" PRIu64 ",,,,,,\n", t->reserved_bytes);
     if (o->fit) {
         /* fit,GPU,yes|no,,,,,,,HEADROOM_BYTES: laid out like the peak row */
         fputs("fit,", f);
         csv_field(f, o->fit->gpu ? o->fit->gpu : "");
-        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,\n", fit_ok(o->fit, p->bytes, t) ? "yes" : "no",
+        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,,\n", fit_ok(o->fit, p->bytes, t) ? "yes" : "no",
                 fit_headroom(o->fit, p->bytes));
     }
     return ferror(f) ? 1 : 0;
@@ -338,6 +345,12 @@ static cJSON *params_json(const est_report *r) {
     return a;
 }
 
+/* "module": the named_modules() name, or null when the model does not say. */
+static void add_module(cJSON *o, const char *module) {
+    if (module) cJSON_AddStringToObject(o, "module", module);
+    else cJSON_AddNullToObject(o, "module");
+}
+
 cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", o->model);
@@ -380,6 +393,7 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
         cJSON_AddStringToObject(l, "name", L->name);
         cJSON_AddStringToObject(l, "op", L->op);
         cJSON_AddStringToObject(l, "domain", L->domain);
+        add_module(l, L->module);
         cJSON *ins = cJSON_AddArrayToObject(l, "inputs");
         for (size_t k = 0; k < L->n_inputs; k++) cJSON_AddItemToArray(ins, tensor_json(&L->inputs[k]));
         cJSON *outs = cJSON_AddArrayToObject(l, "outputs");
@@ -430,6 +444,7 @@ cJSON *report_json(const est_report *r, const output_opts *o) {
     cJSON_AddNumberToObject(peak, "bytes", (double)p->bytes);
     cJSON_AddStringToObject(peak, "phase", est_phase_name(p->phase));
     cJSON_AddStringToObject(peak, "layer", p->layer);
+    add_module(peak, p->module);
     cJSON *live = cJSON_AddObjectToObject(peak, "breakdown");
     cJSON_AddNumberToObject(live, "params", (double)p->params);
     cJSON_AddNumberToObject(live, "buffers", (double)p->buffers);

@@ -82,6 +82,8 @@ static est_status build_layers(est_report *r, est_error *err) {
         L->name = n->name;
         L->op = n->op_type;
         L->domain = n->domain;
+        L->module = n->module;
+        L->label = n->label;
         L->segment = -1;
         L->inputs = next;
         for (int32_t k = 0; k < n->n_inputs; k++) {
@@ -137,6 +139,20 @@ static est_status build_layers(est_report *r, est_error *err) {
     return EST_OK;
 }
 
+/* simulate.c names the peak's layer by its node's name string itself; that
+ * node gives the peak its module and label. */
+static void describe_peak(est_report *r) {
+    est_peak *p = &r->peak;
+    p->module = NULL;
+    p->label = p->layer;
+    for (size_t i = 0; i < r->n_layers; i++)
+        if (r->layers[i].name == p->layer) {
+            p->module = r->layers[i].module;
+            p->label = r->layers[i].label;
+            return;
+        }
+}
+
 est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_estimate: out is NULL");
     *out = NULL;
@@ -178,6 +194,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__build_params(r, &opt->params, err);
     if (st == EST_OK) st = est__simulate(r, err);
+    if (st == EST_OK) describe_peak(r);
     r->checkpoint = (est_checkpoint){0}; /* its strings are the caller's */
     if (st != EST_OK) {
         est_report_free(r);

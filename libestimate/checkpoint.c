@@ -2,13 +2,9 @@
  * checkpoint.c: which nodes run inside the activation-checkpointing segments
  * that est_options.checkpoint names (memest --checkpoint).
  *
- * Segments come from module names. Every node's scope is a '/'-separated
- * module path, written differently by each exporter:
- *   dynamo:      "layer1/layer1.0/layer1.0.conv1"   (full names)
- *   TorchScript: "layer1/layer1.0/conv1"            (names local to the parent;
- *                "m/encoder/layer.0" for a ModuleList child)
- * full_names() turns either into PyTorch's named_modules() names
- * ("layer1", "layer1.0", "layer1.0.conv1"), which is what the user writes.
+ * Segments come from module names: a name walk (module_names.h) turns each
+ * node's scope into PyTorch's named_modules() names ("layer1", "layer1.0",
+ * "layer1.0.conv1"), which is what the user writes.
  * A module call is a run of consecutive nodes in that module's scope; nodes
  * of unknown scope between two nodes of one call belong to it. simulate.c
  * replays what torch.utils.checkpoint does with each segment.
@@ -16,48 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "module_names.h"
 #include "report.h"
-
-/* Walks a scope's components, producing each one's full name. */
-typedef struct name_walk {
-    const char *next;          /* the rest of the scope */
-    char *cur, *parent;        /* full names of this component and its parent */
-    size_t cur_len, parent_len;
-    const char *local;         /* this component as the scope writes it */
-    size_t local_len;
-} name_walk;
-
-/* Advances to the next component; false at the end. cur and parent each hold
- * strlen(scope) + 2 bytes: a full name is never longer than the path up to
- * its component. */
-static bool walk_next(name_walk *w) {
-    if (!*w->next) return false;
-    const char *c = w->next;
-    size_t len = strcspn(c, "/");
-    char *swap = w->parent;
-    w->parent = w->cur;
-    w->parent_len = w->cur_len;
-    w->cur = swap;
-    size_t keep = 0; /* characters of the parent's full name that precede c */
-    bool first = w->local == NULL;
-    if (first || (len > w->parent_len && strncmp(c, w->parent, w->parent_len) == 0 && c[w->parent_len] == '.'))
-        keep = 0; /* the top, or already a full name (dynamo) */
-    else if (len > w->local_len && strncmp(c, w->local, w->local_len) == 0 && c[w->local_len] == '.')
-        keep = w->parent_len - w->local_len; /* "layer1.0" under "layer1" replaces the parent's last part */
-    else
-        keep = w->parent_len + 1; /* "encoder" under "m" is "m.encoder" */
-    if (keep) {
-        memcpy(w->cur, w->parent, keep - (keep == w->parent_len + 1));
-        if (keep == w->parent_len + 1) w->cur[w->parent_len] = '.';
-    }
-    memcpy(w->cur + keep, c, len);
-    w->cur[keep + len] = '\0';
-    w->cur_len = keep + len;
-    w->local = c;
-    w->local_len = len;
-    w->next = c[len] == '/' ? c + len + 1 : c + len;
-    return true;
-}
 
 bool est__is_block_name(const char *name, size_t len) {
     size_t start = len;
@@ -69,22 +25,54 @@ bool est__is_block_name(const char *name, size_t len) {
     return digits == n || last[n - 1 - digits] == '_';
 }
 
-static bool matches(const est_checkpoint *spec, const char *full) {
-    if (spec->every > 0) return est__is_block_name(full, strlen(full));
-    for (size_t p = 0; p < spec->n_prefixes; p++)
-        if (strncmp(full, spec->prefixes[p], strlen(spec->prefixes[p])) == 0) return true;
+/* Whether `name` starts with `prefix` or, with `drop_leading`, what is left
+ * of it after whole leading parts go: "layers.3" matches "m.layers.3" and
+ * "model.layers.3", the names an export's wrapper gives the user's module,
+ * but not "xlayers.3". */
+static bool starts_with(const char *name, const char *prefix, bool drop_leading) {
+    size_t len = strlen(prefix);
+    if (strncmp(name, prefix, len) == 0) return true;
+    if (!drop_leading) return false;
+    for (const char *dot = strchr(name, '.'); dot; dot = strchr(dot + 1, '.'))
+        if (strncmp(dot + 1, prefix, len) == 0) return true;
     return false;
+}
+
+/* The spec, and per prefix whether it is matched with leading parts dropped:
+ * only when no module's whole name starts with it, so that a direct match
+ * wins over one inside a wrapper. */
+typedef struct matcher {
+    const est_checkpoint *spec;
+    bool *drop_leading;
+} matcher;
+
+static bool matches(const matcher *m, const char *full) {
+    if (m->spec->every > 0) return est__is_block_name(full, strlen(full));
+    for (size_t p = 0; p < m->spec->n_prefixes; p++)
+        if (starts_with(full, m->spec->prefixes[p], m->drop_leading[p])) return true;
+    return false;
+}
+
+/* Sets m->drop_leading[p] for each prefix that starts no module's name. */
+static void choose_prefix_matching(const est_graph *g, matcher *m, char *cur, char *parent) {
+    for (size_t p = 0; p < m->spec->n_prefixes; p++) m->drop_leading[p] = true;
+    est_name_walk w;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (!g->nodes[i].scope) continue;
+        est__name_walk_start(&w, g->nodes[i].scope, cur, parent);
+        while (est__name_walk_next(&w))
+            for (size_t p = 0; p < m->spec->n_prefixes; p++)
+                if (m->drop_leading[p] && starts_with(w.cur, m->spec->prefixes[p], false))
+                    m->drop_leading[p] = false;
+    }
 }
 
 /* Finds the outermost module of `scope` the spec matches: true with w->cur
  * its full name and w->parent its container's ("" at the top). */
-static bool find_module(const est_checkpoint *spec, const char *scope, name_walk *w) {
-    w->next = scope;
-    w->local = NULL;
-    w->cur_len = w->parent_len = 0;
-    w->cur[0] = w->parent[0] = '\0';
-    while (walk_next(w))
-        if (matches(spec, w->cur)) {
+static bool find_module(const matcher *m, const char *scope, est_name_walk *w, char *cur, char *parent) {
+    est__name_walk_start(w, scope, cur, parent);
+    while (est__name_walk_next(w))
+        if (matches(m, w->cur)) {
             if (w->local == scope) w->parent[0] = '\0';
             return true;
         }
@@ -111,16 +99,19 @@ static est_status find_calls(const est_graph *g, const est_checkpoint *spec, cal
     size_t longest = 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].scope && strlen(g->nodes[i].scope) > longest) longest = strlen(g->nodes[i].scope);
-    name_walk w = {.cur = malloc(longest + 2), .parent = malloc(longest + 2)};
+    char *buf_a = malloc(longest + 2), *buf_b = malloc(longest + 2); /* the walk's names */
+    est_name_walk w;
+    matcher m = {.spec = spec, .drop_leading = calloc(spec->n_prefixes + 1, sizeof *m.drop_leading)};
     call *calls = calloc((size_t)g->n_nodes + 1, sizeof *calls);
     int32_t n = 0;
-    if (!w.cur || !w.parent || !calls) goto oom;
+    if (!buf_a || !buf_b || !m.drop_leading || !calls) goto oom;
+    choose_prefix_matching(g, &m, buf_a, buf_b);
     *any_scope = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const char *scope = g->nodes[i].scope;
         if (!scope) continue; /* unknown: joins the call around it, if any */
         *any_scope |= *scope != '\0';
-        if (!find_module(spec, scope, &w)) continue;
+        if (!find_module(&m, scope, &w, buf_a, buf_b)) continue;
         if (n > 0 && strcmp(calls[n - 1].module, w.cur) == 0) {
             /* the same call goes on, unless a node outside it came between */
             bool outside = false;
@@ -136,14 +127,16 @@ static est_status find_calls(const est_graph *g, const est_checkpoint *spec, cal
         n++;
         if (!calls[n - 1].module || !calls[n - 1].parent) goto oom;
     }
-    free(w.cur);
-    free(w.parent);
+    free(buf_a);
+    free(buf_b);
+    free(m.drop_leading);
     *out = calls;
     *n_out = n;
     return EST_OK;
 oom:
-    free(w.cur);
-    free(w.parent);
+    free(buf_a);
+    free(buf_b);
+    free(m.drop_leading);
     free_calls(calls, n);
     return est__fail(err, EST_ENOMEM, "out of memory planning checkpoint segments");
 }
@@ -176,8 +169,9 @@ static est_status no_segments(const est_graph *g, const est_checkpoint *spec, bo
                          "%s: checkpoint every=%lld: the model has no blocks (modules named by an index in "
                          "their container, such as layer1.0 or encoder_layer_3)",
                          g->source, (long long)spec->every);
-    return est__fail(err, EST_EINVAL, "%s: checkpoint: no module name starts with '%s'%s (names look like "
-                     "PyTorch's named_modules(): layer1, layer1.0, encoder.layer.3)",
+    return est__fail(err, EST_EINVAL, "%s: checkpoint: no module name starts with '%s'%s, nor does its rest "
+                     "after any dot (names look like PyTorch's named_modules(): layer1, layer1.0, "
+                     "encoder.layer.3)",
                      g->source, spec->n_prefixes ? spec->prefixes[0] : "",
                      spec->n_prefixes > 1 ? " or the other prefixes" : "");
 }

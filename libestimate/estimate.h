@@ -318,7 +318,11 @@ typedef enum est_amp {
 typedef struct est_checkpoint {
     /* Each outermost module whose full name (as PyTorch's named_modules()
      * gives it: "layer1", "layer1.0", "encoder.layer.3") starts with one of
-     * these strings is one segment. Not owned; must outlive est_estimate(). */
+     * these strings is one segment. A string that starts no module's name
+     * is matched against what follows each dot of the names instead:
+     * "layers.3" finds "m.layers.3" and "model.layers.3", the names an
+     * export's wrapper gives the user's modules. Not owned; must outlive
+     * est_estimate(). */
     const char *const *prefixes;
     size_t n_prefixes;
     /* > 0: segments of this many consecutive blocks. A block is an outermost
@@ -433,6 +437,15 @@ typedef struct est_layer {
     int64_t segment;       /* the checkpointed segment this layer runs in
                               (0, 1, ...), or -1 */
     int recomputed;        /* 1 when backward runs this layer's forward again */
+    /* The PyTorch module the node ran in, by its named_modules() name in the
+     * exported model ("layers.3.self_attn.q_proj"; "" for the model's own
+     * forward), from the TorchScript exporter's node names, the dynamo
+     * exporter's metadata or the JSON "scope"; NULL when the file does not
+     * say (docs/exports.md, "Layer names"). */
+    const char *module;
+    /* What a report shows for the layer: `module` when the exporter made the
+     * name up (the dynamo exporter's "node_linear_12"), otherwise `name`. */
+    const char *label;
 } est_layer;
 
 /* The phases of a training step: where the peak (or an out-of-memory) happens. */
@@ -495,6 +508,10 @@ typedef struct est_peak {
     est_phase phase;
     const char *layer;       /* the layer running at the peak ("" for the optimizer) */
     uint64_t params, buffers, grads, optimizer, activations, temp, inputs, other;
+    const char *module;      /* the layer's est_layer.module: NULL when unknown,
+                                and when the peak is at no layer (the loss,
+                                the optimizer step) */
+    const char *label;       /* the layer's est_layer.label, else `layer` */
 } est_peak;
 
 EST_API const est_peak *est_report_peak(const est_report *r);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "module_names.h"
 #include "registry.h"
 
 static uint64_t hash_name(const char *s) {
@@ -45,6 +46,7 @@ void est__node_clear(est_node *n) {
     for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
     free(n->attrs);
     free(n->scope);
+    free(n->module);
     free(n->input_held_until);
     memset(n, 0, sizeof *n);
 }
@@ -595,7 +597,8 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
             if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
     classify_initializers(g);
     st = est__graph_list_params(g, err);
-    return st == EST_OK ? plan_module_calls(g, err) : st;
+    if (st == EST_OK) st = plan_module_calls(g, err);
+    return st == EST_OK ? est__name_modules(g, err) : st;
 }
 
 /* ---- public accessors ------------------------------------------------------ */

@@ -128,6 +128,12 @@ typedef struct est_node {
      * ("layer1/layer1.0/conv1"; "" for the model's own forward), or NULL when
      * the file does not say. */
     char *scope;
+    /* Set by est__graph_finish (module_names.c): the named_modules() name of
+     * the scope's innermost module ("layer1.0.conv1"; "" for the model's own
+     * forward; NULL without a scope), and what reports show for the node:
+     * the module when the exporter made the name up, else the name. */
+    char *module;
+    const char *label;  /* n->name or n->module */
     est_fx_args fx_args;
     /* Per input, set by est__graph_finish: the last node of the outermost
      * module call that reads the input but did not produce it (the caller's
@@ -191,6 +197,9 @@ void est__node_clear(est_node *n);
 /* Per tensor, how many node inputs and graph outputs read it (n_tensors
  * entries, caller frees); NULL when out of memory. */
 int32_t *est__graph_count_reads(const est_graph *g);
+/* What the ONNX loader appends to a Conv's name to name the BatchNorm it
+ * restores after it. */
+#define EST_UNFOLDED_BN_SUFFIX "/unfolded_BatchNormalization"
 /* checkpoint.c: a module name whose last part is an index in its container
  * ("3", "layer.3", "encoder_layer_3"): a block. */
 bool est__is_block_name(const char *name, size_t len);

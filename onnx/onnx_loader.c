@@ -503,6 +503,14 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n)
     for (int32_t k = 0; k < n->n_inputs && !generated; k++)
         generated = n->inputs[k] >= 0 && L->g->tensors[n->inputs[k]].kind == EST_T_INITIALIZER;
     if (!generated || !n->scope) return EST_OK;
+    /* a node the exporter's optimizer rewrote (a BatchNorm folded into its
+     * Conv) keeps the FX call of another op, whose parameters it no longer
+     * reads as such */
+    Onnx__StringStringEntryProto *rule = find_metadata(p, "pkg.onnxscript.rewriter.rule_name");
+    if (rule) {
+        onnx__string_string_entry_proto__free_unpacked(rule, &pb_allocator);
+        return EST_OK;
+    }
     Onnx__StringStringEntryProto *fx = find_metadata(p, "pkg.torch.onnx.fx_node");
     if (!fx) return EST_OK;
     bool ok = est__name_renamed_weights(L->g, n, str_or_empty(fx->value));
@@ -567,10 +575,12 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
  *    path ("layer1.0.conv1.weight").
  * The loader puts the BatchNormalization back after such a Conv, so that the
  * estimate describes the module PyTorch runs. */
-static bool folded_batchnorm(const loader *L, const Onnx__NodeProto *p, bool *training) {
+static bool folded_batchnorm(const loader *L, const Onnx__NodeProto *p, bool *training, bool *dynamo) {
     if (!p->op_type || strcmp(p->op_type, "Conv") != 0 || p->n_input < 2 || !p->input[1]) return false;
     char rule[256], fx[256];
-    if (metadata(p, "pkg.onnxscript.rewriter.rule_name", rule, sizeof rule) && strstr(rule, "FuseBatchNormIntoConv")) {
+    *dynamo = metadata(p, "pkg.onnxscript.rewriter.rule_name", rule, sizeof rule) &&
+              strstr(rule, "FuseBatchNormIntoConv");
+    if (*dynamo) {
         *training = metadata(p, "pkg.torch.onnx.fx_node", fx, sizeof fx) && strstr(fx, "batch_norm") &&
                     !strstr(fx, "no_training");
         return true;
@@ -586,9 +596,51 @@ static int32_t new_tensor(loader *L, const char *base, const char *suffix) {
     return est__graph_tensor(L->g, name);
 }
 
+/* The module the Conv of a dynamo fold ran in. The fold leaves the
+ * BatchNorm's module path on the Conv ("layer1/layer1.0/layer1.0.bn1", full
+ * names); the Conv's weight names its own module ("layer1.0.conv1.weight").
+ * Returns the path with its last part replaced by that module, when the
+ * module sits beside the BatchNorm; NULL otherwise (or out of memory). */
+static char *dynamo_conv_scope(const char *bn_scope, const char *weight) {
+    size_t w_len = strlen(weight), suffix = strlen(".weight");
+    if (w_len <= suffix || strcmp(weight + w_len - suffix, ".weight") != 0) return NULL;
+    size_t module_len = w_len - suffix;
+    const char *slash = strrchr(bn_scope, '/');
+    size_t path_len = slash ? (size_t)(slash - bn_scope) : 0; /* the container's path */
+    size_t start = path_len; /* of the container's full name, the path's last part */
+    while (start > 0 && bn_scope[start - 1] != '/') start--;
+    size_t container_len = path_len - start;
+    if (container_len && (module_len <= container_len + 1 ||
+                          strncmp(weight, bn_scope + start, container_len) != 0 || weight[container_len] != '.'))
+        return NULL;
+    size_t own = container_len ? container_len + 1 : 0; /* the Conv's attribute name starts here */
+    if (memchr(weight + own, '.', module_len - own)) return NULL;
+    size_t cap = path_len + 1 + module_len + 1;
+    char *scope = malloc(cap);
+    if (scope)
+        snprintf(scope, cap, "%.*s%s%.*s", (int)path_len, bn_scope, path_len ? "/" : "", (int)module_len, weight);
+    return scope;
+}
+
+/* The restored BatchNorm's module: the dynamo fold's path moves to it, and
+ * the Conv takes its own (dynamo_conv_scope); after a TorchScript fold, whose
+ * Conv keeps its own path, a sibling module "<conv's module>_bn". */
+static est_status place_batchnorm_scope(loader *L, est_node *conv, est_node *bn, bool dynamo) {
+    if (!conv->scope) return EST_OK;
+    if (dynamo) {
+        char *conv_scope = dynamo_conv_scope(conv->scope, L->g->tensors[conv->inputs[1]].name);
+        bn->scope = conv_scope ? conv->scope : est__strdup(conv->scope);
+        if (conv_scope) conv->scope = conv_scope;
+        return bn->scope ? EST_OK : oom(L);
+    }
+    char name[512];
+    snprintf(name, sizeof name, "%.400s%s", conv->scope, conv->scope[0] ? "_bn" : "bn");
+    return (bn->scope = est__strdup(name)) ? EST_OK : oom(L);
+}
+
 /* Appends BatchNormalization(conv output) and makes the Conv write a new
  * tensor; the folded bias is dropped (the BatchNorm's shift replaces it). */
-static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training) {
+static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training, bool dynamo) {
     est_graph *g = L->g;
     est_node *conv = &g->nodes[conv_index];
     int32_t w = conv->inputs[1], y = conv->n_outputs ? conv->outputs[0] : -1;
@@ -618,12 +670,10 @@ static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training)
     conv->outputs[0] = ids[0];
     if (conv->n_inputs > 2) conv->n_inputs = 2;
     char name[512];
-    snprintf(name, sizeof name, "%.400s/unfolded_BatchNormalization", conv_name);
+    snprintf(name, sizeof name, "%.400s" EST_UNFOLDED_BN_SUFFIX, conv_name);
     bn->name = est__strdup(name);
-    if (conv->scope) { /* a sibling module of the Conv: "<conv's module>_bn" */
-        snprintf(name, sizeof name, "%.400s%s", conv->scope, conv->scope[0] ? "_bn" : "bn");
-        if (!(bn->scope = est__strdup(name))) return oom(L);
-    }
+    est_status st = place_batchnorm_scope(L, conv, bn, dynamo);
+    if (st != EST_OK) return st;
     bn->op_type = est__strdup("BatchNormalization");
     bn->domain = est__strdup("");
     bn->opset = conv->opset;
@@ -710,10 +760,10 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     }
     for (size_t i = 0; i < gp->n_input && st == EST_OK; i++) st = add_input(L, gp->input[i]);
     for (size_t i = 0; i < gp->n_node && st == EST_OK; i++) {
-        bool training;
+        bool training, dynamo;
         st = add_node(L, m, gp->node[i], (int32_t)i);
-        if (st == EST_OK && folded_batchnorm(L, gp->node[i], &training))
-            st = unfold_batchnorm(L, L->g->n_nodes - 1, training);
+        if (st == EST_OK && folded_batchnorm(L, gp->node[i], &training, &dynamo))
+            st = unfold_batchnorm(L, L->g->n_nodes - 1, training, dynamo);
     }
     if (st == EST_OK && L->g->unfolded_batchnorms) drop_dead_identities(L->g);
     if (st != EST_OK) return st;

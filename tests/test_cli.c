@@ -109,7 +109,61 @@ static void json_report(void) {
           "first layer's output shape is wrong");
     const cJSON *bytes = cJSON_GetObjectItem(o0, "bytes");
     CHECK(bytes && bytes->valuedouble == 32.0 * 64 * 112 * 112 * 4, "first layer's output bytes are wrong");
+    const cJSON *module = cJSON_GetObjectItem(first, "module");
+    CHECK(cJSON_IsString(module) && strcmp(module->valuestring, "conv1") == 0,
+          "/conv1/Conv: module is not \"conv1\"");
     cJSON_Delete(root);
+}
+
+static const cJSON *layer_named(const cJSON *root, const char *name) {
+    const cJSON *L;
+    cJSON_ArrayForEach(L, cJSON_GetObjectItem(root, "layers")) {
+        const cJSON *n = cJSON_GetObjectItem(L, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0) return L;
+    }
+    CHECK(false, "no layer '%s'", name);
+    return NULL;
+}
+
+/* A dynamo export (tests/data/rotary_block.dynamo.onnx) names its nodes
+ * node_<op>_<n>: JSON keeps the name and adds the module; the table, the
+ * PEAK line and CSV's module column give the module. */
+static void dynamo_names(void) {
+    char model[4096], args[8192], *out;
+    snprintf(model, sizeof model, "%s/../tests/data/rotary_block.dynamo.onnx", models);
+    snprintf(args, sizeof args, "'%s' --batch 64 --format json", model);
+    CHECK(run(args, false, &out) == 0, "rotary block: json exit code");
+    cJSON *root = cJSON_Parse(out);
+    free(out);
+    CHECK(root != NULL, "rotary block: --format json is not valid JSON");
+    if (!root) return;
+    const cJSON *q = layer_named(root, "node_MatMul_7"), *pow = layer_named(root, "node_pow_1");
+    const cJSON *qm = cJSON_GetObjectItem(q, "module"), *pm = cJSON_GetObjectItem(pow, "module");
+    CHECK(cJSON_IsString(qm) && strcmp(qm->valuestring, "q") == 0, "node_MatMul_7: module is not \"q\"");
+    CHECK(cJSON_IsString(pm) && pm->valuestring[0] == '\0', "node_pow_1: module is not \"\" (the block's forward)");
+    const cJSON *peak = cJSON_GetObjectItem(root, "peak");
+    const cJSON *layer = cJSON_GetObjectItem(peak, "layer"), *module = cJSON_GetObjectItem(peak, "module"),
+                *phase = cJSON_GetObjectItem(peak, "phase");
+    CHECK(cJSON_IsString(layer) && strncmp(layer->valuestring, "node_", 5) == 0 && cJSON_IsString(module) &&
+              module->valuestring[0] && cJSON_IsString(phase),
+          "rotary block: peak.layer is not the node's name or peak.module is missing");
+    char want[512] = "";
+    if (cJSON_IsString(module) && cJSON_IsString(phase))
+        snprintf(want, sizeof want, "during %s, at layer %s\n", phase->valuestring, module->valuestring);
+    cJSON_Delete(root);
+
+    snprintf(args, sizeof args, "'%s' --batch 64", model);
+    CHECK(run(args, false, &out) == 0, "rotary block: table exit code");
+    CHECK(want[0] && strstr(out, want), "rotary block: the PEAK line does not say '%s'", want);
+    CHECK(strstr(out, "  q  ") && !strstr(out, "node_MatMul_7"), "rotary block: the table names node_MatMul_7");
+    free(out);
+
+    snprintf(args, sizeof args, "'%s' --batch 64 --format csv", model);
+    CHECK(run(args, false, &out) == 0, "rotary block: csv exit code");
+    const char *row = strstr(out, "\n7,node_MatMul_7,"), *end = row ? strchr(row + 1, '\n') : NULL;
+    CHECK(strstr(out, ",temp_bytes,module\n") && end && end - row > 2 && strncmp(end - 2, ",q", 2) == 0,
+          "rotary block: csv lacks the module column: %.200s", out);
+    free(out);
 }
 
 static void csv_and_table(void) {
@@ -206,6 +260,7 @@ int main(int argc, char **argv) {
     json_report();
     csv_and_table();
     fine_tuning();
+    dynamo_names();
     convert_round_trip();
     return test_result("test_cli");
 }

@@ -1057,6 +1057,106 @@ static void test_checkpoint(void) {
     est_graph_free(g);
 }
 
+/* ckpt_graph's scopes inside a wrapper module "m", as an export of
+ * Wrapper(model) writes them: "m/blocks/blocks.0/fc_a" (TorchScript) or
+ * "m/m.blocks/m.blocks.0/m.blocks.0.fc_a" (dynamo). */
+static const char *wrap_scopes(const char *src, bool dynamo, char *out, size_t n) {
+    static const char key[] = "\"scope\": \"";
+    size_t u = 0;
+    for (const char *s = src; *s && u + 64 < n;) {
+        if (strncmp(s, key, sizeof key - 1) != 0) {
+            out[u++] = *s++;
+            continue;
+        }
+        u += (size_t)snprintf(out + u, n - u, "%sm", key);
+        for (s += sizeof key - 1; *s != '"' && u + 64 < n; s++) {
+            if (s[-1] == '"' || s[-1] == '/') u += (size_t)snprintf(out + u, n - u, dynamo ? "/m." : "/");
+            if (*s != '/') out[u++] = *s;
+        }
+    }
+    out[u] = '\0';
+    return out;
+}
+
+/* Prefixes the user writes for their own model find its modules inside an
+ * export's wrapper: "blocks.1" is "m.blocks.1", "fc_b" each block's fc_b;
+ * only at dots ("locks.1" finds nothing). */
+static void test_checkpoint_wrapped(void) {
+    static const char *const blocks_1[] = {"blocks.1"}, *const m_blocks_1[] = {"m.blocks.1"},
+                             *const fc_b[] = {"fc_b"}, *const locks_1[] = {"locks.1"};
+    static const struct {
+        const char *what;
+        est_checkpoint ck;
+        uint64_t segments;
+        int seg[10]; /* per layer; -1 outside */
+    } cases[] = {
+        {"blocks.1", {.prefixes = blocks_1, .n_prefixes = 1}, 1, {-1, -1, -1, -1, -1, 0, 0, 0, 0, -1}},
+        {"m.blocks.1", {.prefixes = m_blocks_1, .n_prefixes = 1}, 1, {-1, -1, -1, -1, -1, 0, 0, 0, 0, -1}},
+        {"fc_b", {.prefixes = fc_b, .n_prefixes = 1}, 2, {-1, -1, -1, -1, 0, -1, -1, -1, 1, -1}},
+    };
+    char json[8192], wrapped[16384];
+    for (int dyn = 0; dyn < 2; dyn++) {
+        wrap_scopes(ckpt_graph(json, sizeof json, dyn), dyn, wrapped, sizeof wrapped);
+        CHECK(strstr(wrapped, dyn ? "\"m/m.blocks/m.blocks.0/m.blocks.0.fc_a\"" : "\"m/blocks/blocks.0/fc_a\""),
+              "wrap_scopes wrote %.300s", strstr(wrapped, "\"nodes\""));
+        est_graph *g = load_json(wrapped, dyn ? "ckpt-wrapped-dynamo.json" : "ckpt-wrapped.json");
+        if (!g) continue;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            est_error err;
+            est_report *r = run_checkpoint(g, cases[c].ck, &err);
+            CHECK(r != NULL, "wrapped, %s: estimate failed: %s", cases[c].what, err.message);
+            if (!r) continue;
+            CHECK(est_report_totals(r)->checkpoint_segments == cases[c].segments,
+                  "wrapped (%s scopes), %s: %llu segments, expected %llu", dyn ? "dynamo" : "TorchScript",
+                  cases[c].what, U(est_report_totals(r)->checkpoint_segments), U(cases[c].segments));
+            for (size_t i = 0; i < est_report_layer_count(r) && i < 10; i++)
+                CHECK(est_report_layer(r, i)->segment == cases[c].seg[i], "wrapped, %s: layer %s in segment %lld",
+                      cases[c].what, est_report_layer(r, i)->name, (long long)est_report_layer(r, i)->segment);
+            est_report_free(r);
+        }
+        est_error err;
+        est_report *bad = run_checkpoint(g, (est_checkpoint){.prefixes = locks_1, .n_prefixes = 1}, &err);
+        CHECK(!bad && err.code == EST_EINVAL, "wrapped: 'locks.1' matches only at a dot");
+        est_report_free(bad);
+        est_graph_free(g);
+    }
+}
+
+/* x -> g0 in "layers.3" -> g1 in "m.layers.3" -> g2 in "head": "layers.3"
+ * names g0's module directly and g1's after "m."; the direct match wins. */
+static const char direct_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"direct\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 64]}],\n"
+    " \"initializers\": [{\"name\": \"W0\", \"dtype\": \"float32\", \"dims\": [64, 64]},\n"
+    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [64, 64]},\n"
+    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [64, 64]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"g0\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W0\"], \"outputs\": [\"a\"],"
+    " \"scope\": \"layers/layers.3\"},\n"
+    "  {\"name\": \"g1\", \"op\": \"MatMul\", \"inputs\": [\"a\", \"W1\"], \"outputs\": [\"b\"],"
+    " \"scope\": \"m/m.layers/m.layers.3\"},\n"
+    "  {\"name\": \"g2\", \"op\": \"MatMul\", \"inputs\": [\"b\", \"W2\"], \"outputs\": [\"y\"], \"scope\": \"head\"}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+static void test_checkpoint_direct_match_wins(void) {
+    static const char *const layers_3[] = {"layers.3"}, *const m_layers_3[] = {"m.layers.3"};
+    static const struct {
+        const char *const *prefix;
+        int seg[3];
+    } cases[] = {{layers_3, {0, -1, -1}}, {m_layers_3, {-1, 0, -1}}};
+    est_graph *g = load_json(direct_json, "direct.json");
+    for (size_t c = 0; g && c < 2; c++) {
+        est_error err;
+        est_report *r = run_checkpoint(g, (est_checkpoint){.prefixes = cases[c].prefix, .n_prefixes = 1}, &err);
+        CHECK(r != NULL, "%s: estimate failed: %s", cases[c].prefix[0], err.message);
+        for (size_t i = 0; r && i < 3; i++)
+            CHECK(est_report_layer(r, i)->segment == cases[c].seg[i], "prefix %s: layer %s in segment %lld",
+                  cases[c].prefix[0], est_report_layer(r, i)->name, (long long)est_report_layer(r, i)->segment);
+        est_report_free(r);
+    }
+    est_graph_free(g);
+}
+
 /* ---- reserved memory: the caching allocator's replay ------------------------------ */
 
 /* x [B, 1024] -> Relu -> r1 -> Relu -> r2 -> Relu -> r3, no weights. */
@@ -1157,6 +1257,8 @@ int main(int argc, char **argv) {
     test_batches(argv[1]);
     test_amp();
     test_checkpoint();
+    test_checkpoint_wrapped();
+    test_checkpoint_direct_match_wins();
     test_reserved(argv[1]);
     return test_result("test_simulate");
 }
