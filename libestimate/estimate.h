@@ -372,7 +372,8 @@ typedef struct est_options {
     size_t n_input_shapes;
 } est_options;
 
-/* Sets every option to its default (no batch, no bindings). */
+/* Sets every option to its default (no batch, no bindings, the declared
+ * input shapes). */
 EST_API void est_options_init(est_options *opt);
 
 typedef struct est_report est_report;
