@@ -1,5 +1,6 @@
 /* main.c: the memest command line. Exit codes: 0 ok, 1 the model or the run
  * failed, 2 usage. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 #define MAX_DIM_FLAGS 64
+#define MAX_SHAPE_DIMS 12   /* est_limits.max_rank at most */
 
 static const char usage_text[] =
     "usage: memest [OPTIONS] MODEL            estimate a model (.onnx or .json)\n"
@@ -37,6 +39,14 @@ static const char help_text[] =
     "                        (default: none; required when inputs have a symbolic batch)\n"
     "  -d, --dim NAME=VALUE  bind the symbolic dim NAME, e.g. --dim seq=512; repeatable\n"
     "                        (default: none)\n"
+    "      --input-shape NAME=DIMS\n"
+    "                        take DIMS as graph input NAME's shape, whatever the\n"
+    "                        file declares: sizes and symbolic dim names separated\n"
+    "                        by x (or by commas), e.g. input=batchx3x224x224, which\n"
+    "                        lets a fixed batch-1 export take --batch, --sweep\n"
+    "                        batch=... and --max-batch; a new name is bound by\n"
+    "                        --dim or --sweep; repeatable (default: the declared\n"
+    "                        shapes)\n"
     "  -m, --mode MODE       train: one training step (forward, backward, optimizer\n"
     "                        step); infer: one forward pass without autograd\n"
     "                        (default: train)\n"
@@ -59,6 +69,9 @@ static const char help_text[] =
     "                        e.g. layer3,layer4 or encoder.layer.; a PREFIX that\n"
     "                        starts no name is matched after a dot, so layers.3\n"
     "                        finds an export wrapper's m.layers.3) (default: off)\n"
+    ;
+
+static const char help_finetune_text[] =
     "      --trainable PATTERN[,PATTERN...]\n"
     "                        fine-tuning: only the parameters these patterns name\n"
     "                        train; the rest are frozen (no gradient, no optimizer\n"
@@ -132,6 +145,7 @@ static const char help_verify_text[] =
     "  memest models/resnet18.onnx --batch 32 --optimizer sgd --mode train\n"
     "  memest models/resnet18.onnx --batch 1 --mode infer\n"
     "  memest models/transformer_block.json --batch 8 --dim seq=512 --format json\n"
+    "  memest model_b1.onnx --input-shape input=batchx3x224x224 --sweep batch=1,8,32\n"
     "  memest models/resnet18.onnx --max-batch --gpu A100-80GB\n"
     "  memest models/resnet18.onnx --sweep batch=1,8,32,64 --gpu-memory 24GiB\n"
     "  memest models/resnet18.onnx --batch 64 --checkpoint every=1\n"
@@ -181,6 +195,9 @@ typedef struct cli {
     est_limits limits;     /* docs/robustness.md */
     est_binding dims[MAX_DIM_FLAGS];
     char *dim_names[MAX_DIM_FLAGS];
+    est_input_shape input_shapes[MAX_DIM_FLAGS];   /* --input-shape */
+    est_dim input_dims[MAX_DIM_FLAGS][MAX_SHAPE_DIMS];
+    char *input_shape_args[MAX_DIM_FLAGS];         /* split in place into the names */
     const char *inputs[MAX_DIM_FLAGS]; /* verify --input */
     size_t n_inputs;
     const char *dump_dir;              /* verify --dump-outputs */
@@ -259,11 +276,77 @@ static int parse_patterns(cli *c, const char *v, bool freeze) {
                   : split_list(copy, c->trainable, &f->n_trainable, MAX_PARAM_PATTERNS, "--trainable", "pattern");
 }
 
+/* A symbolic dim name: letters, digits and '_', not starting with a digit. */
+static bool is_dim_name(const char *s) {
+    if (!*s || isdigit((unsigned char)*s)) return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_') return false;
+    return true;
+}
+
+static bool is_digits(const char *s) {
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return false;
+    return true;
+}
+
+/* One dim of --input-shape: a positive size or a symbolic dim name. */
+static int parse_shape_dim(const char *arg, int d, char *tok, est_dim *out) {
+    int64_t v;
+    if (!*tok) return usage_error("--input-shape %s: dim %d is empty", arg, d);
+    if (is_digits(tok)) {
+        if (!parse_int64(tok, &v) || v <= 0)
+            return usage_error("--input-shape %s: dim %d is %s; sizes must be positive integers", arg, d, tok);
+        *out = (est_dim){.value = v};
+    } else if (is_dim_name(tok)) {
+        *out = (est_dim){.symbol = tok};
+    } else {
+        return usage_error("--input-shape %s: dim %d '%s' is neither a positive integer nor a name (letters, "
+                           "digits and _, not starting with a digit)", arg, d, tok);
+    }
+    return -1;
+}
+
+/* --input-shape NAME=DIMS: DIMS separated by commas when it has any, else
+ * by 'x' (so a name with an x in it can still be written). Returns -1 to go
+ * on, or an exit code. */
+static int parse_input_shape(cli *c, const char *v) {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+        return usage_error("--input-shape wants NAME=DIMS such as input=1x3x224x224, got '%s'", v);
+    size_t n = c->opt.n_input_shapes;
+    if (n == MAX_DIM_FLAGS) return usage_error("too many --input-shape flags");
+    char *name = c->input_shape_args[n] = strdup(v);
+    if (!name) return EXIT_FAIL;
+    char *dims = name + (eq - v);
+    *dims++ = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(c->input_shapes[i].name, name) == 0)
+            return usage_error("--input-shape: input '%s' is given twice", name);
+    char sep = strchr(dims, ',') ? ',' : 'x';
+    int rank = 0;
+    for (char *p = dims;;) {
+        char *end = strchr(p, sep);
+        if (end) *end = '\0';
+        if (rank == MAX_SHAPE_DIMS) return usage_error("--input-shape %s: more than %d dims", v, MAX_SHAPE_DIMS);
+        int st = parse_shape_dim(v, rank, p, &c->input_dims[n][rank]);
+        if (st >= 0) return st;
+        rank++;
+        if (!end) break;
+        p = end + 1;
+    }
+    c->input_shapes[n] = (est_input_shape){name, rank, c->input_dims[n]};
+    c->opt.n_input_shapes = n + 1;
+    return -1;
+}
+
 /* Returns -1 to go on, or an exit code. */
 static int parse_args(cli *c, int argc, char **argv) {
     est_options_init(&c->opt);
     est_limits_init(&c->limits);
     c->opt.dims = c->dims;
+    c->opt.input_shapes = c->input_shapes;
     c->tolerance = 5.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -271,6 +354,7 @@ static int parse_args(cli *c, int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             fputs(help_text, stdout);
+            fputs(help_finetune_text, stdout);
             fputs(help_capacity_text, stdout);
             fputs(help_verify_text, stdout);
             return EXIT_OK;
@@ -300,6 +384,10 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!name) return EXIT_FAIL;
             c->dim_names[c->opt.n_dims] = name;
             c->dims[c->opt.n_dims++] = (est_binding){name, val};
+        } else if (is_flag(a, "--input-shape", "--input-shape")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs NAME=DIMS", a);
+            int st = parse_input_shape(c, v);
+            if (st >= 0) return st;
         } else if (is_flag(a, "-m", "--mode")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             int m = est_mode_from_name(v);
@@ -451,6 +539,8 @@ static int parse_args(cli *c, int argc, char **argv) {
     if ((fine_tuning || c->opt.optimizer == EST_OPT_ADAFACTOR) && c->command)
         return usage_error("--trainable, --freeze, --grad-accum and --optimizer adafactor are for estimating, "
                            "not %s", c->command);
+    if (c->opt.n_input_shapes && c->command)
+        return usage_error("--input-shape is for estimating, not %s", c->command);
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
         return usage_error("--input and --dump-outputs are verify's");
     bool capacity = c->fit_given || c->reserve_given || c->max_batch || c->sweep_name;
@@ -603,6 +693,7 @@ int main(int argc, char **argv) {
         }
     }
     for (size_t i = 0; i < c.opt.n_dims; i++) free(c.dim_names[i]);
+    for (size_t i = 0; i < MAX_DIM_FLAGS; i++) free(c.input_shape_args[i]);
     free(c.sweep_name);
     free(c.checkpoint_arg);
     for (size_t i = 0; i < c.n_pattern_args; i++) free(c.pattern_args[i]);

@@ -40,6 +40,8 @@ void est_report_free(est_report *r) {
     free(r->owned);
     free(r->tv);
     free(r->dims);
+    for (int32_t i = 0; i < r->n_new_symbols; i++) free(r->new_symbols[i]);
+    free(r->new_symbols);
     free(r->layers);
     free(r->infos);
     free(r->outputs);

@@ -265,6 +265,26 @@ typedef struct est_input_value {
     const double *floats;
 } est_input_value;
 
+/* One dim of an est_input_shape: a fixed size, or a symbolic dim by name. */
+typedef struct est_dim {
+    int64_t value;       /* > 0: this fixed size (symbol NULL); 0: symbolic */
+    const char *symbol;  /* with value 0: the dim's name. A name the graph
+                            declares is that same dim; a new name is a new
+                            symbolic dim. Either is bound like the graph's:
+                            by est_options.dims, or by batch when it leads
+                            an input's shape. */
+} est_dim;
+
+/* Replaces the shape a graph input declares, for one estimate: a fixed
+ * batch-1 export's [1, 3, 224, 224] given as [batch, 3, 224, 224] can be
+ * estimated at any batch; a dynamic dim can be fixed. The rank must be the
+ * declared one (any rank when the file declares none); the dtype stays. */
+typedef struct est_input_shape {
+    const char *name;    /* the graph input (est_graph_input_name) */
+    int rank;
+    const est_dim *dims; /* `rank` dims */
+} est_input_shape;
+
 /* What step to simulate. */
 typedef enum est_mode {
     EST_MODE_TRAIN = 0,   /* forward under autograd, backward, optimizer step */
@@ -385,9 +405,16 @@ typedef struct est_options {
                                       tensors stay allocated through the
                                       later micro-batches' forward passes);
                                       0 or 1: none */
+    const est_input_shape *input_shapes; /* shapes in place of the declared
+                                      ones, at most one per input; the
+                                      graph itself is not changed. Not
+                                      owned; must outlive est_estimate().
+                                      Default none */
+    size_t n_input_shapes;
 } est_options;
 
-/* Sets every option to its default (no batch, no bindings). */
+/* Sets every option to its default (no batch, no bindings, the declared
+ * input shapes). */
 EST_API void est_options_init(est_options *opt);
 
 typedef struct est_report est_report;
@@ -544,7 +571,8 @@ EST_API size_t est_report_layer_count(const est_report *r);
 EST_API const est_layer *est_report_layer(const est_report *r, size_t i);
 EST_API const est_totals *est_report_totals(const est_report *r);
 EST_API int64_t est_report_batch(const est_report *r);   /* 0 if none */
-/* The symbolic dims that were bound, in order of first appearance. */
+/* The symbolic dims that were bound, in order of first appearance (the
+ * graph's, then those only est_options.input_shapes name). */
 EST_API size_t est_report_dim_count(const est_report *r);
 EST_API const est_binding *est_report_dim(const est_report *r, size_t i);
 /* Graph outputs, with their inferred shapes. */

@@ -8,27 +8,197 @@
 
 #include "report.h"
 
-static est_status bind_symbols(const est_graph *g, const est_options *opt, int64_t *sym_val,
-                               est_error *err) {
-    for (int32_t s = 0; s < g->n_symbols; s++) sym_val[s] = -1;
-    for (size_t i = 0; i < opt->n_dims; i++) {
-        const est_binding *b = &opt->dims[i];
-        if (!b->name) return est__fail(err, EST_EINVAL, "a dim binding has no name");
-        if (b->value <= 0 || b->value > g->limits.max_dim_value)
-            return est__fail(err, EST_EINVAL, "dim '%s' = %lld: must be between 1 and %lld", b->name,
-                             (long long)b->value, (long long)g->limits.max_dim_value);
-        int32_t s = 0;
-        while (s < g->n_symbols && strcmp(g->symbols[s], b->name) != 0) s++;
-        if (s == g->n_symbols) {
-            char have[256] = "";
-            for (int32_t k = 0; k < g->n_symbols && strlen(have) < 200; k++) {
-                strncat(have, k ? ", " : "", sizeof have - strlen(have) - 1);
-                strncat(have, g->symbols[k], sizeof have - strlen(have) - 1);
-            }
-            return est__fail(err, EST_EINVAL, "%s: the model has no symbolic dim named '%s' (it has: %s)",
-                             g->source, b->name, g->n_symbols ? have : "none");
+/* What one estimate binds: each graph input's declared shape (the file's, or
+ * the one est_options.input_shapes gives) and the symbolic dims, the graph's
+ * followed by those only input_shapes name. */
+typedef struct binding {
+    int32_t n_symbols;
+    const char **symbols;       /* graph->symbols, then report->new_symbols */
+    int64_t *sym_val;           /* per symbol; -1 while unbound */
+    int32_t *rank;              /* per graph input, in g->inputs order */
+    const est_dimdecl **dims;   /* per graph input */
+    est_dimdecl *given;         /* storage of input_shapes' dims */
+} binding;
+
+static void binding_free(binding *b) {
+    free(b->symbols);
+    free(b->sym_val);
+    free(b->rank);
+    free(b->dims);
+    free(b->given);
+}
+
+/* Adds a name to a comma-separated list for a message. Past 200 characters
+ * the list ends with "..." and returns false: it takes no more. */
+static bool list_add(char *list, size_t size, const char *name) {
+    size_t len = strlen(list);
+    if (len >= 200) {
+        strncat(list, ", ...", size - len - 1);
+        return false;
+    }
+    if (len) strncat(list, ", ", size - len - 1);
+    strncat(list, name, size - strlen(list) - 1);
+    return true;
+}
+
+/* A declared shape for a message, as --input-shape takes it: "1x3x224x224",
+ * "batchx3x224x224"; "?" for a dim with neither value nor name, "" for a
+ * scalar. Dim 0 is written `first` when that is not NULL. */
+static void format_shape(const char *const *symbols, int32_t rank, const est_dimdecl *dims, const char *first,
+                         char *buf, size_t size) {
+    buf[0] = '\0';
+    for (int32_t d = 0; d < rank; d++) {
+        size_t len = strlen(buf);
+        const char *sep = d ? "x" : "";
+        if (d == 0 && first) snprintf(buf + len, size - len, "%s", first);
+        else if (dims[d].value >= 0) snprintf(buf + len, size - len, "%s%lld", sep, (long long)dims[d].value);
+        else snprintf(buf + len, size - len, "%s%s", sep, dims[d].sym >= 0 ? symbols[dims[d].sym] : "?");
+    }
+}
+
+/* The position in g->inputs of the input named `name`, or -1. */
+static int32_t input_position(const est_graph *g, const char *name) {
+    int32_t t = est__graph_find(g, name);
+    for (int32_t k = 0; t >= 0 && k < g->n_inputs; k++)
+        if (g->inputs[k] == t) return k;
+    return -1;
+}
+
+static est_status unknown_input(const est_graph *g, const char *name, est_error *err) {
+    char have[256] = "";
+    for (int32_t k = 0; k < g->n_inputs && list_add(have, sizeof have, g->tensors[g->inputs[k]].name); k++) {}
+    return est__fail(err, EST_EINVAL, "%s: a shape is given for input '%s', but the graph has no input of that "
+                     "name (its inputs: %s)", g->source, name, g->n_inputs ? have : "none");
+}
+
+static est_status check_given_dim(const est_graph *g, const est_input_shape *s, int d, est_error *err) {
+    const est_dim *dim = &s->dims[d];
+    if (dim->value > 0 && !dim->symbol) {
+        if (dim->value > g->limits.max_dim_value)
+            return est__fail(err, EST_EINVAL, "%s: input '%s' dim %d = %lld: must be between 1 and %lld", g->source,
+                             s->name, d, (long long)dim->value, (long long)g->limits.max_dim_value);
+        return EST_OK;
+    }
+    if (dim->value == 0 && dim->symbol && dim->symbol[0]) return EST_OK;
+    return est__fail(err, EST_EINVAL, "%s: input '%s' dim %d: give either a size above 0 or a symbol name",
+                     g->source, s->name, d);
+}
+
+/* Checks est_options.input_shapes against the graph; *n_dims gets the number
+ * of dims they hold. */
+static est_status check_input_shapes(const est_graph *g, const est_options *opt, size_t *n_dims, est_error *err) {
+    *n_dims = 0;
+    if (opt->n_input_shapes && !opt->input_shapes)
+        return est__fail(err, EST_EINVAL, "est_options: n_input_shapes is %zu but input_shapes is NULL",
+                         opt->n_input_shapes);
+    for (size_t i = 0; i < opt->n_input_shapes; i++) {
+        const est_input_shape *s = &opt->input_shapes[i];
+        if (!s->name) return est__fail(err, EST_EINVAL, "%s: an input shape names no input", g->source);
+        int32_t k = input_position(g, s->name);
+        if (k < 0) return unknown_input(g, s->name, err);
+        for (size_t j = 0; j < i; j++)
+            if (opt->input_shapes[j].name && strcmp(opt->input_shapes[j].name, s->name) == 0)
+                return est__fail(err, EST_EINVAL, "%s: input '%s' is given two shapes", g->source, s->name);
+        const est_tensor *t = &g->tensors[g->inputs[k]];
+        if (t->rank >= 0 && s->rank != t->rank) {
+            char declared[256];
+            format_shape((const char *const *)g->symbols, t->rank, t->dims, NULL, declared, sizeof declared);
+            return est__fail(err, EST_EINVAL, "%s: input '%s' has rank %d (%s); the shape given has rank %d",
+                             g->source, s->name, t->rank, t->rank ? declared : "a scalar", s->rank);
         }
-        sym_val[s] = b->value;
+        if (s->rank < 0 || (uint32_t)s->rank > g->limits.max_rank)
+            return est__fail(err, EST_EINVAL, "%s: input '%s': the shape given has rank %d, not 0 to %u", g->source,
+                             s->name, s->rank, g->limits.max_rank);
+        if (s->rank > 0 && !s->dims)
+            return est__fail(err, EST_EINVAL, "%s: input '%s': the shape given has no dims", g->source, s->name);
+        for (int d = 0; d < s->rank; d++) {
+            est_status st = check_given_dim(g, s, d, err);
+            if (st != EST_OK) return st;
+        }
+        *n_dims += (size_t)s->rank;
+    }
+    return EST_OK;
+}
+
+/* The index of the symbolic dim `name`, added when new (the report keeps the
+ * name, since its dims list it); -1 when out of memory. */
+static int32_t intern_symbol(binding *b, est_report *r, const char *name) {
+    for (int32_t s = 0; s < b->n_symbols; s++)
+        if (strcmp(b->symbols[s], name) == 0) return s;
+    char *copy = est__strdup(name);
+    if (!copy) return -1;
+    r->new_symbols[r->n_new_symbols++] = copy;
+    b->symbols[b->n_symbols] = copy;
+    return b->n_symbols++;
+}
+
+static est_status binding_init(binding *b, est_report *r, const est_options *opt, est_error *err) {
+    const est_graph *g = r->graph;
+    size_t n_given;
+    est_status st = check_input_shapes(g, opt, &n_given, err);
+    if (st != EST_OK) return st;
+    size_t n_symbols = (size_t)g->n_symbols + n_given;
+    b->symbols = calloc(n_symbols + 1, sizeof *b->symbols);
+    b->sym_val = calloc(n_symbols + 1, sizeof *b->sym_val);
+    b->rank = calloc((size_t)g->n_inputs + 1, sizeof *b->rank);
+    b->dims = calloc((size_t)g->n_inputs + 1, sizeof *b->dims);
+    b->given = calloc(n_given + 1, sizeof *b->given);
+    r->new_symbols = calloc(n_given + 1, sizeof *r->new_symbols);
+    if (!b->symbols || !b->sym_val || !b->rank || !b->dims || !b->given || !r->new_symbols)
+        return est__fail(err, EST_ENOMEM, "out of memory");
+    for (int32_t s = 0; s < g->n_symbols; s++) b->symbols[s] = g->symbols[s];
+    b->n_symbols = g->n_symbols;
+    for (int32_t k = 0; k < g->n_inputs; k++) {
+        b->rank[k] = g->tensors[g->inputs[k]].rank;
+        b->dims[k] = g->tensors[g->inputs[k]].dims;
+    }
+    est_dimdecl *next = b->given;
+    for (size_t i = 0; i < opt->n_input_shapes; i++) {
+        const est_input_shape *s = &opt->input_shapes[i];
+        int32_t k = input_position(g, s->name);
+        b->rank[k] = s->rank;
+        b->dims[k] = next;
+        for (int d = 0; d < s->rank; d++) {
+            next[d] = (est_dimdecl){s->dims[d].value > 0 ? s->dims[d].value : -1, -1};
+            if (s->dims[d].value == 0 && (next[d].sym = intern_symbol(b, r, s->dims[d].symbol)) < 0)
+                return est__fail(err, EST_ENOMEM, "out of memory");
+        }
+        next += s->rank;
+    }
+    return EST_OK;
+}
+
+/* --batch on inputs of fixed leading dims: says how to make the first one
+ * symbolic. */
+static est_status no_batch_dim(const est_graph *g, const binding *b, est_error *err) {
+    for (int32_t k = 0; k < g->n_inputs; k++) {
+        if (b->rank[k] < 1) continue;
+        char shape[256];
+        format_shape(b->symbols, b->rank[k], b->dims[k], "batch", shape, sizeof shape);
+        return est__fail(err, EST_EINVAL, "%s: batch given, but no graph input has a symbolic leading dim "
+                         "(--input-shape %s=%s would give one)", g->source, g->tensors[g->inputs[k]].name, shape);
+    }
+    return est__fail(err, EST_EINVAL, "%s: batch given, but no graph input has a symbolic leading dim", g->source);
+}
+
+static est_status bind_symbols(const est_graph *g, binding *b, const est_options *opt, est_error *err) {
+    int64_t *sym_val = b->sym_val;
+    for (int32_t s = 0; s < b->n_symbols; s++) sym_val[s] = -1;
+    for (size_t i = 0; i < opt->n_dims; i++) {
+        const est_binding *bd = &opt->dims[i];
+        if (!bd->name) return est__fail(err, EST_EINVAL, "a dim binding has no name");
+        if (bd->value <= 0 || bd->value > g->limits.max_dim_value)
+            return est__fail(err, EST_EINVAL, "dim '%s' = %lld: must be between 1 and %lld", bd->name,
+                             (long long)bd->value, (long long)g->limits.max_dim_value);
+        int32_t s = 0;
+        while (s < b->n_symbols && strcmp(b->symbols[s], bd->name) != 0) s++;
+        if (s == b->n_symbols) {
+            char have[256] = "";
+            for (int32_t k = 0; k < b->n_symbols && list_add(have, sizeof have, b->symbols[k]); k++) {}
+            return est__fail(err, EST_EINVAL, "%s: the model has no symbolic dim named '%s' (it has: %s)",
+                             g->source, bd->name, b->n_symbols ? have : "none");
+        }
+        sym_val[s] = bd->value;
     }
     if (opt->batch == 0) return EST_OK;
     if (opt->batch < 0 || opt->batch > g->limits.max_dim_value)
@@ -36,38 +206,35 @@ static est_status bind_symbols(const est_graph *g, const est_options *opt, int64
                          (long long)g->limits.max_dim_value);
     bool bound_any = false;
     for (int32_t i = 0; i < g->n_inputs; i++) {
-        const est_tensor *t = &g->tensors[g->inputs[i]];
-        if (t->rank < 1 || t->dims[0].value >= 0) continue;
+        if (b->rank[i] < 1 || b->dims[i][0].value >= 0) continue;
         bound_any = true;
-        int32_t s = t->dims[0].sym;
+        int32_t s = b->dims[i][0].sym;
         if (s < 0) continue; /* an unnamed leading dim takes the batch directly */
         if (sym_val[s] >= 0 && sym_val[s] != opt->batch)
             return est__fail(err, EST_EINVAL, "batch %lld conflicts with --dim %s=%lld", (long long)opt->batch,
-                             g->symbols[s], (long long)sym_val[s]);
+                             b->symbols[s], (long long)sym_val[s]);
         sym_val[s] = opt->batch;
     }
-    if (!bound_any)
-        return est__fail(err, EST_EINVAL, "%s: batch given, but no graph input has a symbolic leading dim",
-                         g->source);
+    if (!bound_any) return no_batch_dim(g, b, err);
     return EST_OK;
 }
 
-static est_status bind_input(est_report *r, const est_tensor *t, est_tval *v, const int64_t *sym_val,
-                             const est_options *opt, est_error *err) {
+static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, const est_dimdecl *dims,
+                             const binding *b, est_tval *v, const est_options *opt, est_error *err) {
     const est_graph *g = r->graph;
     v->dtype = t->dtype;
-    v->rank = t->rank;
+    v->rank = rank;
     int64_t count = 1;
-    for (int d = 0; d < t->rank; d++) {
-        int64_t val = t->dims[d].value;
-        if (val < 0 && t->dims[d].sym >= 0) {
-            val = sym_val[t->dims[d].sym];
+    for (int d = 0; d < rank; d++) {
+        int64_t val = dims[d].value;
+        if (val < 0 && dims[d].sym >= 0) {
+            const char *sym = b->symbols[dims[d].sym];
+            val = b->sym_val[dims[d].sym];
             if (val < 0)
                 return est__fail(err, EST_EUNBOUND,
                                  "%s: input '%s' dim %d is the symbolic dim '%s', which is not bound "
                                  "(use --dim %s=N%s)",
-                                 g->source, t->name, d, g->symbols[t->dims[d].sym],
-                                 g->symbols[t->dims[d].sym], d == 0 ? " or --batch N" : "");
+                                 g->source, t->name, d, sym, sym, d == 0 ? " or --batch N" : "");
         } else if (val < 0) {
             if (d == 0 && r->batch > 0) val = r->batch;
             else
@@ -156,27 +323,28 @@ static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
 
 est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
     const est_graph *g = r->graph;
-    r->tv = calloc((size_t)g->n_tensors + 1, sizeof *r->tv);
-    int64_t *sym_val = calloc((size_t)g->n_symbols + 1, sizeof *sym_val);
+    binding b = {0};
     est_status st = EST_OK;
-    if (!r->tv || !sym_val) {
+    r->tv = calloc((size_t)g->n_tensors + 1, sizeof *r->tv);
+    if (!r->tv) {
         st = est__fail(err, EST_ENOMEM, "out of memory");
         goto out;
     }
     for (int32_t t = 0; t < g->n_tensors; t++) r->tv[t].rank = -1;
-    if ((st = bind_symbols(g, opt, sym_val, err)) != EST_OK) goto out;
+    if ((st = binding_init(&b, r, opt, err)) != EST_OK || (st = bind_symbols(g, &b, opt, err)) != EST_OK) goto out;
     r->n_dims = 0;
-    r->dims = calloc((size_t)g->n_symbols + 1, sizeof *r->dims);
+    r->dims = calloc((size_t)b.n_symbols + 1, sizeof *r->dims);
     if (!r->dims) {
         st = est__fail(err, EST_ENOMEM, "out of memory");
         goto out;
     }
-    for (int32_t s = 0; s < g->n_symbols; s++)
-        if (sym_val[s] > 0) r->dims[r->n_dims++] = (est_binding){g->symbols[s], sym_val[s]};
-    for (int32_t t = 0; t < g->n_tensors && st == EST_OK; t++) {
-        const est_tensor *tt = &g->tensors[t];
-        if (tt->kind == EST_T_INITIALIZER) bind_initializer(tt, &r->tv[t]);
-        else if (tt->kind == EST_T_INPUT) st = bind_input(r, tt, &r->tv[t], sym_val, opt, err);
+    for (int32_t s = 0; s < b.n_symbols; s++)
+        if (b.sym_val[s] > 0) r->dims[r->n_dims++] = (est_binding){b.symbols[s], b.sym_val[s]};
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
+    for (int32_t k = 0; k < g->n_inputs && st == EST_OK; k++) {
+        int32_t t = g->inputs[k];
+        st = bind_input(r, &g->tensors[t], b.rank[k], b.dims[k], &b, &r->tv[t], opt, err);
     }
     /* Work: a unit per node and per element folded to a constant, so that a
      * graph of many nodes each folding a large constant ends with ELIMIT. */
@@ -192,6 +360,6 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
                            g->nodes[i].op_type, (unsigned long long)g->limits.max_work);
     }
 out:
-    free(sym_val);
+    binding_free(&b);
     return st;
 }

@@ -8,7 +8,11 @@ struct est_report {
     const est_graph *graph;
     int64_t batch;
     size_t n_dims;
-    est_binding *dims;          /* names point into graph->symbols */
+    est_binding *dims;          /* names point into graph->symbols or
+                                   new_symbols */
+    char **new_symbols;         /* symbolic dims only est_options.input_shapes
+                                   name, owned */
+    int32_t n_new_symbols;
     size_t n_layers;
     est_layer *layers;
     est_tensor_info *infos;     /* storage behind every layer's inputs/outputs */

@@ -6,7 +6,8 @@
  * protobuf-c; JSON through cJSON), allocation k of the load fails, for k = 0,
  * 1, ... until a load makes fewer than k allocations; then the same for
  * est_estimate() in training and in inference on the loaded graph (and in
- * training with checkpointing every block, for resnet18). Each
+ * training with checkpointing every block, for resnet18, and with an input
+ * shape that names a new symbol, for lenet). Each
  * failed call must return EST_ENOMEM (or a parse error that says "out of
  * memory", when the parser's own allocation failed) with nothing in *out; a
  * call may also succeed where the library shrugs a failure off (an optional
@@ -52,9 +53,12 @@ static long fail_each_load_allocation(const char *path) {
 }
 
 static long fail_each_estimate_allocation(const char *path, const est_graph *g, est_mode mode, int64_t batch,
-                                          const est_binding *dim, int64_t checkpoint_every) {
+                                          const est_binding *dim, int64_t checkpoint_every,
+                                          const est_input_shape *shape) {
     est_options opt;
     est_options_init(&opt);
+    opt.input_shapes = shape;
+    opt.n_input_shapes = shape ? 1 : 0;
     opt.checkpoint.every = checkpoint_every;
     opt.mode = mode;
     opt.batch = batch;
@@ -93,10 +97,15 @@ static void check_model(const char *models_dir, const char *file, int64_t batch,
         CHECK(0, "%s: %s", path, err.message);
         return;
     }
-    long train = fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim, 0);
-    long infer = fail_each_estimate_allocation(path, g, EST_MODE_INFER, batch, dim, 0);
+    long train = fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim, 0, NULL);
+    long infer = fail_each_estimate_allocation(path, g, EST_MODE_INFER, batch, dim, 0, NULL);
     /* checkpointing plans segments and allocates their state */
-    if (strcmp(file, "resnet18.onnx") == 0) fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim, 1);
+    if (strcmp(file, "resnet18.onnx") == 0)
+        fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim, 1, NULL);
+    /* an input shape's new symbol is copied into the report */
+    const est_dim n_image[] = {{.symbol = "n"}, {.value = 1}, {.value = 28}, {.value = 28}};
+    const est_input_shape shape = {"input", 4, n_image};
+    if (strcmp(file, "lenet.onnx") == 0) fail_each_estimate_allocation(path, g, EST_MODE_INFER, batch, dim, 0, &shape);
     CHECK(loads > 10 && train > 10 && infer > 10, "%s: too few allocations seen (%ld, %ld, %ld): is --wrap in effect?",
           file, loads, train, infer);
     printf("%s: failed each of %ld load, %ld training and %ld inference allocations\n", file, loads, train, infer);

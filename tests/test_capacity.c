@@ -1,7 +1,7 @@
 /*
  * test_capacity: memest --gpu, --gpu-memory, --reserve, --max-batch and
- * --sweep (docs/capacity.md), --amp and --checkpoint, through the command
- * line.
+ * --sweep (docs/capacity.md), also on a fixed-batch model given a symbolic
+ * batch by --input-shape, --amp and --checkpoint, through the command line.
  *
  * usage: test_capacity MEMEST MODELS_DIR TMP_DIR
  */
@@ -138,6 +138,50 @@ static void gpu_flags(void) {
     expect_exit(args, 0, "FITS            NO");
 }
 
+/* memest ARGS --format json: the sweep rows' peaks (n of them), false when
+ * it fails or has another number of rows. */
+static bool sweep_peaks(const char *args, double *peaks, int n) {
+    cJSON *root = run_json(args);
+    const cJSON *arr = root ? cJSON_GetObjectItem(root, "sweep") : NULL;
+    bool ok = cJSON_GetArraySize(arr) == n;
+    CHECK(ok, "memest %s: %d sweep rows, expected %d", args, cJSON_GetArraySize(arr), n);
+    for (int i = 0; ok && i < n; i++) peaks[i] = num(cJSON_GetArrayItem(arr, i), "peak_bytes");
+    cJSON_Delete(root);
+    return ok;
+}
+
+/* --input-shape gives the fixed-batch small_cnn at `path` its symbolic batch
+ * back: --max-batch and --sweep then answer as for models/small_cnn.json;
+ * and a symbol it introduces can be swept by name. */
+static void fixed_batch_input_shape(const char *path) {
+    char args[4096];
+    snprintf(args, sizeof args, "%s --input-shape input=batchx3x32x32 --max-batch --gpu T4", path);
+    cJSON *fixed = run_json(args);
+    snprintf(args, sizeof args, "%s/small_cnn.json --max-batch --gpu T4", models);
+    cJSON *symbolic = run_json(args);
+    if (fixed && symbolic) {
+        double a = num(cJSON_GetObjectItem(fixed, "max_batch"), "batch");
+        double b = num(cJSON_GetObjectItem(symbolic, "max_batch"), "batch");
+        CHECK(a == b && a > 1, "--input-shape on the fixed small_cnn: max batch %.0f, the symbolic one's %.0f", a, b);
+    }
+    cJSON_Delete(fixed);
+    cJSON_Delete(symbolic);
+    double pf[2], ps[2];
+    snprintf(args, sizeof args, "%s --input-shape input=batchx3x32x32 --sweep batch=1,4", path);
+    bool f_ok = sweep_peaks(args, pf, 2);
+    snprintf(args, sizeof args, "%s/small_cnn.json --sweep batch=1,4", models);
+    if (f_ok && sweep_peaks(args, ps, 2))
+        CHECK(pf[0] == ps[0] && pf[1] == ps[1] && pf[1] > pf[0],
+              "--input-shape sweep %.0f, %.0f; the symbolic model's %.0f, %.0f", pf[0], pf[1], ps[0], ps[1]);
+    /* the spatial size as a new symbol: global average pooling takes any */
+    snprintf(args, sizeof args, "%s --input-shape input=2x3xsidexside --sweep side=32,64", path);
+    if (sweep_peaks(args, pf, 2)) CHECK(pf[1] > pf[0], "--sweep side=32,64: peaks %.0f, %.0f", pf[0], pf[1]);
+    snprintf(args, sizeof args, "%s --input-shape input=2x3xsidexside --sweep side=32,64 --format csv", path);
+    expect_exit(args, 0, "\nside,64,");
+    snprintf(args, sizeof args, "%s --input-shape input=2x3xsidexside --max-batch --gpu T4", path);
+    expect_exit(args, 1, "no graph input has a symbolic leading dim");
+}
+
 static void max_batch_search(void) {
     char args[4096];
     max_batch("resnet18.onnx", "--gpu T4");
@@ -183,6 +227,7 @@ static void max_batch_search(void) {
         fclose(f);
         snprintf(args, sizeof args, "%s --max-batch --gpu T4", path);
         expect_exit(args, 1, "no graph input has a symbolic leading dim");
+        fixed_batch_input_shape(path);
     }
     free(text);
 }

@@ -40,6 +40,10 @@
  *     under a memory limit its peak fits but its segments do not (out of
  *     memory at the layer derived by hand), and invariants
  *     (reserved >= allocated peak, whole segments) on the MLP and resnet18.
+ * 10. input shapes (est_options.input_shapes): the MLP exported with a fixed
+ *     x [1, 100], given [batch, 100], is the symbolic MLP at every batch;
+ *     a new symbol bound by name; a graph symbol reused; the graph left
+ *     unchanged; and the errors (unknown input, wrong rank, bad dims).
  *
  * usage: test_simulate MODELS_DIR
  */
@@ -76,6 +80,7 @@ typedef struct run_opts {
     const est_binding *dims;
     size_t n_dims;
     est_amp amp;
+    const est_input_shape *shape; /* one input's shape in place of the declared one */
 } run_opts;
 
 static est_report *run(const est_graph *g, run_opts o) {
@@ -89,6 +94,8 @@ static est_report *run(const est_graph *g, run_opts o) {
     opt.dims = o.dims;
     opt.n_dims = o.n_dims;
     opt.amp = o.amp;
+    opt.input_shapes = o.shape;
+    opt.n_input_shapes = o.shape ? 1 : 0;
     est_error err;
     est_report *r = NULL;
     if (est_estimate(g, &opt, &r, &err) != EST_OK) {
@@ -260,9 +267,10 @@ out:
     est_graph_free(g);
 }
 
-/* The training-step peak of the MLP (or the MLP with a view inserted, which
- * must give the same figures). */
-static void check_mlp_train(const est_graph *g, const char *what) {
+/* The training-step peak of the MLP (or the MLP with a view inserted, or the
+ * MLP of a fixed x given the shape [batch, 100], which must give the same
+ * figures). `shape` is x's shape in place of the declared one, or NULL. */
+static void check_mlp_train(const est_graph *g, const est_input_shape *shape, const char *what) {
     mlp_sizes s = mlp_sizes_of(4, 4);
     uint64_t P = s.params;
     /* Gradients of all parameters after backward: same sizes as params. */
@@ -289,7 +297,7 @@ static void check_mlp_train(const est_graph *g, const char *what) {
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
         char label[96];
         snprintf(label, sizeof label, "%s train b4 %s", what, opts[k].name);
-        est_report *r = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = opts[k].opt, .batch = 4});
+        est_report *r = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = opts[k].opt, .batch = 4, .shape = shape});
         if (!r) continue;
         const est_totals *t = est_report_totals(r);
         uint64_t state = opts[k].state_per_param * P; /* momentum buffer; adam exp_avg + exp_avg_sq */
@@ -348,7 +356,7 @@ static void check_mlp_train(const est_graph *g, const char *what) {
     }
 
     /* adamw is adam for memory. */
-    est_report *ra = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAMW, .batch = 4});
+    est_report *ra = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAMW, .batch = 4, .shape = shape});
     if (ra) {
         CHECK(est_report_peak(ra)->bytes == P + grads + 2 * P + s.x + s.y + s.loss + P, "%s: adamw peak %llu", what,
               U(est_report_peak(ra)->bytes));
@@ -362,7 +370,7 @@ static void check_mlp_train(const est_graph *g, const char *what) {
     uint64_t relu_bwd = P + 2 * P /* adam state */ + b.x + (b.y + b.loss) + b.r /* saved */ + b.r /* dr */ +
                         b.h /* dh */ + s.W2 + s.b2 /* dW2, db2 */;
     CHECK(relu_bwd == 3187712, "derivation: %llu", U(relu_bwd));
-    est_report *rb = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAM, .batch = 1024});
+    est_report *rb = run(g, (run_opts){.mode = EST_MODE_TRAIN, .opt = EST_OPT_ADAM, .batch = 1024, .shape = shape});
     if (rb) {
         char label[96];
         snprintf(label, sizeof label, "%s train b1024 adam", what);
@@ -378,7 +386,7 @@ static void check_mlp_train(const est_graph *g, const char *what) {
 /* 2. Training, sgd / momentum / adam. */
 static void test_mlp_train(void) {
     est_graph *g = load_json(mlp_json, "mlp.json");
-    if (g) check_mlp_train(g, "mlp");
+    if (g) check_mlp_train(g, NULL, "mlp");
     est_graph_free(g);
 }
 
@@ -572,7 +580,7 @@ static void test_views(void) {
      * and backward (dh is a view of df, not a new tensor). */
     g = load_json(mlp_flatten_json, "mlp_flatten.json");
     if (g) {
-        check_mlp_train(g, "mlp_flatten");
+        check_mlp_train(g, NULL, "mlp_flatten");
         est_report *ri = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 4});
         mlp_sizes s = mlp_sizes_of(4, 4);
         if (ri)
@@ -1243,6 +1251,183 @@ static void test_reserved(const char *models_dir) {
     }
 }
 
+/* ---- 10. input shapes ------------------------------------------------------------- */
+
+/* The MLP as an export without dynamic axes declares it: x [1, 100]. */
+static const char mlp_fixed_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mlp_fixed\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 100]}],\n"
+    " \"initializers\": [\n"
+    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [200, 100]},\n"
+    "  {\"name\": \"b1\", \"dtype\": \"float32\", \"dims\": [200]},\n"
+    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [10, 200]},\n"
+    "  {\"name\": \"b2\", \"dtype\": \"float32\", \"dims\": [10]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W1\", \"b1\"], \"outputs\": [\"h\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}},\n"
+    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"r\"]},\n"
+    "  {\"name\": \"fc2\", \"op\": \"Gemm\", \"inputs\": [\"r\", \"W2\", \"b2\"], \"outputs\": [\"y\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+/* est_estimate must fail with `code` and a message holding `part`. */
+static void expect_estimate_error(const est_graph *g, const est_options *opt, est_status code, const char *part,
+                                  const char *what) {
+    est_error err = {0};
+    est_report *r = NULL;
+    est_status st = est_estimate(g, opt, &r, &err);
+    CHECK(st == code && !r, "%s: %s, expected %s", what, est_status_name(st), est_status_name(code));
+    CHECK(strstr(err.message, part), "%s: message lacks '%s': %s", what, part, err.message);
+    est_report_free(r);
+}
+
+static void input_shape_errors(const est_graph *g) {
+    const est_dim ok[] = {{.symbol = "batch"}, {.value = 100}, {.value = 1}};
+    const est_dim no_value[] = {{.value = 0}, {.value = 100}};
+    const est_dim both[] = {{.value = 5, .symbol = "batch"}, {.value = 100}};
+    const est_dim negative[] = {{.value = -1}, {.value = 100}};
+    const est_dim empty_name[] = {{.symbol = ""}, {.value = 100}};
+    const struct {
+        est_input_shape shape;
+        const char *part;
+    } cases[] = {
+        {{"y", 2, ok}, "a shape is given for input 'y', but the graph has no input of that name (its inputs: x)"},
+        {{"x", 3, ok}, "input 'x' has rank 2 (1x100); the shape given has rank 3"},
+        {{"x", 2, NULL}, "input 'x': the shape given has no dims"},
+        {{"x", 2, no_value}, "input 'x' dim 0: give either a size above 0 or a symbol name"},
+        {{"x", 2, both}, "input 'x' dim 0: give either"},
+        {{"x", 2, negative}, "input 'x' dim 0: give either"},
+        {{"x", 2, empty_name}, "input 'x' dim 0: give either"},
+        {{NULL, 2, ok}, "an input shape names no input"},
+    };
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 4;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "input shape error %zu", i);
+        opt.input_shapes = &cases[i].shape;
+        opt.n_input_shapes = 1;
+        expect_estimate_error(g, &opt, EST_EINVAL, cases[i].part, what);
+    }
+    const est_input_shape twice[] = {{"x", 2, ok}, {"x", 2, ok}};
+    opt.input_shapes = twice;
+    opt.n_input_shapes = 2;
+    expect_estimate_error(g, &opt, EST_EINVAL, "input 'x' is given two shapes", "two shapes for x");
+    opt.input_shapes = NULL;
+    opt.n_input_shapes = 1;
+    expect_estimate_error(g, &opt, EST_EINVAL, "input_shapes is NULL", "NULL input_shapes");
+    /* Without a shape, --batch has no symbolic dim to bind; the message
+     * says which shape would give one. */
+    opt.n_input_shapes = 0;
+    expect_estimate_error(g, &opt, EST_EINVAL, "(--input-shape x=batchx100 would give one)", "batch, fixed x");
+}
+
+/* A new symbol in a non-leading dim, bound by name; named by a string the
+ * caller frees before reading the report, which keeps its own copy. */
+static void input_shape_new_symbol(const est_graph *g) {
+    char *feat = malloc(5);
+    if (!feat) return;
+    memcpy(feat, "feat", 5);
+    const est_dim two_feat[] = {{.value = 2}, {.symbol = feat}};
+    const est_input_shape shape = {"x", 2, two_feat};
+    est_binding dim = {"feat", 100};
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = EST_MODE_INFER;
+    opt.input_shapes = &shape;
+    opt.n_input_shapes = 1;
+    expect_estimate_error(g, &opt, EST_EUNBOUND, "input 'x' dim 1 is the symbolic dim 'feat', which is not bound",
+                          "feat unbound");
+    opt.dims = &(est_binding){"nosuch", 3};
+    opt.n_dims = 1;
+    expect_estimate_error(g, &opt, EST_EINVAL, "no symbolic dim named 'nosuch' (it has: feat)", "nosuch");
+    dim.value = 99; /* W1 wants 100 features */
+    opt.dims = &dim;
+    expect_estimate_error(g, &opt, EST_ESHAPE, "node 'fc1'", "feat 99");
+    dim.value = 100;
+    est_error err;
+    est_report *r = NULL;
+    est_status st = est_estimate(g, &opt, &r, &err);
+    free(feat);
+    CHECK(st == EST_OK, "feat 100: %s", err.message);
+    if (!r) return;
+    const est_binding *b = est_report_dim(r, 0);
+    CHECK(est_report_dim_count(r) == 1 && b && strcmp(b->name, "feat") == 0 && b->value == 100,
+          "the report's dims: %zu, first %s=%lld", est_report_dim_count(r), b ? b->name : "(none)",
+          b ? (long long)b->value : -1LL);
+    const est_tensor_info *y = est_report_output(r, 0);
+    CHECK(y && y->rank == 2 && y->shape[0] == 2 && y->shape[1] == 10, "x [2, feat=100]: y is not 2x10");
+    CHECK(est_report_totals(r)->input_bytes == 2 * 100 * 4, "x [2, 100]: input_bytes %llu",
+          U(est_report_totals(r)->input_bytes));
+    est_report_free(r);
+}
+
+/* 10. est_options.input_shapes. */
+static void test_input_shapes(void) {
+    est_graph *g = load_json(mlp_fixed_json, "mlp_fixed.json");
+    if (!g) return;
+    const est_dim batch_100[] = {{.symbol = "batch"}, {.value = 100}};
+    const est_input_shape x_batch = {"x", 2, batch_100};
+    /* x [batch, 100]: the fixed export is the symbolic MLP, at every batch. */
+    check_mlp_train(g, &x_batch, "mlp_fixed, x [batch, 100]");
+    /* At batch 8 in inference, by hand: x is 8 x 100 floats; the layers
+     * output h and r (8 x 200 each) and y (8 x 10); the peak is at relu, as
+     * in test_mlp_infer. */
+    est_report *r = run(g, (run_opts){.mode = EST_MODE_INFER, .batch = 8, .shape = &x_batch});
+    if (r) {
+        const est_totals *t = est_report_totals(r);
+        mlp_sizes s = mlp_sizes_of(8, 4);
+        CHECK(t->input_bytes == 8 * 100 * 4, "b8: input_bytes %llu, expected 3200", U(t->input_bytes));
+        CHECK(t->output_bytes == 8 * 200 * 4 + 8 * 200 * 4 + 8 * 10 * 4, "b8: output_bytes %llu, expected 13120",
+              U(t->output_bytes));
+        const est_tensor_info *y = est_report_output(r, 0);
+        CHECK(y && y->rank == 2 && y->shape[0] == 8 && y->shape[1] == 10 && y->bytes == 8 * 10 * 4,
+              "b8: y is not 8x10 of 320 bytes");
+        CHECK(est_report_peak(r)->bytes == s.params + s.x + s.h + s.r && s.params + s.x + s.h + s.r == 90112 + 3584 + 6656 + 6656,
+              "b8: peak %llu, expected %llu", U(est_report_peak(r)->bytes), U(s.params + s.x + s.h + s.r));
+        const est_binding *b = est_report_dim(r, 0);
+        CHECK(est_report_dim_count(r) == 1 && b && strcmp(b->name, "batch") == 0 && b->value == 8,
+              "b8: the report's dims do not list batch=8");
+    }
+    est_report_free(r);
+    /* The graph is left as loaded: without the shape, x is [1, 100]. */
+    r = run(g, (run_opts){.mode = EST_MODE_INFER});
+    if (r)
+        CHECK(est_report_totals(r)->input_bytes == 100 * 4 && est_report_dim_count(r) == 0,
+              "after the override: input_bytes %llu, expected 400", U(est_report_totals(r)->input_bytes));
+    est_report_free(r);
+    input_shape_errors(g);
+    input_shape_new_symbol(g);
+    est_graph_free(g);
+
+    /* A fixed shape on a symbolic input needs no batch: x [4, 100] is the
+     * MLP at batch 4 (test_mlp_infer's peak). */
+    g = load_json(mlp_json, "mlp.json");
+    const est_dim four_100[] = {{.value = 4}, {.value = 100}};
+    r = run(g, (run_opts){.mode = EST_MODE_INFER, .shape = &(est_input_shape){"x", 2, four_100}});
+    if (r)
+        CHECK(est_report_peak(r)->bytes == 99328 && est_report_dim_count(r) == 0,
+              "mlp with x [4, 100]: peak %llu, expected 99328", U(est_report_peak(r)->bytes));
+    est_report_free(r);
+    est_graph_free(g);
+
+    /* A symbol the graph declares is that same dim: relu's x [batch, n]
+     * given [n, n] with n = 128 is 128 x 128. */
+    g = load_json(relu_json, "relu.json");
+    const est_dim n_n[] = {{.symbol = "n"}, {.symbol = "n"}};
+    const est_binding n128 = {"n", 128};
+    r = run(g, (run_opts){.mode = EST_MODE_INFER, .dims = &n128, .n_dims = 1,
+                          .shape = &(est_input_shape){"x", 2, n_n}});
+    if (r) {
+        const est_tensor_info *y = est_report_output(r, 0);
+        CHECK(y && y->shape[0] == 128 && y->shape[1] == 128 && est_report_dim_count(r) == 1,
+              "relu with x [n, n], n = 128: y is not 128x128, or more than n is bound");
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
@@ -1260,5 +1445,6 @@ int main(int argc, char **argv) {
     test_checkpoint_wrapped();
     test_checkpoint_direct_match_wins();
     test_reserved(argv[1]);
+    test_input_shapes();
     return test_result("test_simulate");
 }
