@@ -3,9 +3,12 @@
 measure_finetune.py measured.
 
 usage: compare_finetune.py [--memest PATH] [--markdown] [--only ID,...] [--exports dynamo,dynamo-opt,legacy]
-                           MEASURED.json ONNX_DIR
+                           MEASURED.json [MEASURED.json ...] ONNX_DIR
 
-MEASURED.json is what measure_finetune.py wrote (data/finetune/*.json);
+MEASURED.json is what measure_finetune.py wrote (data/finetune/*.json); with
+several, a (case, batch, seq) measured in more than one file takes the last
+file's row, and the largest difference between the files' peaks for such
+rows is printed;
 ONNX_DIR holds export_finetune.py's <model>.<export>.onnx. For each row and
 each export that exists, memest runs as
 
@@ -70,6 +73,26 @@ def rows(data, onnx_dir, exports, memest, only):
     return out
 
 
+def merge(files):
+    """One measurement: the first file's machine facts, every file's cases, and
+    the rows by (case, batch, seq), a later file's replacing an earlier's."""
+    data = dict(files[0])
+    data["cases"], by_key, diffs = {}, {}, []
+    for f in files:
+        data["cases"].update(f.get("cases", {}))
+        for r in f["rows"]:
+            key = (r["case"], r["batch"], r.get("seq"))
+            old = by_key.get(key)
+            if old is not None and "peak" in old and "peak" in r:
+                diffs.append(abs(r["peak"] - old["peak"]) / old["peak"])
+            by_key[key] = r
+    data["rows"] = list(by_key.values())
+    if diffs:
+        print(f"{len(diffs)} rows measured in more than one file: largest peak difference "
+              f"{100 * max(diffs):.3f}%", file=sys.stderr)
+    return data
+
+
 def rel(got, want):
     return 100.0 * (got - want) / want
 
@@ -111,10 +134,12 @@ def summarise(rs, total_memory):
 def main():
     ap = argument_parser(__doc__.splitlines()[0])
     ap.add_argument("--exports", default="dynamo,dynamo-opt,legacy")
-    ap.add_argument("measured")
-    ap.add_argument("onnx_dir")
+    ap.add_argument("inputs", nargs="+", metavar="MEASURED.json ... ONNX_DIR")
     a = ap.parse_args()
-    data = json.load(open(a.measured))
+    if len(a.inputs) < 2:
+        ap.error("needs MEASURED.json and ONNX_DIR")
+    a.onnx_dir = a.inputs[-1]
+    data = merge([json.load(open(p)) for p in a.inputs[:-1]])
     only = set(filter(None, a.only.split(",")))
     rs = rows(data, a.onnx_dir, a.exports.split(","), a.memest, only)
     total = data.get("total_memory")

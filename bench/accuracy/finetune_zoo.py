@@ -183,7 +183,7 @@ def _cases():
     rest += [_case(m, seqs=(256, 512)) for m in ("bert.lora_all_r8", "bert.lora_all_r64")]
     # last: the LLM-sized model, bf16 on the GPU, with and without checkpointing
     big = [_case("llama8b.lora_attn_r16", "llama8b.lora_attn_r16.bf16" + (".ckpt" if ck else ""), dtype="bfloat16",
-                 checkpoint=ck, batches=(1, 2, 4), seqs=(1024, 2048), build_on_device=True) for ck in (False, True)]
+                 checkpoint=ck, batches=(1, 2, 4, 8), seqs=(1024, 2048), build_on_device=True) for ck in (False, True)]
     return first + rest + big
 
 
