@@ -581,6 +581,60 @@ static uint64_t attention_rows(const est_cost_ctx *c) {
     return est_mul_sat(est_mul_sat((uint64_t)q->dims[0], (uint64_t)q->dims[1]), heads > 0 ? (uint64_t)heads : 1);
 }
 
+/* The math kernel of SDPA runs grouped-query attention in float32: PyTorch
+ * picks the kernel by its inputs (aten/src/ATen/native/transformers/
+ * sdp_utils_cpp.h), the memory-efficient kernel refuses K and V with fewer
+ * heads than Q ("both fused kernels require query, key and value to have
+ * the same num_heads") and flash and cuDNN take half precision only.
+ * transformers calls SDPA with enable_gqa=True; an H100 probe of its Llama
+ * and Qwen2 shapes ran _safe_softmax in float32 and the cuDNN kernel in
+ * bfloat16 (bench/accuracy/probe_sdpa.py, probe_finetune.py). */
+static bool attention_runs_math(const est_cost_ctx *c) {
+    const est_tval *q = est_cost_in(c, 0), *k = est_cost_in(c, 1);
+    if (c->kernels != EST_KERNELS_PYTORCH || !q || !k || q->rank != 4 || k->rank != 4) return false;
+    bool grouped = k->dims[1] > 0 && k->dims[1] < q->dims[1];
+    return grouped && (c->float_dtype == EST_DT_FLOAT || c->float_dtype == EST_DT_DOUBLE);
+}
+
+/* Bytes of the attention probabilities, batch x q_heads x q_seq x kv_len. */
+static uint64_t attention_probs_bytes(const est_cost_ctx *c) {
+    uint64_t elem = est_dtype_bytes(c->float_dtype, 1);
+    return est_mul_sat(est_mul_sat(attention_rows(c), attention_kv_len(c)), elem ? elem : 4);
+}
+
+/* How many times the math kernel repeats each key and value head. */
+static uint64_t kv_repeats(const est_cost_ctx *c) {
+    const est_tval *q = est_cost_in(c, 0), *k = est_cost_in(c, 1);
+    return (uint64_t)(q->dims[1] / k->dims[1]);
+}
+
+/* _scaled_dot_product_attention_math: key and value repeated to Q's heads
+ * (repeat_interleave), q and k scaled by sqrt(scale), then bmm, the mask
+ * added, _safe_softmax, bmm. Its autograd keeps the scaled q and k, the
+ * repeated v and the probabilities ("self: _softmax_backward_data(grad,
+ * result, ...)"; bmm keeps each operand for the other's gradient). */
+static void attention_math_saves(const est_cost_ctx *c, est_saved *s) {
+    uint64_t rep = kv_repeats(c);
+    est_save_extra(s, est_cost_bytes(c, est_cost_in(c, 0)));
+    est_save_extra(s, est_mul_sat(rep, est_cost_bytes(c, est_cost_in(c, 1))));
+    est_save_extra(s, est_mul_sat(rep, est_cost_bytes(c, est_cost_in(c, 2))));
+    est_save_extra(s, attention_probs_bytes(c));
+}
+
+/* The math kernel's forward: the masked scores beside the probabilities,
+ * and the repeated key, held until the call returns. */
+static uint64_t attention_workspace(const est_cost_ctx *c) {
+    if (!attention_runs_math(c)) return 0;
+    return est_add_sat(attention_probs_bytes(c), est_mul_sat(kv_repeats(c), est_cost_bytes(c, est_cost_in(c, 1))));
+}
+
+/* The math kernel's backward: the probabilities' gradient, then
+ * _softmax_backward_data's result and its temporary (three of the
+ * probabilities' size, measured). */
+static uint64_t attention_backward_workspace(const est_cost_ctx *c) {
+    return attention_runs_math(c) ? est_mul_sat(3, attention_probs_bytes(c)) : 0;
+}
+
 /* Flash / memory-efficient SDPA ("query, key, value:
  * _scaled_dot_product_flash_attention_backward(grad, query, key, value,
  * output, logsumexp, ...)"): Q, K, V, the output and a float32 logsumexp per
@@ -588,6 +642,10 @@ static uint64_t attention_rows(const est_cost_ctx *c) {
  * cache, K and V are the concatenated present_key / present_value. */
 static void attention_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
+    if (attention_runs_math(c)) {
+        attention_math_saves(c, s);
+        return;
+    }
     est_save_input(c, s, 0);
     est_save_input(c, s, 3);
     if (est_cost_in(c, 4) && est_cost_out(c, 1) && est_cost_out(c, 2)) {
@@ -619,5 +677,6 @@ EST_FAMILY(linear,
     /* the mask and the per-sample lengths take no gradient */
     {.name = "Attention", .min_inputs = 3, .max_inputs = 7, .min_outputs = 1, .max_outputs = 4,
      .infer = attention_infer, .nondiff_inputs = EST_SLOT(3) | EST_SLOT(6), .flops = attention_flops,
-     .saves = attention_saves},
+     .saves = attention_saves, .workspace = attention_workspace,
+     .backward_workspace = attention_backward_workspace},
 );

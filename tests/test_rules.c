@@ -1082,6 +1082,79 @@ static void check_sdpa_key_transpose(void) {
     est_graph_free(g);
 }
 
+/* Grouped-query attention as transformers writes it (repeat_kv:
+ * Unsqueeze, Expand, Reshape of a key or value of 2 heads to Q's 4) fuses
+ * into Attention on the 2-head k and v. In float32 PyTorch runs SDPA's math
+ * kernel for it (layers/linear.c, attention_runs_math: the fused kernels
+ * take grouped K/V only in half precision), which keeps q and k scaled, v
+ * repeated and the probabilities; in bfloat16 a fused kernel keeps q, k, v,
+ * y and the logsumexp. */
+static void check_sdpa_grouped(void) {
+    const char *what = "grouped-query sdpa";
+    char text[8192];
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"gqa\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"xq\", \"dtype\": \"float32\", \"dims\": [2, 4, 64, 32]},\n"
+             "             {\"name\": \"xkv\", \"dtype\": \"float32\", \"dims\": [2, 2, 64, 32]}],\n"
+             " \"initializers\": [{\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [1], \"values\": [0.42]},\n"
+             "   {\"name\": \"ax\", \"dtype\": \"int64\", \"dims\": [1], \"values\": [2]},\n"
+             "   {\"name\": \"grown\", \"dtype\": \"int64\", \"dims\": [5], \"values\": [2, 2, 2, 64, 32]},\n"
+             "   {\"name\": \"heads\", \"dtype\": \"int64\", \"dims\": [4], \"values\": [2, 4, 64, 32]},\n"
+             "   {\"name\": \"Wq\", \"dtype\": \"float32\", \"dims\": [32, 32]},\n"
+             "   {\"name\": \"Wk\", \"dtype\": \"float32\", \"dims\": [32, 32]},\n"
+             "   {\"name\": \"Wv\", \"dtype\": \"float32\", \"dims\": [32, 32]}],\n"
+             " \"nodes\": [{\"name\": \"pq\", \"op\": \"MatMul\", \"inputs\": [\"xq\", \"Wq\"], \"outputs\": [\"q\"]},\n"
+             "  {\"name\": \"pk\", \"op\": \"MatMul\", \"inputs\": [\"xkv\", \"Wk\"], \"outputs\": [\"k2\"]},\n"
+             "  {\"name\": \"pw\", \"op\": \"MatMul\", \"inputs\": [\"xkv\", \"Wv\"], \"outputs\": [\"v2\"]},\n"
+             "  {\"name\": \"uk\", \"op\": \"Unsqueeze\", \"inputs\": [\"k2\", \"ax\"], \"outputs\": [\"k5\"]},\n"
+             "  {\"name\": \"ek\", \"op\": \"Expand\", \"inputs\": [\"k5\", \"grown\"], \"outputs\": [\"k5e\"]},\n"
+             "  {\"name\": \"rk\", \"op\": \"Reshape\", \"inputs\": [\"k5e\", \"heads\"], \"outputs\": [\"k\"]},\n"
+             "  {\"name\": \"uv\", \"op\": \"Unsqueeze\", \"inputs\": [\"v2\", \"ax\"], \"outputs\": [\"v5\"]},\n"
+             "  {\"name\": \"ev\", \"op\": \"Expand\", \"inputs\": [\"v5\", \"grown\"], \"outputs\": [\"v5e\"]},\n"
+             "  {\"name\": \"rv\", \"op\": \"Reshape\", \"inputs\": [\"v5e\", \"heads\"], \"outputs\": [\"v\"]},\n"
+             "  %s],\n"
+             " \"outputs\": [\"y\"]}\n",
+             SDPA_TORCHSCRIPT_KT SDPA_SCALED SDPA_TAIL);
+    est_graph *g = load_json(text, what);
+    if (!g) return;
+    CHECK(est_graph_fused_sequences(g) == 1 && est_graph_node_count(g) == 4,
+          "%s: %zu fused, %zu nodes; expected 1 and 4 (three projections and Attention)", what,
+          est_graph_fused_sequences(g), est_graph_node_count(g));
+    const uint64_t Q = 2 * 4 * 64 * 32, KV = 2 * 2 * 64 * 32, probs = 2 * 4 * 64 * 64, rows = 2 * 4 * 64;
+    static const struct { est_dtype dt; uint64_t elem; bool math; } cases[] = {
+        {EST_DT_FLOAT, 4, true}, {EST_DT_BFLOAT16, 2, false}};
+    for (size_t i = 0; i < 2; i++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.dtype = cases[i].dt;
+        est_error err;
+        est_report *r = NULL;
+        if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+            CHECK(false, "%s: %s", what, err.message);
+            continue;
+        }
+        const est_layer *at = layer_named(r, "pv", what);
+        uint64_t e = cases[i].elem;
+        /* math: q scaled, k repeated and scaled, v repeated, probabilities;
+         * fused: q, k, v (2 heads), y and a float32 logsumexp per row */
+        uint64_t want = cases[i].math ? R(Q * e) + R(2 * KV * e) + R(2 * KV * e) + R(probs * e)
+                                      : R(Q * e) + R(KV * e) + R(KV * e) + R(Q * e) + R(rows * 4);
+        if (at) {
+            CHECK(strcmp(at->op, "Attention") == 0 && at->inputs[1].shape[1] == 2,
+                  "%s: Attention reads the 2-head key", what);
+            CHECK(at->saved_bytes == want, "%s (%s): Attention saves %llu, expected %llu", what,
+                  est_dtype_name(cases[i].dt), U(at->saved_bytes), U(want));
+            /* the math forward's masked scores and repeated key; the fused
+             * kernels take none */
+            uint64_t ws = cases[i].math ? R(probs * e) + R(2 * KV * e) : 0;
+            CHECK(at->temp_bytes >= ws && (cases[i].math || at->temp_bytes == 0), "%s (%s): temp %llu", what,
+                  est_dtype_name(cases[i].dt), U(at->temp_bytes));
+        }
+        est_report_free(r);
+    }
+    est_graph_free(g);
+}
+
 static void check_sdpa(void) {
     /* 3 projections + Attention; the scale Muls, the key's views, the first
      * MatMul and the Softmax are gone */
@@ -1306,6 +1379,7 @@ int main(int argc, char **argv) {
     check_repeated_calls();
     check_sdpa();
     check_sdpa_key_transpose();
+    check_sdpa_grouped();
     check_split_views();
     check_bias_add_in_place();
     check_dropout_identity();
