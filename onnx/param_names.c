@@ -71,13 +71,21 @@ static const char *innermost(const char *scope) {
     return slash ? slash + 1 : scope;
 }
 
+/* An initializer of the same dtype and dims. */
+static bool same_decl(const est_tensor *a, const est_tensor *b) {
+    if (a->kind != EST_T_INITIALIZER || a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (int32_t d = 0; d < a->rank; d++)
+        if (a->dims[d].value != b->dims[d].value) return false;
+    return true;
+}
+
 /* A tensor of its own for a parameter that shares a merged initializer:
  * the initializer's dtype and dims under the parameter's name. Returns its
- * index, or -1 when out of memory or when the name is taken by a tensor that
- * is no initializer (the input then stays as it is: -2). */
+ * index; -1 when out of memory; -2 when the name is taken by a tensor that
+ * is no initializer of the same dtype and dims (the input then stays). */
 static int32_t split_merged(est_graph *g, int32_t merged, const char *name) {
     int32_t t = est__graph_find(g, name);
-    if (t >= 0) return g->tensors[t].kind == EST_T_INITIALIZER ? t : -2;
+    if (t >= 0) return same_decl(&g->tensors[t], &g->tensors[merged]) ? t : -2;
     if ((t = est__graph_tensor(g, name)) < 0) return -1;
     est_tensor *src = &g->tensors[merged], *dst = &g->tensors[t];
     dst->kind = EST_T_INITIALIZER;
@@ -91,13 +99,12 @@ static int32_t split_merged(est_graph *g, int32_t merged, const char *name) {
     return t;
 }
 
-/* The FX call reads `name` as a registered buffer: its placeholder is "%b_"
- * plus the name (rotary inv_freq, which the file cannot tell from a
- * weight). */
-static bool reads_as_buffer(const char *fx_node, const char *name) {
+/* The FX call reads `name` as a placeholder of this kind ("%p_": a
+ * parameter, "%b_": a registered buffer). */
+static bool reads_placeholder(const char *fx_node, const char *kind, const char *name) {
     const char *args = strstr(fx_node, "](args = (");
     size_t len = strlen(name);
-    for (const char *p = args ? strstr(args, "%b_") : NULL; p; p = strstr(p + 3, "%b_"))
+    for (const char *p = args ? strstr(args, kind) : NULL; p; p = strstr(p + 3, kind))
         if (strcspn(p + 3, ",) ]") == len && same_placeholder(name, p + 3, len)) return true;
     return false;
 }
@@ -115,13 +122,16 @@ bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node) {
     for (int k = 0; k < n->n_inputs; k++) {
         int32_t t = n->inputs[k];
         if (t < 0 || g->tensors[t].kind != EST_T_INITIALIZER) continue;
-        if (reads_as_buffer(fx_node, g->tensors[t].name)) {
+        /* a registered buffer (rotary inv_freq), which the file cannot tell
+         * from a weight */
+        if (reads_placeholder(fx_node, "%b_", g->tensors[t].name)) {
             g->tensors[t].torch_buffer = true;
             continue;
         }
         /* a module's own name can still stand for merged parameters (equal
          * norm weights), which the FX call tells apart */
         bool generated = is_generated_name(g->tensors[t].name);
+        if (!generated && reads_placeholder(fx_node, "%p_", g->tensors[t].name)) continue; /* named right */
         char *name = torch_name_for(g, n, fx_node);
         if (!name) continue;
         const char *have = g->tensors[t].torch_name ? g->tensors[t].torch_name : generated ? NULL : g->tensors[t].name;
