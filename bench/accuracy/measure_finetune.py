@@ -107,21 +107,18 @@ def case_facts(case, model):
             "input_embeddings_require_grad_hook": emb_hook}
 
 
-def step(model, opt, x, accum):
-    """One iteration of the protocol; returns (y, loss) so that they live
-    until rebound by the next iteration, as in the truth."""
+def step(model, opt, x, accum, prev):
+    """One iteration of the protocol. `prev` holds the previous iteration's
+    [y, loss]; as in the truth's inline loop, they are rebound (and so freed)
+    as soon as the new forward returns, not when the iteration ends. Returns
+    the list with this iteration's y and loss."""
     opt.zero_grad(set_to_none=True)
-    if accum == 1:
-        y = model(x)
-        loss = y.float().mean()
-        loss.backward()
-    else:
-        for _ in range(accum):
-            y = model(x)
-            loss = y.float().mean() / accum
-            loss.backward()
+    for _ in range(accum):
+        prev[0] = model(x)
+        prev[1] = prev[0].float().mean() if accum == 1 else prev[0].float().mean() / accum
+        prev[1].backward()
     opt.step()
-    return y, loss
+    return prev
 
 
 def make_model(case, cpu_model, device):
@@ -145,10 +142,10 @@ def protocol(case, cpu_model, batch, seq, facts, base, row):
     torch.cuda.synchronize()
     row["creation_peak"] = torch.cuda.max_memory_allocated() - base
     peaks, reserved = [], []
-    y = loss = None
+    prev = [None, None]  # y and loss, alive until the next forward rebinds them
     for _ in range(ITERATIONS):
         torch.cuda.reset_peak_memory_stats()
-        y, loss = step(model, opt, x, case["grad_accum"])
+        step(model, opt, x, case["grad_accum"], prev)  # no other reference to y
         torch.cuda.synchronize()
         peaks.append(torch.cuda.max_memory_allocated() - base)
         reserved.append(torch.cuda.max_memory_reserved())
@@ -157,7 +154,7 @@ def protocol(case, cpu_model, batch, seq, facts, base, row):
                params_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
                trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
                trainable_bytes=sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
-               loss=float(loss))
+               loss=float(prev[1]))
 
 
 def measure_row(case, cpu_model, batch, seq, facts):
@@ -283,7 +280,7 @@ def selftest(only):
         x = fz.make_input(case["model"], 2, 16 if case["seqs"] else None, tiny=True)
         before = {n: p.detach().clone() for n, p in trainable(model)}
         for _ in range(2):
-            y, loss = step(model, opt, x, case["grad_accum"])
+            y, loss = step(model, opt, x, case["grad_accum"], [None, None])
         if not torch.isfinite(loss):
             problems.append(f"loss {loss}")
         nograd = [n for n, p in trainable(model) if p.grad is None]
