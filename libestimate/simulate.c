@@ -833,14 +833,15 @@ static void recompute_segment(sim *s, int32_t seg) {
     if (s->dt) exit_recompute_autocast(s, S->first, end);
 }
 
-/* y.float() of a low-precision y: a float32 copy while the loss is computed. */
+/* y.float() of a half-precision y (under --amp, or with --dtype bfloat16 or
+ * float16): a float32 copy while the loss is computed. */
 static uint64_t loss_upcast_bytes(const sim *s) {
     uint64_t sum = 0;
-    if (!s->dt) return 0;
     for (int32_t k = 0; k < s->g->n_outputs; k++) {
         int32_t y = s->g->outputs[k];
-        if (s->dt[y] != s->r->dtype && est__dtype_is_float(s->dt[y]))
-            sum += round_alloc(est_dtype_bytes(s->r->dtype, est_tval_elements(&s->r->tv[y])));
+        est_dtype stored = s->dt ? s->dt[y] : est__dtype_is_float(s->r->tv[y].dtype) ? s->r->dtype : s->r->tv[y].dtype;
+        if (stored != EST_DT_FLOAT && stored != EST_DT_DOUBLE && est__dtype_is_float(stored))
+            sum += round_alloc(est_dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y])));
     }
     return sum;
 }

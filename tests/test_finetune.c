@@ -214,6 +214,42 @@ static void test_grad_accum(const est_graph *g) {
     est_report_free(none);
 }
 
+/* 5b. With --dtype bfloat16 the output y is bfloat16, and the protocol's
+ * loss = y.float().mean() makes a float32 copy of it, as MeanBackward's
+ * float32 gradient is before its cast down: x [4, 8] -> MatMul W [8, 4096]
+ * -> y [4, 4096], SGD. The backward's first moment holds W (65536 bytes in
+ * bf16), x (64 -> 512), y (32768) and the loss (512), the seed (512), dy
+ * (32768) and the float32 gradient of y.float() (65536): 198144, above the
+ * MatMul's backward (W + x + y + loss + dy + dW 65536 = 197632). */
+static void test_bf16_loss_copy(void) {
+    static const char wide[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"wide\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 8]}],\n"
+        " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [8, 4096]}],\n"
+        " \"nodes\": [{\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(wide, sizeof wide - 1, "wide.json", &g, &err) != EST_OK) {
+        CHECK(false, "wide.json: %s", err.message);
+        return;
+    }
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 4;
+    opt.optimizer = EST_OPT_SGD;
+    opt.dtype = EST_DT_BFLOAT16;
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) CHECK(false, "wide: %s", err.message);
+    if (r) {
+        uint64_t peak = 65536 + 512 + 32768 + 512 + 512 + 32768 + 65536;
+        CHECK(peak == 198144, "derivation %llu", U(peak));
+        check_peak(r, peak, EST_PHASE_BACKWARD, "loss", "bf16 y.float()");
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 /* 6. Patterns: substring, glob, and the error for a pattern that names
  * nothing. */
 static void test_patterns(const est_graph *g) {
@@ -307,6 +343,7 @@ int main(int argc, char **argv) {
         test_adafactor(g);
         test_grad_accum(g);
         test_patterns(g);
+        test_bf16_loss_copy();
     }
     est_graph_free(g);
     return test_result("test_finetune");
