@@ -244,26 +244,34 @@ static int32_t skip_nan_guard(const fuse_ctx *f, int32_t p, int32_t *isnan, int3
     return g->nodes[*where].outputs[0];
 }
 
-/* x, given t = Reshape(Expand(Unsqueeze(x, axis 2))): the grouped-query
- * repeat of a 4-D key or value's heads (transformers' repeat_kv, or the
- * exporters' decomposition of SDPA's enable_gqa). Its three nodes go into
- * nodes[]. -1 when t is no such repeat. */
-static int32_t unrepeated_kv(const fuse_ctx *f, int32_t t, int32_t nodes[3]) {
+/* x, given t = Reshape([Identity](Expand(Unsqueeze(x, axis 2)))): the
+ * grouped-query repeat of a 4-D key or value's heads (transformers'
+ * repeat_kv, or the exporters' decomposition of SDPA's enable_gqa; the
+ * dynamo exporter without its optimizer keeps an Identity). Its nodes go
+ * into nodes[] (*n of them). -1 when t is no such repeat. */
+static int32_t unrepeated_kv(const fuse_ctx *f, int32_t t, int32_t nodes[4], int *n) {
     const est_graph *g = f->g;
+    *n = 0;
     int32_t reshape = producer(g, t);
     if (!is_op(g, reshape, "Reshape") || !single_use(f, g->nodes[reshape].inputs[0])) return -1;
+    nodes[(*n)++] = reshape;
     int32_t expand = producer(g, g->nodes[reshape].inputs[0]);
+    if (is_op(g, expand, "Identity") && single_use(f, g->nodes[expand].inputs[0])) {
+        nodes[(*n)++] = expand;
+        expand = producer(g, g->nodes[expand].inputs[0]);
+    }
     if (!is_op(g, expand, "Expand") || !single_use(f, g->nodes[expand].inputs[0])) return -1;
     int32_t unsq = producer(g, g->nodes[expand].inputs[0]);
     if (!is_op(g, unsq, "Unsqueeze")) return -1;
     const est_node *u = &g->nodes[unsq];
-    int64_t n = 0;
+    int64_t count = 0;
     double axis = -1;
-    const int64_t *axes = est_node_attr_ints(u, "axes", &n);
-    if (axes && n == 1) axis = (double)axes[0];
+    const int64_t *axes = est_node_attr_ints(u, "axes", &count);
+    if (axes && count == 1) axis = (double)axes[0];
     else if (!axes && u->n_inputs == 2 && !scalar(g, u->inputs[1], &axis)) return -1;
     if (axis != 2 || u->n_inputs < 1) return -1;
-    nodes[0] = reshape, nodes[1] = expand, nodes[2] = unsq;
+    nodes[(*n)++] = expand;
+    nodes[(*n)++] = unsq;
     return u->inputs[0];
 }
 
@@ -331,15 +339,14 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     if (mm2 < 0 || g->nodes[mm2].inputs[0] != p || g->nodes[mm2].n_outputs != 1) return false;
     /* grouped-query attention reads the keys and values of fewer heads: SDPA
      * (enable_gqa) repeats them itself, or not at all */
-    int32_t v = g->nodes[mm2].inputs[1], k_rep[3], v_rep[3];
-    int32_t k_kv = unrepeated_kv(f, k, k_rep), v_kv = unrepeated_kv(f, v, v_rep);
+    int32_t v = g->nodes[mm2].inputs[1], k_rep[4], v_rep[4];
+    int nk, nv;
+    int32_t k_kv = unrepeated_kv(f, k, k_rep, &nk), v_kv = unrepeated_kv(f, v, v_rep, &nv);
     bool grouped = k_kv >= 0 && v_kv >= 0 && repermute < 0;
     if (!rewrite_attention(&g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask)) return false;
     /* the repeats go unless something else reads them (a Shape) */
-    for (int i = 0; grouped && i < 3; i++) {
-        if (single_use(f, k)) drop[k_rep[i]] = true;
-        if (single_use(f, v)) drop[v_rep[i]] = true;
-    }
+    for (int i = 0; grouped && i < nk && single_use(f, k); i++) drop[k_rep[i]] = true;
+    for (int i = 0; grouped && i < nv && single_use(f, v); i++) drop[v_rep[i]] = true;
     if (repermute >= 0) { /* its output becomes k itself: undo the last swap */
         int64_t n;
         int64_t *perm = (int64_t *)est_node_attr_ints(&g->nodes[repermute], "perm", &n);
