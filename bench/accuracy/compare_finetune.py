@@ -68,7 +68,8 @@ def rows(data, onnx_dir, exports, memest, only):
             args = fz.memest_args(case, b, s)[2:]  # without --batch: estimate() adds it
             rep, err = estimate(memest, path, b, *args)
             got = rep["peak"]["bytes"] if rep else None
-            note = f"{rep['peak']['phase']}:{rep['peak']['layer']}" if rep else err
+            # errors name the export by its file name, not this machine's path
+            note = f"{rep['peak']['phase']}:{rep['peak']['layer']}" if rep else err.replace(path, os.path.basename(path))
             out.append((cid, e, b, s, want, status, got, note, r))
     return out
 

@@ -8,7 +8,9 @@ Each table sits between <!-- BEGIN generated: KEY --> and
 <!-- END generated: KEY --> in docs/accuracy.md; TABLES below says which
 compare script and which measurement file make it. The measurements live in
 the git-ignored bench/accuracy/out/ (measured.json: the session-2 H200 run;
-h100/: the session-4 H100 run of run_capacity.sh) and ../shared/truth/.
+h100/: the session-4 H100 run of run_capacity.sh) and ../shared/truth/;
+the fine-tuning measurements are committed in data/finetune/, their exports
+(export_finetune.py) go to out/finetune/exports.
 A table whose inputs are missing is left as it is, with a note on stderr.
 --check rewrites nothing and exits 1 when a table would change.
 """
@@ -43,6 +45,8 @@ TABLES = {
                 [f"{OUT}/h100/blind5b/measured_blind2.json"], 0),
     "blind6": ("compare.py", ["--markdown", f"{OUT}/h100/blind6/measured_blind.json", f"{OUT}/exports6"],
                [f"{OUT}/h100/blind6/measured_blind.json"], 0),
+    "finetune": ("compare_finetune.py", ["--markdown", f"{HERE}/data/finetune/finetune_h100_run3.json",
+                                         f"{OUT}/finetune/exports"], [f"{OUT}/finetune/exports"], 0),
     "amp-truth": ("compare_amp.py", ["--markdown", f"{TRUTH}/truth.json", f"{TRUTH}/onnx"],
                   [f"{TRUTH}/truth.json"], 0),
     "amp-harness": ("compare_amp.py", ["--markdown", f"{OUT}/h100/measured_cap.json", f"{OUT}/exports"],
