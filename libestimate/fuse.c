@@ -362,6 +362,73 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     return true;
 }
 
+/* A copy of Dropout node i (its data inputs; no mask output) writing a new
+ * tensor; returns the tensor, -1 when out of memory. */
+static int32_t clone_dropout(est_graph *g, int32_t i, int32_t serial) {
+    char name[64];
+    snprintf(name, sizeof name, "%.40s#split%d", g->nodes[i].name, (int)serial);
+    int32_t t = est__graph_tensor(g, name);
+    if (t < 0 || g->tensors[t].producer >= 0) return -1;
+    est_node *c = est__graph_add_node(g);
+    if (!c) return -1;
+    const est_node *d = &g->nodes[i]; /* after the add: the array may have moved */
+    c->name = est__strdup(name);
+    c->op_type = est__strdup(d->op_type);
+    c->domain = est__strdup(d->domain);
+    c->scope = d->scope ? est__strdup(d->scope) : NULL;
+    c->inputs = malloc((size_t)(d->n_inputs ? d->n_inputs : 1) * sizeof *c->inputs);
+    c->outputs = malloc(sizeof *c->outputs);
+    if (!c->name || !c->op_type || !c->domain || (d->scope && !c->scope) || !c->inputs || !c->outputs) return -1;
+    memcpy(c->inputs, d->inputs, (size_t)d->n_inputs * sizeof *c->inputs);
+    c->n_inputs = d->n_inputs;
+    c->outputs[0] = t;
+    c->n_outputs = 1;
+    c->opset = d->opset;
+    c->fx_args = d->fx_args;
+    c->fx_arg0 = d->fx_arg0;
+    c->output_held_until = -1;
+    return t;
+}
+
+/* A Dropout node that stands for several: the dynamo exporter's optimizer
+ * merges equal calls and takes dropouts for equal (LoRA's q, k and v each
+ * drop out the same input with their own lora_dropout). PyTorch draws a
+ * mask for each call and keeps each result. The readers' FX calls still
+ * name the results they read (est_node.fx_arg0: "%getitem_38",
+ * "%getitem_40"): readers of one result share a Dropout, and each other
+ * result gets a Dropout of its own. Only readers whose first input is the
+ * Dropout's output are told apart; if any reader cannot be, nothing is
+ * split. Returns the nodes added, -1 when out of memory. */
+static int32_t split_merged_dropouts(est_graph *g) {
+    int32_t added = 0, n_orig = g->n_nodes;
+    for (int32_t i = 0; i < n_orig; i++) {
+        if (!is_op(g, i, "Dropout") || g->nodes[i].n_outputs < 1 || g->nodes[i].outputs[0] < 0) continue;
+        int32_t out = g->nodes[i].outputs[0];
+        uint64_t first = 0;
+        bool known = true, several = false;
+        for (int32_t r = 0; r < n_orig && known; r++)
+            for (int32_t k = 0; k < g->nodes[r].n_inputs; k++) {
+                if (g->nodes[r].inputs[k] != out) continue;
+                if (k != 0 || !g->nodes[r].fx_arg0) known = false;
+                else if (!first) first = g->nodes[r].fx_arg0;
+                else several |= g->nodes[r].fx_arg0 != first;
+            }
+        if (!known || !several) continue;
+        /* one copy per further result, its readers re-pointed */
+        for (int32_t r = 0; r < n_orig; r++) {
+            if (g->nodes[r].n_inputs < 1 || g->nodes[r].inputs[0] != out || g->nodes[r].fx_arg0 == first) continue;
+            uint64_t result = g->nodes[r].fx_arg0;
+            int32_t copy = clone_dropout(g, i, added);
+            if (copy < 0) return -1;
+            added++;
+            for (int32_t q = r; q < n_orig; q++)
+                if (g->nodes[q].n_inputs > 0 && g->nodes[q].inputs[0] == out && g->nodes[q].fx_arg0 == result)
+                    g->nodes[q].inputs[0] = copy;
+        }
+    }
+    return added;
+}
+
 int32_t est__fuse_exporter_patterns(est_graph *g) {
     fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g)};
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
@@ -377,5 +444,6 @@ int32_t est__fuse_exporter_patterns(est_graph *g) {
     }
     free(f.uses);
     free(drop);
-    return fused;
+    int32_t split = split_merged_dropouts(g);
+    return fused + (split > 0 ? split : 0);
 }

@@ -135,6 +135,9 @@ typedef struct est_node {
     char *module;
     const char *label;  /* n->name or n->module */
     est_fx_args fx_args;
+    uint64_t fx_arg0;   /* a hash of the FX value the call takes first
+                           ("%getitem_38" in a dynamo export's "aten.linear(
+                           %getitem_38, ...)"), 0 when the file does not say */
     /* Per input, set by est__graph_finish: the last node of the outermost
      * module call that reads the input but did not produce it (the caller's
      * reference keeps a module's arguments alive until it returns); -1 when
@@ -206,7 +209,8 @@ bool est__is_block_name(const char *name, size_t len);
 /* Clears the nodes marked in drop[] and closes the gaps, keeping the order. */
 void est__graph_drop_nodes(est_graph *g, const bool *drop);
 /* fuse.c: folds op sequences that an exporter expanded from one PyTorch op
- * back into that op (needs producers assigned). Returns how many it fused;
+ * back into that op, and splits a Dropout the exporter merged from several
+ * (needs producers assigned). Returns how many nodes it changed or added;
  * the caller then re-assigns producers. */
 int32_t est__fuse_exporter_patterns(est_graph *g);
 

@@ -448,15 +448,25 @@ static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_
     return true;
 }
 
-/* Whether the FX call a dynamo-exported node came from reads a parameter.
- * "pkg.torch.onnx.fx_node" prints the call ("%mul : ... = call_function[...]
+/* Whether the FX call a dynamo-exported node came from reads a parameter,
+ * and (*arg0) which FX value it takes first. "pkg.torch.onnx.fx_node"
+ * prints the call ("%mul : ... = call_function[...]
  * (args = (%x, %p_norm_weight), ...)"), and torch.export names the
  * placeholders of parameters p_<name> (buffers b_, constants c_). */
-static est_fx_args fx_call_args(const Onnx__NodeProto *p) {
+/* FNV-1a of s[0..n), never 0. */
+static uint64_t name_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static est_fx_args fx_call_args(const Onnx__NodeProto *p, uint64_t *arg0) {
+    *arg0 = 0;
     Onnx__StringStringEntryProto *e = find_metadata(p, "pkg.torch.onnx.fx_node");
     if (!e) return EST_FX_UNKNOWN;
     const char *args = e->value ? strstr(e->value, "](args = (") : NULL;
     est_fx_args r = !args ? EST_FX_UNKNOWN : strstr(args, "%p_") ? EST_FX_READS_PARAM : EST_FX_NO_PARAM;
+    if (args && args[10] == '%') *arg0 = name_hash(args + 10, strcspn(args + 10, ",) ]"));
     onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
     return r;
 }
@@ -531,7 +541,7 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
         n->name = est__strdup(buf);
     }
     if (!n->name || !module_scope(p, n->name, &n->scope)) return oom(L);
-    n->fx_args = fx_call_args(p);
+    n->fx_args = fx_call_args(p, &n->fx_arg0);
     if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)
         return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): more than %d inputs or outputs",

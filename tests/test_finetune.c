@@ -19,7 +19,8 @@
  * And PyTorch's parameter names in exports of a two-layer Llama with a LoRA
  * adapter (tests/data/make_lora_llama.py made them; onnx/param_names.c): the
  * dynamo export's folded and merged weights come back as the model's 37
- * parameters under their named_parameters() names.
+ * parameters under their named_parameters() names, and its merged
+ * lora_dropout calls as one Dropout each.
  *
  * usage: test_finetune MODELS_DIR DATA_DIR
  */
@@ -283,8 +284,9 @@ static void test_patterns(const est_graph *g) {
  * parameters of 25,760 elements, 1,024 of them in the 16 LoRA matrices.
  * The dynamo export reads the linear weights through generated names
  * (val_N), all eight lora_B through one merged initializer and all five
- * RMSNorm weights through one; the TorchScript training export keeps every
- * name. rotary_emb.inv_freq is a buffer, not a parameter. */
+ * RMSNorm weights through one, and the lora_dropout of q, k and v through
+ * one Dropout; the TorchScript training export keeps every name and call.
+ * rotary_emb.inv_freq is a buffer, not a parameter. */
 static void test_export_names(const char *data_dir, const char *file) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", data_dir, file);
@@ -322,6 +324,12 @@ static void test_export_names(const char *data_dir, const char *file) {
               U(t->param_count), U(t->trainable_param_count));
         CHECK(t->grads_bytes == 16 * 512, "%s: 16 adapter gradients of 256 bytes each, 512 rounded: %llu", file,
               U(t->grads_bytes));
+        /* one lora_dropout per adapted projection, 4 a layer: the dynamo
+         * file holds 4 in all (q, k and v merged), fuse.c splits them back */
+        size_t dropouts = 0;
+        for (size_t i = 0; i < est_report_layer_count(r); i++)
+            dropouts += strcmp(est_report_layer(r, i)->op, "Dropout") == 0;
+        CHECK(dropouts == 8, "%s: %zu Dropout layers, PyTorch runs 8", file, dropouts);
     }
     est_report_free(r);
     est_graph_free(g);

@@ -9,7 +9,8 @@ exporter (opset 17, TrainingMode.TRAINING, no constant folding: every
 initializer keeps its module's name). The dynamo exporter folds the linear
 weights' transposes into initializers with generated names (val_N), and
 its optimizer merges equal initializers: every lora_B (zeros) into one, every
-RMSNorm weight (ones) into one. The script prints the PyTorch model's
+RMSNorm weight (ones) into one, and takes the equal lora_dropout calls of
+q_proj, k_proj and v_proj (dropout 0.05, one input) for one. The script prints the PyTorch model's
 parameter figures, which the test checks. Weights of 1 KiB or more are stripped, as in the truth exports.
 
 usage: python3 make_lora_llama.py   (torch 2.15, transformers 5.23, peft 0.21; a CPU)
@@ -37,7 +38,7 @@ def build():
     torch.manual_seed(0)
     cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=4, vocab_size=64, attn_implementation="sdpa")
-    peft = get_peft_model(LlamaForCausalLM(cfg), LoraConfig(r=2, lora_alpha=4, lora_dropout=0.0,
+    peft = get_peft_model(LlamaForCausalLM(cfg), LoraConfig(r=2, lora_alpha=4, lora_dropout=0.05,
                                                             target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
     return Logits(peft).train()
 
