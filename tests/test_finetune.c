@@ -142,6 +142,28 @@ static void test_adapter_only(const est_graph *g) {
     est_report_free(r);
 }
 
+/* 1b. The adapter under --amp bf16: the gradients and state stay float32
+ * and cover the adapter only; the frozen weights are cast (autocast's
+ * cached copies) but get no gradient. */
+static void test_adapter_amp(const est_graph *g) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 4;
+    opt.optimizer = EST_OPT_SGD;
+    opt.amp = EST_AMP_BF16;
+    opt.params = (est_param_filter){.trainable = adapters, .n_trainable = 1};
+    est_error err;
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+        CHECK(false, "amp: %s", err.message);
+        return;
+    }
+    CHECK(est_report_totals(r)->grads_bytes == A + B, "amp: float32 adapter gradients only, %llu",
+          U(est_report_totals(r)->grads_bytes));
+    CHECK(layer(r, "base")->flops_backward == 0, "amp: the frozen base runs no backward");
+    est_report_free(r);
+}
+
 /* 2. Everything trains: the same graph keeps more (head keeps r, base keeps
  * nothing more since x is an input but now runs its backward). */
 static void test_all_train(const est_graph *g) {
@@ -346,6 +368,7 @@ int main(int argc, char **argv) {
     est_graph *g = load_block(argv[1]);
     if (g) {
         test_adapter_only(g);
+        test_adapter_amp(g);
         test_all_train(g);
         test_freeze(g);
         test_adafactor(g);
