@@ -448,11 +448,6 @@ static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_
     return true;
 }
 
-/* Whether the FX call a dynamo-exported node came from reads a parameter,
- * and (*arg0) which FX value it takes first. "pkg.torch.onnx.fx_node"
- * prints the call ("%mul : ... = call_function[...]
- * (args = (%x, %p_norm_weight), ...)"), and torch.export names the
- * placeholders of parameters p_<name> (buffers b_, constants c_). */
 /* FNV-1a of s[0..n), never 0. */
 static uint64_t name_hash(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull;
@@ -460,15 +455,17 @@ static uint64_t name_hash(const char *s, size_t n) {
     return h ? h : 1;
 }
 
-static est_fx_args fx_call_args(const Onnx__NodeProto *p, uint64_t *arg0) {
+/* Whether the FX call a dynamo-exported node came from reads a parameter,
+ * and (*arg0) which FX value it takes first, from the node's
+ * "pkg.torch.onnx.fx_node" (NULL: none). It prints the call ("%mul : ... =
+ * call_function[...](args = (%x, %p_norm_weight), ...)"), and torch.export
+ * names the placeholders of parameters p_<name> (buffers b_, constants c_). */
+static est_fx_args fx_call_args(const char *fx_node, uint64_t *arg0) {
     *arg0 = 0;
-    Onnx__StringStringEntryProto *e = find_metadata(p, "pkg.torch.onnx.fx_node");
-    if (!e) return EST_FX_UNKNOWN;
-    const char *args = e->value ? strstr(e->value, "](args = (") : NULL;
-    est_fx_args r = !args ? EST_FX_UNKNOWN : strstr(args, "%p_") ? EST_FX_READS_PARAM : EST_FX_NO_PARAM;
+    if (!fx_node) return EST_FX_UNKNOWN;
+    const char *args = strstr(fx_node, "](args = (");
     if (args && args[10] == '%') *arg0 = name_hash(args + 10, strcspn(args + 10, ",) ]"));
-    onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
-    return r;
+    return !args ? EST_FX_UNKNOWN : strstr(args, "%p_") ? EST_FX_READS_PARAM : EST_FX_NO_PARAM;
 }
 
 
@@ -507,12 +504,13 @@ static bool module_scope(const Onnx__NodeProto *p, const char *name, char **scop
 }
 
 /* PyTorch's names for the weights this node reads under generated names
- * (param_names.c), from its FX call in a dynamo export. */
-static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n) {
-    bool generated = false;
-    for (int32_t k = 0; k < n->n_inputs && !generated; k++)
-        generated = n->inputs[k] >= 0 && L->g->tensors[n->inputs[k]].kind == EST_T_INITIALIZER;
-    if (!generated || !n->scope) return EST_OK;
+ * (param_names.c), from its FX call in a dynamo export (`fx_node`, NULL
+ * when the node has none). */
+static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n, const char *fx_node) {
+    bool reads_initializer = false;
+    for (int32_t k = 0; k < n->n_inputs && !reads_initializer; k++)
+        reads_initializer = n->inputs[k] >= 0 && L->g->tensors[n->inputs[k]].kind == EST_T_INITIALIZER;
+    if (!fx_node || !reads_initializer || !n->scope) return EST_OK;
     /* a node the exporter's optimizer rewrote (a BatchNorm folded into its
      * Conv) keeps the FX call of another op, whose parameters it no longer
      * reads as such */
@@ -521,14 +519,11 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n)
         onnx__string_string_entry_proto__free_unpacked(rule, &pb_allocator);
         return EST_OK;
     }
-    Onnx__StringStringEntryProto *fx = find_metadata(p, "pkg.torch.onnx.fx_node");
-    if (!fx) return EST_OK;
-    bool ok = est__name_renamed_weights(L->g, n, str_or_empty(fx->value));
-    onnx__string_string_entry_proto__free_unpacked(fx, &pb_allocator);
-    return ok ? EST_OK : oom(L);
+    return est__name_renamed_weights(L->g, n, fx_node) ? EST_OK : oom(L);
 }
 
-static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
+static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index,
+                             const char *fx_node) {
     est_node *n = est__graph_add_node(L->g);
     if (!n) return oom(L);
     const char *op = str_or_empty(p->op_type);
@@ -541,7 +536,7 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
         n->name = est__strdup(buf);
     }
     if (!n->name || !module_scope(p, n->name, &n->scope)) return oom(L);
-    n->fx_args = fx_call_args(p, &n->fx_arg0);
+    n->fx_args = fx_call_args(fx_node, &n->fx_arg0);
     if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)
         return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): more than %d inputs or outputs",
@@ -567,7 +562,15 @@ static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__Nod
         est_status st = copy_attr(L, n, &n->attrs[n->n_attrs++], p->attribute[k]);
         if (st != EST_OK) return st;
     }
-    return name_weights(L, p, n);
+    return name_weights(L, p, n, fx_node);
+}
+
+/* Adds node p; its FX call's metadata (dynamo exports) is read once. */
+static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
+    Onnx__StringStringEntryProto *fx = find_metadata(p, "pkg.torch.onnx.fx_node");
+    est_status st = build_node(L, m, p, index, fx ? str_or_empty(fx->value) : NULL);
+    if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &pb_allocator);
+    return st;
 }
 
 /* ---- BatchNorm that an exporter folded into a Conv ---------------------------
