@@ -399,33 +399,63 @@ static int32_t clone_dropout(est_graph *g, int32_t i, int32_t serial) {
  * result gets a Dropout of its own. Only readers whose first input is the
  * Dropout's output are told apart; if any reader cannot be, nothing is
  * split. Returns the nodes added, -1 when out of memory. */
+/* The Dropout copy made for one further result of a merged Dropout; the
+ * copies of one output are chained. */
+typedef struct dropout_copy {
+    uint64_t result;
+    int32_t tensor;
+    int32_t next;
+} dropout_copy;
+
 static int32_t split_merged_dropouts(est_graph *g) {
-    int32_t added = 0, n_orig = g->n_nodes;
-    for (int32_t i = 0; i < n_orig; i++) {
-        if (!is_op(g, i, "Dropout") || g->nodes[i].n_outputs < 1 || g->nodes[i].outputs[0] < 0) continue;
-        int32_t out = g->nodes[i].outputs[0];
-        uint64_t first = 0;
-        bool known = true, several = false;
-        for (int32_t r = 0; r < n_orig && known; r++)
-            for (int32_t k = 0; k < g->nodes[r].n_inputs; k++) {
-                if (g->nodes[r].inputs[k] != out) continue;
-                if (k != 0 || !g->nodes[r].fx_arg0) known = false;
-                else if (!first) first = g->nodes[r].fx_arg0;
-                else several |= g->nodes[r].fx_arg0 != first;
-            }
-        if (!known || !several) continue;
-        /* one copy per further result, its readers re-pointed */
-        for (int32_t r = 0; r < n_orig; r++) {
-            if (g->nodes[r].n_inputs < 1 || g->nodes[r].inputs[0] != out || g->nodes[r].fx_arg0 == first) continue;
-            uint64_t result = g->nodes[r].fx_arg0;
-            int32_t copy = clone_dropout(g, i, added);
-            if (copy < 0) return -1;
-            added++;
-            for (int32_t q = r; q < n_orig; q++)
-                if (g->nodes[q].n_inputs > 0 && g->nodes[q].inputs[0] == out && g->nodes[q].fx_arg0 == result)
-                    g->nodes[q].inputs[0] = copy;
+    size_t nt = (size_t)g->n_tensors + 1;
+    int32_t n_orig = g->n_nodes, added = 0, n_copies = 0, cap = 0;
+    int32_t *dropout = malloc(nt * sizeof *dropout); /* per tensor: the Dropout writing it, or -1 */
+    int32_t *copies = malloc(nt * sizeof *copies);   /* per tensor: its first copy, or -1 */
+    uint64_t *first = calloc(nt, sizeof *first);     /* the FX result its first reader names */
+    uint8_t *state = calloc(nt, 1);                  /* 1: several results; 2: a reader unknown */
+    dropout_copy *made = NULL;
+    if (!dropout || !copies || !first || !state) added = -1;
+    for (size_t t = 0; added == 0 && t < nt; t++) dropout[t] = copies[t] = -1;
+    for (int32_t i = 0; added == 0 && i < n_orig; i++)
+        if (is_op(g, i, "Dropout") && g->nodes[i].n_outputs > 0 && g->nodes[i].outputs[0] >= 0)
+            dropout[g->nodes[i].outputs[0]] = i;
+    for (int32_t r = 0; added == 0 && r < n_orig; r++)
+        for (int32_t k = 0; k < g->nodes[r].n_inputs; k++) {
+            int32_t t = g->nodes[r].inputs[k];
+            if (t < 0 || dropout[t] < 0 || state[t] == 2) continue;
+            uint64_t result = k == 0 ? g->nodes[r].fx_arg0 : 0;
+            if (!result) state[t] = 2;
+            else if (!first[t]) first[t] = result;
+            else if (result != first[t]) state[t] = 1;
         }
+    for (int32_t r = 0; added >= 0 && r < n_orig; r++) {
+        int32_t t = g->nodes[r].n_inputs > 0 ? g->nodes[r].inputs[0] : -1;
+        uint64_t result = t >= 0 ? g->nodes[r].fx_arg0 : 0;
+        if (t < 0 || dropout[t] < 0 || state[t] != 1 || result == first[t]) continue;
+        int32_t c = copies[t];
+        while (c >= 0 && made[c].result != result) c = made[c].next;
+        if (c < 0) { /* the first reader of this result: a Dropout of its own */
+            if (n_copies == cap) {
+                dropout_copy *grown = realloc(made, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *grown);
+                if (!grown) {
+                    added = -1;
+                    break;
+                }
+                made = grown;
+            }
+            int32_t tensor = clone_dropout(g, dropout[t], added);
+            if (tensor < 0) {
+                added = -1;
+                break;
+            }
+            made[n_copies] = (dropout_copy){result, tensor, copies[t]};
+            copies[t] = c = n_copies++;
+            added++;
+        }
+        g->nodes[r].inputs[0] = made[c].tensor;
     }
+    free(dropout), free(copies), free(first), free(state), free(made);
     return added;
 }
 
