@@ -52,9 +52,10 @@ enum {
 
 static const char *adapters[] = {"lora_"};
 
-static est_graph *load_block(const char *models_dir) {
+/* dir/file, loaded; NULL (a failed check) when it does not load. */
+static est_graph *load_model(const char *dir, const char *file) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/lora_block.json", models_dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     est_error err;
     est_graph *g = NULL;
     if (est_load_file(path, &g, &err) != EST_OK) CHECK(false, "load %s: %s", path, err.message);
@@ -310,14 +311,9 @@ static void test_patterns(const est_graph *g) {
  * one Dropout; the TorchScript training export keeps every name and call.
  * rotary_emb.inv_freq is a buffer, not a parameter. */
 static void test_export_names(const char *data_dir, const char *file) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", data_dir, file);
+    est_graph *g = load_model(data_dir, file);
+    if (!g) return;
     est_error err;
-    est_graph *g = NULL;
-    if (est_load_file(path, &g, &err) != EST_OK) {
-        CHECK(false, "load %s: %s", path, err.message);
-        return;
-    }
     size_t n = est_graph_param_count(g);
     CHECK(n == 37, "%s: %zu parameters, PyTorch has 37", file, n);
     int lora = 0, distinct = 1;
@@ -365,7 +361,7 @@ int main(int argc, char **argv) {
     test_export_names(argv[2], "lora_llama.dynamo.onnx");
     test_export_names(argv[2], "lora_llama.legacy.onnx");
     test_sizes();
-    est_graph *g = load_block(argv[1]);
+    est_graph *g = load_model(argv[1], "lora_block.json");
     if (g) {
         test_adapter_only(g);
         test_adapter_amp(g);

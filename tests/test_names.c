@@ -230,14 +230,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (argc == 2) {
-        char probe[4096];
-        snprintf(probe, sizeof probe, "%s/resnet18.dynamo-train.onnx", argv[1]);
-        FILE *f = fopen(probe, "rb");
-        if (!f) {
-            printf("test_names: %s not found, skipping the shared exports\n", probe);
-            return 77;
-        }
-        fclose(f);
+        if (!test_have_file(argv[1], "resnet18.dynamo-train.onnx", "test_names", "the shared exports")) return 77;
         check_resnet18(argv[1]);
         check_bert_checkpoint(argv[1]);
         return test_result("test_names (shared exports)");

@@ -1357,14 +1357,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (argc == 2) {
-        char probe[4096];
-        snprintf(probe, sizeof probe, "%s/resnet18.legacy.onnx", argv[1]);
-        FILE *f = fopen(probe, "rb");
-        if (!f) {
-            printf("test_rules: %s not found, skipping the ONNX checks\n", probe);
-            return 77;
-        }
-        fclose(f);
+        if (!test_have_file(argv[1], "resnet18.legacy.onnx", "test_rules", "the ONNX checks")) return 77;
         check_onnx(argv[1]);
         return test_result("test_rules (onnx)");
     }

@@ -153,21 +153,24 @@ static const est_layer *layer_named(const est_report *r, const char *name) {
 /* x [batch, 100] -> fc1 (Gemm, W1 [200, 100], b1 [200]) -> h [batch, 200]
  *   -> relu -> r [batch, 200] -> fc2 (Gemm, W2 [10, 200], b2 [10]) -> y [batch, 10]
  * Sizes are picked so that the 512-byte rounding matters for most tensors. */
-static const char mlp_json[] =
-    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mlp\", \"opset_import\": {\"\": 17},\n"
-    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 100]}],\n"
-    " \"initializers\": [\n"
-    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [200, 100]},\n"
-    "  {\"name\": \"b1\", \"dtype\": \"float32\", \"dims\": [200]},\n"
-    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [10, 200]},\n"
-    "  {\"name\": \"b2\", \"dtype\": \"float32\", \"dims\": [10]}],\n"
-    " \"nodes\": [\n"
-    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W1\", \"b1\"], \"outputs\": [\"h\"],\n"
-    "   \"attributes\": {\"transB\": {\"int\": 1}}},\n"
-    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"r\"]},\n"
-    "  {\"name\": \"fc2\", \"op\": \"Gemm\", \"inputs\": [\"r\", \"W2\", \"b2\"], \"outputs\": [\"y\"],\n"
-    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
-    " \"outputs\": [\"y\"]}\n";
+/* The MLP named `name` with input x of dims `x_dims`. */
+#define MLP_JSON(name, x_dims) \
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"" name "\", \"opset_import\": {\"\": 17},\n" \
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [" x_dims "]}],\n" \
+    " \"initializers\": [\n" \
+    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [200, 100]},\n" \
+    "  {\"name\": \"b1\", \"dtype\": \"float32\", \"dims\": [200]},\n" \
+    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [10, 200]},\n" \
+    "  {\"name\": \"b2\", \"dtype\": \"float32\", \"dims\": [10]}],\n" \
+    " \"nodes\": [\n" \
+    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W1\", \"b1\"], \"outputs\": [\"h\"],\n" \
+    "   \"attributes\": {\"transB\": {\"int\": 1}}},\n" \
+    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"r\"]},\n" \
+    "  {\"name\": \"fc2\", \"op\": \"Gemm\", \"inputs\": [\"r\", \"W2\", \"b2\"], \"outputs\": [\"y\"],\n" \
+    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n" \
+    " \"outputs\": [\"y\"]}\n"
+
+static const char mlp_json[] = MLP_JSON("mlp", "\"batch\", 100");
 
 /* The same MLP with a Flatten (axis 1) of the rank-2 h between fc1 and relu:
  * a view, so nothing changes, not even in the backward (the gradient of a
@@ -1254,21 +1257,7 @@ static void test_reserved(const char *models_dir) {
 /* ---- 10. input shapes ------------------------------------------------------------- */
 
 /* The MLP as an export without dynamic axes declares it: x [1, 100]. */
-static const char mlp_fixed_json[] =
-    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mlp_fixed\", \"opset_import\": {\"\": 17},\n"
-    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 100]}],\n"
-    " \"initializers\": [\n"
-    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [200, 100]},\n"
-    "  {\"name\": \"b1\", \"dtype\": \"float32\", \"dims\": [200]},\n"
-    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [10, 200]},\n"
-    "  {\"name\": \"b2\", \"dtype\": \"float32\", \"dims\": [10]}],\n"
-    " \"nodes\": [\n"
-    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W1\", \"b1\"], \"outputs\": [\"h\"],\n"
-    "   \"attributes\": {\"transB\": {\"int\": 1}}},\n"
-    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"r\"]},\n"
-    "  {\"name\": \"fc2\", \"op\": \"Gemm\", \"inputs\": [\"r\", \"W2\", \"b2\"], \"outputs\": [\"y\"],\n"
-    "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
-    " \"outputs\": [\"y\"]}\n";
+static const char mlp_fixed_json[] = MLP_JSON("mlp_fixed", "1, 100");
 
 /* est_estimate must fail with `code` and a message holding `part`. */
 static void expect_estimate_error(const est_graph *g, const est_options *opt, est_status code, const char *part,

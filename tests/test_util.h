@@ -34,6 +34,20 @@ static inline char *test_read_file(const char *path, size_t *size) {
     return buf;
 }
 
+/* Whether dir/file can be opened; when not, says that `test` skips `what`
+ * (the caller then exits 77, meson's skip). */
+static inline int test_have_file(const char *dir, const char *file, const char *test, const char *what) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("%s: %s not found, skipping %s\n", test, path, what);
+        return 0;
+    }
+    fclose(f);
+    return 1;
+}
+
 static inline int test_result(const char *name) {
     if (test_failures) printf("%s: %d failure(s)\n", name, test_failures);
     else printf("%s: all checks passed\n", name);
