@@ -26,6 +26,8 @@ import fnmatch
 import torch
 from torch import nn
 
+from zoo import LastHidden  # the accuracy zoo's wrapper: the same module names (m.)
+
 # ---- base networks ---------------------------------------------------------------------------
 
 DECODER_SEQS = (256, 1024)
@@ -41,17 +43,6 @@ class Logits(nn.Module):
 
     def forward(self, input_ids):
         return self.m(input_ids=input_ids).logits
-
-
-class LastHidden(nn.Module):
-    """A Hugging Face encoder that takes input_ids and returns last_hidden_state."""
-
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, input_ids):
-        return self.m(input_ids=input_ids).last_hidden_state
 
 
 def _llama_s(tiny):

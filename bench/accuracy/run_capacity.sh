@@ -8,15 +8,7 @@
 # Takes about 4 minutes on an H100/H200 (under 8).
 . "$(dirname "$0")/device_env.sh"
 nvidia-smi -L
-python3 - <<'PY'
-import torch
-print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
-for m in ("torchvision", "transformers", "onnx"):
-    try:
-        print(m, __import__(m).__version__)
-    except ImportError:
-        print(m, "missing")
-PY
+print_versions torchvision transformers onnx
 rc=0
 t0=$(date +%s)
 python3 measure.py "$OUT/measured_cap.json" --no-memtracker 2>&1 | tee "$OUT/measure_cap.log" || rc=1

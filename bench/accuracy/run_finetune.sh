@@ -11,15 +11,7 @@
 # defaults), so the whole command ends within 9 minutes on an H100.
 . "$(dirname "$0")/device_env.sh"
 export PYTHONWARNINGS=ignore TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-python3 - <<'PY'
-import torch
-print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
-for m in ("transformers", "peft", "torchvision", "onnx"):
-    try:
-        print(m, __import__(m).__version__)
-    except ImportError:
-        print(m, "missing")
-PY
+print_versions transformers peft torchvision onnx
 rc=0
 t0=$(date +%s)
 python3 measure_finetune.py "$OUT/finetune.json" "$@" 2>&1 | tee "$OUT/finetune.log" || rc=1
