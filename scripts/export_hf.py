@@ -42,25 +42,21 @@ import time
 
 # Published config.json values (no downloads). Trimmed to the fields that
 # shape the model; transformers fills in the rest with its defaults.
+# What Llama 3's 8B and 70B config.json files share.
+_LLAMA3 = {
+    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
+    "num_key_value_heads": 8, "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-05,
+    "hidden_act": "silu", "attention_bias": False, "tie_word_embeddings": False, "bos_token_id": 128000,
+    "eos_token_id": 128001, "torch_dtype": "bfloat16",
+}
+
 PRESETS = {
     # meta-llama/Meta-Llama-3-8B
-    "llama-3-8b": {
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
-        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 8192,
-        "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "hidden_act": "silu", "attention_bias": False,
-        "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001,
-        "torch_dtype": "bfloat16",
-    },
+    "llama-3-8b": {**_LLAMA3, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                   "num_attention_heads": 32},
     # meta-llama/Meta-Llama-3-70B
-    "llama-3-70b": {
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
-        "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
-        "num_attention_heads": 64, "num_key_value_heads": 8, "max_position_embeddings": 8192,
-        "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "hidden_act": "silu", "attention_bias": False,
-        "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001,
-        "torch_dtype": "bfloat16",
-    },
+    "llama-3-70b": {**_LLAMA3, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+                    "num_attention_heads": 64},
     # Qwen/Qwen2-7B
     "qwen2-7b": {
         "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": 152064,
