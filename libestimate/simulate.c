@@ -126,9 +126,15 @@ static uint64_t round_alloc(uint64_t bytes) {
 
 /* Bytes of tensor t as the step stores it: floating tensors take the dtype
  * the user chose. */
+/* The dtype tensor t is stored in: autocast's (--amp), else the step's
+ * dtype for a floating tensor, else its own. */
+static est_dtype stored_dtype(const sim *s, int32_t t) {
+    if (s->dt) return s->dt[t];
+    return est__dtype_is_float(s->r->tv[t].dtype) ? s->r->dtype : s->r->tv[t].dtype;
+}
+
 static uint64_t tensor_bytes(const sim *s, int32_t t) {
-    if (s->dt) return est_dtype_bytes(s->dt[t], est_tval_elements(&s->r->tv[t]));
-    return est_tval_stored_bytes(&s->r->tv[t], s->r->dtype);
+    return est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t]));
 }
 
 static uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
@@ -839,7 +845,7 @@ static uint64_t loss_upcast_bytes(const sim *s) {
     uint64_t sum = 0;
     for (int32_t k = 0; k < s->g->n_outputs; k++) {
         int32_t y = s->g->outputs[k];
-        est_dtype stored = s->dt ? s->dt[y] : est__dtype_is_float(s->r->tv[y].dtype) ? s->r->dtype : s->r->tv[y].dtype;
+        est_dtype stored = stored_dtype(s, y);
         if (stored != EST_DT_FLOAT && stored != EST_DT_DOUBLE && est__dtype_is_float(stored))
             sum += round_alloc(est_dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y])));
     }
@@ -916,7 +922,7 @@ static void adafactor_state(const sim *s, int32_t t, uint64_t *row, uint64_t *co
 }
 
 static uint64_t state_alloc(const sim *s, int32_t t, uint64_t elements) {
-    return round_alloc(est_dtype_bytes(s->dt ? s->dt[t] : s->r->dtype, elements));
+    return round_alloc(est_dtype_bytes(stored_dtype(s, t), elements));
 }
 
 /* The first Adafactor step creates the factored state. Its default loop
