@@ -61,15 +61,9 @@ static bool is_op(const est_graph *g, int32_t node, const char *op) {
 
 static int32_t producer(const est_graph *g, int32_t t) { return t >= 0 ? g->tensors[t].producer : -1; }
 
-/* The value of a one-element constant: an initializer with its values, or a
- * Constant node's `value`. */
+/* The value of a one-element constant. */
 static bool scalar(const est_graph *g, int32_t t, double *out) {
-    if (t < 0) return false;
-    const est_const *c = g->tensors[t].value;
-    int32_t p = producer(g, t);
-    if (!c && is_op(g, p, "Constant"))
-        for (int32_t k = 0; k < g->nodes[p].n_attrs; k++)
-            if (strcmp(g->nodes[p].attrs[k].name, "value") == 0) c = g->nodes[p].attrs[k].t_value;
+    const est_const *c = est__graph_known_value(g, t, NULL);
     if (!c || c->count != 1) return false;
     *out = c->f64 ? c->f64[0] : (double)c->i64[0];
     return true;

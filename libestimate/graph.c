@@ -61,6 +61,23 @@ int32_t *est__graph_count_reads(const est_graph *g) {
     return reads;
 }
 
+const est_const *est__graph_known_value(const est_graph *g, int32_t t, int32_t *rank) {
+    if (t < 0 || t >= g->n_tensors) return NULL;
+    const est_tensor *tt = &g->tensors[t];
+    if (tt->value) {
+        if (rank) *rank = tt->rank;
+        return tt->value;
+    }
+    const est_node *p = tt->producer >= 0 ? &g->nodes[tt->producer] : NULL;
+    if (!p || strcmp(p->op_type, "Constant") != 0 || p->domain[0] != '\0') return NULL;
+    for (int32_t k = 0; k < p->n_attrs; k++)
+        if (strcmp(p->attrs[k].name, "value") == 0 && p->attrs[k].t_value) {
+            if (rank) *rank = p->attrs[k].t_rank;
+            return p->attrs[k].t_value;
+        }
+    return NULL;
+}
+
 void est__graph_drop_nodes(est_graph *g, const bool *drop) {
     int32_t kept = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -576,12 +593,23 @@ static est_status check_limits(const est_graph *g, est_error *err) {
     return EST_OK;
 }
 
+/* Passes that rewrite nodes before the graph is sorted, in order; each needs
+ * producers assigned and returns how many nodes it changed, -1 when out of
+ * memory. */
+static int32_t (*const rewrite_passes[])(est_graph *g) = {
+    est__lower_sequences,        /* sequences.c */
+    est__fuse_exporter_patterns, /* fuse.c */
+};
+
 est_status est__graph_finish(est_graph *g, est_error *err) {
     est_status lst = check_limits(g, err);
     if (lst != EST_OK) return lst;
     resolve_ops(g);
     est_status st = assign_producers(g, err);
-    if (st == EST_OK && est__fuse_exporter_patterns(g)) {
+    for (size_t p = 0; st == EST_OK && p < sizeof rewrite_passes / sizeof *rewrite_passes; p++) {
+        int32_t changed = rewrite_passes[p](g);
+        if (changed < 0) return est__fail(err, EST_ENOMEM, "%s: out of memory rewriting the graph", g->source);
+        if (changed == 0) continue;
         for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].producer = -1;
         resolve_ops(g);
         st = assign_producers(g, err);

@@ -214,6 +214,15 @@ void est__graph_drop_nodes(est_graph *g, const bool *drop);
  * the caller then re-assigns producers. */
 int32_t est__fuse_exporter_patterns(est_graph *g);
 
+/* The values of tensor t when the file gives them: an initializer's kept
+ * values, or a Constant node's `value` (needs producers assigned); NULL
+ * otherwise. *rank (if not NULL) gets the tensor's rank. */
+const est_const *est__graph_known_value(const est_graph *g, int32_t t, int32_t *rank);
+/* sequences.c: lowers SplitToSequence read by SequenceAt into Slices (needs
+ * producers assigned). Returns how many splits it lowered, -1 when out of
+ * memory; the caller then re-assigns producers. */
+int32_t est__lower_sequences(est_graph *g);
+
 /* params.c: lists the parameters into g->params (after classification). */
 est_status est__graph_list_params(est_graph *g, est_error *err);
 /* params.c: whether parameter t trains under filter f. */

@@ -51,6 +51,11 @@
  * 10. A linear layer's bias add (MatMul then Add of a 1-D weight) writes
  *     into the product, as PyTorch's addmm / add_ do; not when the product
  *     has a second reader or the addend is an activation.
+ * 12. SplitToSequence read by SequenceAt (the dynamo exporter's aten.split;
+ *     libestimate/sequences.c) becomes one Slice view per item read: a
+ *     chunk size (the last chunk smaller) and a list of sizes with a
+ *     negative index give the same bytes as Split does; a chunk size read
+ *     at a negative index cannot be lowered and names the op unsupported.
  * 11. A Dropout that drops nothing (ratio 0) returns its input, as
  *     at::dropout does; one with ratio 0.1 in training makes a new tensor.
  *
@@ -1243,6 +1248,89 @@ static void check_split_views(void) {
     est_graph_free(g);
 }
 
+/* ---- 12. SplitToSequence and SequenceAt become Slice views ------------------------ */
+
+/* x [64, 256] -> MatMul W0 -> h [64, 256] -> SplitToSequence(h, SPLIT, axis
+ * 1) -> items 0 and LAST (an index initializer and a Constant node) -> Mul
+ * (LAST item, s [64]) -> Concat(item 0, .) -> y [64, 160]. */
+static est_graph *split_sequence_graph(const char *split, int64_t last, const char *what, bool expect_ok) {
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"seq\", \"opset_import\": {\"\": 18},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
+             " \"initializers\": [{\"name\": \"W0\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+             "   {\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [64]},\n"
+             "   {\"name\": \"i0\", \"dtype\": \"int64\", \"dims\": [], \"values\": [0]},\n"
+             "   %s],\n"
+             " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W0\"], \"outputs\": [\"h\"]},\n"
+             "  {\"name\": \"c_last\", \"op\": \"Constant\", \"inputs\": [], \"outputs\": [\"i_last\"],\n"
+             "   \"attributes\": {\"value\": {\"tensor\": {\"dtype\": \"int64\", \"dims\": [], \"values\": [%lld]}}}},\n"
+             "  {\"name\": \"split\", \"op\": \"SplitToSequence\", \"inputs\": [\"h\", \"sizes\"], \"outputs\": [\"seq\"],\n"
+             "   \"attributes\": {\"axis\": {\"int\": 1}}},\n"
+             "  {\"name\": \"at0\", \"op\": \"SequenceAt\", \"inputs\": [\"seq\", \"i0\"], \"outputs\": [\"a\"]},\n"
+             "  {\"name\": \"at_last\", \"op\": \"SequenceAt\", \"inputs\": [\"seq\", \"i_last\"], \"outputs\": [\"b\"]},\n"
+             "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"b\", \"s\"], \"outputs\": [\"yb\"]},\n"
+             "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"a\", \"yb\"], \"outputs\": [\"y\"],\n"
+             "   \"attributes\": {\"axis\": {\"int\": 1}}}],\n"
+             " \"outputs\": [\"y\"]}\n",
+             split, (long long)last);
+    if (expect_ok) return load_json(text, what);
+    est_graph *g = NULL;
+    est_error err;
+    CHECK(est_load_json_buffer(text, strlen(text), what, &g, &err) == EST_OK, "%s: load failed: %s", what,
+          err.message);
+    return g;
+}
+
+static void check_split_to_sequence(void) {
+    static const struct {
+        const char *what, *split;
+        int64_t last;
+    } lowered[] = {
+        {"split to sequence, chunk size 96", "{\"name\": \"sizes\", \"dtype\": \"int64\", \"dims\": [], \"values\": [96]}", 2},
+        {"split to sequence, sizes, item -1",
+         "{\"name\": \"sizes\", \"dtype\": \"int64\", \"dims\": [3], \"values\": [96, 96, 64]}", -1},
+    };
+    for (size_t c = 0; c < sizeof lowered / sizeof *lowered; c++) {
+        const char *what = lowered[c].what;
+        est_graph *g = split_sequence_graph(lowered[c].split, lowered[c].last, what, true);
+        /* fc, c_last, at0, at_last, mul, cat: the SplitToSequence is gone */
+        if (g) CHECK(est_graph_node_count(g) == 6, "%s: %zu nodes, expected 6", what, est_graph_node_count(g));
+        est_report *r = run(g, EST_MODE_TRAIN, 0);
+        if (r) {
+            const est_layer *at = layer_named(r, "at_last", what);
+            /* the last chunk is columns 192..255: [64, 64] */
+            if (at) {
+                CHECK(strcmp(at->op, "Slice") == 0, "%s: at_last is %s, expected Slice", what, at->op);
+                CHECK(at->n_outputs == 1 && at->outputs[0].elements == 64 * 64, "%s: at_last writes %llu elements",
+                      what, U(at->n_outputs ? at->outputs[0].elements : 0));
+            }
+            /* Mul keeps b, a view of h: all of h (65536 bytes) stays; y is
+             * [64, 96 + 64] = 40960 bytes */
+            CHECK(est_report_totals(r)->activations_bytes == 65536 + 40960,
+                  "%s: activations_bytes %llu, expected h + y = 106496", what,
+                  U(est_report_totals(r)->activations_bytes));
+        }
+        est_report_free(r);
+        est_graph_free(g);
+    }
+    /* a chunk size read from the end needs the chunk count: left as it is */
+    const char *what = "split to sequence, chunk size, item -1";
+    est_graph *g = split_sequence_graph(
+        "{\"name\": \"sizes\", \"dtype\": \"int64\", \"dims\": [], \"values\": [96]}", -1, what, false);
+    if (g) {
+        est_options opt;
+        est_options_init(&opt);
+        est_report *r = NULL;
+        est_error err;
+        CHECK(est_estimate(g, &opt, &r, &err) != EST_OK && strstr(err.message, "'SplitToSequence'") &&
+                  strstr(err.message, "not supported"),
+              "%s: expected an unsupported-op error, got '%s'", what, r ? "a report" : err.message);
+        est_report_free(r);
+    }
+    est_graph_free(g);
+}
+
 /* ---- 10. a linear layer's bias add is in place ----------------------------------- */
 
 /* x [64, 256] -> MatMul W [256, 512] -> mm (131072 bytes) -> Add(mm, ADDEND)
@@ -1374,6 +1462,7 @@ int main(int argc, char **argv) {
     check_sdpa_key_transpose();
     check_sdpa_grouped();
     check_split_views();
+    check_split_to_sequence();
     check_bias_add_in_place();
     check_dropout_identity();
     check_folded_tables();
