@@ -53,9 +53,11 @@ static const char help_text[] =
     "      --optimizer OPT   sgd, momentum, adam, adamw or adafactor (default: adam:\n"
     "                        the most used optimizer, and among the most memory-\n"
     "                        hungry, so the answer errs on the safe side)\n"
-    "      --dtype DT        dtype of parameters, gradients, optimizer state and\n"
-    "                        activations: float32, float16 or bfloat16 (default:\n"
-    "                        float32)\n"
+    "      --dtype DT        train or run the model in DT: float32, float16 or\n"
+    "                        bfloat16. Parameters, gradients, optimizer state and\n"
+    "                        activations in the export's dtype take DT; what the\n"
+    "                        export keeps in another float dtype (a bf16 model's\n"
+    "                        float32 RMSNorm) keeps it (default: the export's)\n"
     "      --amp DT          train under torch.autocast(\"cuda\", dtype=DT), bf16 or\n"
     "                        fp16: matrix products and convolutions in DT, weights,\n"
     "                        gradients and optimizer state float32 (default: off)\n"
@@ -525,7 +527,7 @@ static int parse_args(cli *c, int argc, char **argv) {
         return -1;
     }
     if (!c->model) return usage_error("no model given");
-    if (c->opt.amp != EST_AMP_NONE && c->opt.dtype != EST_DT_FLOAT)
+    if (c->opt.amp != EST_AMP_NONE && c->dtype_given && c->opt.dtype != EST_DT_FLOAT)
         return usage_error("--amp keeps float32 weights; it does not combine with --dtype %s",
                            est_dtype_name(c->opt.dtype));
     bool checkpoint = c->opt.checkpoint.every || c->opt.checkpoint.n_prefixes;
@@ -650,10 +652,15 @@ static void warn_if_adapters_train_with_base(const cli *c, const est_graph *g) {
                 adapters, n);
 }
 
-/* The patterns of --trainable and --freeze name real parameters: -1 to go
- * on, or the usage error's exit code. */
-static int check_fine_tuning(const cli *c, const est_graph *g) {
+/* The patterns of --trainable and --freeze name real parameters, and the
+ * step's dtype is the export's unless --dtype converts it: -1 to go on, or
+ * the usage error's exit code. */
+static int check_model_options(cli *c, const est_graph *g) {
     est_error err;
+    if (!c->dtype_given) c->opt.dtype = est_graph_dtype(g);
+    if (c->opt.amp != EST_AMP_NONE && c->opt.dtype != EST_DT_FLOAT)
+        return usage_error("--amp keeps float32 weights, and %s's are %s: add --dtype float32", c->model,
+                           est_dtype_name(c->opt.dtype));
     if (est_check_param_filter(g, &c->opt.params, &err) != EST_OK) {
         fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_USAGE;
@@ -675,7 +682,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "memest: %s\n", err.message);
                 rc = EXIT_FAIL;
             } else {
-                rc = check_fine_tuning(&c, g);
+                rc = check_model_options(&c, g);
                 if (rc < 0 && c.command && strcmp(c.command, "verify") == 0) {
                     verify_request q = {.model = c.model, .out_path = c.out_path, .format = c.format,
                                         .opt = c.opt, .tolerance = c.tolerance, .inputs = c.inputs,

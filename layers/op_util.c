@@ -322,13 +322,11 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
     return est_mul_sat(count, x && x->dtype == EST_DT_DOUBLE ? 8 : 4);
 }
 
-uint64_t est_tval_stored_bytes(const est_tval *t, est_dtype float_dtype) {
+uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
     if (!t) return 0;
-    est_dtype dt = est__dtype_is_float(t->dtype) && float_dtype != EST_DT_UNDEFINED ? float_dtype : t->dtype;
+    est_dtype dt = t->dtype == c->export_dtype && c->float_dtype != EST_DT_UNDEFINED ? c->float_dtype : t->dtype;
     return est_dtype_bytes(dt, est_tval_elements(t));
 }
-
-uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) { return est_tval_stored_bytes(t, c->float_dtype); }
 
 int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt) {
     const est_attr *a = est_attr_get(n, name);

@@ -130,7 +130,9 @@ struct est_cost_ctx {
     bool in_param[EST_MAX_IO];        /* input i is a trainable parameter */
     bool any_grad;                    /* some input needs a gradient: backward runs */
     bool in_strided[EST_MAX_IO];      /* input i is a non-contiguous view (of a Transpose) */
-    est_dtype float_dtype;            /* the dtype floating tensors take in this estimate */
+    est_dtype float_dtype;            /* the dtype tensors of export_dtype take in this
+                                         estimate (the node's under --amp) */
+    est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */
     est_kernels kernels;              /* whose kernels run the op (est_options.kernels) */
 };
 
@@ -244,9 +246,8 @@ void est_save_output(const est_cost_ctx *c, est_saved *s, int i);
 /* Bytes of `count` statistics (mean, inverse std) PyTorch keeps for x:
  * float32, or float64 when x is double. */
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
-/* Bytes of t when floating tensors are stored as float_dtype (UNDEFINED:
- * as declared); est_cost_bytes uses the estimate's dtype. */
-uint64_t est_tval_stored_bytes(const est_tval *t, est_dtype float_dtype);
+/* Bytes of t as the estimate stores it: float_dtype when t has the export's
+ * dtype, else its own. */
 uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t);
 /* Attributes read by training-step rules. Inference has already checked
  * them, so these only fall back to dflt when absent or of another type. */

@@ -9,7 +9,7 @@ void est_options_init(est_options *opt) {
     memset(opt, 0, sizeof *opt);
     opt->mode = EST_MODE_TRAIN;
     opt->optimizer = EST_OPT_ADAM;
-    opt->dtype = EST_DT_FLOAT;
+    opt->dtype = EST_DT_UNDEFINED;
 }
 
 static const char *const mode_names[] = {[EST_MODE_TRAIN] = "train", [EST_MODE_INFER] = "infer"};
@@ -170,7 +170,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->batch = opt->batch;
     r->mode = opt->mode;
     r->optimizer = opt->optimizer;
-    r->dtype = opt->dtype == EST_DT_UNDEFINED ? EST_DT_FLOAT : opt->dtype;
+    r->dtype = opt->dtype == EST_DT_UNDEFINED ? g->dtype : opt->dtype;
     r->kernels = opt->kernels;
     r->amp = opt->amp;
     r->checkpoint = opt->checkpoint;
@@ -180,14 +180,15 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
         (unsigned)r->kernels > EST_KERNELS_VERIFY)
         st = est__fail(err, EST_EINVAL, "est_estimate: invalid mode, optimizer or kernels");
-    else if (r->dtype != EST_DT_FLOAT && r->dtype != EST_DT_FLOAT16 && r->dtype != EST_DT_BFLOAT16)
+    else if (r->dtype != EST_DT_FLOAT && r->dtype != EST_DT_FLOAT16 && r->dtype != EST_DT_BFLOAT16 &&
+             r->dtype != g->dtype)
         st = est__fail(err, EST_EINVAL, "est_estimate: dtype %s is not float32, float16 or bfloat16",
                        est_dtype_name(r->dtype));
     else if ((unsigned)r->amp > EST_AMP_FP16)
         st = est__fail(err, EST_EINVAL, "est_estimate: invalid amp");
     else if (r->amp != EST_AMP_NONE && r->dtype != EST_DT_FLOAT)
-        st = est__fail(err, EST_EINVAL, "est_estimate: amp needs float32 weights, not dtype %s",
-                       est_dtype_name(r->dtype));
+        st = est__fail(err, EST_EINVAL, "est_estimate: amp needs float32 weights, not %s (est_options.dtype float32 "
+                       "converts a %s export)", est_dtype_name(r->dtype), est_dtype_name(g->dtype));
     else if (opt->grad_accum < 0 || opt->grad_accum > EST_MAX_GRAD_ACCUM)
         st = est__fail(err, EST_EINVAL, "est_estimate: grad_accum %lld is not between 1 and %d",
                        (long long)opt->grad_accum, EST_MAX_GRAD_ACCUM);

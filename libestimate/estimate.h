@@ -244,6 +244,10 @@ EST_API size_t est_graph_param_count(const est_graph *g);
 EST_API const char *est_graph_param_name(const est_graph *g, size_t i);
 EST_API const char *est_graph_param_torch_name(const est_graph *g, size_t i);
 EST_API const char *est_graph_input_name(const est_graph *g, size_t i);
+/* The export's dtype: the floating dtype most parameter elements are
+ * declared in (float32 when there is none). est_options.dtype converts the
+ * tensors of this dtype, and only those. */
+EST_API est_dtype est_graph_dtype(const est_graph *g);
 
 /* ------------------------------------------------------------------------ */
 /* Estimating                                                               */
@@ -378,8 +382,13 @@ EST_API est_status est_check_param_filter(const est_graph *g, const est_param_fi
 typedef struct est_options {
     est_mode mode;                 /* default EST_MODE_TRAIN */
     est_optimizer optimizer;       /* default EST_OPT_ADAM */
-    est_dtype dtype;               /* dtype of parameters and floating-point
-                                      activations; default EST_DT_FLOAT */
+    est_dtype dtype;               /* what the export's dtype (est_graph_dtype)
+                                      becomes: parameters, gradients,
+                                      optimizer state and activations of that
+                                      dtype; tensors the export keeps in
+                                      another floating dtype (a float32
+                                      RMSNorm in a bfloat16 model) keep it.
+                                      Default EST_DT_UNDEFINED: as exported */
     int64_t batch;                 /* binds the leading symbolic dim of every
                                       graph input; 0 = not given */
     const est_binding *dims;       /* binds symbolic dims by name */

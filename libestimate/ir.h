@@ -175,6 +175,8 @@ struct est_graph {
     est_limits limits;           /* the caps it was loaded under, all fields set */
     int32_t n_params;
     int32_t *params;             /* the parameters nodes read, in file order */
+    est_dtype dtype;             /* the float dtype most parameter elements
+                                    have in the file (est_graph_dtype) */
 };
 
 /* ---- building (used by the loaders) ----------------------------------- */

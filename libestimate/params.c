@@ -34,6 +34,24 @@ static bool matches_any(const est_tensor *t, const char *const *patterns, size_t
 }
 
 /* The parameters a node reads, in file order, into g->params. */
+/* The floating dtype most parameter elements are declared in (dims the file
+ * leaves symbolic count as 1); float32 when there is no floating parameter. */
+static est_dtype dominant_dtype(const est_graph *g) {
+    enum { N_DT = 32 };
+    double elements[N_DT] = {0};
+    for (int32_t i = 0; i < g->n_params; i++) {
+        const est_tensor *t = &g->tensors[g->params[i]];
+        if (!est__dtype_is_float(t->dtype) || (unsigned)t->dtype >= N_DT) continue;
+        double n = 1;
+        for (int32_t d = 0; d < t->rank && t->dims; d++) n *= t->dims[d].value > 0 ? (double)t->dims[d].value : 1;
+        elements[t->dtype] += n;
+    }
+    est_dtype best = EST_DT_FLOAT;
+    for (int dt = 0; dt < N_DT; dt++)
+        if (elements[dt] > elements[best]) best = (est_dtype)dt;
+    return best;
+}
+
 est_status est__graph_list_params(est_graph *g, est_error *err) {
     free(g->params);
     g->n_params = 0;
@@ -47,8 +65,11 @@ est_status est__graph_list_params(est_graph *g, est_error *err) {
         if (g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].role == EST_ROLE_PARAM &&
             g->tensors[t].first_consumer >= 0)
             g->params[n++] = t;
+    g->dtype = dominant_dtype(g);
     return EST_OK;
 }
+
+est_dtype est_graph_dtype(const est_graph *g) { return g ? g->dtype : EST_DT_FLOAT; }
 
 size_t est_graph_param_count(const est_graph *g) { return g ? (size_t)g->n_params : 0; }
 
@@ -117,7 +138,7 @@ est_status est__build_params(est_report *r, const est_param_filter *f, est_error
         est_param_info *p = &r->params[i];
         p->name = tt->name;
         p->torch_name = torch_name_of(tt);
-        p->dtype = est__dtype_is_float(v->dtype) ? r->dtype : v->dtype;
+        p->dtype = est__stored_dtype(r, v->dtype);
         p->rank = v->rank;
         p->shape = v->dims;
         p->elements = (uint64_t)v->elements;

@@ -22,7 +22,8 @@ struct est_report {
     est_peak peak;
     est_mode mode;
     est_optimizer optimizer;
-    est_dtype dtype;
+    est_dtype dtype;            /* the step's dtype: what tensors of the
+                                   export's dtype (graph->dtype) become */
     est_kernels kernels;
     est_amp amp;
     est_checkpoint checkpoint;  /* prefixes point into the caller's options */
@@ -46,6 +47,13 @@ typedef struct est_segment {
  * names the model when nothing matches. */
 est_status est__plan_checkpoint(const est_graph *g, const est_checkpoint *spec, est_segment **out,
                                 int32_t *n_out, est_error *err);
+
+/* The dtype a tensor declared (or inferred) as `declared` is stored in:
+ * the step's dtype for a tensor of the export's dtype, else its own (a
+ * float32 island of a bfloat16 export stays float32). */
+static inline est_dtype est__stored_dtype(const est_report *r, est_dtype declared) {
+    return declared == r->graph->dtype ? r->dtype : declared;
+}
 
 /* params.c: fills r->params, r->trains and the trainable totals (r->tv
  * inferred, r->mode set). */

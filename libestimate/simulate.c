@@ -130,7 +130,7 @@ static uint64_t round_alloc(uint64_t bytes) {
  * dtype for a floating tensor, else its own. */
 static est_dtype stored_dtype(const sim *s, int32_t t) {
     if (s->dt) return s->dt[t];
-    return est__dtype_is_float(s->r->tv[t].dtype) ? s->r->dtype : s->r->tv[t].dtype;
+    return est__stored_dtype(s->r, s->r->tv[t].dtype);
 }
 
 static uint64_t tensor_bytes(const sim *s, int32_t t) {
@@ -287,6 +287,7 @@ static void build_contexts(sim *s) {
         c->n_in = n->n_inputs;
         c->n_out = n->n_outputs;
         c->float_dtype = s->r->dtype;
+        c->export_dtype = s->g->dtype;
         c->kernels = s->r->kernels;
         for (int k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
@@ -396,7 +397,7 @@ static void assign_amp_dtypes(sim *s) {
     const est_graph *g = s->g;
     est_dtype hi = s->r->dtype;
     for (int32_t t = 0; t < g->n_tensors; t++) {
-        s->dt[t] = est__dtype_is_float(s->r->tv[t].dtype) ? hi : s->r->tv[t].dtype;
+        s->dt[t] = est__stored_dtype(s->r, s->r->tv[t].dtype);
         s->pcast_until[t] = INT32_MAX;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {

@@ -366,8 +366,36 @@ static void input_shape(void) {
     expect_exit(args, 1, "input 'input' has rank 4 (1x1x28x28); the shape given has rank 3");
 }
 
+/* A bfloat16 export runs in bfloat16 unless --dtype converts it; --amp
+ * needs float32 weights and says how to get them. */
+static void export_dtype(void) {
+    char path[2048], args[4096];
+    snprintf(path, sizeof path, "%s/bf16_linear.json", tmp);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs("{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"bf16_linear\", \"opset_import\": {\"\": 17},\n"
+          " \"inputs\": [{\"name\": \"x\", \"dtype\": \"bfloat16\", \"dims\": [\"batch\", 64]}],\n"
+          " \"initializers\": [{\"name\": \"W\", \"dtype\": \"bfloat16\", \"dims\": [64, 32]}],\n"
+          " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"]}],\n"
+          " \"outputs\": [\"y\"]}\n",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args, "%s --batch 4 --format json", path);
+    expect_exit(args, 0, "\"dtype\":\t\"bfloat16\"");
+    snprintf(args, sizeof args, "%s --batch 4 --dtype float32 --format json", path);
+    expect_exit(args, 0, "\"dtype\":\t\"float32\"");
+    snprintf(args, sizeof args, "%s --batch 4 --amp bf16", path);
+    expect_exit(args, 2, "--amp keeps float32 weights, and ");
+    snprintf(args, sizeof args, "%s --batch 4 --amp bf16", path);
+    expect_exit(args, 2, "bf16_linear.json's are bfloat16: add --dtype float32");
+    snprintf(args, sizeof args, "%s --batch 4 --amp bf16 --dtype float32", path);
+    expect_exit(args, 0, "PEAK");
+}
+
 int main(int argc, char **argv) {
     if (!cli_test_args(argc, argv)) return 2;
+    export_dtype();
     exit_codes();
     json_report();
     csv_and_table();

@@ -274,6 +274,74 @@ static void test_bf16_loss_copy(void) {
     est_graph_free(g);
 }
 
+/* 5c. A bfloat16 export with a float32 island, as Hugging Face's RMSNorm
+ * writes hidden_states.to(torch.float32): x [4, 64] bf16 -> MatMul W1 [64,
+ * 64] bf16 -> h -> Cast float32 -> Sigmoid -> s (float32) -> Cast bf16 ->
+ * MatMul W2 [64, 16] bf16 -> y. The export's dtype is bfloat16; --dtype
+ * converts the tensors of that dtype only:
+ *                       default / --dtype bfloat16   --dtype float32
+ *   parameters held     (4096 + 1024) * 2 = 10240    20480
+ *   Sigmoid saves s     4 * 64 * 4 = 1024            1024
+ *   mm2 saves sb        4 * 64 * 2 = 512             1024
+ * (mm2 keeps sb for W2's gradient; W2, which sb's gradient needs, is a
+ * parameter and counted as one.) */
+static void test_float32_island(void) {
+    static const char island[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"island\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"bfloat16\", \"dims\": [\"batch\", 64]}],\n"
+        " \"initializers\": [{\"name\": \"W1\", \"dtype\": \"bfloat16\", \"dims\": [64, 64]},\n"
+        "   {\"name\": \"W2\", \"dtype\": \"bfloat16\", \"dims\": [64, 16]}],\n"
+        " \"nodes\": [{\"name\": \"mm1\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W1\"], \"outputs\": [\"h\"]},\n"
+        "  {\"name\": \"up\", \"op\": \"Cast\", \"inputs\": [\"h\"], \"outputs\": [\"hf\"],\n"
+        "   \"attributes\": {\"to\": {\"int\": 1}}},\n"
+        "  {\"name\": \"sig\", \"op\": \"Sigmoid\", \"inputs\": [\"hf\"], \"outputs\": [\"s\"]},\n"
+        "  {\"name\": \"down\", \"op\": \"Cast\", \"inputs\": [\"s\"], \"outputs\": [\"sb\"],\n"
+        "   \"attributes\": {\"to\": {\"int\": 16}}},\n"
+        "  {\"name\": \"mm2\", \"op\": \"MatMul\", \"inputs\": [\"sb\", \"W2\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(island, sizeof island - 1, "island.json", &g, &err) != EST_OK) {
+        CHECK(false, "island.json: %s", err.message);
+        return;
+    }
+    CHECK(est_graph_dtype(g) == EST_DT_BFLOAT16, "island: export dtype %s", est_dtype_name(est_graph_dtype(g)));
+    static const struct {
+        est_dtype dtype;
+        est_dtype step;
+        uint64_t params, sig_saves, mm2_saves;
+    } cases[] = {
+        {EST_DT_UNDEFINED, EST_DT_BFLOAT16, 10240, 1024, 512},
+        {EST_DT_BFLOAT16, EST_DT_BFLOAT16, 10240, 1024, 512},
+        {EST_DT_FLOAT, EST_DT_FLOAT, 20480, 1024, 1024},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.batch = 4;
+        opt.optimizer = EST_OPT_SGD;
+        opt.dtype = cases[c].dtype;
+        const char *what = cases[c].dtype ? est_dtype_name(cases[c].dtype) : "as exported";
+        est_report *r = NULL;
+        if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+            CHECK(false, "island %s: %s", what, err.message);
+            continue;
+        }
+        CHECK(est_report_dtype(r) == cases[c].step, "island %s: step dtype %s", what,
+              est_dtype_name(est_report_dtype(r)));
+        CHECK(est_report_totals(r)->params_bytes == cases[c].params, "island %s: parameters %llu, expected %llu",
+              what, U(est_report_totals(r)->params_bytes), U(cases[c].params));
+        CHECK(est_report_param(r, 0)->dtype == cases[c].step, "island %s: W1 is %s", what,
+              est_dtype_name(est_report_param(r, 0)->dtype));
+        CHECK(layer(r, "sig")->saved_bytes == cases[c].sig_saves, "island %s: Sigmoid saves %llu, expected %llu",
+              what, U(layer(r, "sig")->saved_bytes), U(cases[c].sig_saves));
+        CHECK(layer(r, "mm2")->saved_bytes == cases[c].mm2_saves, "island %s: mm2 saves %llu, expected %llu", what,
+              U(layer(r, "mm2")->saved_bytes), U(cases[c].mm2_saves));
+        est_report_free(r);
+    }
+    est_graph_free(g);
+}
+
 /* 6. Patterns: substring, glob, and the error for a pattern that names
  * nothing. */
 static void test_patterns(const est_graph *g) {
@@ -371,6 +439,7 @@ int main(int argc, char **argv) {
         test_grad_accum(g);
         test_patterns(g);
         test_bf16_loss_copy();
+        test_float32_island();
     }
     est_graph_free(g);
     return test_result("test_finetune");

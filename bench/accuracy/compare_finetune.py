@@ -62,7 +62,7 @@ def rows(data, onnx_dir, exports, memest, only):
         else:
             want, status = None, "error"
         for e in exports:
-            path = os.path.join(onnx_dir, f"{fz.export_name(case['model'])}.{e}.onnx")
+            path = os.path.join(onnx_dir, f"{fz.export_name(case['model'], case['dtype'])}.{e}.onnx")
             if not os.path.exists(path):
                 continue
             args = fz.memest_args(case, b, s)[2:]  # without --batch: estimate() adds it

@@ -5,7 +5,9 @@ compare_finetune.py.
 
 usage: export_finetune.py OUT_DIR [--only MODEL,...] [--exporters dynamo,dynamo-opt,legacy] [--tiny] [--meta]
 
-Writes OUT_DIR/<model>.<export>.onnx and OUT_DIR/exports.json (per model and
+Writes OUT_DIR/<model>.<export>.onnx (<model>.bf16.<export>.onnx for a model
+whose cases train in bfloat16: it is built and exported in bfloat16) and
+OUT_DIR/exports.json (per model and
 exporter: ok or the error, seconds, initializer counts, and how many
 initializers memest's --trainable pattern of the model's cases names beside
 how many parameters PyTorch trains):
@@ -182,11 +184,11 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     exporters = a.exporters.split(",")
-    used = []
+    used = []  # (model, dtype): a model trained in bfloat16 is exported from bfloat16
     for c in fz.CASES:
-        if c["model"] not in used:
-            used.append(c["model"])
-    names = [m for m in used if not a.only or m in a.only.split(",")]
+        if (c["model"], c["dtype"]) not in used:
+            used.append((c["model"], c["dtype"]))
+    names = [(m, dt) for m, dt in used if not a.only or m in a.only.split(",")]
     summary_path = os.path.join(a.out, "exports.json")
     summary = json.load(open(summary_path)) if os.path.exists(summary_path) else {}
     summary["_software"] = {"torch": torch.__version__, "onnx": onnx.__version__}
@@ -197,16 +199,17 @@ def main():
             pass
     failed = 0
     t_all = time.time()
-    for mid in names:
+    for mid, dtype in names:
         meta = a.meta or (mid.startswith("llama8b") and not a.tiny)
-        todo = {e: os.path.join(a.out, f"{mid}.{e}.onnx") for e in exporters}
+        stem = fz.export_name(mid, dtype)
+        todo = {e: os.path.join(a.out, f"{stem}.{e}.onnx") for e in exporters}
         todo = {e: p for e, p in todo.items() if not os.path.exists(p)}
         if not todo:
             continue
-        rec = summary.setdefault(mid, {})
+        rec = summary.setdefault(stem, {})
         t0 = time.time()
-        model = fz.build(mid, tiny=a.tiny, device="meta" if meta else "cpu")
-        cases = [c for c in fz.CASES if c["model"] == mid]
+        model = fz.build(mid, tiny=a.tiny, device="meta" if meta else "cpu", dtype=fz.TORCH_DTYPE[dtype])
+        cases = [c for c in fz.CASES if c["model"] == mid and c["dtype"] == dtype]
         trainable = {}
         for c in cases:
             fz.set_trainable(model, c)
@@ -255,7 +258,7 @@ def main():
                     print(f"FAILED legacy {mid}: {rec['legacy']['error']}", flush=True)
         rec["build_secs"] = round(build_s, 1)
         del model, x
-        print(f"{mid}: {time.time() - t0:.1f} s", flush=True)
+        print(f"{stem}: {time.time() - t0:.1f} s", flush=True)
         with open(summary_path, "w") as f:
             json.dump(summary, f, indent=1)
     print(f"all: {time.time() - t_all:.1f} s, {failed} failed", flush=True)

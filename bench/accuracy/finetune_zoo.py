@@ -292,6 +292,12 @@ def memest_args(case, batch, seq):
     return a
 
 
-def export_name(model_id):
-    """The export's file stem: the model id."""
-    return model_id
+def export_name(model_id, dtype="float32"):
+    """The export's file stem: the model id, with ".bf16" for a model built in
+    bfloat16 (its graph differs: it casts to float32 where the model upcasts,
+    RMSNorm's hidden_states.to(torch.float32))."""
+    return model_id if dtype == "float32" else f"{model_id}.{DTYPE_SUFFIX[dtype]}"
+
+
+DTYPE_SUFFIX = {"bfloat16": "bf16"}
+TORCH_DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16}
