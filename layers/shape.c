@@ -464,6 +464,9 @@ EST_FAMILY(shape,
      .infer = range_infer, .nondiff_inputs = EST_SLOT(0) | EST_SLOT(1) | EST_SLOT(2)},
     {.name = "Identity", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = identity_infer, .view = EST_VIEW_ALIAS},
+    /* tensor.detach(): a view that no gradient flows through ("detach: non_differentiable"). */
+    {.name = "Detach", .domain = EST_DOMAIN_MEMEST, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+     .max_outputs = 1, .infer = identity_infer, .nondiff_inputs = EST_SLOT(0), .view = EST_VIEW_ALIAS},
     {.name = "EyeLike", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = eye_like_infer, .nondiff_inputs = EST_SLOT(0)},
 );

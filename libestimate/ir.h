@@ -20,6 +20,9 @@
 
 #define EST_MAX_RANK 12
 #define EST_MAX_IO 64      /* inputs or outputs a single node may have */
+/* memest's own op domain: ops that say what PyTorch did where ONNX has no op
+ * for it (Detach: tensor.detach()). */
+#define EST_DOMAIN_MEMEST "ai.memest"
 
 /* Element values of a small tensor known at estimate time. Integer and bool
  * types are held as int64, floating types as double. */

@@ -522,6 +522,25 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
     return est__name_renamed_weights(L->g, n, fx_node) ? EST_OK : oom(L);
 }
 
+/* The dynamo exporter writes aten.detach as an Identity, and ONNX has no op
+ * that stops gradients; its FX call still says "aten.detach". PyTorch
+ * computes nothing backward through it (peft's DoRA detaches its weight
+ * norm), so the node becomes memest's Detach. False only when out of
+ * memory. */
+static bool detach_from_fx_call(est_node *n, const char *fx_node) {
+    if (!fx_node || strcmp(n->op_type, "Identity") != 0 || n->domain[0] ||
+        !strstr(fx_node, "[target=torch.ops.aten.detach.default]"))
+        return true;
+    char *op = est__strdup("Detach"), *domain = est__strdup(EST_DOMAIN_MEMEST);
+    if (!op || !domain) {
+        free(op), free(domain);
+        return false;
+    }
+    free(n->op_type), free(n->domain);
+    n->op_type = op, n->domain = domain;
+    return true;
+}
+
 static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index,
                              const char *fx_node) {
     est_node *n = est__graph_add_node(L->g);
@@ -535,7 +554,7 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
         snprintf(buf, sizeof buf, "%.60s_%d", op[0] ? op : "node", (int)index);
         n->name = est__strdup(buf);
     }
-    if (!n->name || !module_scope(p, n->name, &n->scope)) return oom(L);
+    if (!n->name || !module_scope(p, n->name, &n->scope) || !detach_from_fx_call(n, fx_node)) return oom(L);
     n->fx_args = fx_call_args(fx_node, &n->fx_arg0);
     if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)

@@ -20,7 +20,8 @@
  * adapter (tests/data/make_lora_llama.py made them; onnx/param_names.c): the
  * dynamo export's folded and merged weights come back as the model's 37
  * parameters under their named_parameters() names, and its merged
- * lora_dropout calls as one Dropout each.
+ * lora_dropout calls as one Dropout each. And tensor.detach() in a dynamo
+ * export (tests/data/detach.dynamo.onnx) stops the gradient.
  *
  * usage: test_finetune MODELS_DIR DATA_DIR
  */
@@ -342,6 +343,26 @@ static void test_float32_island(void) {
     est_graph_free(g);
 }
 
+/* 5d. tensor.detach() in a dynamo export (tests/data/make_detach.py): the
+ * Identity whose FX call is aten.detach becomes memest's Detach, and the
+ * Identity of aten.alias stays. In Mul(h, sd) with sd = detach(sigmoid(h)),
+ * only h needs a gradient: mul's "self: grad * other" keeps sd (4 x 64 x 4 =
+ * 1024 bytes), and "other: grad * self", which would keep h too, is not
+ * computed. */
+static void test_detach(const char *data_dir) {
+    est_graph *g = load_model(data_dir, "detach.dynamo.onnx");
+    est_report *r = g ? estimate(g, EST_OPT_SGD, NULL, 1) : NULL;
+    if (r) {
+        const char *detach = layer(r, "node_detach")->op, *alias = layer(r, "node_alias")->op;
+        CHECK(detach && strcmp(detach, "Detach") == 0, "node_detach is %s, expected Detach", detach);
+        CHECK(alias && strcmp(alias, "Identity") == 0, "node_alias is %s, expected Identity", alias);
+        CHECK(layer(r, "node_mul")->saved_bytes == 1024, "Mul(h, detached) saves %llu, expected sd's 1024",
+              U(layer(r, "node_mul")->saved_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 /* 6. Patterns: substring, glob, and the error for a pattern that names
  * nothing. */
 static void test_patterns(const est_graph *g) {
@@ -428,6 +449,7 @@ int main(int argc, char **argv) {
     }
     test_export_names(argv[2], "lora_llama.dynamo.onnx");
     test_export_names(argv[2], "lora_llama.legacy.onnx");
+    test_detach(argv[2]);
     test_sizes();
     est_graph *g = load_model(argv[1], "lora_block.json");
     if (g) {

@@ -726,6 +726,7 @@ static vx_status range_fwd(vx_ctx *ctx, vx_run *run) {
 
 const vx_op vx_ops_shape[] = {
     {"Identity", identity_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP},
+    {"Detach", identity_fwd, NULL, 0, 0, false, 0, NULL, VIEW_OP}, /* ai.memest: no gradient flows */
     {"Reshape", reshape_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
     {"Flatten", flatten_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP},
     {"Squeeze", squeeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
