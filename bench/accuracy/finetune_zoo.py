@@ -138,16 +138,17 @@ MODELS["llama8b.lora_attn_r16"] = ("llama8b", ("attn", 16, False))
 
 
 def _case(model, cid=None, dtype="float32", optimizer="adamw", grad_accum=1, checkpoint=False, trainable=None,
-          batches=DECODER_BATCHES, seqs=DECODER_SEQS, build_on_device=False):
+          batches=DECODER_BATCHES, seqs=DECODER_SEQS, build_on_device=False, amp=None):
     """trainable: memest's --trainable PATTERN[,PATTERN...] (None: every parameter
     trains); for a peft model it must name exactly what peft left trainable
-    (selftest checks)."""
+    (selftest checks). amp: "bf16" runs the forward pass and the loss under
+    torch.autocast("cuda", dtype=torch.bfloat16), float32 weights."""
     fam, adapter = MODELS[model]
     if adapter and trainable is None:
         trainable = "lora_"
     return dict(id=cid or model, model=model, family=fam, adapter=adapter, dtype=dtype, optimizer=optimizer,
                 grad_accum=grad_accum, checkpoint=checkpoint, trainable=trainable, batches=list(batches),
-                seqs=list(seqs) if seqs else None, build_on_device=build_on_device)
+                seqs=list(seqs) if seqs else None, build_on_device=build_on_device, amp=amp)
 
 
 def _cases():
@@ -171,6 +172,10 @@ def _cases():
         for t, r in (("attn", 64), ("all", 8), ("all", 64)):
             rest.append(_case(f"{fam}.lora_{t}_r{r}"))
     rest.append(_case("llama_s.lora_all_r64", "llama_s.lora_all_r64.bf16", dtype="bfloat16"))
+    # autocast over float32 weights, frozen ones included
+    rest += [_case("llama_s.lora_attn_r8", "llama_s.lora_attn_r8.amp_bf16", amp="bf16"),
+             _case("gpt2.lora_attn_r8", "gpt2.lora_attn_r8.amp_bf16", amp="bf16"),
+             _case("resnet50", "resnet50.layer4_fc.amp_bf16", trainable="layer4.,fc.", amp="bf16", **img)]
     rest += [_case(m, seqs=(256, 512)) for m in ("bert.lora_all_r8", "bert.lora_all_r64")]
     # last: the LLM-sized model, bf16 on the GPU, with and without checkpointing
     big = [_case("llama8b.lora_attn_r16", "llama8b.lora_attn_r16.bf16" + (".ckpt" if ck else ""), dtype="bfloat16",
@@ -287,6 +292,8 @@ def memest_args(case, batch, seq):
         a += ["--dtype", case["dtype"]]
     if case["grad_accum"] > 1:
         a += ["--grad-accum", str(case["grad_accum"])]
+    if case.get("amp"):
+        a += ["--amp", case["amp"]]
     if case["checkpoint"]:
         a += ["--checkpoint", "every=1"]
     return a

@@ -16,7 +16,9 @@ torch.optim.Adafactor()); the input. Then 3 iterations of
 opt.zero_grad(set_to_none=True); y = model(x); loss = y.float().mean();
 loss.backward(); opt.step(); with gradient accumulation each iteration is
 zero_grad; 4 x (y = model(x); loss = y.float().mean() / 4; loss.backward());
-opt.step(). The previous y and loss live until rebound, as in the truth.
+opt.step(). The previous y and loss live until rebound, as in the truth. A
+case with amp runs the forward pass and the loss under torch.autocast("cuda",
+dtype=...), as the truth's train_amp_* rows do.
 
 Per row: "peak" = max_memory_allocated() - base over the whole row (model
 creation included), "peak_iter" the same for each iteration (peak stats reset
@@ -107,15 +109,20 @@ def case_facts(case, model):
             "input_embeddings_require_grad_hook": emb_hook}
 
 
-def step(model, opt, x, accum, prev):
+AMP = {None: None, "bf16": torch.bfloat16}
+
+
+def step(model, opt, x, accum, prev, amp=None):
     """One iteration of the protocol. `prev` holds the previous iteration's
     [y, loss]; as in the truth's inline loop, they are rebound (and so freed)
-    as soon as the new forward returns, not when the iteration ends. Returns
-    the list with this iteration's y and loss."""
+    as soon as the new forward returns, not when the iteration ends. With
+    amp, the forward pass and the loss run under torch.autocast (the truth's
+    train_amp_* protocol). Returns the list with this iteration's y and loss."""
     opt.zero_grad(set_to_none=True)
     for _ in range(accum):
-        prev[0] = model(x)
-        prev[1] = prev[0].float().mean() if accum == 1 else prev[0].float().mean() / accum
+        with torch.autocast("cuda", dtype=AMP[amp], enabled=amp is not None):
+            prev[0] = model(x)
+            prev[1] = prev[0].float().mean() if accum == 1 else prev[0].float().mean() / accum
         prev[1].backward()
     opt.step()
     return prev
@@ -145,7 +152,7 @@ def protocol(case, cpu_model, batch, seq, facts, base, row):
     prev = [None, None]  # y and loss, alive until the next forward rebinds them
     for _ in range(ITERATIONS):
         torch.cuda.reset_peak_memory_stats()
-        step(model, opt, x, case["grad_accum"], prev)  # no other reference to y
+        step(model, opt, x, case["grad_accum"], prev, case.get("amp"))  # no other reference to y
         torch.cuda.synchronize()
         peaks.append(torch.cuda.max_memory_allocated() - base)
         reserved.append(torch.cuda.max_memory_reserved())
