@@ -46,6 +46,7 @@ TABLES = {
     "blind6": ("compare.py", ["--markdown", f"{OUT}/h100/blind6/measured_blind.json", f"{OUT}/exports6"],
                [f"{OUT}/h100/blind6/measured_blind.json"], 0),
     "finetune": ("compare_finetune.py", ["--markdown", f"{HERE}/data/finetune/finetune_h100_run3.json",
+                                         f"{HERE}/data/finetune/finetune_h100_run4.json",
                                          f"{OUT}/finetune/exports"], [f"{OUT}/finetune/exports"], 0),
     "amp-truth": ("compare_amp.py", ["--markdown", f"{TRUTH}/truth.json", f"{TRUTH}/onnx"],
                   [f"{TRUTH}/truth.json"], 0),
