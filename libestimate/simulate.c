@@ -74,6 +74,7 @@ typedef struct sim {
     bool *param_has_grad;
     /* per node */
     est_saved *saved;
+    bool *unreached;        /* per node: no gradient reaches it from the loss (mark_unreached) */
     est_cost_ctx *ctx;      /* built once per node */
     /* --amp (docs/memory-model.md, "Mixed precision (--amp)"); all NULL without */
     est_dtype low;          /* the autocast dtype, or EST_DT_UNDEFINED */
@@ -307,6 +308,29 @@ static void build_contexts(sim *s) {
     }
 }
 
+/* Nodes that record a backward no gradient ever reaches: every path from
+ * their outputs to the loss passes through an input that takes none (a
+ * Detach, the shape input of a Reshape). peft's DoRA computes its weight norm
+ * from the adapters and detaches it. PyTorch never runs such a backward, and
+ * what it saved goes with the output that holds its grad_fn (plan_lifetimes).
+ * False when out of memory. */
+static bool mark_unreached(sim *s) {
+    const est_graph *g = s->g;
+    bool *reached = calloc((size_t)g->n_tensors + 1, sizeof *reached); /* per tensor: a gradient reaches it */
+    if (!reached) return false;
+    for (int32_t k = 0; k < g->n_outputs; k++) reached[g->outputs[k]] = s->needs_grad[g->outputs[k]];
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const est_node *n = &g->nodes[i];
+        bool any = false;
+        for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
+        s->unreached[i] = s->ctx[i].any_grad && !any;
+        for (int k = 0; any && k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) reached[n->inputs[k]] = true;
+    }
+    free(reached);
+    return true;
+}
+
 /* Tensor out is stored in tensor in's storage, laid out alike. */
 static void share_storage(sim *s, int32_t out, int32_t in) {
     s->base[out] = s->base[in];
@@ -490,6 +514,26 @@ static void keep_segment_inputs(sim *s) {
     }
 }
 
+/* What an unreached node saved lives as long as its outputs do (their
+ * grad_fn holds it). In reverse, so that a later node's extension of a
+ * storage is known when an earlier one reads it. */
+static void keep_unreached_saves(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const est_node *n = &g->nodes[i];
+        if (!s->unreached[i] || !n->op->saves) continue;
+        est_saved sv = {0};
+        n->op->saves(&s->ctx[i], &sv);
+        int32_t until = i;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] > until)
+                until = s->last_use[s->base[n->outputs[k]]];
+        for (int k = 0; k < n->n_inputs && k < 32; k++)
+            if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && s->last_use[s->base[n->inputs[k]]] < until)
+                s->last_use[s->base[n->inputs[k]]] = until;
+    }
+}
+
 static void plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++) {
@@ -521,7 +565,7 @@ static void plan_lifetimes(sim *s) {
             s->last_use[s->base[n->outputs[0]]] = n->output_held_until;
         est_saved *sv = &s->saved[i];
         memset(sv, 0, sizeof *sv);
-        if (!s->train || !s->ctx[i].any_grad || !n->op->saves) continue;
+        if (!s->train || !s->ctx[i].any_grad || !n->op->saves || s->unreached[i]) continue;
         n->op->saves(&s->ctx[i], sv);
         for (int k = 0; k < n->n_inputs && k < 32; k++)
             if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
@@ -539,6 +583,7 @@ static void plan_lifetimes(sim *s) {
         int32_t seg = segment_of(s, i);
         if (seg >= 0 && (sv->inputs || sv->outputs || sv->n_extra)) s->seg_last_saver[seg] = i;
     }
+    keep_unreached_saves(s);
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
     keep_segment_inputs(s);
     bucket_by_node(s->last_use, g->n_tensors, g->n_nodes, s->release_first, s->release_order);
@@ -1035,6 +1080,7 @@ static void training_iteration(sim *s, bool first) {
 static void free_sim(sim *s) {
     free(s->base);
     free(s->needs_grad);
+    free(s->unreached);
     free(s->contiguous);
     free(s->allocated);
     free(s->last_use);
@@ -1080,7 +1126,7 @@ static void fill_layer_costs(sim *s) {
         est_flops f = {0, 0};
         if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
         L->flops_forward = f.fwd;
-        L->flops_backward = s->train && s->ctx[i].any_grad ? f.bwd : 0;
+        L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
         tot->flops_forward += L->flops_forward;
         tot->flops_backward += L->flops_backward;
         const est_saved *sv = &s->saved[i];
@@ -1147,12 +1193,13 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.grad_bytes = calloc(nt, sizeof *s.grad_bytes);
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
     s.saved = calloc(nn, sizeof *s.saved);
+    s.unreached = calloc(nn, sizeof *s.unreached);
     s.ctx = calloc(nn, sizeof *s.ctx);
     s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
     s.bwd_order = calloc(nt, sizeof *s.bwd_order);
     s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
     if (!s.inplace_slot || !s.bwd_first || !s.bwd_order || !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
-        !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx) {
+        !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx || !s.unreached) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
@@ -1178,6 +1225,10 @@ est_status est__simulate(est_report *r, est_error *err) {
     }
     r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};
     build_contexts(&s);
+    if (s.train && !mark_unreached(&s)) {
+        free_sim(&s);
+        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+    }
     assign_storage(&s);
     if (s.dt) assign_amp_dtypes(&s);
     mark_strided_inputs(&s);

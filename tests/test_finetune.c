@@ -363,6 +363,47 @@ static void test_detach(const char *data_dir) {
     est_graph_free(g);
 }
 
+/* 5e. A backward no gradient reaches: x [4, 64] -> mm1 (W1) -> h -> mm2
+ * (W2) -> q -> Detach -> qd; y = h + qd. mm2 records a backward that saves h
+ * (for W2's gradient), but the loss reaches q only through the Detach, so
+ * PyTorch never runs it and frees h with q's grad_fn, after the Add. So:
+ * mm2 saves nothing and counts no backward FLOPs; W2 gets no gradient (the
+ * gradients are W1's 64 x 64 x 4 = 16384 bytes); the activations at the end
+ * of the forward pass are y alone (1024 bytes), not h + y. */
+static void test_unreached_backward(void) {
+    static const char json[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"unreached\",\n"
+        " \"opset_import\": {\"\": 17, \"ai.memest\": 1},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 64]}],\n"
+        " \"initializers\": [{\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [64, 64]},\n"
+        "   {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [64, 64]}],\n"
+        " \"nodes\": [{\"name\": \"mm1\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W1\"], \"outputs\": [\"h\"]},\n"
+        "  {\"name\": \"mm2\", \"op\": \"MatMul\", \"inputs\": [\"h\", \"W2\"], \"outputs\": [\"q\"]},\n"
+        "  {\"name\": \"stop\", \"op\": \"Detach\", \"domain\": \"ai.memest\", \"inputs\": [\"q\"], "
+        "\"outputs\": [\"qd\"]},\n"
+        "  {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"h\", \"qd\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(json, sizeof json - 1, "unreached.json", &g, &err) != EST_OK) {
+        CHECK(false, "unreached.json: %s", err.message);
+        return;
+    }
+    est_report *r = estimate(g, EST_OPT_SGD, NULL, 1);
+    if (r) {
+        CHECK(layer(r, "mm2")->saved_bytes == 0, "unreached mm2 saves %llu", U(layer(r, "mm2")->saved_bytes));
+        CHECK(layer(r, "mm2")->flops_backward == 0, "unreached mm2 counts %llu backward FLOPs",
+              U(layer(r, "mm2")->flops_backward));
+        CHECK(layer(r, "mm1")->flops_backward > 0, "mm1's backward runs (W1's gradient)");
+        CHECK(est_report_totals(r)->grads_bytes == 16384, "gradients %llu, expected W1's 16384",
+              U(est_report_totals(r)->grads_bytes));
+        CHECK(est_report_totals(r)->activations_bytes == 1024, "activations %llu, expected y's 1024",
+              U(est_report_totals(r)->activations_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 /* 6. Patterns: substring, glob, and the error for a pattern that names
  * nothing. */
 static void test_patterns(const est_graph *g) {
@@ -450,6 +491,7 @@ int main(int argc, char **argv) {
     test_export_names(argv[2], "lora_llama.dynamo.onnx");
     test_export_names(argv[2], "lora_llama.legacy.onnx");
     test_detach(argv[2]);
+    test_unreached_backward();
     test_sizes();
     est_graph *g = load_model(argv[1], "lora_block.json");
     if (g) {
