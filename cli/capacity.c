@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cJSON.h>
 
 #include "capacity.h"
 
@@ -100,34 +99,34 @@ static void csv_row(FILE *f, const point *pt, const fit_info *fit) {
     else fprintf(f, "%" PRIu64 "\n", pt->t.reserved_bytes);
 }
 
-static cJSON *point_json(const char *dim, const point *pt, const fit_info *fit) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "dim", dim);
-    cJSON_AddNumberToObject(o, "value", (double)pt->value);
+static void write_point(json_writer *w, const char *dim, const point *pt, const fit_info *fit) {
+    jw_begin_object(w, NULL);
+    jw_string(w, "dim", dim);
+    jw_i64(w, "value", pt->value);
     if (pt->overflow) {
-        cJSON_AddNullToObject(o, "peak_bytes");
-        cJSON_AddBoolToObject(o, "overflow", true);
+        jw_null(w, "peak_bytes");
+        jw_bool(w, "overflow", true);
     } else {
-        cJSON_AddNumberToObject(o, "peak_bytes", (double)pt->peak.bytes);
-        cJSON_AddStringToObject(o, "peak_phase", est_phase_name(pt->peak.phase));
-        cJSON_AddNumberToObject(o, "params_bytes", (double)pt->t.params_bytes);
-        cJSON_AddNumberToObject(o, "buffers_bytes", (double)pt->t.buffers_bytes);
-        cJSON_AddNumberToObject(o, "grads_bytes", (double)pt->t.grads_bytes);
-        cJSON_AddNumberToObject(o, "optimizer_bytes", (double)pt->t.optimizer_bytes);
-        cJSON_AddNumberToObject(o, "activations_bytes", (double)pt->t.activations_bytes);
-        cJSON_AddNumberToObject(o, "temp_bytes", (double)pt->t.temp_bytes);
-        cJSON_AddNumberToObject(o, "reserved_bytes", (double)pt->t.reserved_bytes);
-        cJSON_AddNumberToObject(o, "param_count", (double)pt->t.param_count);
-        cJSON_AddNumberToObject(o, "flops_forward", (double)pt->t.flops_forward);
-        cJSON_AddNumberToObject(o, "flops_backward", (double)pt->t.flops_backward);
+        jw_u64(w, "peak_bytes", pt->peak.bytes);
+        jw_string(w, "peak_phase", est_phase_name(pt->peak.phase));
+        jw_u64(w, "params_bytes", pt->t.params_bytes);
+        jw_u64(w, "buffers_bytes", pt->t.buffers_bytes);
+        jw_u64(w, "grads_bytes", pt->t.grads_bytes);
+        jw_u64(w, "optimizer_bytes", pt->t.optimizer_bytes);
+        jw_u64(w, "activations_bytes", pt->t.activations_bytes);
+        jw_u64(w, "temp_bytes", pt->t.temp_bytes);
+        jw_u64(w, "reserved_bytes", pt->t.reserved_bytes);
+        jw_u64(w, "param_count", pt->t.param_count);
+        jw_u64(w, "flops_forward", pt->t.flops_forward);
+        jw_u64(w, "flops_backward", pt->t.flops_backward);
     }
     if (fit) {
-        cJSON_AddBoolToObject(o, "fits", point_fits(fit, pt));
-        if (pt->overflow) cJSON_AddNullToObject(o, "headroom_bytes");
-        else cJSON_AddNumberToObject(o, "headroom_bytes", (double)fit_headroom(fit, pt->peak.bytes));
-        if (!pt->overflow) cJSON_AddItemToObject(o, "allocator_out_of_memory", oom_json(&pt->t));
+        jw_bool(w, "fits", point_fits(fit, pt));
+        if (pt->overflow) jw_null(w, "headroom_bytes");
+        else jw_i64(w, "headroom_bytes", fit_headroom(fit, pt->peak.bytes));
+        if (!pt->overflow) write_oom(w, "allocator_out_of_memory", &pt->t);
     }
-    return o;
+    jw_end_object(w);
 }
 
 static int finish(FILE *f, int bad) {
@@ -191,19 +190,23 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
             fprintf(stderr, "memest: %s\n", err.message);
             return 1;
         }
-        cJSON *root = report_json(r, o);
+        json_writer w;
+        jw_init(&w, f);
+        jw_begin_object(&w, NULL);
+        write_report_members(&w, r, o);
         est_report_free(r);
-        if (!root) return 1;
-        cJSON *mb = cJSON_AddObjectToObject(root, "max_batch");
-        cJSON_AddNumberToObject(mb, "batch", (double)lo);
-        if (lo) cJSON_AddNumberToObject(mb, "peak_bytes", (double)lo_pt.peak.bytes);
-        else cJSON_AddNullToObject(mb, "peak_bytes");
-        if (hi) cJSON_AddNumberToObject(mb, "next_batch", (double)hi);
-        else cJSON_AddNullToObject(mb, "next_batch");
-        if (hi && !hi_pt.overflow) cJSON_AddNumberToObject(mb, "next_peak_bytes", (double)hi_pt.peak.bytes);
-        else cJSON_AddNullToObject(mb, "next_peak_bytes");
-        cJSON_AddNumberToObject(mb, "search_cap", (double)max_batch);
-        bad = print_json_root(f, root);
+        jw_begin_object(&w, "max_batch");
+        jw_i64(&w, "batch", lo);
+        if (lo) jw_u64(&w, "peak_bytes", lo_pt.peak.bytes);
+        else jw_null(&w, "peak_bytes");
+        if (hi) jw_i64(&w, "next_batch", hi);
+        else jw_null(&w, "next_batch");
+        if (hi && !hi_pt.overflow) jw_u64(&w, "next_peak_bytes", hi_pt.peak.bytes);
+        else jw_null(&w, "next_peak_bytes");
+        jw_i64(&w, "search_cap", max_batch);
+        jw_end_object(&w);
+        jw_end_object(&w);
+        bad = jw_finish(&w);
     } else if (fmt == FORMAT_CSV) {
         fprintf(f, "role,batch,%s", csv_cols);
         if (lo) {
@@ -276,21 +279,25 @@ int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, 
     }
     int bad = 0;
     if (fmt == FORMAT_JSON) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "model", o->model);
-        cJSON_AddStringToObject(root, "mode", est_mode_name(opt->mode));
-        if (opt->mode == EST_MODE_TRAIN) cJSON_AddStringToObject(root, "optimizer", est_optimizer_name(opt->optimizer));
-        else cJSON_AddNullToObject(root, "optimizer");
-        cJSON_AddStringToObject(root, "dtype", est_dtype_name(opt->dtype));
-        if (opt->batch > 0 && !is_batch) cJSON_AddNumberToObject(root, "batch", (double)opt->batch);
-        else cJSON_AddNullToObject(root, "batch");
-        cJSON *d = cJSON_AddObjectToObject(root, "dims");
+        json_writer w;
+        jw_init(&w, f);
+        jw_begin_object(&w, NULL);
+        jw_string(&w, "model", o->model);
+        jw_string(&w, "mode", est_mode_name(opt->mode));
+        jw_string(&w, "optimizer", opt->mode == EST_MODE_TRAIN ? est_optimizer_name(opt->optimizer) : NULL);
+        jw_string(&w, "dtype", est_dtype_name(opt->dtype));
+        if (opt->batch > 0 && !is_batch) jw_i64(&w, "batch", opt->batch);
+        else jw_null(&w, "batch");
+        jw_begin_object(&w, "dims");
         for (size_t i = 0; i < opt->n_dims; i++)
-            if (strcmp(dims[i].name, sw->name) != 0) cJSON_AddNumberToObject(d, dims[i].name, (double)dims[i].value);
-        if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, 0, NULL));
-        cJSON *arr = cJSON_AddArrayToObject(root, "sweep");
-        for (size_t i = 0; i < sw->n; i++) cJSON_AddItemToArray(arr, point_json(sw->name, &pts[i], o->fit));
-        bad = print_json_root(f, root);
+            if (strcmp(dims[i].name, sw->name) != 0) jw_i64(&w, dims[i].name, dims[i].value);
+        jw_end_object(&w);
+        if (o->fit) write_fit(&w, "fit", o->fit, 0, NULL);
+        jw_begin_array(&w, "sweep");
+        for (size_t i = 0; i < sw->n; i++) write_point(&w, sw->name, &pts[i], o->fit);
+        jw_end_array(&w);
+        jw_end_object(&w);
+        bad = jw_finish(&w);
     } else if (fmt == FORMAT_CSV) {
         fprintf(f, "dim,value,%s", csv_cols);
         for (size_t i = 0; i < sw->n; i++) {

@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cJSON.h>
-
 #include "output.h"
 
 const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
@@ -257,12 +255,15 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     return ferror(f) ? 1 : 0;
 }
 
-cJSON *oom_json(const est_totals *t) {
-    if (!t->out_of_memory) return cJSON_CreateNull();
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "phase", est_phase_name(t->oom_phase));
-    cJSON_AddStringToObject(o, "layer", t->oom_layer);
-    return o;
+void write_oom(json_writer *w, const char *key, const est_totals *t) {
+    if (!t->out_of_memory) {
+        jw_null(w, key);
+        return;
+    }
+    jw_begin_object(w, key);
+    jw_string(w, "phase", est_phase_name(t->oom_phase));
+    jw_string(w, "layer", t->oom_layer);
+    jw_end_object(w);
 }
 
 const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck) {
@@ -278,182 +279,186 @@ const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck) {
     return buf;
 }
 
-static cJSON *tensor_json(const est_tensor_info *t) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", t->name);
-    cJSON_AddStringToObject(o, "dtype", est_dtype_name(t->dtype));
-    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-    for (int d = 0; d < t->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
-    cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
-    return o;
+static void write_tensor(json_writer *w, const est_tensor_info *t) {
+    jw_begin_object(w, NULL);
+    jw_string(w, "name", t->name);
+    jw_string(w, "dtype", est_dtype_name(t->dtype));
+    jw_begin_array(w, "shape");
+    for (int d = 0; d < t->rank; d++) jw_i64(w, NULL, t->shape[d]);
+    jw_end_array(w);
+    jw_u64(w, "bytes", t->bytes);
+    jw_end_object(w);
 }
 
-cJSON *fit_json(const fit_info *fit, uint64_t peak, const est_totals *t) {
-    cJSON *o = cJSON_CreateObject();
-    if (fit->gpu) cJSON_AddStringToObject(o, "gpu", fit->gpu);
-    else cJSON_AddNullToObject(o, "gpu");
-    cJSON_AddNumberToObject(o, "gpu_memory_bytes", (double)fit->gpu_bytes);
-    cJSON_AddNumberToObject(o, "reserve_bytes", (double)fit->reserve_bytes);
-    cJSON_AddNumberToObject(o, "usable_bytes", (double)fit_usable(fit));
+void write_fit(json_writer *w, const char *key, const fit_info *fit, uint64_t peak, const est_totals *t) {
+    jw_begin_object(w, key);
+    jw_string(w, "gpu", fit->gpu);
+    jw_u64(w, "gpu_memory_bytes", fit->gpu_bytes);
+    jw_u64(w, "reserve_bytes", fit->reserve_bytes);
+    jw_u64(w, "usable_bytes", fit_usable(fit));
     if (t) {
-        cJSON_AddBoolToObject(o, "fits", fit_ok(fit, peak, t));
-        cJSON_AddNumberToObject(o, "headroom_bytes", (double)fit_headroom(fit, peak));
-        cJSON_AddItemToObject(o, "allocator_out_of_memory", oom_json(t));
+        jw_bool(w, "fits", fit_ok(fit, peak, t));
+        jw_i64(w, "headroom_bytes", fit_headroom(fit, peak));
+        write_oom(w, "allocator_out_of_memory", t);
     }
-    return o;
+    jw_end_object(w);
 }
 
 int print_json(FILE *f, const est_report *r, const output_opts *o) {
-    cJSON *root = report_json(r, o);
-    return root ? print_json_root(f, root) : 1;
-}
-
-int print_json_root(FILE *f, cJSON *root) {
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return 1;
-    fputs(text, f);
-    fputc('\n', f);
-    cJSON_free(text);
-    return ferror(f) ? 1 : 0;
+    json_writer w;
+    jw_init(&w, f);
+    jw_begin_object(&w, NULL);
+    write_report_members(&w, r, o);
+    jw_end_object(&w);
+    return jw_finish(&w) ? 1 : 0;
 }
 
 /* null for no patterns, else the list as given. */
-static cJSON *patterns_json(const char *const *patterns, size_t n) {
-    if (!n) return cJSON_CreateNull();
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(patterns[i]));
-    return a;
+static void write_patterns(json_writer *w, const char *key, const char *const *patterns, size_t n) {
+    if (!n) {
+        jw_null(w, key);
+        return;
+    }
+    jw_begin_array(w, key);
+    for (size_t i = 0; i < n; i++) jw_string(w, NULL, patterns[i]);
+    jw_end_array(w);
 }
 
 /* Every parameter, with both its names and whether it trains. */
-static cJSON *params_json(const est_report *r) {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < est_report_param_count(r); i++) {
+static void write_params(json_writer *w, const est_report *r) {
+    jw_begin_array(w, "parameters");
+    for (size_t i = 0; i < est_report_param_count(r); i++) {
         const est_param_info *p = est_report_param(r, i);
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", p->name);
-        cJSON_AddStringToObject(o, "torch_name", p->torch_name);
-        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-        for (int d = 0; d < p->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[d]));
-        cJSON_AddStringToObject(o, "dtype", est_dtype_name(p->dtype));
-        cJSON_AddNumberToObject(o, "count", (double)p->elements);
-        cJSON_AddNumberToObject(o, "bytes", (double)p->bytes);
-        cJSON_AddBoolToObject(o, "trainable", p->trainable);
-        cJSON_AddItemToArray(a, o);
+        jw_begin_object(w, NULL);
+        jw_string(w, "name", p->name);
+        jw_string(w, "torch_name", p->torch_name);
+        jw_begin_array(w, "shape");
+        for (int d = 0; d < p->rank; d++) jw_i64(w, NULL, p->shape[d]);
+        jw_end_array(w);
+        jw_string(w, "dtype", est_dtype_name(p->dtype));
+        jw_u64(w, "count", p->elements);
+        jw_u64(w, "bytes", p->bytes);
+        jw_bool(w, "trainable", p->trainable);
+        jw_end_object(w);
     }
-    return a;
+    jw_end_array(w);
 }
 
-/* "module": the named_modules() name, or null when the model does not say. */
-static void add_module(cJSON *o, const char *module) {
-    if (module) cJSON_AddStringToObject(o, "module", module);
-    else cJSON_AddNullToObject(o, "module");
-}
-
-cJSON *report_json(const est_report *r, const output_opts *o) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "model", o->model);
-    cJSON_AddStringToObject(root, "mode", est_mode_name(est_report_mode(r)));
-    if (est_report_mode(r) == EST_MODE_TRAIN)
-        cJSON_AddStringToObject(root, "optimizer", est_optimizer_name(est_report_optimizer(r)));
-    else cJSON_AddNullToObject(root, "optimizer");
-    cJSON_AddStringToObject(root, "dtype", est_dtype_name(est_report_dtype(r)));
-    if (est_report_amp(r) != EST_AMP_NONE)
-        cJSON_AddStringToObject(root, "amp", est_report_amp(r) == EST_AMP_BF16 ? "bf16" : "fp16");
-    const est_totals *ct = est_report_totals(r);
-    if (ct->checkpoint_segments && o->checkpoint) {
-        cJSON *ck = cJSON_AddObjectToObject(root, "checkpoint");
-        if (o->checkpoint->every > 0) cJSON_AddNumberToObject(ck, "every", (double)o->checkpoint->every);
-        else {
-            cJSON *pre = cJSON_AddArrayToObject(ck, "prefixes");
-            for (size_t i = 0; i < o->checkpoint->n_prefixes; i++)
-                cJSON_AddItemToArray(pre, cJSON_CreateString(o->checkpoint->prefixes[i]));
-        }
-        cJSON_AddNumberToObject(ck, "segments", (double)ct->checkpoint_segments);
-    } else {
-        cJSON_AddNullToObject(root, "checkpoint");
-    }
-    cJSON_AddNumberToObject(root, "grad_accum", o->grad_accum > 1 ? (double)o->grad_accum : 1.0);
-    cJSON_AddItemToObject(root, "trainable", patterns_json(o->params ? o->params->trainable : NULL,
-                                                           o->params ? o->params->n_trainable : 0));
-    cJSON_AddItemToObject(root, "freeze", patterns_json(o->params ? o->params->frozen : NULL,
-                                                        o->params ? o->params->n_frozen : 0));
-    if (est_report_batch(r) > 0) cJSON_AddNumberToObject(root, "batch", (double)est_report_batch(r));
-    else cJSON_AddNullToObject(root, "batch");
-    cJSON *dims = cJSON_AddObjectToObject(root, "dims");
-    for (size_t i = 0; i < est_report_dim_count(r); i++) {
-        const est_binding *d = est_report_dim(r, i);
-        cJSON_AddNumberToObject(dims, d->name, (double)d->value);
-    }
-    cJSON *layers = cJSON_AddArrayToObject(root, "layers");
-    for (size_t i = 0; i < est_report_layer_count(r); i++) {
-        const est_layer *L = est_report_layer(r, i);
-        cJSON *l = cJSON_CreateObject();
-        cJSON_AddStringToObject(l, "name", L->name);
-        cJSON_AddStringToObject(l, "op", L->op);
-        cJSON_AddStringToObject(l, "domain", L->domain);
-        add_module(l, L->module);
-        cJSON *ins = cJSON_AddArrayToObject(l, "inputs");
-        for (size_t k = 0; k < L->n_inputs; k++) cJSON_AddItemToArray(ins, tensor_json(&L->inputs[k]));
-        cJSON *outs = cJSON_AddArrayToObject(l, "outputs");
-        for (size_t k = 0; k < L->n_outputs; k++) cJSON_AddItemToArray(outs, tensor_json(&L->outputs[k]));
-        cJSON_AddNumberToObject(l, "param_count", (double)L->param_count);
-        cJSON_AddNumberToObject(l, "param_bytes", (double)L->param_bytes);
-        cJSON_AddNumberToObject(l, "buffer_bytes", (double)L->buffer_bytes);
-        cJSON_AddNumberToObject(l, "output_bytes", (double)L->output_bytes);
-        cJSON_AddNumberToObject(l, "flops_forward", (double)L->flops_forward);
-        cJSON_AddNumberToObject(l, "flops_backward", (double)L->flops_backward);
-        cJSON_AddNumberToObject(l, "saved_bytes", (double)L->saved_bytes);
-        cJSON_AddNumberToObject(l, "temp_bytes", (double)L->temp_bytes);
-        cJSON_AddBoolToObject(l, "shape_only", L->shape_only);
-        if (L->segment >= 0) cJSON_AddNumberToObject(l, "segment", (double)L->segment);
-        else cJSON_AddNullToObject(l, "segment");
-        cJSON_AddBoolToObject(l, "recomputed", L->recomputed);
-        cJSON_AddItemToArray(layers, l);
-    }
-    cJSON_AddItemToObject(root, "parameters", params_json(r));
-    cJSON *outs = cJSON_AddArrayToObject(root, "outputs");
-    for (size_t k = 0; k < est_report_output_count(r); k++)
-        cJSON_AddItemToArray(outs, tensor_json(est_report_output(r, k)));
+static void write_checkpoint(json_writer *w, const est_report *r, const output_opts *o) {
     const est_totals *t = est_report_totals(r);
-    cJSON *tot = cJSON_AddObjectToObject(root, "totals");
-    cJSON_AddNumberToObject(tot, "layer_count", (double)est_report_layer_count(r));
-    cJSON_AddNumberToObject(tot, "param_count", (double)t->param_count);
-    cJSON_AddNumberToObject(tot, "param_bytes", (double)t->param_bytes);
-    cJSON_AddNumberToObject(tot, "trainable_param_count", (double)t->trainable_param_count);
-    cJSON_AddNumberToObject(tot, "trainable_param_bytes", (double)t->trainable_param_bytes);
-    cJSON_AddNumberToObject(tot, "buffer_count", (double)t->buffer_count);
-    cJSON_AddNumberToObject(tot, "buffer_bytes", (double)t->buffer_bytes);
-    cJSON_AddNumberToObject(tot, "constant_bytes", (double)t->constant_bytes);
-    cJSON_AddNumberToObject(tot, "input_bytes", (double)t->input_bytes);
-    cJSON_AddNumberToObject(tot, "output_bytes", (double)t->output_bytes);
-    cJSON_AddNumberToObject(tot, "flops_forward", (double)t->flops_forward);
-    cJSON_AddNumberToObject(tot, "flops_backward", (double)t->flops_backward);
-    cJSON_AddNumberToObject(tot, "params_bytes", (double)t->params_bytes);
-    cJSON_AddNumberToObject(tot, "buffers_bytes", (double)t->buffers_bytes);
-    cJSON_AddNumberToObject(tot, "grads_bytes", (double)t->grads_bytes);
-    cJSON_AddNumberToObject(tot, "optimizer_bytes", (double)t->optimizer_bytes);
-    cJSON_AddNumberToObject(tot, "activations_bytes", (double)t->activations_bytes);
-    cJSON_AddNumberToObject(tot, "temp_bytes", (double)t->temp_bytes);
-    cJSON_AddNumberToObject(tot, "peak_bytes", (double)t->peak_bytes);
-    cJSON_AddNumberToObject(tot, "flops_recompute", (double)t->flops_recompute);
-    cJSON_AddNumberToObject(tot, "reserved_bytes", (double)t->reserved_bytes);
-    const est_peak *p = est_report_peak(r);
-    cJSON *peak = cJSON_AddObjectToObject(root, "peak");
-    cJSON_AddNumberToObject(peak, "bytes", (double)p->bytes);
-    cJSON_AddStringToObject(peak, "phase", est_phase_name(p->phase));
-    cJSON_AddStringToObject(peak, "layer", p->layer);
-    add_module(peak, p->module);
-    cJSON *live = cJSON_AddObjectToObject(peak, "breakdown");
-    cJSON_AddNumberToObject(live, "params", (double)p->params);
-    cJSON_AddNumberToObject(live, "buffers", (double)p->buffers);
-    cJSON_AddNumberToObject(live, "grads", (double)p->grads);
-    cJSON_AddNumberToObject(live, "optimizer", (double)p->optimizer);
-    cJSON_AddNumberToObject(live, "activations", (double)p->activations);
-    cJSON_AddNumberToObject(live, "temp", (double)p->temp);
-    cJSON_AddNumberToObject(live, "inputs", (double)p->inputs);
-    cJSON_AddNumberToObject(live, "other", (double)p->other);
-    if (o->fit) cJSON_AddItemToObject(root, "fit", fit_json(o->fit, p->bytes, t));
-    return root;
+    if (!t->checkpoint_segments || !o->checkpoint) {
+        jw_null(w, "checkpoint");
+        return;
+    }
+    jw_begin_object(w, "checkpoint");
+    if (o->checkpoint->every > 0) {
+        jw_i64(w, "every", o->checkpoint->every);
+    } else {
+        jw_begin_array(w, "prefixes");
+        for (size_t i = 0; i < o->checkpoint->n_prefixes; i++) jw_string(w, NULL, o->checkpoint->prefixes[i]);
+        jw_end_array(w);
+    }
+    jw_u64(w, "segments", t->checkpoint_segments);
+    jw_end_object(w);
+}
+
+static void write_layer(json_writer *w, const est_layer *L) {
+    jw_begin_object(w, NULL);
+    jw_string(w, "name", L->name);
+    jw_string(w, "op", L->op);
+    jw_string(w, "domain", L->domain);
+    jw_string(w, "module", L->module);
+    jw_begin_array(w, "inputs");
+    for (size_t k = 0; k < L->n_inputs; k++) write_tensor(w, &L->inputs[k]);
+    jw_end_array(w);
+    jw_begin_array(w, "outputs");
+    for (size_t k = 0; k < L->n_outputs; k++) write_tensor(w, &L->outputs[k]);
+    jw_end_array(w);
+    jw_u64(w, "param_count", L->param_count);
+    jw_u64(w, "param_bytes", L->param_bytes);
+    jw_u64(w, "buffer_bytes", L->buffer_bytes);
+    jw_u64(w, "output_bytes", L->output_bytes);
+    jw_u64(w, "flops_forward", L->flops_forward);
+    jw_u64(w, "flops_backward", L->flops_backward);
+    jw_u64(w, "saved_bytes", L->saved_bytes);
+    jw_u64(w, "temp_bytes", L->temp_bytes);
+    jw_bool(w, "shape_only", L->shape_only);
+    if (L->segment >= 0) jw_i64(w, "segment", L->segment);
+    else jw_null(w, "segment");
+    jw_bool(w, "recomputed", L->recomputed);
+    jw_end_object(w);
+}
+
+static void write_totals(json_writer *w, const est_report *r) {
+    const est_totals *t = est_report_totals(r);
+    jw_begin_object(w, "totals");
+    jw_u64(w, "layer_count", est_report_layer_count(r));
+    jw_u64(w, "param_count", t->param_count);
+    jw_u64(w, "param_bytes", t->param_bytes);
+    jw_u64(w, "trainable_param_count", t->trainable_param_count);
+    jw_u64(w, "trainable_param_bytes", t->trainable_param_bytes);
+    jw_u64(w, "buffer_count", t->buffer_count);
+    jw_u64(w, "buffer_bytes", t->buffer_bytes);
+    jw_u64(w, "constant_bytes", t->constant_bytes);
+    jw_u64(w, "input_bytes", t->input_bytes);
+    jw_u64(w, "output_bytes", t->output_bytes);
+    jw_u64(w, "flops_forward", t->flops_forward);
+    jw_u64(w, "flops_backward", t->flops_backward);
+    jw_u64(w, "params_bytes", t->params_bytes);
+    jw_u64(w, "buffers_bytes", t->buffers_bytes);
+    jw_u64(w, "grads_bytes", t->grads_bytes);
+    jw_u64(w, "optimizer_bytes", t->optimizer_bytes);
+    jw_u64(w, "activations_bytes", t->activations_bytes);
+    jw_u64(w, "temp_bytes", t->temp_bytes);
+    jw_u64(w, "peak_bytes", t->peak_bytes);
+    jw_u64(w, "flops_recompute", t->flops_recompute);
+    jw_u64(w, "reserved_bytes", t->reserved_bytes);
+    jw_end_object(w);
+}
+
+static void write_peak(json_writer *w, const est_peak *p) {
+    jw_begin_object(w, "peak");
+    jw_u64(w, "bytes", p->bytes);
+    jw_string(w, "phase", est_phase_name(p->phase));
+    jw_string(w, "layer", p->layer);
+    jw_string(w, "module", p->module);
+    jw_begin_object(w, "breakdown");
+    jw_u64(w, "params", p->params);
+    jw_u64(w, "buffers", p->buffers);
+    jw_u64(w, "grads", p->grads);
+    jw_u64(w, "optimizer", p->optimizer);
+    jw_u64(w, "activations", p->activations);
+    jw_u64(w, "temp", p->temp);
+    jw_u64(w, "inputs", p->inputs);
+    jw_u64(w, "other", p->other);
+    jw_end_object(w);
+    jw_end_object(w);
+}
+
+void write_report_members(json_writer *w, const est_report *r, const output_opts *o) {
+    jw_string(w, "model", o->model);
+    jw_string(w, "mode", est_mode_name(est_report_mode(r)));
+    jw_string(w, "optimizer",
+              est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : NULL);
+    jw_string(w, "dtype", est_dtype_name(est_report_dtype(r)));
+    if (est_report_amp(r) != EST_AMP_NONE) jw_string(w, "amp", est_report_amp(r) == EST_AMP_BF16 ? "bf16" : "fp16");
+    write_checkpoint(w, r, o);
+    jw_i64(w, "grad_accum", o->grad_accum > 1 ? o->grad_accum : 1);
+    write_patterns(w, "trainable", o->params ? o->params->trainable : NULL, o->params ? o->params->n_trainable : 0);
+    write_patterns(w, "freeze", o->params ? o->params->frozen : NULL, o->params ? o->params->n_frozen : 0);
+    if (est_report_batch(r) > 0) jw_i64(w, "batch", est_report_batch(r));
+    else jw_null(w, "batch");
+    jw_begin_object(w, "dims");
+    for (size_t i = 0; i < est_report_dim_count(r); i++) jw_i64(w, est_report_dim(r, i)->name, est_report_dim(r, i)->value);
+    jw_end_object(w);
+    jw_begin_array(w, "layers");
+    for (size_t i = 0; i < est_report_layer_count(r); i++) write_layer(w, est_report_layer(r, i));
+    jw_end_array(w);
+    write_params(w, r);
+    jw_begin_array(w, "outputs");
+    for (size_t k = 0; k < est_report_output_count(r); k++) write_tensor(w, est_report_output(r, k));
+    jw_end_array(w);
+    write_totals(w, r);
+    write_peak(w, est_report_peak(r));
+    if (o->fit) write_fit(w, "fit", o->fit, est_report_peak(r)->bytes, est_report_totals(r));
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "estimate.h"
+#include "json_writer.h"
 
 typedef enum { FORMAT_TABLE, FORMAT_JSON, FORMAT_CSV } output_format;
 
@@ -39,21 +40,18 @@ int print_table(FILE *f, const est_report *r, const output_opts *o);
 int print_csv(FILE *f, const est_report *r, const output_opts *o);
 int print_json(FILE *f, const est_report *r, const output_opts *o);
 
-/* The JSON report as a cJSON object (print_json prints it); NULL when out of
- * memory. The caller frees it with cJSON_Delete. */
-struct cJSON *report_json(const est_report *r, const output_opts *o);
-/* Prints and frees `root`; returns 0, or 1 when writing failed. */
-int print_json_root(FILE *f, struct cJSON *root);
+/* The report's members, written into the object `w` has open (print_json
+ * wraps them in the root object; --max-batch adds its own after them). */
+void write_report_members(json_writer *w, const est_report *r, const output_opts *o);
 /* The step fits: its peak is within the usable memory, and the caching
  * allocator's replay under that limit did not run out (fragmentation). */
 bool fit_ok(const fit_info *fit, uint64_t peak, const est_totals *t);
 /* The "fit" object for a peak of `peak` bytes; with the step's totals `t`
  * (NULL for none) it adds "fits", "headroom_bytes" and
- * "allocator_out_of_memory". The caller owns the result. */
-struct cJSON *fit_json(const fit_info *fit, uint64_t peak, const est_totals *t);
-/* null, or {"phase", "layer"} where the allocator's replay ran out; the
- * caller owns the result. */
-struct cJSON *oom_json(const est_totals *t);
+ * "allocator_out_of_memory". */
+void write_fit(json_writer *w, const char *key, const fit_info *fit, uint64_t peak, const est_totals *t);
+/* null, or {"phase", "layer"} where the allocator's replay ran out. */
+void write_oom(json_writer *w, const char *key, const est_totals *t);
 /* The table's lines on the fit: "FITS yes, headroom ..." */
 void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_totals *t);
 

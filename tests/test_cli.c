@@ -393,8 +393,31 @@ static void export_dtype(void) {
     expect_exit(args, 0, "PEAK");
 }
 
+/* JSON prints 64-bit counts exactly: x [2^40, 64] @ W [64, 65] is
+ * 2 * 2^40 * 64 * 65 = 9147936743096320 forward FLOPs, above 2^53, which a
+ * double-based writer prints as 9.14793674309632e+15. A file name with a
+ * quote and a tab comes back escaped. */
+static void json_exact_numbers(void) {
+    char path[2048], args[4096];
+    snprintf(path, sizeof path, "%s/wide \"q\"\tx.json", tmp);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs("{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"wide\", \"opset_import\": {\"\": 17},\n"
+          " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1099511627776, 64]}],\n"
+          " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [64, 65]}],\n"
+          " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"]}],\n"
+          " \"outputs\": [\"y\"]}\n",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args, "'%s' --mode infer --format json", path);
+    expect_exit(args, 0, "\"flops_forward\":\t9147936743096320");
+    expect_exit(args, 0, "wide \\\"q\\\"\\tx.json\"");
+}
+
 int main(int argc, char **argv) {
     if (!cli_test_args(argc, argv)) return 2;
+    json_exact_numbers();
     export_dtype();
     exit_codes();
     json_report();
