@@ -190,7 +190,7 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
             fprintf(stderr, "memest: %s\n", err.message);
             return 1;
         }
-        json_writer w;
+        static json_writer w; /* 64 KiB: not on the stack */
         jw_init(&w, f);
         jw_begin_object(&w, NULL);
         write_report_members(&w, r, o);
@@ -279,7 +279,7 @@ int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, 
     }
     int bad = 0;
     if (fmt == FORMAT_JSON) {
-        json_writer w;
+        static json_writer w; /* 64 KiB: not on the stack */
         jw_init(&w, f);
         jw_begin_object(&w, NULL);
         jw_string(&w, "model", o->model);

@@ -17,7 +17,8 @@
  *     bool failed = jw_finish(&w);       // a write error, or unbalanced nesting
  *
  * Inside an object every value takes a key; inside an array, or at the top
- * level, the key is NULL.
+ * level, the key is NULL. Output is gathered in the writer (64 KiB, so keep
+ * it off small stacks: static or heap) and handed to the stream in blocks.
  */
 #ifndef MEMEST_JSON_WRITER_H
 #define MEMEST_JSON_WRITER_H
@@ -27,9 +28,12 @@
 #include <stdio.h>
 
 #define JW_MAX_DEPTH 32
+#define JW_BUFFER 65536
 
 typedef struct json_writer {
     FILE *f;
+    size_t len;                     /* bytes in buf not yet written to f */
+    char buf[JW_BUFFER];
     int depth;                      /* open objects and arrays */
     bool in_array[JW_MAX_DEPTH];    /* per level: an array, else an object */
     uint32_t count[JW_MAX_DEPTH];   /* per level: values written so far */

@@ -305,7 +305,7 @@ void write_fit(json_writer *w, const char *key, const fit_info *fit, uint64_t pe
 }
 
 int print_json(FILE *f, const est_report *r, const output_opts *o) {
-    json_writer w;
+    static json_writer w; /* 64 KiB: not on the stack */
     jw_init(&w, f);
     jw_begin_object(&w, NULL);
     write_report_members(&w, r, o);
