@@ -15,6 +15,10 @@ static uint64_t hash_name(const char *s) {
 est_graph *est__graph_new(const char *source) {
     est_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;
+    if (pthread_mutex_init(&g->plan_lock, NULL) != 0) {
+        free(g);
+        return NULL;
+    }
     g->source = est__strdup(source ? source : "<memory>");
     g->name = est__strdup("");
     g->producer = est__strdup("");
@@ -107,6 +111,8 @@ void est_graph_free(est_graph *g) {
     free(g->source);
     free(g->name);
     free(g->producer);
+    if (g->plan) g->plan_free(g->plan);
+    pthread_mutex_destroy(&g->plan_lock);
     free(g);
 }
 

@@ -321,6 +321,53 @@ static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
     return EST_OK;
 }
 
+/* The work of one node: a unit, and one per element it folded. */
+static uint64_t node_work(const est_report *r, int64_t owned_before) {
+    uint64_t work = 1;
+    for (int64_t k = owned_before; k < r->n_owned; k++) work += (uint64_t)r->owned[k]->count;
+    return work;
+}
+
+est_status est__infer_constants(const est_graph *g, est_plan *p) {
+    est_report r = {.graph = g, .tv = p->tv};
+    bool *constant = calloc((size_t)g->n_tensors + 1, sizeof *constant); /* depends on no graph input */
+    if (!constant) return EST_ENOMEM;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        p->tv[t].rank = -1;
+        if (g->tensors[t].kind != EST_T_INITIALIZER) continue;
+        bind_initializer(&g->tensors[t], &p->tv[t]);
+        constant[t] = true;
+    }
+    uint64_t work = 0;
+    est_status st = EST_OK;
+    for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
+        const est_node *n = &g->nodes[i];
+        bool all = n->op != NULL;
+        for (int k = 0; all && k < n->n_inputs; k++) all = n->inputs[k] < 0 || constant[n->inputs[k]];
+        if (!all) continue;
+        int64_t owned_before = r.n_owned;
+        est_error err;
+        if (infer_node(&r, n, &err) != EST_OK) {
+            /* left to each estimate, which reports the error */
+            for (int k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] >= 0) p->tv[n->outputs[k]] = (est_tval){.rank = -1};
+            if (err.code == EST_ENOMEM) st = EST_ENOMEM;
+            continue;
+        }
+        uint64_t w = node_work(&r, owned_before);
+        if ((work += w) > g->limits.max_work) break; /* each estimate meets the limit where it did */
+        p->work[i] = w;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) constant[n->outputs[k]] = true;
+    }
+    /* tensors of nodes past the limit stay unplanned */
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (!constant[t]) p->tv[t] = (est_tval){.rank = -1};
+    p->owned = r.owned, p->n_owned = r.n_owned, p->cap_owned = r.cap_owned;
+    free(constant);
+    return st;
+}
+
 est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
     const est_graph *g = r->graph;
     binding b = {0};
@@ -340,8 +387,10 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
     }
     for (int32_t s = 0; s < b.n_symbols; s++)
         if (b.sym_val[s] > 0) r->dims[r->n_dims++] = (est_binding){b.symbols[s], b.sym_val[s]};
+    const est_plan *plan = est__graph_plan(g);
     for (int32_t t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
+        if (plan && plan->tv[t].rank >= 0) r->tv[t] = plan->tv[t];
+        else if (g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
     for (int32_t k = 0; k < g->n_inputs && st == EST_OK; k++) {
         int32_t t = g->inputs[k];
         st = bind_input(r, &g->tensors[t], b.rank[k], b.dims[k], &b, &r->tv[t], opt, err);
@@ -350,10 +399,13 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
      * graph of many nodes each folding a large constant ends with ELIMIT. */
     uint64_t work = 0;
     for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
+        if (plan && plan->work[i]) { /* inferred once, in the plan */
+            work += plan->work[i];
+            continue;
+        }
         int64_t owned_before = r->n_owned;
         st = infer_node(r, &g->nodes[i], err);
-        work++;
-        for (int64_t k = owned_before; k < r->n_owned; k++) work += (uint64_t)r->owned[k]->count;
+        work += node_work(r, owned_before);
         if (st == EST_OK && work > g->limits.max_work)
             st = est__fail(err, EST_ELIMIT, "%s: node '%s' (%s): the estimate's work (nodes and folded elements) "
                            "passes the limit of %llu (est_limits.max_work)", g->source, g->nodes[i].name,

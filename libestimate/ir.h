@@ -12,6 +12,7 @@
 #ifndef EST_IR_H
 #define EST_IR_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -180,6 +181,11 @@ struct est_graph {
     int32_t *params;             /* the parameters nodes read, in file order */
     est_dtype dtype;             /* the float dtype most parameter elements
                                     have in the file (est_graph_dtype) */
+    /* What every estimate of the graph shares, made by the first one
+     * (plan.c); the graph owns it and frees it with plan_free. */
+    struct est_plan *plan;
+    void (*plan_free)(struct est_plan *plan);
+    pthread_mutex_t plan_lock;
 };
 
 /* ---- building (used by the loaders) ----------------------------------- */

@@ -59,6 +59,23 @@ static inline est_dtype est__stored_dtype(const est_report *r, est_dtype declare
  * inferred, r->mode set). */
 est_status est__build_params(est_report *r, const est_param_filter *f, est_error *err);
 
+/* plan.c: what every estimate of a graph shares. Per tensor, tv[t] is the
+ * inferred state of a tensor that depends on no graph input (rank -1 for
+ * the others); per node, work[i] is the work unit count of a node whose
+ * outputs are all such tensors (0 for the others). owned holds the folded
+ * values those tv point to. */
+typedef struct est_plan {
+    est_tval *tv;
+    uint64_t *work;
+    est_const **owned;
+    int64_t n_owned, cap_owned;
+} est_plan;
+/* The graph's plan, made on first use; NULL when out of memory (estimates
+ * then infer every node). */
+const est_plan *est__graph_plan(const est_graph *g);
+/* infer.c: fills a plan's tv, work and owned. */
+est_status est__infer_constants(const est_graph *g, est_plan *p);
+
 /* Runs shape inference into r->tv (r->graph and options already set). */
 est_status est__infer(est_report *r, const est_options *opt, est_error *err);
 
