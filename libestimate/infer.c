@@ -328,6 +328,17 @@ static uint64_t node_work(const est_report *r, int64_t owned_before) {
     return work;
 }
 
+/* Node n's outputs from the memo when its inputs are as they were there. */
+static bool take_memo(est_report *r, const est_memo *m, const est_node *n) {
+    for (int k = 0; k < n->n_inputs; k++) {
+        int32_t t = n->inputs[k];
+        if (t >= 0 && (m->slot[t] < 0 || !est__tval_same(&r->tv[t], &m->tv[m->slot[t]]))) return false;
+    }
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) r->tv[n->outputs[k]] = m->tv[m->slot[n->outputs[k]]];
+    return true;
+}
+
 est_status est__infer_constants(const est_graph *g, est_plan *p) {
     est_report r = {.graph = g, .tv = p->tv};
     bool *constant = calloc((size_t)g->n_tensors + 1, sizeof *constant); /* depends on no graph input */
@@ -398,19 +409,29 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
     /* Work: a unit per node and per element folded to a constant, so that a
      * graph of many nodes each folding a large constant ends with ELIMIT. */
     uint64_t work = 0;
+    const est_memo *memo = plan ? est__plan_memo(g) : NULL;
+    uint64_t *works = plan && !memo ? calloc((size_t)g->n_nodes + 1, sizeof *works) : NULL; /* to record one */
     for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
         if (plan && plan->work[i]) { /* inferred once, in the plan */
             work += plan->work[i];
             continue;
         }
-        int64_t owned_before = r->n_owned;
-        st = infer_node(r, &g->nodes[i], err);
-        work += node_work(r, owned_before);
+        if (memo && memo->work[i] && take_memo(r, memo, &g->nodes[i])) {
+            work += memo->work[i];
+        } else {
+            int64_t owned_before = r->n_owned;
+            st = infer_node(r, &g->nodes[i], err);
+            uint64_t w = node_work(r, owned_before);
+            work += w;
+            if (works) works[i] = w;
+        }
         if (st == EST_OK && work > g->limits.max_work)
             st = est__fail(err, EST_ELIMIT, "%s: node '%s' (%s): the estimate's work (nodes and folded elements) "
                            "passes the limit of %llu (est_limits.max_work)", g->source, g->nodes[i].name,
                            g->nodes[i].op_type, (unsigned long long)g->limits.max_work);
     }
+    if (st == EST_OK && works) est__plan_record_memo(g, r, works);
+    free(works);
 out:
     binding_free(&b);
     return st;

@@ -8,15 +8,33 @@
  * dims and the input shapes (Swin's window masks, position tables). The
  * plan holds them; est__infer copies them in and skips those nodes.
  *
+ * What the graph's inputs feed can still be folded the same way by every
+ * estimate: Swin's masks come from Shape(x), whose spatial dims do not
+ * change with the batch. The first estimate records each node that folded
+ * an output (the memo); a later one whose inputs to such a node are the
+ * same (dims and values) takes its outputs from the memo.
+ *
  * Made by the first estimate under the graph's lock and kept until the
  * graph is freed, so that several threads may estimate one graph.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "report.h"
 
+static void memo_free(est_memo *m) {
+    if (!m) return;
+    for (int64_t i = 0; i < m->n_owned; i++) est__const_free(m->owned[i]);
+    free(m->owned);
+    free(m->slot);
+    free(m->tv);
+    free(m->work);
+    free(m);
+}
+
 static void plan_free(est_plan *p) {
     if (!p) return;
+    memo_free((est_memo *)p->memo);
     for (int64_t i = 0; i < p->n_owned; i++) est__const_free(p->owned[i]);
     free(p->owned);
     free(p->tv);
@@ -43,4 +61,87 @@ const est_plan *est__graph_plan(const est_graph *g) {
     const est_plan *p = mg->plan;
     pthread_mutex_unlock(&mg->plan_lock);
     return p;
+}
+
+bool est__tval_same(const est_tval *a, const est_tval *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank || a->elements != b->elements) return false;
+    if (a->rank > 0 && memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) != 0) return false;
+    if (a->value == b->value) return true;
+    const est_const *x = a->value, *y = b->value;
+    if (!x || !y || x->count != y->count || x->dtype != y->dtype || !x->i64 != !y->i64) return false;
+    size_t n = (size_t)x->count * (x->i64 ? sizeof *x->i64 : sizeof *x->f64);
+    return memcmp(x->i64 ? (const void *)x->i64 : (const void *)x->f64,
+                  y->i64 ? (const void *)y->i64 : (const void *)y->f64, n) == 0;
+}
+
+const est_memo *est__plan_memo(const est_graph *g) {
+    est_graph *mg = (est_graph *)g;
+    pthread_mutex_lock(&mg->plan_lock);
+    const est_memo *m = mg->plan ? mg->plan->memo : NULL;
+    pthread_mutex_unlock(&mg->plan_lock);
+    return m;
+}
+
+/* A copy of c that the memo owns; NULL when out of memory. */
+static est_const *own_copy(est_memo *m, const est_const *c, int64_t *cap) {
+    if (m->n_owned == *cap) {
+        int64_t ncap = *cap ? 2 * *cap : 64;
+        est_const **no = realloc(m->owned, (size_t)ncap * sizeof *no);
+        if (!no) return NULL;
+        m->owned = no, *cap = ncap;
+    }
+    est_const *d = est__const_new(c->dtype, c->count);
+    if (!d) return NULL;
+    if (c->i64) memcpy(d->i64, c->i64, (size_t)c->count * sizeof *c->i64);
+    else memcpy(d->f64, c->f64, (size_t)c->count * sizeof *c->f64);
+    return m->owned[m->n_owned++] = d;
+}
+
+/* Gives tensor t a slot holding r's state of it (values copied once). */
+static bool memo_tensor(est_memo *m, const est_report *r, int32_t t, int32_t *n_slots, int64_t *cap) {
+    if (m->slot[t] >= 0) return true;
+    est_tval v = r->tv[t];
+    const est_plan *p = r->graph->plan;
+    bool planned = p && p->tv[t].rank >= 0; /* its value is the plan's, alive as long */
+    if (v.value && !planned && !(v.value = own_copy(m, v.value, cap))) return false;
+    m->tv[*n_slots] = v;
+    m->slot[t] = (*n_slots)++;
+    return true;
+}
+
+static est_memo *memo_make(const est_graph *g, const est_report *r, const uint64_t *node_work) {
+    est_memo *m = calloc(1, sizeof *m);
+    int32_t n_slots = 0;
+    int64_t cap = 0;
+    size_t n_io = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) n_io += (size_t)g->nodes[i].n_inputs + (size_t)g->nodes[i].n_outputs;
+    if (!m || !(m->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *m->slot)) ||
+        !(m->tv = calloc(n_io + 1, sizeof *m->tv)) || !(m->work = calloc((size_t)g->n_nodes + 1, sizeof *m->work))) {
+        memo_free(m);
+        return NULL;
+    }
+    for (int32_t t = 0; t < g->n_tensors; t++) m->slot[t] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        bool folded = false;
+        for (int k = 0; k < n->n_outputs; k++) folded |= n->outputs[k] >= 0 && r->tv[n->outputs[k]].value != NULL;
+        if (!folded || !node_work[i] || (g->plan && g->plan->work[i])) continue;
+        bool ok = true;
+        for (int k = 0; ok && k < n->n_inputs; k++) ok = n->inputs[k] < 0 || memo_tensor(m, r, n->inputs[k], &n_slots, &cap);
+        for (int k = 0; ok && k < n->n_outputs; k++)
+            ok = n->outputs[k] < 0 || memo_tensor(m, r, n->outputs[k], &n_slots, &cap);
+        if (!ok) {
+            memo_free(m);
+            return NULL;
+        }
+        m->work[i] = node_work[i];
+    }
+    return m;
+}
+
+void est__plan_record_memo(const est_graph *g, const est_report *r, const uint64_t *node_work) {
+    est_graph *mg = (est_graph *)g;
+    pthread_mutex_lock(&mg->plan_lock);
+    if (mg->plan && !mg->plan->memo) mg->plan->memo = memo_make(g, r, node_work);
+    pthread_mutex_unlock(&mg->plan_lock);
 }

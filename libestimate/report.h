@@ -69,10 +69,32 @@ typedef struct est_plan {
     uint64_t *work;
     est_const **owned;
     int64_t n_owned, cap_owned;
+    const struct est_memo *memo; /* set once by the first estimate */
 } est_plan;
+
+/* What the first estimate folded that depends on graph inputs (Swin's
+ * window masks come from Shape(x)): per node that folded an output, the
+ * state of its inputs and outputs then. A later estimate whose inputs to
+ * such a node are the same takes its outputs from here instead of folding
+ * them again (plan.c). */
+typedef struct est_memo {
+    int32_t *slot;        /* per tensor: its index in tv, or -1 */
+    est_tval *tv;         /* values point into owned */
+    uint64_t *work;       /* per node: its work when memoised, 0 when not */
+    est_const **owned;
+    int64_t n_owned;
+} est_memo;
+
 /* The graph's plan, made on first use; NULL when out of memory (estimates
  * then infer every node). */
 const est_plan *est__graph_plan(const est_graph *g);
+/* The plan's memo, or NULL while no estimate has recorded one. */
+const est_memo *est__plan_memo(const est_graph *g);
+/* Records r's folded nodes as the plan's memo, if there is none yet (a
+ * failure to record leaves it unset). */
+void est__plan_record_memo(const est_graph *g, const est_report *r, const uint64_t *node_work);
+/* Whether tensor states a and b are the same: dtype, dims and values. */
+bool est__tval_same(const est_tval *a, const est_tval *b);
 /* infer.c: fills a plan's tv, work and owned. */
 est_status est__infer_constants(const est_graph *g, est_plan *p);
 

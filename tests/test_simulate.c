@@ -786,6 +786,54 @@ static void test_batches(const char *models_dir) {
     est_graph_free(g);
 }
 
+/* Values folded from the input's shape: seq -> [1, seq] of 2.0 -> squared ->
+ * scales x. A graph estimated several times reuses what an earlier estimate
+ * folded when a node's inputs are the same (libestimate/plan.c); each
+ * estimate must still agree with one of a fresh graph, also when the
+ * folded values change with seq. */
+static const char shape_fold_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"shape_fold\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", \"seq\"]}],\n"
+    " \"initializers\": [{\"name\": \"one\", \"dtype\": \"int64\", \"dims\": [1], \"values\": [1]},\n"
+    "   {\"name\": \"i1\", \"dtype\": \"int64\", \"dims\": [], \"values\": [1]},\n"
+    "   {\"name\": \"ax0\", \"dtype\": \"int64\", \"dims\": [1], \"values\": [0]}],\n"
+    " \"nodes\": [{\"name\": \"shape\", \"op\": \"Shape\", \"inputs\": [\"x\"], \"outputs\": [\"shp\"]},\n"
+    "  {\"name\": \"seq\", \"op\": \"Gather\", \"inputs\": [\"shp\", \"i1\"], \"outputs\": [\"s\"]},\n"
+    "  {\"name\": \"unsq\", \"op\": \"Unsqueeze\", \"inputs\": [\"s\", \"ax0\"], \"outputs\": [\"s1\"]},\n"
+    "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"one\", \"s1\"], \"outputs\": [\"dims\"],\n"
+    "   \"attributes\": {\"axis\": {\"int\": 0}}},\n"
+    "  {\"name\": \"fill\", \"op\": \"ConstantOfShape\", \"inputs\": [\"dims\"], \"outputs\": [\"m\"],\n"
+    "   \"attributes\": {\"value\": {\"tensor\": {\"dtype\": \"float32\", \"dims\": [1], \"values\": [2.0]}}}},\n"
+    "  {\"name\": \"square\", \"op\": \"Mul\", \"inputs\": [\"m\", \"m\"], \"outputs\": [\"m2\"]},\n"
+    "  {\"name\": \"scale\", \"op\": \"Mul\", \"inputs\": [\"x\", \"m2\"], \"outputs\": [\"y\"]}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+static void test_reused_folds(void) {
+    est_graph *g = load_json(shape_fold_json, "shape_fold.json");
+    static const int64_t points[][2] = {{2, 4}, {3, 4}, {3, 8}, {1, 8}, {2, 4}};
+    for (size_t i = 0; g && i < sizeof points / sizeof *points; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "shape_fold estimate %zu (batch %lld, seq %lld)", i + 1, (long long)points[i][0],
+                 (long long)points[i][1]);
+        est_binding seq = {"seq", points[i][1]};
+        run_opts o = {.mode = EST_MODE_TRAIN, .batch = points[i][0], .dims = &seq, .n_dims = 1};
+        est_report *r = run(g, o);
+        est_graph *fresh = load_json(shape_fold_json, "shape_fold.json");
+        est_report *fr = run(fresh, o);
+        if (r && fr) {
+            same_report(r, fr, what);
+            const est_layer *sq = layer_named(r, "square");
+            CHECK(sq && sq->n_outputs == 1 && sq->outputs[0].elements == (uint64_t)points[i][1],
+                  "%s: square makes %llu elements, expected seq", what,
+                  U(sq && sq->n_outputs ? sq->outputs[0].elements : 0));
+        }
+        est_report_free(r);
+        est_report_free(fr);
+        est_graph_free(fresh);
+    }
+    est_graph_free(g);
+}
+
 /* ---- 7. mixed precision (--amp) ---------------------------------------------- */
 
 /* The MLP at batch 1024 under autocast, sgd. Hand walk
@@ -1429,6 +1477,7 @@ int main(int argc, char **argv) {
     test_views();
     test_float16();
     test_batches(argv[1]);
+    test_reused_folds();
     test_amp();
     test_checkpoint();
     test_checkpoint_wrapped();
