@@ -10,6 +10,12 @@
  * Also times any model files given on the command line.
  *
  * usage: bench_estimate [BLOCKS] [MODEL...]      (default 500 blocks = 6,000 nodes)
+ *        bench_estimate --reestimate N MODEL     load once, N estimates (train,
+ *                                                Adam, batch 1..N); prints
+ *                                                "reestimate_ms <mean ms>"
+ *        bench_estimate --write BLOCKS PATH      write the synthetic model
+ *                                                (12 nodes a block) to PATH
+ * bench/speed.py drives the last two.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -232,7 +238,48 @@ static int time_graph(const char *label, est_graph *g, double load_ms) {
     return 0;
 }
 
+/* Mean milliseconds of one estimate of an already loaded model (its first
+ * estimate, which makes the graph's plan, is not counted). */
+static int reestimate(int n, const char *path) {
+    est_error err;
+    est_graph *g = NULL;
+    if (n < 1 || est_load_file(path, &g, &err) != EST_OK) {
+        fprintf(stderr, "%s: %s\n", path, n < 1 ? "N must be positive" : err.message);
+        return 1;
+    }
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 1;
+    est_report *r = NULL;
+    int rc = est_estimate(g, &opt, &r, &err) != EST_OK;
+    est_report_free(r);
+    double t0 = now_ms();
+    for (int i = 0; i < n && !rc; i++) {
+        opt.batch = 1 + i;
+        rc = est_estimate(g, &opt, &r, &err) != EST_OK;
+        est_report_free(r);
+    }
+    double ms = (now_ms() - t0) / n;
+    if (rc) fprintf(stderr, "%s: %s\n", path, err.message);
+    else printf("reestimate_ms %.4f\n", ms);
+    est_graph_free(g);
+    return rc;
+}
+
+static int write_model(int blocks, const char *path) {
+    size_t size;
+    uint8_t *buf = build_model(blocks, &size);
+    FILE *f = buf ? fopen(path, "wb") : NULL;
+    int rc = !f || fwrite(buf, 1, size, f) != size;
+    if (f) rc |= fclose(f) != 0;
+    free(buf);
+    if (rc) fprintf(stderr, "cannot write %s\n", path);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "--reestimate") == 0) return reestimate(atoi(argv[2]), argv[3]);
+    if (argc == 4 && strcmp(argv[1], "--write") == 0) return write_model(atoi(argv[2]), argv[3]);
     int blocks = argc > 1 ? atoi(argv[1]) : 500;
     if (blocks <= 0) blocks = 500;
     size_t size;
