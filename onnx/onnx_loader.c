@@ -17,6 +17,7 @@
 
 #include "onnx.pb-c.h"
 #include "param_names.h"
+#include "slim.h"
 #include "onnx_loader.h"
 
 typedef struct loader {
@@ -26,6 +27,7 @@ typedef struct loader {
     const est_limits *lim;
     const char *dir;     /* the model's folder, for external data; NULL for buffers */
     char *real_dir;      /* realpath(dir), made when first needed */
+    char *checked_loc;   /* the last external-data location found inside dir */
 } loader;
 
 static est_status oom(loader *L) {
@@ -214,6 +216,7 @@ static est_status check_location(loader *L, const char *tensor, const char *loc)
         if (*c) c++;
     }
     if (!L->dir) return EST_OK;
+    if (L->checked_loc && strcmp(L->checked_loc, loc) == 0) return EST_OK; /* most files name one weights file */
     if (!L->real_dir) {
         L->real_dir = realpath(L->dir, NULL);
         if (!L->real_dir) return errno == ENOMEM ? oom(L) : EST_OK; /* folder gone: nothing to follow */
@@ -225,13 +228,16 @@ static est_status check_location(loader *L, const char *tensor, const char *loc)
     char *real = realpath(joined, NULL);
     int saved = errno;
     free(joined);
-    if (!real) return saved == ENOMEM ? oom(L) : EST_OK; /* absent weights are allowed */
+    if (!real && saved == ENOMEM) return oom(L);
     size_t dl = strlen(L->real_dir);
-    bool inside = strncmp(real, L->real_dir, dl) == 0 && (real[dl] == '/' || (dl == 1 && L->real_dir[0] == '/'));
+    bool inside = !real || /* absent weights are allowed */
+                  (strncmp(real, L->real_dir, dl) == 0 && (real[dl] == '/' || (dl == 1 && L->real_dir[0] == '/')));
     free(real);
     if (!inside)
         return est__fail(L->err, EST_EPARSE, "%s: tensor '%s': external data location '%.200s' resolves outside "
                          "the model's folder (a symlink?)", L->src, tensor, loc);
+    free(L->checked_loc);
+    L->checked_loc = est__strdup(loc); /* NULL when out of memory: checked again next time */
     return EST_OK;
 }
 
@@ -883,7 +889,11 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
     long next_node = 0;
     est_status st = check_nesting(&L, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
     if (st != EST_OK) return st;
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&pb_allocator, size, data);
+    size_t slim_size = 0;
+    uint8_t *slim = est__onnx_slim(data, size, &slim_size); /* weights cut: never copied by unpack */
+    Onnx__ModelProto *m = slim ? onnx__model_proto__unpack(&pb_allocator, slim_size, slim)
+                               : onnx__model_proto__unpack(&pb_allocator, size, data);
+    free(slim);
     if (!m)
         return est__fail(err, EST_EPARSE, "%s: not a valid ONNX protobuf (truncated or corrupt, or out of memory)", src);
     /* External data is relative to the model's folder: the path's, for a file. */
@@ -903,6 +913,7 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
     onnx__model_proto__free_unpacked(m, &pb_allocator);
     free(dir);
     free(L.real_dir);
+    free(L.checked_loc);
     if (st != EST_OK) {
         est_graph_free(L.g);
         return st;
