@@ -1,5 +1,6 @@
-/* gpus.h: the GPUs `memest --gpu NAME` knows, and memory sizes as written on
- * the command line (docs/capacity.md). */
+/* gpus.h: the names `memest --gpu NAME` takes (the library's device table,
+ * est_device_find), and memory sizes as written on the command line
+ * (docs/capacity.md). */
 #ifndef MEMEST_GPUS_H
 #define MEMEST_GPUS_H
 
@@ -8,17 +9,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct gpu_info {
-    const char *name;       /* what --gpu takes (case and '-', '_', ' ' ignored) */
-    uint64_t memory_bytes;  /* the memory the estimate is compared with */
-    const char *basis;      /* where the figure comes from */
-} gpu_info;
-
-extern const gpu_info gpu_table[];
-extern const size_t gpu_table_count;
-
-/* The entry named `name`, or NULL. */
-const gpu_info *gpu_find(const char *name);
 /* "T4, L4, A10G, ..." into buf; returns buf. */
 const char *gpu_names(char *buf, size_t n);
 

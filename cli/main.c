@@ -448,7 +448,7 @@ static int parse_args(cli *c, int argc, char **argv) {
             c->dump_dir = v;
         } else if (is_flag(a, "--gpu", "--gpu")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a GPU name", a);
-            const gpu_info *gi = gpu_find(v);
+            const est_device *gi = est_device_find(v);
             if (!gi) {
                 char names[1024];
                 return usage_error("unknown GPU '%s'; --gpu knows: %s (or give --gpu-memory SIZE)", v,
@@ -458,6 +458,7 @@ static int parse_args(cli *c, int argc, char **argv) {
             c->fit.gpu = gi->name;
             c->fit.gpu_bytes = gi->memory_bytes;
             c->fit_given = true;
+            c->opt.device = gi; /* the hardware rules (cuDNN's split-K) follow the GPU asked about */
         } else if (is_flag(a, "--gpu-memory", "--gpu-memory") || is_flag(a, "--reserve", "--reserve")) {
             bool mem = strncmp(a, "--gpu-memory", 12) == 0;
             const char *flag = mem ? "--gpu-memory" : "--reserve";

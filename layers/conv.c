@@ -254,8 +254,9 @@ static uint64_t conv_workspace(const est_cost_ctx *c) {
  * runs it on channels-last copies of the input and the output gradient
  * (in + out) and splits the long reduction into partial weight gradients,
  * summed at the end:
- *  - one 128x128 output tile (SPLIT_K_TILE) per SM (SPLIT_K_CTAS; 132 on an
- *    H100 or H200), so a weight of many tiles splits fewer ways;
+ *  - one 128x128 output tile (SPLIT_K_TILE) per SM of the device the step
+ *    runs on (est_device.sm_count: 132 on an H100 or H200, 40 on a T4), so
+ *    a weight of many tiles splits fewer ways;
  *  - at least SPLIT_K_ROWS reduced pixels per split, and one partial;
  *  - a small weight splits further, up to SMALL_WEIGHT_PARTIALS bytes;
  *  - partials take the conv's dtype (float16/bfloat16 halve them).
@@ -268,20 +269,22 @@ static uint64_t conv_workspace(const est_cost_ctx *c) {
  * was written (probe_splitk.py) it is 1.9 MiB against 2.6 MiB. cuDNN's
  * jumps to 16x the input (16- and 32-channel convs from batch 64-128)
  * follow no shape rule. */
-enum { SPLIT_K_CTAS = 132, SPLIT_K_TILE = 128, SPLIT_K_ROWS = 64, SMALL_WEIGHT_PARTIALS = 1 << 20 };
+enum { SPLIT_K_TILE = 128, SPLIT_K_ROWS = 64, SMALL_WEIGHT_PARTIALS = 1 << 20 };
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 static uint64_t split_k_partials(const est_cost_ctx *c) {
     const est_tval *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
     if (!w || !y || y->rank < 2 || y->dims[1] <= 0 || w->dims[0] <= 0) return 0;
+    const est_device *dev = c->device ? c->device : est__default_device();
+    const uint64_t ctas = (uint64_t)(dev->sm_count > 0 ? dev->sm_count : 1); /* one tile per SM */
     uint64_t rows = (uint64_t)w->dims[0], cols = est_tval_elements(w) / rows; /* Cout x (C x kernel) */
     uint64_t reduced = est_tval_elements(y) / (uint64_t)y->dims[1];           /* batch x output pixels */
     uint64_t most = reduced / SPLIT_K_ROWS > 1 ? reduced / SPLIT_K_ROWS : 1;
-    uint64_t tiled = SPLIT_K_CTAS / (div_up(rows, SPLIT_K_TILE) * div_up(cols, SPLIT_K_TILE));
+    uint64_t tiled = ctas / (div_up(rows, SPLIT_K_TILE) * div_up(cols, SPLIT_K_TILE));
     uint64_t ways = tiled < 1 ? 1 : tiled < most ? tiled : most;
     uint64_t weight = est_cost_bytes(c, w), partials = est_mul_sat(ways, weight);
-    uint64_t small = est_mul_sat(most < SPLIT_K_CTAS ? most : SPLIT_K_CTAS, weight);
+    uint64_t small = est_mul_sat(most < ctas ? most : ctas, weight);
     if (small > SMALL_WEIGHT_PARTIALS) small = SMALL_WEIGHT_PARTIALS;
     return partials > small ? partials : small;
 }

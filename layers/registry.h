@@ -134,6 +134,7 @@ struct est_cost_ctx {
                                          estimate (the node's under --amp) */
     est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */
     est_kernels kernels;              /* whose kernels run the op (est_options.kernels) */
+    const est_device *device;         /* the GPU it runs on (est_options.device; never NULL) */
 };
 
 struct est_flops {

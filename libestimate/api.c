@@ -172,6 +172,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->optimizer = opt->optimizer;
     r->dtype = opt->dtype == EST_DT_UNDEFINED ? g->dtype : opt->dtype;
     r->kernels = opt->kernels;
+    r->device = opt->device ? opt->device : est__default_device();
     r->amp = opt->amp;
     r->checkpoint = opt->checkpoint;
     r->memory_limit = opt->memory_limit;

@@ -379,6 +379,32 @@ EST_API int est_name_matches(const char *pattern, const char *name);
  * otherwise. est_estimate() makes the same check. */
 EST_API est_status est_check_param_filter(const est_graph *g, const est_param_filter *f, est_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A GPU as the estimate sees it. The table is static: pointers stay valid
+ * for the life of the process. A figure the part lacks or that is not
+ * published is 0 (docs/capacity.md, "GPUs"). */
+typedef struct est_device {
+    const char *name;            /* "H100-80GB": what --gpu takes */
+    uint64_t memory_bytes;       /* the memory a peak is compared with */
+    const char *memory_basis;    /* where that figure comes from */
+    int sm_count;                /* streaming multiprocessors */
+    double memory_bandwidth;     /* bytes per second */
+    double flops_fp32;           /* peak dense FLOP/s: float32 on CUDA cores, */
+    double flops_tf32;           /* tf32, bf16 and fp16 on tensor cores */
+    double flops_bf16;
+    double flops_fp16;
+} est_device;
+
+EST_API size_t est_device_count(void);
+/* The i-th known device, NULL past the end. */
+EST_API const est_device *est_device_at(size_t i);
+/* The device named `name` (case, '-', '_' and ' ' ignored; "H100-NVL" is
+ * H100-94GB), or NULL. */
+EST_API const est_device *est_device_find(const char *name);
+
 typedef struct est_options {
     est_mode mode;                 /* default EST_MODE_TRAIN */
     est_optimizer optimizer;       /* default EST_OPT_ADAM */
@@ -395,6 +421,10 @@ typedef struct est_options {
     size_t n_dims;
     const est_input_value *values; /* optional known input contents */
     size_t n_values;
+    const est_device *device;      /* the GPU the step runs on: the rules that
+                                      depend on it (cuDNN's split-K) read it;
+                                      NULL: H100-80GB, where they were
+                                      measured */
     est_kernels kernels;           /* whose kernels run the ops (their
                                       workspaces differ); default
                                       EST_KERNELS_PYTORCH */

@@ -244,6 +244,9 @@ est_const *est__const_new(est_dtype dt, int64_t count);
 bool est__dtype_is_float(est_dtype dt);
 bool est__dtype_is_int(est_dtype dt); /* integers and bool */
 
+/* device.c: the device an estimate runs on when est_options.device is NULL. */
+const est_device *est__default_device(void);
+
 /* ---- errors -------------------------------------------------------------- */
 
 /* Fills err (if not NULL) with code and a formatted message; returns code. */

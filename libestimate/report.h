@@ -25,6 +25,7 @@ struct est_report {
     est_dtype dtype;            /* the step's dtype: what tensors of the
                                    export's dtype (graph->dtype) become */
     est_kernels kernels;
+    const est_device *device;   /* est_options.device, or the default */
     est_amp amp;
     est_checkpoint checkpoint;  /* prefixes point into the caller's options */
     uint64_t memory_limit;

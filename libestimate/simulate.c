@@ -290,6 +290,7 @@ static void build_contexts(sim *s) {
         c->float_dtype = s->r->dtype;
         c->export_dtype = s->g->dtype;
         c->kernels = s->r->kernels;
+        c->device = s->r->device;
         for (int k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
             if (t < 0) continue;

@@ -56,6 +56,11 @@
  *     chunk size (the last chunk smaller) and a list of sizes with a
  *     negative index give the same bytes as Split does; a chunk size read
  *     at a negative index cannot be lowered and names the op unsupported.
+ * 13. cuDNN's split-K weight gradient splits across the SMs of the device
+ *     the step runs on (est_options.device; libestimate/device.c): a 3x3
+ *     64->64 conv at batch 8, 56x56, keeps in + out + partials of the
+ *     weight (147456 bytes) for its backward: 26 of them on an H100 (132
+ *     SMs / 5 tiles), 8 on a T4 (40 / 5), 21 on an A100 (108 / 5).
  * 11. A Dropout that drops nothing (ratio 0) returns its input, as
  *     at::dropout does; one with ratio 0.1 in training makes a new tensor.
  *
@@ -1331,6 +1336,47 @@ static void check_split_to_sequence(void) {
     est_graph_free(g);
 }
 
+/* ---- 13. split-K follows the device's SMs ------------------------------------------- */
+
+static void check_split_k_device(void) {
+    const char *what = "split-K by device";
+    est_graph *g = load_json(
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"conv\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [8, 64, 56, 56]}],\n"
+        " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [64, 64, 3, 3]}],\n"
+        " \"nodes\": [{\"name\": \"conv\", \"op\": \"Conv\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"],\n"
+        "   \"attributes\": {\"pads\": {\"ints\": [1, 1, 1, 1]}}}],\n"
+        " \"outputs\": [\"y\"]}\n",
+        what);
+    static const struct {
+        const char *device;
+        uint64_t partials;
+    } cases[] = {{NULL, 26}, {"H100-80GB", 26}, {"T4", 8}, {"A100-40GB", 21}};
+    const uint64_t act = 8ull * 64 * 56 * 56 * 4, weight = 64ull * 64 * 9 * 4;
+    for (size_t c = 0; g && c < sizeof cases / sizeof *cases; c++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.optimizer = EST_OPT_SGD;
+        opt.device = cases[c].device ? est_device_find(cases[c].device) : NULL;
+        CHECK(!cases[c].device || opt.device, "%s: no device %s", what, cases[c].device);
+        est_error err;
+        est_report *r = NULL;
+        if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+            CHECK(false, "%s: %s", what, err.message);
+            continue;
+        }
+        const est_layer *L = layer_named(r, "conv", what);
+        uint64_t want = 2 * act + cases[c].partials * weight;
+        if (L)
+            CHECK(L->temp_bytes == want, "%s on %s: temp %llu, expected in + out + %llu weights = %llu", what,
+                  cases[c].device ? cases[c].device : "the default", U(L->temp_bytes), U(cases[c].partials), U(want));
+        est_report_free(r);
+    }
+    est_graph_free(g);
+    CHECK(est_device_find("h100 nvl") == est_device_find("H100-94GB") && est_device_find("nope") == NULL,
+          "device names");
+}
+
 /* ---- 10. a linear layer's bias add is in place ----------------------------------- */
 
 /* x [64, 256] -> MatMul W [256, 512] -> mm (131072 bytes) -> Add(mm, ADDEND)
@@ -1463,6 +1509,7 @@ int main(int argc, char **argv) {
     check_sdpa_grouped();
     check_split_views();
     check_split_to_sequence();
+    check_split_k_device();
     check_bias_add_in_place();
     check_dropout_identity();
     check_folded_tables();
