@@ -175,12 +175,11 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     const est_peak *p = est_report_peak(r);
     fprintf(f, "  PEAK            %s  during %s%s%s\n", human_bytes(a, sizeof a, p->bytes), est_phase_name(p->phase),
             p->label[0] ? ", at layer " : "", p->label);
-    const struct { const char *name; uint64_t bytes; } parts[] = {
-        {"params", p->params}, {"buffers", p->buffers}, {"grads", p->grads}, {"optimizer", p->optimizer},
-        {"activations", p->activations}, {"temp", p->temp}, {"inputs", p->inputs}, {"other", p->other}};
     fprintf(f, "                  made of:");
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        if (parts[i].bytes) fprintf(f, " %s %s;", parts[i].name, human_bytes(a, sizeof a, parts[i].bytes));
+    for (int c = 0; c < EST_CAT_COUNT; c++)
+        if (est_peak_category(p, (est_category)c))
+            fprintf(f, " %s %s;", est_category_name((est_category)c),
+                    human_bytes(a, sizeof a, est_peak_category(p, (est_category)c)));
     fprintf(f, "\n");
     fprintf(f, "  RESERVED        %s  the caching allocator's segments (max_memory_reserved; PEAK is\n"
                "                  max_memory_allocated), beyond what the process held before\n",
@@ -423,14 +422,7 @@ static void write_peak(json_writer *w, const est_peak *p) {
     jw_string(w, "layer", p->layer);
     jw_string(w, "module", p->module);
     jw_begin_object(w, "breakdown");
-    jw_u64(w, "params", p->params);
-    jw_u64(w, "buffers", p->buffers);
-    jw_u64(w, "grads", p->grads);
-    jw_u64(w, "optimizer", p->optimizer);
-    jw_u64(w, "activations", p->activations);
-    jw_u64(w, "temp", p->temp);
-    jw_u64(w, "inputs", p->inputs);
-    jw_u64(w, "other", p->other);
+    for (int c = 0; c < EST_CAT_COUNT; c++) jw_u64(w, est_category_name((est_category)c), est_peak_category(p, (est_category)c));
     jw_end_object(w);
     jw_end_object(w);
 }

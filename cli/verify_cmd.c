@@ -33,9 +33,8 @@ int run_verify(const verify_request *q, const est_graph *g) {
 
 #else
 
-static const char *cat_names[VX_CAT_COUNT] = {"params", "buffers", "grads", "optimizer",
-                                              "activations", "temp", "inputs", "other"};
-static const char *phase_names[] = {"setup", "forward", "backward", "optimizer"};
+/* verify's phases: setup, then the estimator's. */
+static const char *vx_phase_name(vx_phase p) { return p == VX_PHASE_SETUP ? "setup" : est_phase_name((est_phase)(p - 1)); }
 
 static double rel_err(uint64_t est, uint64_t meas) {
     if (meas == 0) return est == 0 ? 0.0 : INFINITY;
@@ -50,14 +49,7 @@ static const char *err_str(char *buf, size_t n, uint64_t est, uint64_t meas) {
 }
 
 static void est_cats(const est_peak *p, uint64_t *c) {
-    c[VX_PARAM] = p->params;
-    c[VX_BUFFER] = p->buffers;
-    c[VX_GRAD] = p->grads;
-    c[VX_OPT] = p->optimizer;
-    c[VX_ACT] = p->activations;
-    c[VX_TEMP] = p->temp;
-    c[VX_INPUT] = p->inputs;
-    c[VX_OTHER] = p->other;
+    for (int k = 0; k < VX_CAT_COUNT; k++) c[k] = est_peak_category(p, (est_category)k);
 }
 
 static void print_table_v(FILE *f, const verify_request *q, const est_report *rep, const vx_result *r, bool ok,
@@ -73,11 +65,11 @@ static void print_table_v(FILE *f, const verify_request *q, const est_report *re
     fprintf(f, "device: %s\n\n", r->device_name);
     fprintf(f, "%-14s %14s %14s %9s\n", "category", "estimate", "measured", "error");
     for (int c = 0; c < VX_CAT_COUNT; c++)
-        fprintf(f, "%-14s %14s %14s %9s\n", cat_names[c], human_bytes(a, sizeof a, ec[c]),
+        fprintf(f, "%-14s %14s %14s %9s\n", est_category_name((est_category)c), human_bytes(a, sizeof a, ec[c]),
                 human_bytes(b, sizeof b, r->at_peak[c]), err_str(e, sizeof e, ec[c], r->at_peak[c]));
     fprintf(f, "%-14s %14s %14s %9s\n", "peak", human_bytes(a, sizeof a, p->bytes), human_bytes(b, sizeof b, r->peak),
             err_str(e, sizeof e, p->bytes, r->peak));
-    fprintf(f, "%-14s %14s %14s\n", "peak phase", est_phase_name(p->phase), phase_names[r->peak_phase]);
+    fprintf(f, "%-14s %14s %14s\n", "peak phase", est_phase_name(p->phase), vx_phase_name(r->peak_phase));
     fprintf(f, "%-14s %14.28s %14.28s\n\n", "peak layer", p->layer && p->layer[0] ? p->layer : "-",
             r->peak_layer[0] ? r->peak_layer : "-");
     fprintf(f, "step time: %.2f ms (measured step; first step %.2f ms)\n", r->step_ms, r->first_step_ms);
@@ -105,7 +97,7 @@ static int print_json_v(FILE *f, const verify_request *q, const est_report *rep,
     cJSON_AddStringToObject(root, "device", r->device_name);
     cJSON *cats = cJSON_AddObjectToObject(root, "categories");
     for (int c = 0; c < VX_CAT_COUNT; c++) {
-        cJSON *o = cJSON_AddObjectToObject(cats, cat_names[c]);
+        cJSON *o = cJSON_AddObjectToObject(cats, est_category_name((est_category)c));
         cJSON_AddNumberToObject(o, "estimate", (double)ec[c]);
         cJSON_AddNumberToObject(o, "measured", (double)r->at_peak[c]);
         double e = rel_err(ec[c], r->at_peak[c]);
@@ -118,7 +110,7 @@ static int print_json_v(FILE *f, const verify_request *q, const est_report *rep,
     if (isfinite(err)) cJSON_AddNumberToObject(pk, "error", err);
     else cJSON_AddNullToObject(pk, "error");
     cJSON_AddStringToObject(pk, "estimate_phase", est_phase_name(p->phase));
-    cJSON_AddStringToObject(pk, "measured_phase", phase_names[r->peak_phase]);
+    cJSON_AddStringToObject(pk, "measured_phase", vx_phase_name(r->peak_phase));
     cJSON_AddStringToObject(pk, "estimate_layer", p->layer ? p->layer : "");
     cJSON_AddStringToObject(pk, "measured_layer", r->peak_layer);
     cJSON_AddNumberToObject(root, "tolerance", q->tolerance / 100.0);
@@ -269,7 +261,7 @@ static void print_oom(FILE *f, const verify_request *q, const vx_result *r, cons
         cJSON_AddNumberToObject(root, "requested_bytes", (double)r->failed_request);
         cJSON_AddNumberToObject(root, "free_bytes", (double)r->free_at_failure);
         cJSON_AddNumberToObject(root, "device_total", (double)r->device_total);
-        cJSON_AddStringToObject(root, "phase", phase_names[r->fail_phase]);
+        cJSON_AddStringToObject(root, "phase", vx_phase_name(r->fail_phase));
         cJSON_AddStringToObject(root, "layer", r->fail_layer);
         if (rep) cJSON_AddNumberToObject(root, "estimated_peak", (double)est_report_peak(rep)->bytes);
         cJSON_AddStringToObject(root, "message", r->message);
@@ -282,7 +274,7 @@ static void print_oom(FILE *f, const verify_request *q, const vx_result *r, cons
     fprintf(f, "model: %s\ndevice: %s (%s)\n", q->model, r->device_name, human_bytes(c, sizeof c, r->device_total));
     fprintf(f, "does not fit: an allocation of %s failed with %s free (%s%s%s)\n",
             human_bytes(a, sizeof a, r->failed_request), human_bytes(b, sizeof b, r->free_at_failure),
-            phase_names[r->fail_phase], r->fail_layer[0] ? ", node " : "", r->fail_layer);
+            vx_phase_name(r->fail_phase), r->fail_layer[0] ? ", node " : "", r->fail_layer);
     if (rep) fprintf(f, "estimated peak: %s\n", human_bytes(a, sizeof a, est_report_peak(rep)->bytes));
 }
 

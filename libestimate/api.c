@@ -17,13 +17,33 @@ static const char *const optimizer_names[] = {
     [EST_OPT_ADAM] = "adam", [EST_OPT_ADAMW] = "adamw", [EST_OPT_SGD] = "sgd", [EST_OPT_MOMENTUM] = "momentum",
     [EST_OPT_ADAFACTOR] = "adafactor"};
 static const char *const phase_names[] = {
-    [EST_PHASE_FORWARD] = "forward", [EST_PHASE_BACKWARD] = "backward", [EST_PHASE_OPTIMIZER] = "optimizer"};
+#define PHASE_NAME(e, name) [EST_PHASE_##e] = #name,
+    EST_PHASES(PHASE_NAME)
+#undef PHASE_NAME
+};
+static const char *const category_names[] = {
+#define CATEGORY_NAME(e, name) [EST_CAT_##e] = #name,
+    EST_CATEGORIES(CATEGORY_NAME)
+#undef CATEGORY_NAME
+};
 
 const char *est_mode_name(est_mode m) { return (unsigned)m < 2 ? mode_names[m] : "unknown"; }
 const char *est_optimizer_name(est_optimizer o) {
     return (unsigned)o < EST_OPT_COUNT ? optimizer_names[o] : "unknown";
 }
-const char *est_phase_name(est_phase p) { return (unsigned)p < 3 ? phase_names[p] : "unknown"; }
+const char *est_phase_name(est_phase p) { return (unsigned)p < EST_PHASE_COUNT ? phase_names[p] : "unknown"; }
+const char *est_category_name(est_category c) {
+    return (unsigned)c < EST_CAT_COUNT ? category_names[c] : "unknown";
+}
+
+uint64_t est_peak_category(const est_peak *p, est_category c) {
+    switch (p ? c : EST_CAT_COUNT) {
+#define CATEGORY_FIELD(e, name) case EST_CAT_##e: return p->name;
+    EST_CATEGORIES(CATEGORY_FIELD)
+#undef CATEGORY_FIELD
+    default: return 0;
+    }
+}
 
 static int index_of(const char *const *names, int n, const char *name) {
     for (int i = 0; name && i < n; i++)

@@ -77,8 +77,9 @@
 #include <stdlib.h>
 
 #include "caching.h"
+#include "estimate.h" /* EST_ALLOC_ROUND */
 
-#define K_MIN_BLOCK_SIZE ((uint64_t)512)            /* kMinBlockSize */
+#define K_MIN_BLOCK_SIZE ((uint64_t)EST_ALLOC_ROUND) /* kMinBlockSize */
 #define K_SMALL_SIZE ((uint64_t)1048576)            /* kSmallSize: 1 MiB */
 #define K_SMALL_BUFFER ((uint64_t)2097152)          /* kSmallBuffer: 2 MiB */
 #define K_LARGE_BUFFER ((uint64_t)20971520)         /* kLargeBuffer: 20 MiB */

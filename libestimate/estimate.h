@@ -514,12 +514,45 @@ typedef struct est_layer {
     const char *label;
 } est_layer;
 
-/* The phases of a training step: where the peak (or an out-of-memory) happens. */
+/* The phases of a training step: where the peak (or an out-of-memory)
+ * happens. One list makes the enum, est_phase_name() and the names every
+ * output prints (X(ENUM_SUFFIX, name)). */
+#define EST_PHASES(X) \
+    X(FORWARD, forward) \
+    X(BACKWARD, backward) \
+    X(OPTIMIZER, optimizer)
+
 typedef enum est_phase {
-    EST_PHASE_FORWARD = 0,
-    EST_PHASE_BACKWARD,
-    EST_PHASE_OPTIMIZER,
+#define EST_PHASE_ENUM(e, name) EST_PHASE_##e,
+    EST_PHASES(EST_PHASE_ENUM)
+#undef EST_PHASE_ENUM
+    EST_PHASE_COUNT
 } est_phase;
+
+/* What every allocated byte of a step is (docs/memory-model.md). One list
+ * makes the enum, est_category_name(), est_peak's fields and the names the
+ * table, JSON, CSV and verify print (X(ENUM_SUFFIX, name)). */
+#define EST_CATEGORIES(X) \
+    X(PARAMS, params) \
+    X(BUFFERS, buffers) \
+    X(GRADS, grads) \
+    X(OPTIMIZER, optimizer) \
+    X(ACTIVATIONS, activations) \
+    X(TEMP, temp) \
+    X(INPUTS, inputs) \
+    X(OTHER, other)
+
+typedef enum est_category {
+#define EST_CATEGORY_ENUM(e, name) EST_CAT_##e,
+    EST_CATEGORIES(EST_CATEGORY_ENUM)
+#undef EST_CATEGORY_ENUM
+    EST_CAT_COUNT
+} est_category;
+
+/* PyTorch's caching allocator rounds every block up to a multiple of this
+ * many bytes (c10/cuda/CUDACachingAllocator.cpp, kMinBlockSize); memest
+ * counts each tensor so rounded, and verify measures so. */
+#define EST_ALLOC_ROUND 512
 
 typedef struct est_totals {
     uint64_t param_count;
@@ -573,7 +606,10 @@ typedef struct est_peak {
     uint64_t bytes;
     est_phase phase;
     const char *layer;       /* the layer running at the peak ("" for the optimizer) */
-    uint64_t params, buffers, grads, optimizer, activations, temp, inputs, other;
+    /* bytes live at the peak, by category: params, buffers, grads, ... */
+#define EST_PEAK_FIELD(e, name) uint64_t name;
+    EST_CATEGORIES(EST_PEAK_FIELD)
+#undef EST_PEAK_FIELD
     const char *module;      /* the layer's est_layer.module: NULL when unknown,
                                 and when the peak is at no layer (the loss,
                                 the optimizer step) */
@@ -581,6 +617,9 @@ typedef struct est_peak {
 } est_peak;
 
 EST_API const est_peak *est_report_peak(const est_report *r);
+/* The peak's bytes of category c (0 for a c out of range). */
+EST_API uint64_t est_peak_category(const est_peak *p, est_category c);
+EST_API const char *est_category_name(est_category c); /* "params", ...; "unknown" out of range */
 
 /* One parameter (a weight the model could train) and whether it trains in
  * this estimate. Owned by the report. */

@@ -33,9 +33,6 @@
 #include "caching.h"
 #include "report.h"
 
-/* PyTorch's caching allocator rounds every block up to 512 bytes. */
-#define EST_ALLOC_ROUND 512
-
 /* What a block is, for the caching allocator's replay: one key per live
  * block, so that a free finds the block its allocation made. */
 enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP };
@@ -48,15 +45,11 @@ typedef struct handle_map {
     uint64_t cap, count; /* cap: a power of two */
 } handle_map;
 
-typedef enum category {
-    CAT_PARAM, CAT_BUFFER, CAT_GRAD, CAT_OPT, CAT_ACT, CAT_TEMP, CAT_INPUT, CAT_OTHER, CAT_COUNT
-} category;
-
 typedef struct sim {
     est_report *r;
     const est_graph *g;
     bool train;
-    uint64_t live[CAT_COUNT];
+    uint64_t live[EST_CAT_COUNT];
     uint64_t total;
     uint64_t max_transient;
     uint64_t max_activations; /* the largest set of live activations */
@@ -222,14 +215,14 @@ static void moment(sim *s, est_phase phase, const char *layer) {
     s->at_layer = layer;
 }
 
-static void alloc(sim *s, category c, uint64_t bytes, uint64_t key) {
+static void alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->live[c] += bytes;
     s->total += bytes;
     int64_t h = replay_alloc(s, bytes);
     if (h > 0 && !map_put(&s->blocks, key, h)) s->cache_failed = true;
 }
 
-static void release(sim *s, category c, uint64_t bytes, uint64_t key) {
+static void release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->live[c] -= bytes;
     s->total -= bytes;
     if (!replaying(s) || !bytes) return;
@@ -245,7 +238,7 @@ static void rekey(sim *s, uint64_t from, uint64_t to) {
     if (h >= 0 && !map_put(&s->blocks, to, h)) s->cache_failed = true;
 }
 
-static void recategorize(sim *s, category from, category to, uint64_t bytes) {
+static void recategorize(sim *s, est_category from, est_category to, uint64_t bytes) {
     s->live[from] -= bytes;
     s->live[to] += bytes;
 }
@@ -254,20 +247,16 @@ static void recategorize(sim *s, category from, category to, uint64_t bytes) {
 static void observe(sim *s, est_phase phase, const char *layer, uint64_t extra) {
     if (!s->recording) return;
     if (extra > s->max_transient) s->max_transient = extra;
-    if (s->live[CAT_ACT] > s->max_activations) s->max_activations = s->live[CAT_ACT];
+    if (s->live[EST_CAT_ACTIVATIONS] > s->max_activations) s->max_activations = s->live[EST_CAT_ACTIVATIONS];
     est_peak *p = &s->r->peak;
     if (s->total + extra <= p->bytes) return;
     p->bytes = s->total + extra;
     p->phase = phase;
     p->layer = layer;
-    p->params = s->live[CAT_PARAM];
-    p->buffers = s->live[CAT_BUFFER];
-    p->grads = s->live[CAT_GRAD];
-    p->optimizer = s->live[CAT_OPT];
-    p->activations = s->live[CAT_ACT];
-    p->temp = s->live[CAT_TEMP] + extra;
-    p->inputs = s->live[CAT_INPUT];
-    p->other = s->live[CAT_OTHER];
+#define PEAK_FROM_LIVE(e, name) p->name = s->live[EST_CAT_##e];
+    EST_CATEGORIES(PEAK_FROM_LIVE)
+#undef PEAK_FROM_LIVE
+    p->temp += extra;
 }
 
 static bool is_folded(const sim *s, int32_t t) { return s->r->tv[t].value != NULL; }
@@ -615,12 +604,12 @@ static void create_model_and_input(sim *s) {
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) alloc(s, CAT_PARAM, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
-        else if (tt->role == EST_ROLE_BUFFER) alloc(s, CAT_BUFFER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        if (tt->role == EST_ROLE_PARAM) alloc(s, EST_CAT_PARAMS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        else if (tt->role == EST_ROLE_BUFFER) alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
     }
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (g->tensors[t].kind == EST_T_INPUT) {
-            alloc(s, CAT_INPUT, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+            alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
             s->allocated[t] = true;
         }
 }
@@ -666,12 +655,12 @@ static void run_forward_node(sim *s, int32_t i) {
             if (s->pcast_live[b]) continue;
             s->pcast_live[b] = true;
         }
-        alloc(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
+        alloc(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
         if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
-        alloc(s, CAT_ACT, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
         s->allocated[t] = true;
     }
     const est_saved *sv = &s->saved[i];
@@ -679,7 +668,7 @@ static void run_forward_node(sim *s, int32_t i) {
     uint64_t dropped = 0;
     for (int e = 0; e < sv->n_extra; e++)
         if (segment_of(s, i) >= 0) dropped += round_alloc(sv->extra_bytes[e]);
-        else alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
+        else alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
     uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
     if (s->recording) s->r->layers[i].temp_bytes = ws;
     observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
@@ -687,7 +676,7 @@ static void run_forward_node(sim *s, int32_t i) {
     for (int k = 0; k < n->n_inputs; k++)
         if (is_cast(s, i, k) && !cached_cast(s, i, k) &&
             (!(s->cast_saved[i] & EST_SLOT(k)) || segment_of(s, i) >= 0))
-            release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
+            release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
 }
 
 /* Leaving autocast clears its weight cache: the low copies of parameters that
@@ -696,7 +685,7 @@ static void amp_exit(sim *s) {
     if (!s->dt) return;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->pcast_live[t] && s->pcast_until[t] == INT32_MAX) {
-            release(s, CAT_ACT, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))),
+            release(s, EST_CAT_ACTIVATIONS, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))),
                     KEY(K_PCAST, t, 0));
             s->pcast_live[t] = false;
         }
@@ -711,7 +700,7 @@ static void forward(sim *s) {
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
             int32_t b = s->release_order[e];
             if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) {
-                release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
+                release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
                 s->allocated[b] = false;
             }
         }
@@ -727,7 +716,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     if (s->ctx[i].in_param[k]) {
         if (s->param_has_grad[t]) *transient += bytes; /* accumulated into the existing .grad */
         else {
-            alloc(s, CAT_GRAD, bytes, KEY(K_GRAD, t, 0));
+            alloc(s, EST_CAT_GRADS, bytes, KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = true;
         }
         return;
@@ -743,7 +732,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     }
     if (s->grad_bytes[t]) *transient += bytes; /* summed into the existing gradient */
     else {
-        alloc(s, CAT_TEMP, bytes, KEY(K_GRAD, t, 0));
+        alloc(s, EST_CAT_TEMP, bytes, KEY(K_GRAD, t, 0));
         s->grad_bytes[t] = bytes;
     }
 }
@@ -760,32 +749,32 @@ static void release_saved(sim *s, int32_t i) {
     const est_saved *sv = &s->saved[i];
     int32_t seg = segment_of(s, i);
     if (seg < 0 || s->seg_done[seg])
-        for (int e = 0; e < sv->n_extra; e++) release(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
+        for (int e = 0; e < sv->n_extra; e++) release(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
     for (int k = 0; k < n->n_inputs && s->cast_saved && (seg < 0 || s->seg_done[seg]); k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
         int32_t b = s->base[n->inputs[k]];
-        if (!cached_cast(s, i, k)) release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
+        if (!cached_cast(s, i, k)) release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
         else if (seg >= 0) {
             if (s->rc_pcast_live[b] && s->rc_pcast_until[b] == i) {
-                release(s, CAT_ACT, cast_bytes(s, i, k), KEY(K_RCAST, b, 0));
+                release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), KEY(K_RCAST, b, 0));
                 s->rc_pcast_live[b] = false;
             }
         } else if (s->pcast_live[b] && s->pcast_until[b] == i) {
-            release(s, CAT_ACT, cast_bytes(s, i, k), cast_key(s, i, k));
+            release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
             s->pcast_live[b] = false;
         }
     }
     for (int32_t e = s->bwd_first[i]; e < s->bwd_first[i + 1]; e++) {
         int32_t b = s->bwd_order[e];
         if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b]) {
-            release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
+            release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
             s->allocated[b] = false;
         }
     }
     for (int32_t e = s->segs ? s->rc_first[i] : 0; s->segs && e < s->rc_first[i + 1]; e++) {
         int32_t b = s->rc_order[e];
         if (s->recomputed[b]) {
-            release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
+            release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
             s->recomputed[b] = false;
         }
     }
@@ -815,11 +804,11 @@ static void recompute_casts(sim *s, int32_t j, bool after) {
             int32_t b = s->base[n->inputs[k]];
             if (after || s->rc_pcast_live[b]) continue;
             s->rc_pcast_live[b] = true;
-            alloc(s, CAT_ACT, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
+            alloc(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
         } else if (!after) {
-            alloc(s, CAT_ACT, cast_bytes(s, j, k), cast_key(s, j, k));
+            alloc(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), cast_key(s, j, k));
         } else if (!(s->cast_saved[j] & EST_SLOT(k))) {
-            release(s, CAT_ACT, cast_bytes(s, j, k), cast_key(s, j, k));
+            release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), cast_key(s, j, k));
         }
     }
 }
@@ -832,7 +821,7 @@ static void exit_recompute_autocast(sim *s, int32_t first, int32_t end) {
             if (!is_cast(s, j, k) || !cached_cast(s, j, k)) continue;
             int32_t b = s->base[s->g->nodes[j].inputs[k]];
             if (s->rc_pcast_live[b] && s->rc_pcast_until[b] == INT32_MAX) {
-                release(s, CAT_ACT, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
+                release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
                 s->rc_pcast_live[b] = false;
             }
         }
@@ -861,12 +850,12 @@ static void recompute_segment(sim *s, int32_t seg) {
         for (int k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
             if (t < 0 || is_folded(s, t) || s->base[t] != t || s->recomputed[t]) continue;
-            alloc(s, CAT_ACT, tensor_alloc(s, t), KEY(K_RECOMPUTED, t, 0));
+            alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_RECOMPUTED, t, 0));
             s->recomputed[t] = true;
         }
         if (s->dt) recompute_casts(s, j, false);
         const est_saved *sv = &s->saved[j];
-        for (int e = 0; e < sv->n_extra; e++) alloc(s, CAT_ACT, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, j, e));
+        for (int e = 0; e < sv->n_extra; e++) alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, j, e));
         uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[j])) : 0;
         observe_transient(s, EST_PHASE_BACKWARD, n->name, ws);
         if (s->dt) recompute_casts(s, j, true);
@@ -875,7 +864,7 @@ static void recompute_segment(sim *s, int32_t seg) {
             if (t < 0) continue;
             int32_t b = s->base[t];
             if (s->recomputed[b] && s->recompute_until[b] == INT32_MAX && s->rc_last[b] <= j) {
-                release(s, CAT_ACT, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
+                release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
                 s->recomputed[b] = false;
             }
         }
@@ -903,16 +892,16 @@ static void backward(sim *s) {
     const est_graph *g = s->g;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
     moment(s, EST_PHASE_BACKWARD, "loss");
-    alloc(s, CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
+    alloc(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t y = g->outputs[k];
         if (!s->needs_grad[y] || s->grad_bytes[y]) continue;
         s->grad_bytes[y] = tensor_alloc(s, y);
-        alloc(s, CAT_TEMP, s->grad_bytes[y], KEY(K_GRAD, y, 0));
+        alloc(s, EST_CAT_TEMP, s->grad_bytes[y], KEY(K_GRAD, y, 0));
     }
     /* under --amp, MeanBackward's float32 gradient of y.float() is cast down */
     observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
-    release(s, CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
+    release(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
@@ -933,7 +922,7 @@ static void backward(sim *s) {
             for (int k = 0; k < n->n_outputs; k++) {
                 int32_t t = n->outputs[k];
                 if (t < 0 || !s->grad_bytes[t]) continue;
-                release(s, CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
+                release(s, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
                 s->grad_bytes[t] = 0;
             }
         }
@@ -942,7 +931,7 @@ static void backward(sim *s) {
     /* gradients that reached no producer (graph inputs) are dropped */
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (s->grad_bytes[t]) {
-            release(s, CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
+            release(s, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
             s->grad_bytes[t] = 0;
         }
 }
@@ -984,8 +973,8 @@ static void adafactor_step(sim *s, bool first) {
         uint64_t row, col;
         adafactor_state(s, t, &row, &col);
         if (first) {
-            alloc(s, CAT_OPT, state_alloc(s, t, row), KEY(K_OPT, t, 0));
-            if (col) alloc(s, CAT_OPT, state_alloc(s, t, col), KEY(K_OPT, t, 1));
+            alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, row), KEY(K_OPT, t, 0));
+            if (col) alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, col), KEY(K_OPT, t, 1));
         }
         uint64_t temp = col ? tensor_alloc(s, t) : est_mul_sat(2, tensor_alloc(s, t));
         if (temp > largest) largest = temp;
@@ -1006,7 +995,7 @@ static void optimizer_step(sim *s, bool first) {
     }
     int per = state_per_param(s);
     for (int32_t t = 0; first && t < g->n_tensors; t++)
-        for (int j = 0; is_trained(s, t) && j < per; j++) alloc(s, CAT_OPT, tensor_alloc(s, t), KEY(K_OPT, t, j));
+        for (int j = 0; is_trained(s, t) && j < per; j++) alloc(s, EST_CAT_OPTIMIZER, tensor_alloc(s, t), KEY(K_OPT, t, j));
     if (s->r->optimizer != EST_OPT_ADAM && s->r->optimizer != EST_OPT_ADAMW) {
         observe(s, EST_PHASE_OPTIMIZER, "", 0);
         return;
@@ -1025,7 +1014,7 @@ static void optimizer_step(sim *s, bool first) {
 static void zero_grad(sim *s) {
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->param_has_grad[t]) {
-            release(s, CAT_GRAD, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
+            release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = false;
         }
 }
@@ -1038,21 +1027,21 @@ static void forward_backward(sim *s, bool previous_y) {
     if (s->seg_done) memset(s->seg_done, 0, ((size_t)s->n_segs + 1) * sizeof *s->seg_done);
     observe(s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
     forward(s);
-    if (s->recording && s->live[CAT_ACT] > tot->activations_bytes) tot->activations_bytes = s->live[CAT_ACT];
+    if (s->recording && s->live[EST_CAT_ACTIVATIONS] > tot->activations_bytes) tot->activations_bytes = s->live[EST_CAT_ACTIVATIONS];
     /* y is rebound: the previous y and loss are freed, the new y lives on
      * past the step (a y that is an input or a weight is no allocation of
      * its own) */
-    if (previous_y) release(s, CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
+    if (previous_y) release(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t b = s->base[g->outputs[k]];
         if (!s->allocated[b] || !is_activation_storage(s, b)) continue;
-        if (previous_y) release(s, CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
-        recategorize(s, CAT_ACT, CAT_OTHER, tensor_alloc(s, b));
+        if (previous_y) release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+        recategorize(s, EST_CAT_ACTIVATIONS, EST_CAT_OTHER, tensor_alloc(s, b));
         rekey(s, KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
         s->allocated[b] = false;
     }
     moment(s, EST_PHASE_FORWARD, "loss");
-    alloc(s, CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
+    alloc(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     /* loss = y.float().mean() under autocast; then autocast exits */
     observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
     amp_exit(s);
@@ -1068,13 +1057,13 @@ static void training_iteration(sim *s, bool first) {
     est_totals *tot = &s->r->totals;
     zero_grad(s);
     if (s->recording) {
-        tot->params_bytes = s->live[CAT_PARAM];
-        tot->buffers_bytes = s->live[CAT_BUFFER];
-        tot->optimizer_bytes = s->live[CAT_OPT];
+        tot->params_bytes = s->live[EST_CAT_PARAMS];
+        tot->buffers_bytes = s->live[EST_CAT_BUFFERS];
+        tot->optimizer_bytes = s->live[EST_CAT_OPTIMIZER];
         tot->activations_bytes = 0;
     }
     for (int64_t micro = 0; micro < s->r->grad_accum; micro++) forward_backward(s, !first || micro > 0);
-    if (s->recording) tot->grads_bytes = s->live[CAT_GRAD];
+    if (s->recording) tot->grads_bytes = s->live[EST_CAT_GRADS];
     optimizer_step(s, first);
 }
 
@@ -1253,8 +1242,8 @@ est_status est__simulate(est_report *r, est_error *err) {
         training_iteration(&s, false);
     } else {
         s.recording = true;
-        tot->params_bytes = s.live[CAT_PARAM];
-        tot->buffers_bytes = s.live[CAT_BUFFER];
+        tot->params_bytes = s.live[EST_CAT_PARAMS];
+        tot->buffers_bytes = s.live[EST_CAT_BUFFERS];
         observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
         forward(&s);
         tot->activations_bytes = s.max_activations; /* the largest set alive at once */

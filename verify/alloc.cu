@@ -204,7 +204,7 @@ extern "C" void *vx_workspace(vx_ctx *ctx, size_t bytes) {
         ctx->ws = nw;
         ctx->ws_cap = cap;
     }
-    void *p = vx_malloc(ctx, bytes, VX_TEMP);
+    void *p = vx_malloc(ctx, bytes, VX_CAT_TEMP);
     if (p) ctx->ws[ctx->ws_n++] = p;
     return p;
 }

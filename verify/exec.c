@@ -10,7 +10,7 @@
  *  - the previous y is released when the new one exists, the previous loss
  *    when the new loss exists;
  *  - backward in reverse order, gradients summed per tensor, a parameter's
- *    first gradient becoming its .grad (VX_GRAD);
+ *    first gradient becoming its .grad (VX_CAT_GRADS);
  *  - the optimizer step (optim.cu), foreach-style for Adam (one temporary
  *    the size of every parameter).
  * Memory is counted by the tracking allocator only; nothing here reads the
@@ -97,10 +97,7 @@ static vx_tensor *stub_of(const vx_tensor *t) {
     return s;
 }
 
-static const char *cat_fill_name(int cat) {
-    static const char *n[] = {"params", "buffers", "grads", "optimizer", "activations", "temp", "inputs", "other"};
-    return cat >= 0 && cat < VX_CAT_COUNT ? n[cat] : "?";
-}
+static const char *cat_fill_name(int cat) { return est_category_name((est_category)cat); }
 
 static vx_status oom(vx_exec *x, const char *what) {
     vx_ctx *ctx = x->ctx;
@@ -329,7 +326,7 @@ static vx_status make_constant_node(vx_exec *x, const est_node *n) {
     }
     /* Small ones stay on the host and are uploaded per use as activations
      * (run_node); a large one is made once on the device (other). */
-    vx_status st = make_value(x, ti, dt, rank, dims, VX_OTHER, known, true, &x->val[ti]);
+    vx_status st = make_value(x, ti, dt, rank, dims, VX_CAT_OTHER, known, true, &x->val[ti]);
     if (!st) x->persistent[ti] = true;
     return st;
 }
@@ -363,13 +360,13 @@ static vx_status setup(vx_exec *x) {
         int rank;
         int64_t dims[VX_MAX_RANK];
         if ((st = resolve_dims(x, t, &rank, dims))) return st;
-        vx_category cat = t->role == EST_ROLE_PARAM && dt == VX_F32 ? VX_PARAM
-                          : t->role == EST_ROLE_BUFFER              ? VX_BUFFER
-                                                                    : VX_OTHER;
-        bool host_ok = cat == VX_OTHER;
+        vx_category cat = t->role == EST_ROLE_PARAM && dt == VX_F32 ? VX_CAT_PARAMS
+                          : t->role == EST_ROLE_BUFFER              ? VX_CAT_BUFFERS
+                                                                    : VX_CAT_OTHER;
+        bool host_ok = cat == VX_CAT_OTHER;
         if ((st = make_value(x, ti, dt, rank, dims, cat, t->value, host_ok, &x->val[ti]))) return st;
         x->persistent[ti] = true;
-        if (cat == VX_PARAM && x->train) x->req_grad[ti] = true;
+        if (cat == VX_CAT_PARAMS && x->train) x->req_grad[ti] = true;
     }
     /* Constant nodes: Python constants, made once */
     for (int32_t i = 0; i < g->n_nodes; i++)
@@ -394,7 +391,7 @@ static vx_status setup(vx_exec *x) {
         } else if ((st = resolve_dims(x, t, &rank, dims))) {
             return st;
         }
-        vx_tensor *v = vx_tensor_new(ctx, dt, rank, dims, VX_INPUT);
+        vx_tensor *v = vx_tensor_new(ctx, dt, rank, dims, VX_CAT_INPUTS);
         if (!v) return oom(x, "the input batch");
         x->val[ti] = v;
         x->persistent[ti] = true;
@@ -517,7 +514,7 @@ static vx_status run_node(vx_exec *x, int32_t i) {
         if (run.in[k]->data) all_host = false;
         run.need_grad[k] = x->train && x->req_grad[ti];
     }
-    for (int k = 0; k < VX_MAX_IO; k++) run.out_cat[k] = VX_ACT;
+    for (int k = 0; k < VX_MAX_IO; k++) run.out_cat[k] = VX_CAT_ACTIVATIONS;
     const vx_op *hop = vx_find_host_op(n->op_type);
     const vx_op *op = NULL;
     bool any_grad = false;
@@ -555,7 +552,7 @@ static vx_status run_node(vx_exec *x, int32_t i) {
                  * uploaded for this node, freed after it unless saved. */
                 vx_tensor *c = vx_tensor_view(ctx, run.in[k], run.in[k]->rank, run.in[k]->dims);
                 if (!c) return vx_fail(ctx, VX_EOOM, "host out of memory");
-                c->cat = VX_ACT;
+                c->cat = VX_CAT_ACTIVATIONS;
                 st = vx_tensor_to_device(ctx, c);
                 orig[k] = c; /* the node's input from now on (saved if backward reads it) */
                 mine[k] = c;
@@ -663,11 +660,11 @@ static vx_status accumulate(vx_exec *x, int32_t ti, vx_tensor *gr) {
              * storage included), else clones it */
             vx_tensor *sto = vx_tensor_storage(gr);
             if (!gr->strided && vx_tensor_exclusive(gr) && gr->data == sto->data && gr->numel == sto->numel) {
-                if (gr->cat != VX_GRAD) vx_tensor_retag(ctx, gr, VX_GRAD);
+                if (gr->cat != VX_CAT_GRADS) vx_tensor_retag(ctx, gr, VX_CAT_GRADS);
                 x->grad[ti] = gr;
                 return VX_OK;
             }
-            vx_tensor *c = vx_tensor_clone(ctx, gr, VX_GRAD);
+            vx_tensor *c = vx_tensor_clone(ctx, gr, VX_CAT_GRADS);
             vx_tensor_release(ctx, gr);
             if (!c) return oom(x, "a parameter gradient");
             x->grad[ti] = c;
@@ -687,7 +684,7 @@ static vx_status accumulate(vx_exec *x, int32_t ti, vx_tensor *gr) {
         vx_tensor_release(ctx, gr);
         return st;
     }
-    vx_tensor *sum = vx_tensor_new(ctx, VX_F32, cur->rank, cur->dims, VX_TEMP);
+    vx_tensor *sum = vx_tensor_new(ctx, VX_F32, cur->rank, cur->dims, VX_CAT_TEMP);
     if (!sum) {
         vx_tensor_release(ctx, gr);
         return oom(x, "a gradient sum");
@@ -747,13 +744,13 @@ static vx_status backward_node(vx_exec *x, int32_t i) {
         int32_t ti = n->inputs[k];
         run.in[k] = s->in[k];
         run.need_grad[k] = s->need_grad[k];
-        run.grad_cat[k] = ti >= 0 && is_param(x, ti) && !x->grad[ti] ? VX_GRAD : VX_TEMP;
-        run.out_cat[k] = VX_ACT;
+        run.grad_cat[k] = ti >= 0 && is_param(x, ti) && !x->grad[ti] ? VX_CAT_GRADS : VX_CAT_TEMP;
+        run.out_cat[k] = VX_CAT_ACTIVATIONS;
     }
     memcpy(run.saved, s->saved, sizeof run.saved);
     ctx->node = n;
     /* contiguous copies of strided tensors the kernel cannot read as they
-     * are, for the duration of the call (VX_TEMP) */
+     * are, for the duration of the call (VX_CAT_TEMP) */
     vx_tensor *tmp[3 * VX_MAX_IO] = {NULL};
     int nt = 0;
     vx_status st = VX_OK;
@@ -808,11 +805,11 @@ static vx_status backward(vx_exec *x, vx_tensor *y, int32_t yi) {
     ctx->phase = VX_PHASE_BACKWARD;
     /* loss.backward()'s seed, torch.ones_like(loss): one scalar block held
      * by autograd's Python frame until backward returns */
-    vx_tensor *seed = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_TEMP);
+    vx_tensor *seed = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_CAT_TEMP);
     if (!seed) return oom(x, "the backward seed");
     vx_status st = vx_k_fill(ctx, seed, 1.0f);
     /* d mean / d y */
-    vx_tensor *gy = st ? NULL : vx_tensor_new(ctx, VX_F32, y->rank, y->dims, VX_TEMP);
+    vx_tensor *gy = st ? NULL : vx_tensor_new(ctx, VX_F32, y->rank, y->dims, VX_CAT_TEMP);
     if (!st && !gy) {
         vx_tensor_release(ctx, seed);
         return oom(x, "the loss gradient");
@@ -856,7 +853,7 @@ static vx_status optimizer_step(vx_exec *x) {
                 st = vx_k_sgd(ctx, x->val[ti], gr, lr_sgd);
             } else {
                 bool first = !x->opt_a[ti];
-                if (first && !(x->opt_a[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_OPT)))
+                if (first && !(x->opt_a[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_CAT_OPTIMIZER)))
                     return oom(x, "the momentum buffers");
                 st = vx_k_momentum(ctx, x->val[ti], gr, x->opt_a[ti], lr_sgd, mom, first);
             }
@@ -873,8 +870,8 @@ static vx_status optimizer_step(vx_exec *x) {
         vx_tensor *gr = x->grad[ti];
         if (!gr || !is_param(x, ti)) continue;
         if (!x->opt_a[ti]) {
-            x->opt_a[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_OPT);
-            x->opt_b[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_OPT);
+            x->opt_a[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_CAT_OPTIMIZER);
+            x->opt_b[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_CAT_OPTIMIZER);
             if (!x->opt_a[ti] || !x->opt_b[ti]) return oom(x, "the Adam state");
             if ((st = vx_tensor_zero(ctx, x->opt_a[ti])) || (st = vx_tensor_zero(ctx, x->opt_b[ti]))) return st;
         }
@@ -885,7 +882,7 @@ static vx_status optimizer_step(vx_exec *x) {
     for (int32_t ti = 0; ti < nt && !st; ti++) {
         if (!x->grad[ti] || !is_param(x, ti)) continue;
         vx_tensor *v = x->opt_b[ti];
-        if (!(tmp[ti] = vx_tensor_new(ctx, VX_F32, v->rank, v->dims, VX_TEMP))) st = oom(x, "the Adam step");
+        if (!(tmp[ti] = vx_tensor_new(ctx, VX_F32, v->rank, v->dims, VX_CAT_TEMP))) st = oom(x, "the Adam step");
         else st = vx_k_adam_denom(ctx, v, tmp[ti], (float)sqrt(bc2), eps);
     }
     for (int32_t ti = 0; ti < nt && !st; ti++)
@@ -928,7 +925,7 @@ static vx_status step(vx_exec *x, bool measured) {
     if (x->train) {
         if (yi < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "no floating graph output to take the loss of");
         vx_tensor *y = x->val[yi];
-        vx_tensor *loss = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_OTHER);
+        vx_tensor *loss = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_CAT_OTHER);
         if (!loss) return oom(x, "the loss");
         vx_tensor *yc = vx_contiguous(ctx, y); /* y.mean() reads a strided y in place; rare */
         if (!yc) return oom(x, "the loss");
@@ -969,7 +966,7 @@ static vx_status step(vx_exec *x, bool measured) {
         int32_t ti = x->g->outputs[k];
         if (!x->val[ti] || x->persistent[ti]) continue;
         if (ti == yi && x->train) {
-            vx_tensor_retag(ctx, x->val[ti], VX_OTHER);
+            vx_tensor_retag(ctx, x->val[ti], VX_CAT_OTHER);
             x->prev_y = x->val[ti];
         } else {
             vx_tensor_release(ctx, x->val[ti]);

@@ -85,9 +85,9 @@ static inline vx_status vxk_grad(vx_ctx *ctx, vx_run *run, int k) {
     return VX_OK;
 }
 
-/* A saved[] tensor (VX_ACT). */
+/* A saved[] tensor (VX_CAT_ACTIVATIONS). */
 static inline vx_status vxk_new_saved(vx_ctx *ctx, vx_run *run, int slot, vx_dtype dt, int rank, const int64_t *dims) {
-    run->saved[slot] = vx_tensor_new(ctx, dt, rank, dims, VX_ACT);
+    run->saved[slot] = vx_tensor_new(ctx, dt, rank, dims, VX_CAT_ACTIVATIONS);
     if (!run->saved[slot]) return vxk_oom(ctx, "saved for backward");
     return VX_OK;
 }

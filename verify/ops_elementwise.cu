@@ -453,7 +453,7 @@ static vx_status dropout_fwd(vx_ctx *ctx, vx_run *run) {
     if (has_mask) {
         m = vx_out_new(ctx, run, 1, VX_BOOL, x->rank, x->dims);
     } else {
-        m = vx_tensor_new(ctx, VX_BOOL, x->rank, x->dims, VX_ACT);
+        m = vx_tensor_new(ctx, VX_BOOL, x->rank, x->dims, VX_CAT_ACTIVATIONS);
         run->saved[0] = m;
     }
     if (!m) return VX_EOOM;

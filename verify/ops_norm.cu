@@ -122,8 +122,8 @@ static vx_status bn_forward(vx_ctx *ctx, vx_run *run) {
     float *y = (float *)run->out[0]->data;
     if (run->training) {
         int64_t cd[1] = {C};
-        run->saved[0] = vx_tensor_new(ctx, VX_F32, 1, cd, VX_ACT);
-        run->saved[1] = run->saved[0] ? vx_tensor_new(ctx, VX_F32, 1, cd, VX_ACT) : NULL;
+        run->saved[0] = vx_tensor_new(ctx, VX_F32, 1, cd, VX_CAT_ACTIVATIONS);
+        run->saved[1] = run->saved[0] ? vx_tensor_new(ctx, VX_F32, 1, cd, VX_CAT_ACTIVATIONS) : NULL;
         if (!run->saved[1]) return vxk_oom(ctx, "BatchNormalization statistics");
         float *mean = (float *)run->saved[0]->data, *invstd = (float *)run->saved[1]->data;
         if (C > 0 && N * HW > 0) {
@@ -283,8 +283,8 @@ static vx_status ln_forward(vx_ctx *ctx, vx_run *run) {
     if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims))) return st;
     int64_t sd[VX_MAX_RANK];
     for (int i = 0; i < X->rank; i++) sd[i] = i < axis ? X->dims[i] : 1;
-    run->saved[0] = vx_tensor_new(ctx, VX_F32, X->rank, sd, VX_ACT);
-    run->saved[1] = run->saved[0] ? vx_tensor_new(ctx, VX_F32, X->rank, sd, VX_ACT) : NULL;
+    run->saved[0] = vx_tensor_new(ctx, VX_F32, X->rank, sd, VX_CAT_ACTIVATIONS);
+    run->saved[1] = run->saved[0] ? vx_tensor_new(ctx, VX_F32, X->rank, sd, VX_CAT_ACTIVATIONS) : NULL;
     if (!run->saved[1]) return vxk_oom(ctx, "LayerNormalization statistics");
     if (rows > 0 && D > 0) {
         ln_forward_kernel<<<(unsigned)(rows < 65536 ? rows : 65536), VXK_THREADS, 0, vxk_stream(ctx)>>>(

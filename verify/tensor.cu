@@ -61,7 +61,7 @@ extern "C" vx_tensor *vx_tensor_new_host(vx_ctx *ctx, vx_dtype dt, int rank, con
         return NULL;
     }
     t->dtype = dt;
-    t->cat = VX_ACT;
+    t->cat = VX_CAT_ACTIVATIONS;
     t->refs = 1;
     size_t n = t->numel ? (size_t)t->numel : 1;
     if (dt == VX_F32) t->host_f32 = (float *)calloc(n, sizeof(float));
@@ -361,7 +361,7 @@ static vx_status strided_copy(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst)
 
 extern "C" vx_tensor *vx_contiguous(vx_ctx *ctx, vx_tensor *t) {
     if (!t->strided || !t->data) return vx_tensor_retain(t);
-    return vx_tensor_clone(ctx, t, VX_TEMP);
+    return vx_tensor_clone(ctx, t, VX_CAT_TEMP);
 }
 
 extern "C" vx_tensor *vx_tensor_reshape(vx_ctx *ctx, vx_tensor *t, int rank, const int64_t *dims, vx_category cat) {

@@ -24,13 +24,22 @@ extern "C" {
 
 #define MEMEST_VERIFY_ABI 1
 
-/* What an allocation is, for the measured columns (same meaning as the
- * estimator's categories in docs/memory-model.md). */
+/* What an allocation is, for the measured columns: the estimator's
+ * categories (EST_CATEGORIES, docs/memory-model.md), in the same order. */
 typedef enum vx_category {
-    VX_PARAM, VX_BUFFER, VX_GRAD, VX_OPT, VX_ACT, VX_TEMP, VX_INPUT, VX_OTHER, VX_CAT_COUNT
+#define VX_CATEGORY_ENUM(e, name) VX_CAT_##e,
+    EST_CATEGORIES(VX_CATEGORY_ENUM)
+#undef VX_CATEGORY_ENUM
+    VX_CAT_COUNT
 } vx_category;
 
-typedef enum vx_phase { VX_PHASE_SETUP, VX_PHASE_FORWARD, VX_PHASE_BACKWARD, VX_PHASE_OPTIMIZER } vx_phase;
+/* The step's phases, after the setup that makes parameters and inputs. */
+typedef enum vx_phase {
+    VX_PHASE_SETUP,
+#define VX_PHASE_ENUM(e, name) VX_PHASE_##e,
+    EST_PHASES(VX_PHASE_ENUM)
+#undef VX_PHASE_ENUM
+} vx_phase;
 
 typedef enum vx_dtype { VX_F32, VX_I64, VX_BOOL } vx_dtype;
 

@@ -46,7 +46,7 @@ extern "C" {
 
 #define VX_MAX_RANK 8
 #define VX_MAX_IO 16
-#define VX_ALLOC_ROUND 512 /* like PyTorch's caching allocator */
+#define VX_ALLOC_ROUND EST_ALLOC_ROUND /* as PyTorch's caching allocator rounds */
 
 /* vx_category, vx_phase, vx_dtype, vx_status (and the module's entry
  * points, vx_options, vx_result) are in verify.h. */
@@ -71,7 +71,7 @@ typedef struct vx_ctx vx_ctx;
 void *vx_malloc(vx_ctx *ctx, size_t bytes, vx_category cat);
 /* Frees what vx_malloc returned; NULL is ignored. */
 void vx_free(vx_ctx *ctx, void *p);
-/* A transient workspace inside one kernel call (counted as VX_TEMP). */
+/* A transient workspace inside one kernel call (counted as VX_CAT_TEMP). */
 void *vx_workspace(vx_ctx *ctx, size_t bytes);
 
 /* ---- tensors ----------------------------------------------------------------- */
@@ -107,7 +107,7 @@ typedef struct vx_tensor {
      * 0 on an expanded dim, negative for a negative Slice step). data points
      * at the view's first element, inside base's storage. Kernels read plain
      * contiguous memory unless their vx_op.strided says otherwise: the
-     * executor hands them vx_contiguous copies (VX_TEMP) for the call. */
+     * executor hands them vx_contiguous copies (VX_CAT_TEMP) for the call. */
     bool strided;
     int64_t strides[VX_MAX_RANK];
 } vx_tensor;
@@ -139,7 +139,7 @@ vx_tensor *vx_tensor_strided_view(vx_ctx *ctx, vx_tensor *t, int rank, const int
                                   int64_t offset);
 /* t's element strides (its own when strided, else the contiguous ones). */
 void vx_tensor_get_strides(const vx_tensor *t, int64_t *strides);
-/* t itself (retained) when contiguous, else a contiguous copy under VX_TEMP
+/* t itself (retained) when contiguous, else a contiguous copy under VX_CAT_TEMP
  * (PyTorch's .contiguous() inside a kernel). NULL when out of memory. */
 vx_tensor *vx_contiguous(vx_ctx *ctx, vx_tensor *t);
 /* torch.reshape: a view when the layout allows it (always for a contiguous
@@ -165,9 +165,9 @@ typedef struct vx_run {
     bool training;                /* train mode (Dropout drops, BatchNorm uses batch stats) */
     vx_tensor *saved[4];
     /* Set by the executor. Create out[k] with out_cat[k] and grad_in[k] with
-     * grad_cat[k] (vx_out_new / vx_grad_new do it): VX_ACT for forward
-     * outputs, VX_GRAD for a parameter's first gradient, VX_TEMP for
-     * activation gradients; saved[] tensors are VX_ACT. */
+     * grad_cat[k] (vx_out_new / vx_grad_new do it): VX_CAT_ACTIVATIONS for forward
+     * outputs, VX_CAT_GRADS for a parameter's first gradient, VX_CAT_TEMP for
+     * activation gradients; saved[] tensors are VX_CAT_ACTIVATIONS. */
     vx_category out_cat[VX_MAX_IO];
     vx_category grad_cat[VX_MAX_IO];
     int64_t opset;                /* the node's opset */
@@ -205,7 +205,7 @@ typedef struct vx_op {
     void (*saves_fn)(const vx_run *run, uint32_t *saves_inputs, uint32_t *saves_outputs);
     /* Which strided (non-contiguous) tensors the kernel reads as they are
      * (VX_STRIDED_* bits); the executor gives it vx_contiguous copies of the
-     * others, VX_TEMP, freed when the kernel returns. 0 for most kernels. */
+     * others, VX_CAT_TEMP, freed when the kernel returns. 0 for most kernels. */
     uint32_t strided;
 } vx_op;
 #define VX_STRIDED_IN 1u    /* forward: in[] */
@@ -222,7 +222,7 @@ typedef struct vx_op {
  *    and fill it; grad_out[j] may be NULL (that output got no gradient:
  *    treat as zeros). Do not release inputs, outputs, grads or saved[]: the
  *    executor owns every reference in vx_run and drops them itself.
- *  - temporaries: vx_workspace (VX_TEMP); free with vx_free, or leave them:
+ *  - temporaries: vx_workspace (VX_CAT_TEMP); free with vx_free, or leave them:
  *    the executor frees what a kernel left after it returns.
  *  - run everything on vx_stream(ctx); report launch errors with
  *    vx_fail(ctx, VX_ECUDA, ...). */

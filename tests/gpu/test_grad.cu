@@ -49,7 +49,7 @@ void vx_free(vx_ctx *ctx, void *p) {
     cudaFree(p);
     ctx->live--;
 }
-void *vx_workspace(vx_ctx *ctx, size_t bytes) { return vx_malloc(ctx, bytes, VX_TEMP); }
+void *vx_workspace(vx_ctx *ctx, size_t bytes) { return vx_malloc(ctx, bytes, VX_CAT_TEMP); }
 size_t vx_dtype_size(vx_dtype dt) { return dt == VX_F32 ? 4 : dt == VX_I64 ? 8 : 1; }
 vx_tensor *vx_tensor_new(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims, vx_category cat) {
     vx_tensor *t = (vx_tensor *)calloc(1, sizeof *t);
@@ -182,7 +182,7 @@ static const vx_op *find_op(const char *name) {
 }
 
 static vx_tensor *upload(const HT &h) {
-    vx_tensor *t = vx_tensor_new(&g_ctx, h.dt, (int)h.dims.size(), h.dims.data(), VX_ACT);
+    vx_tensor *t = vx_tensor_new(&g_ctx, h.dt, (int)h.dims.size(), h.dims.data(), VX_CAT_ACTIVATIONS);
     if (h.dt == VX_I64) {
         t->host_i64 = (int64_t *)malloc(sizeof(int64_t) * (h.i.size() + 1));
         memcpy(t->host_i64, h.i.data(), sizeof(int64_t) * h.i.size());
@@ -236,7 +236,7 @@ static void setup_run(vx_run *run, est_node *en, Node &nd, const vx_op *op, std:
     for (size_t k = 0; k < ins.size(); k++) run->in[k] = ins[k];
     run->training = training;
     run->opset = nd.opset;
-    for (int k = 0; k < VX_MAX_IO; k++) { run->out_cat[k] = VX_ACT; run->grad_cat[k] = VX_TEMP; }
+    for (int k = 0; k < VX_MAX_IO; k++) { run->out_cat[k] = VX_CAT_ACTIVATIONS; run->grad_cat[k] = VX_CAT_TEMP; }
     (void)op;
 }
 

@@ -51,7 +51,7 @@ void vx_free(vx_ctx *ctx, void *p) {
     cudaFree(p);
     g_live--;
 }
-void *vx_workspace(vx_ctx *ctx, size_t bytes) { return vx_malloc(ctx, bytes, VX_TEMP); }
+void *vx_workspace(vx_ctx *ctx, size_t bytes) { return vx_malloc(ctx, bytes, VX_CAT_TEMP); }
 void vx_alloc_retag(vx_ctx *ctx, void *p, vx_category cat) { (void)ctx; (void)p; (void)cat; }
 void *vx_cublas(vx_ctx *ctx) { return ctx->cublas; }
 void *vx_stream(vx_ctx *ctx) { return ctx->stream; }
@@ -190,7 +190,7 @@ static vx_tensor *upload(const HT &h, bool logical) {
     int rank = (int)h.dims.size();
     if (h.view && !logical) {
         int64_t n = (int64_t)h.vbase.size();
-        vx_tensor *b = vx_tensor_new(&g_ctx, VX_F32, 1, &n, VX_ACT);
+        vx_tensor *b = vx_tensor_new(&g_ctx, VX_F32, 1, &n, VX_CAT_ACTIVATIONS);
         vx_tensor_upload(&g_ctx, b, h.vbase.data());
         vx_tensor *v = vx_tensor_strided_view(&g_ctx, b, rank, h.dims.data(), h.vst.data(), h.voff);
         vx_tensor_release(&g_ctx, b);
@@ -202,7 +202,7 @@ static vx_tensor *upload(const HT &h, bool logical) {
         else memcpy(t->host_i64, h.i.data(), sizeof(int64_t) * h.i.size());
         return t;
     }
-    vx_tensor *t = vx_tensor_new(&g_ctx, h.dt, rank, h.dims.data(), VX_ACT);
+    vx_tensor *t = vx_tensor_new(&g_ctx, h.dt, rank, h.dims.data(), VX_CAT_ACTIVATIONS);
     if (h.dt == VX_F32) vx_tensor_upload(&g_ctx, t, h.f.data());
     else if (h.dt == VX_I64) vx_tensor_upload(&g_ctx, t, h.i.data());
     else {
@@ -263,7 +263,7 @@ static void setup_run(vx_run *run, est_node *en, Node &nd, std::vector<vx_tensor
     for (size_t k = 0; k < ins.size(); k++) run->in[k] = ins[k];
     run->training = training;
     run->opset = nd.opset;
-    for (int k = 0; k < VX_MAX_IO; k++) { run->out_cat[k] = VX_ACT; run->grad_cat[k] = VX_TEMP; }
+    for (int k = 0; k < VX_MAX_IO; k++) { run->out_cat[k] = VX_CAT_ACTIVATIONS; run->grad_cat[k] = VX_CAT_TEMP; }
 }
 
 static void release_run(vx_run *run) {
