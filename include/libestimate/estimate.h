@@ -4,7 +4,7 @@
  *
  * A worked example: load a model once, estimate it at two batch sizes.
  *
- *     #include <estimate.h>
+ *     #include <libestimate/estimate.h>
  *     #include <stdio.h>
  *
  *     int main(void) {
