@@ -886,9 +886,13 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
         return est__fail(err, EST_ELIMIT, "%s: %zu bytes, above the limit of %llu (est_limits.max_file_bytes)", src,
                          size, (unsigned long long)lim.max_file_bytes);
     loader L = {.err = err, .src = src, .lim = &lim};
-    long next_node = 0;
+    long next_node = 0; /* check_nesting counts the graph's nodes */
     est_status st = check_nesting(&L, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
     if (st != EST_OK) return st;
+    /* the node cap before anything is unpacked (build_graph checks again) */
+    if ((uint64_t)next_node > lim.max_nodes)
+        return est__fail(err, EST_ELIMIT, "%s: %ld nodes, above the limit of %llu (est_limits.max_nodes)", src,
+                         next_node, (unsigned long long)lim.max_nodes);
     size_t slim_size = 0;
     uint8_t *slim = est__onnx_slim(data, size, &slim_size); /* weights cut: never copied by unpack */
     Onnx__ModelProto *m = slim ? onnx__model_proto__unpack(&pb_allocator, slim_size, slim)
