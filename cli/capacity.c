@@ -7,38 +7,11 @@
 
 #include "capacity.h"
 
-/* One estimate's figures. */
-typedef struct point {
-    int64_t value;
-    bool overflow;          /* the sizes overflow 64 bits: far from fitting */
-    est_totals t;
-    est_peak peak;          /* .layer, .module and .label are not kept */
-} point;
-
-/* Estimates at opt; fills *pt. Returns EST_OK, or the error (in *err). An
- * overflow is not an error here: the point does not fit anything. */
-static est_status estimate_point(const est_graph *g, const est_options *opt, int64_t value, point *pt,
-                                 est_error *err) {
-    est_report *r = NULL;
-    memset(pt, 0, sizeof *pt);
-    pt->value = value;
-    est_status s = est_estimate(g, opt, &r, err);
-    if (s == EST_EOVERFLOW) {
-        pt->overflow = true;
-        pt->peak.bytes = UINT64_MAX;
-        pt->t.peak_bytes = UINT64_MAX;
-        return EST_OK;
-    }
-    if (s != EST_OK) return s;
-    pt->t = *est_report_totals(r);
-    pt->peak = *est_report_peak(r);
-    pt->peak.layer = pt->peak.module = pt->peak.label = NULL;
-    est_report_free(r);
-    return EST_OK;
-}
+typedef est_point point;
 
 static bool point_fits(const fit_info *fit, const point *pt) {
-    return !pt->overflow && fit_ok(fit, pt->peak.bytes, &pt->t);
+    est_fit f = fit_of(fit);
+    return est_point_fits(&f, pt) != 0;
 }
 
 static void header_lines(FILE *f, const est_options *opt, const output_opts *o) {
@@ -68,9 +41,9 @@ static void table_row(FILE *f, const point *pt, const fit_info *fit) {
     }
     fprintf(f, "%12" PRId64 "  %11s  %-9s  %11s  %11s  %11s  %11s  %11s  %11s", pt->value,
             human_bytes(b[0], 64, pt->peak.bytes), est_phase_name(pt->peak.phase),
-            human_bytes(b[1], 64, pt->t.params_bytes), human_bytes(b[2], 64, pt->t.grads_bytes),
-            human_bytes(b[3], 64, pt->t.optimizer_bytes), human_bytes(b[4], 64, pt->t.activations_bytes),
-            human_bytes(b[5], 64, pt->t.temp_bytes), human_bytes(b[7], 64, pt->t.reserved_bytes));
+            human_bytes(b[1], 64, pt->totals.params_bytes), human_bytes(b[2], 64, pt->totals.grads_bytes),
+            human_bytes(b[3], 64, pt->totals.optimizer_bytes), human_bytes(b[4], 64, pt->totals.activations_bytes),
+            human_bytes(b[5], 64, pt->totals.temp_bytes), human_bytes(b[7], 64, pt->totals.reserved_bytes));
     if (fit) {
         int64_t h = fit_headroom(fit, pt->peak.bytes);
         snprintf(b[6], 64, "%s%s", h < 0 ? "-" : "",
@@ -89,14 +62,14 @@ static void csv_row(FILE *f, const point *pt, const fit_info *fit) {
     if (pt->overflow) fprintf(f, ",overflow,,,,,,,");
     else
         fprintf(f, "%" PRIu64 ",%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",",
-                pt->peak.bytes, est_phase_name(pt->peak.phase), pt->t.params_bytes, pt->t.buffers_bytes,
-                pt->t.grads_bytes, pt->t.optimizer_bytes, pt->t.activations_bytes, pt->t.temp_bytes);
+                pt->peak.bytes, est_phase_name(pt->peak.phase), pt->totals.params_bytes, pt->totals.buffers_bytes,
+                pt->totals.grads_bytes, pt->totals.optimizer_bytes, pt->totals.activations_bytes, pt->totals.temp_bytes);
     if (fit && !pt->overflow)
         fprintf(f, "%s,%" PRId64 ",", point_fits(fit, pt) ? "yes" : "no", fit_headroom(fit, pt->peak.bytes));
     else if (fit) fprintf(f, "no,,");
     else fprintf(f, ",,");
     if (pt->overflow) fprintf(f, "\n");
-    else fprintf(f, "%" PRIu64 "\n", pt->t.reserved_bytes);
+    else fprintf(f, "%" PRIu64 "\n", pt->totals.reserved_bytes);
 }
 
 static void write_point(json_writer *w, const char *dim, const point *pt, const fit_info *fit) {
@@ -109,22 +82,22 @@ static void write_point(json_writer *w, const char *dim, const point *pt, const 
     } else {
         jw_u64(w, "peak_bytes", pt->peak.bytes);
         jw_string(w, "peak_phase", est_phase_name(pt->peak.phase));
-        jw_u64(w, "params_bytes", pt->t.params_bytes);
-        jw_u64(w, "buffers_bytes", pt->t.buffers_bytes);
-        jw_u64(w, "grads_bytes", pt->t.grads_bytes);
-        jw_u64(w, "optimizer_bytes", pt->t.optimizer_bytes);
-        jw_u64(w, "activations_bytes", pt->t.activations_bytes);
-        jw_u64(w, "temp_bytes", pt->t.temp_bytes);
-        jw_u64(w, "reserved_bytes", pt->t.reserved_bytes);
-        jw_u64(w, "param_count", pt->t.param_count);
-        jw_u64(w, "flops_forward", pt->t.flops_forward);
-        jw_u64(w, "flops_backward", pt->t.flops_backward);
+        jw_u64(w, "params_bytes", pt->totals.params_bytes);
+        jw_u64(w, "buffers_bytes", pt->totals.buffers_bytes);
+        jw_u64(w, "grads_bytes", pt->totals.grads_bytes);
+        jw_u64(w, "optimizer_bytes", pt->totals.optimizer_bytes);
+        jw_u64(w, "activations_bytes", pt->totals.activations_bytes);
+        jw_u64(w, "temp_bytes", pt->totals.temp_bytes);
+        jw_u64(w, "reserved_bytes", pt->totals.reserved_bytes);
+        jw_u64(w, "param_count", pt->totals.param_count);
+        jw_u64(w, "flops_forward", pt->totals.flops_forward);
+        jw_u64(w, "flops_backward", pt->totals.flops_backward);
     }
     if (fit) {
         jw_bool(w, "fits", point_fits(fit, pt));
         if (pt->overflow) jw_null(w, "headroom_bytes");
         else jw_i64(w, "headroom_bytes", fit_headroom(fit, pt->peak.bytes));
-        if (!pt->overflow) write_oom(w, "allocator_out_of_memory", &pt->t);
+        if (!pt->overflow) write_oom(w, "allocator_out_of_memory", &pt->totals);
     }
     jw_end_object(w);
 }
@@ -139,44 +112,14 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
                   const output_opts *o) {
     const fit_info *fit = o->fit;
     est_error err;
-    point lo_pt, hi_pt, pt;
-    int64_t saved = opt->batch;
-    /* batch 1 also says whether the graph has a symbolic batch at all */
-    opt->batch = 1;
-    if (estimate_point(g, opt, 1, &lo_pt, &err) != EST_OK) {
-        opt->batch = saved;
+    est_fit ef = fit_of(fit);
+    est_max_batch_result mb;
+    if (est_max_batch(g, opt, &ef, max_batch, &mb, &err) != EST_OK) {
         fprintf(stderr, "memest: --max-batch: %s\n", err.message);
         return 1;
     }
-    int64_t lo = 0, hi = 1; /* lo fits (0: none does), hi does not (0: every batch up to the cap fits) */
-    if (point_fits(fit, &lo_pt)) {
-        lo = 1;
-        hi = 0;
-        /* exponential: double until a batch does not fit or the cap is reached */
-        while (lo < max_batch) {
-            int64_t b = lo > max_batch / 2 ? max_batch : lo * 2;
-            opt->batch = b;
-            if (estimate_point(g, opt, b, &pt, &err) != EST_OK) goto fail;
-            if (!point_fits(fit, &pt)) {
-                hi = b;
-                hi_pt = pt;
-                break;
-            }
-            lo = b;
-            lo_pt = pt;
-        }
-        /* binary: lo fits, hi does not */
-        while (hi && hi - lo > 1) {
-            int64_t mid = lo + (hi - lo) / 2;
-            opt->batch = mid;
-            if (estimate_point(g, opt, mid, &pt, &err) != EST_OK) goto fail;
-            if (point_fits(fit, &pt)) lo = mid, lo_pt = pt;
-            else hi = mid, hi_pt = pt;
-        }
-    } else {
-        hi_pt = lo_pt;
-    }
-    opt->batch = saved;
+    int64_t lo = mb.batch, hi = mb.next_batch, saved = opt->batch;
+    const point lo_pt = mb.fits, hi_pt = mb.next;
 
     char a[64], a2[64];
     int bad = 0;
@@ -232,10 +175,6 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
         if (hi) table_row(f, &hi_pt, fit);
     }
     return finish(f, bad);
-fail:
-    opt->batch = saved;
-    fprintf(stderr, "memest: --max-batch: %s\n", err.message);
-    return 1;
 }
 
 int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, size_t dims_cap,
@@ -264,7 +203,7 @@ int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, 
     for (size_t i = 0; i < sw->n; i++) {
         if (is_batch) opt->batch = sw->values[i];
         else dims[slot].value = sw->values[i];
-        if (estimate_point(g, opt, sw->values[i], &pts[i], &err) != EST_OK) {
+        if (est_estimate_point(g, opt, sw->values[i], &pts[i], &err) != EST_OK) {
             fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[i], err.message);
             rc = 1;
             break;

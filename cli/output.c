@@ -44,18 +44,21 @@ const char *shape_string(char *buf, size_t n, const est_tensor_info *t) {
     return buf;
 }
 
+est_fit fit_of(const fit_info *fit) { return (est_fit){.gpu_bytes = fit->gpu_bytes, .reserve_bytes = fit->reserve_bytes}; }
+
 uint64_t fit_usable(const fit_info *fit) {
-    return fit->gpu_bytes > fit->reserve_bytes ? fit->gpu_bytes - fit->reserve_bytes : 0;
+    est_fit f = fit_of(fit);
+    return est_fit_usable(&f);
 }
 
 int64_t fit_headroom(const fit_info *fit, uint64_t peak) {
-    uint64_t usable = fit_usable(fit);
-    if (peak > (uint64_t)INT64_MAX) return INT64_MIN;
-    return (int64_t)usable - (int64_t)peak;
+    est_fit f = fit_of(fit);
+    return est_fit_headroom(&f, peak);
 }
 
 bool fit_ok(const fit_info *fit, uint64_t peak, const est_totals *t) {
-    return fit_headroom(fit, peak) >= 0 && !t->out_of_memory;
+    est_fit f = fit_of(fit);
+    return est_fit_ok(&f, peak, t) != 0;
 }
 
 void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_totals *t) {

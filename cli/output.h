@@ -17,6 +17,9 @@ typedef struct fit_info {
     uint64_t reserve_bytes;
 } fit_info;
 
+/* The library's est_fit of it (gpu_bytes, reserve_bytes); the three below
+ * are est_fit_usable, est_fit_headroom and est_fit_ok on it. */
+est_fit fit_of(const fit_info *fit);
 /* gpu memory - reserve, or 0 when the reserve takes it all. */
 uint64_t fit_usable(const fit_info *fit);
 /* usable - peak: negative when it does not fit. */

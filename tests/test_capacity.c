@@ -1,7 +1,8 @@
 /*
  * test_capacity: memest --gpu, --gpu-memory, --reserve, --max-batch and
  * --sweep (docs/capacity.md), also on a fixed-batch model given a symbolic
- * batch by --input-shape, --amp and --checkpoint, through the command line.
+ * batch by --input-shape, --amp and --checkpoint, through the command line;
+ * and the library's capacity API (est_fit_*, est_max_batch) directly.
  *
  * usage: test_capacity MEMEST MODELS_DIR TMP_DIR
  */
@@ -13,6 +14,7 @@
 #include <cJSON.h>
 
 #include "cli_util.h"
+#include "estimate.h"
 
 /* memest ARGS --format json, parsed; NULL (and a failed check) otherwise. */
 static cJSON *run_json(const char *args) {
@@ -367,8 +369,52 @@ static void checkpoint_flags(void) {
     expect_flags("resnet18.onnx", "--batch 8 --checkpoint encoder.layer", 1, "no module name starts with 'encoder.layer'");
 }
 
+/* The library's fit arithmetic by hand, and est_max_batch against estimates
+ * of the batch it returns and the next: resnet18 on a 2 GiB card with a
+ * 256 MiB reserve. */
+static void library_api(void) {
+    est_fit fit = {.gpu_bytes = (uint64_t)2 << 30, .reserve_bytes = (uint64_t)256 << 20};
+    CHECK(est_fit_usable(&fit) == (uint64_t)1792 << 20, "usable %llu", (unsigned long long)est_fit_usable(&fit));
+    CHECK(est_fit_headroom(&fit, (uint64_t)1800 << 20) == -((int64_t)8 << 20), "headroom");
+    CHECK(est_fit_headroom(&fit, UINT64_MAX) == INT64_MIN, "headroom past 2^63");
+    est_totals oom = {.out_of_memory = 1};
+    CHECK(est_fit_ok(&fit, 1 << 20, NULL) && !est_fit_ok(&fit, 1 << 20, &oom), "fragmentation fails the fit");
+    est_fit none = {.gpu_bytes = 1 << 20, .reserve_bytes = 2 << 20};
+    CHECK(est_fit_usable(&none) == 0, "a reserve above the memory leaves 0");
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/resnet18.onnx", models);
+    est_graph *g = NULL;
+    est_error err;
+    if (est_load_file(path, &g, &err) != EST_OK) {
+        CHECK(false, "%s: %s", path, err.message);
+        return;
+    }
+    est_options opt;
+    est_options_init(&opt);
+    opt.memory_limit = est_fit_usable(&fit);
+    est_max_batch_result mb;
+    if (est_max_batch(g, &opt, &fit, 4096, &mb, &err) != EST_OK) {
+        CHECK(false, "est_max_batch: %s", err.message);
+    } else {
+        CHECK(mb.batch > 1 && mb.next_batch == mb.batch + 1, "max batch %lld, next %lld", (long long)mb.batch,
+              (long long)mb.next_batch);
+        est_point at, next;
+        opt.batch = mb.batch;
+        CHECK(est_estimate_point(g, &opt, mb.batch, &at, &err) == EST_OK && est_point_fits(&fit, &at) &&
+                  at.peak.bytes == mb.fits.peak.bytes,
+              "batch %lld must fit with the peak the search reported", (long long)mb.batch);
+        opt.batch = mb.next_batch;
+        CHECK(est_estimate_point(g, &opt, mb.next_batch, &next, &err) == EST_OK && !est_point_fits(&fit, &next),
+              "batch %lld must not fit", (long long)mb.next_batch);
+    }
+    CHECK(est_max_batch(g, &opt, &fit, 0, &mb, &err) == EST_EINVAL, "a cap of 0 is EINVAL");
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (!cli_test_args(argc, argv)) return 2;
+    library_api();
     gpu_flags();
     max_batch_search();
     sweep();

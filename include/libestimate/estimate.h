@@ -670,6 +670,55 @@ EST_API const char *est_op_family(size_t i);
 
 EST_API const char *est_version(void);
 
+/* ------------------------------------------------------------------------ */
+/* Capacity: does a step fit a GPU, and the largest batch that does          */
+/* ------------------------------------------------------------------------ */
+
+/* A GPU's memory, and what the framework holds beyond the estimate (the
+ * CUDA context, the allocator's slack): docs/capacity.md. */
+typedef struct est_fit {
+    uint64_t gpu_bytes;      /* est_device.memory_bytes, or a size given */
+    uint64_t reserve_bytes;
+} est_fit;
+
+/* gpu_bytes - reserve_bytes, 0 when the reserve takes it all. */
+EST_API uint64_t est_fit_usable(const est_fit *fit);
+/* usable - peak: negative when it does not fit (INT64_MIN past 2^63). */
+EST_API int64_t est_fit_headroom(const est_fit *fit, uint64_t peak_bytes);
+/* 1 when a step fits: its peak is within the usable memory, and the caching
+ * allocator's replay under est_options.memory_limit (give it
+ * est_fit_usable()) did not run out (totals->out_of_memory: fragmentation). */
+EST_API int est_fit_ok(const est_fit *fit, uint64_t peak_bytes, const est_totals *totals);
+
+/* One estimate's figures, as the searches and sweeps keep them. */
+typedef struct est_point {
+    int64_t value;           /* the batch or dim value it was estimated at */
+    int overflow;            /* its sizes overflow 64 bits: it fits nothing */
+    est_totals totals;
+    est_peak peak;           /* layer, module and label are NULL */
+} est_point;
+
+/* est_estimate into a point: an EST_EOVERFLOW is a point that fits nothing
+ * (overflow set, peak UINT64_MAX), not an error. */
+EST_API est_status est_estimate_point(const est_graph *g, const est_options *opt, int64_t value, est_point *pt,
+                                      est_error *err);
+/* 1 when the point fits (est_fit_ok, and no overflow). */
+EST_API int est_point_fits(const est_fit *fit, const est_point *pt);
+
+typedef struct est_max_batch_result {
+    int64_t batch;           /* the largest batch that fits; 0 when batch 1 does not */
+    int64_t next_batch;      /* the smallest that does not; 0 when every batch up to the cap fits */
+    est_point fits;          /* the point at `batch` (at batch 1 when it is 0) */
+    est_point next;          /* the point at `next_batch`, when it is not 0 */
+} est_max_batch_result;
+
+/* The largest batch in 1..cap whose step fits `fit` under `opt` (its batch
+ * is ignored; set its memory_limit to est_fit_usable(fit)): doubling from 1,
+ * then bisecting, so about 2 log2(batch) estimates. A graph without a
+ * symbolic batch fails as est_estimate does. */
+EST_API est_status est_max_batch(const est_graph *g, const est_options *opt, const est_fit *fit, int64_t cap,
+                                 est_max_batch_result *out, est_error *err);
+
 #ifdef __cplusplus
 }
 #endif
