@@ -8,6 +8,7 @@
     X(math)             \
     X(shape)            \
     X(index)            \
+    X(resample)         \
     X(conv)             \
     X(pool)             \
     X(norm)             \
