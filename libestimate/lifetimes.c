@@ -1,0 +1,313 @@
+/*
+ * lifetimes.c: the tensor-lifetime table of a step, planned before it runs
+ * (sim.h). For every node: its cost context and which inputs need a
+ * gradient; which backwards the loss never reaches; which tensors share a
+ * storage (views, a linear layer's in-place bias add); under --amp, each
+ * tensor's dtype and each op's casts. For every storage: its last forward
+ * reader, the earliest node that saves it for backward (or the segment that
+ * recomputes it), and so when the step may free it. simulate.c replays the
+ * step from this table.
+ */
+#include "sim.h"
+
+/* ---- classification --------------------------------------------------------- */
+
+void est__sim_build_contexts(sim *s) {
+    const est_graph *g = s->g;
+    /* only the parameters that train start the gradient flow
+     * (est_options.params): a frozen weight is a constant to autograd */
+    for (int32_t t = 0; t < g->n_tensors; t++) s->needs_grad[t] = s->train && s->r->trains[t];
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        est_cost_ctx *c = &s->ctx[i];
+        memset(c, 0, sizeof *c);
+        c->node = n;
+        c->opset = n->opset;
+        c->n_in = n->n_inputs;
+        c->n_out = n->n_outputs;
+        c->float_dtype = s->r->dtype;
+        c->export_dtype = s->g->dtype;
+        c->kernels = s->r->kernels;
+        c->device = s->r->device;
+        for (int k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k];
+            if (t < 0) continue;
+            c->in[k] = &s->r->tv[t];
+            bool diff = k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k));
+            c->in_grad[k] = diff && s->needs_grad[t];
+            c->in_param[k] = g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].role == EST_ROLE_PARAM;
+            c->any_grad |= c->in_grad[k];
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t < 0) continue;
+            c->out[k] = &s->r->tv[t];
+            s->needs_grad[t] = c->any_grad && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t);
+        }
+    }
+}
+
+/* Nodes that record a backward no gradient ever reaches: every path from
+ * their outputs to the loss passes through an input that takes none (a
+ * Detach, the shape input of a Reshape). peft's DoRA computes its weight norm
+ * from the adapters and detaches it. PyTorch never runs such a backward, and
+ * what it saved goes with the output that holds its grad_fn (plan_lifetimes).
+ * False when out of memory. */
+bool est__sim_mark_unreached(sim *s) {
+    const est_graph *g = s->g;
+    bool *reached = calloc((size_t)g->n_tensors + 1, sizeof *reached); /* per tensor: a gradient reaches it */
+    if (!reached) return false;
+    for (int32_t k = 0; k < g->n_outputs; k++) reached[g->outputs[k]] = s->needs_grad[g->outputs[k]];
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const est_node *n = &g->nodes[i];
+        bool any = false;
+        for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
+        s->unreached[i] = s->ctx[i].any_grad && !any;
+        for (int k = 0; any && k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) reached[n->inputs[k]] = true;
+    }
+    free(reached);
+    return true;
+}
+
+/* Tensor out is stored in tensor in's storage, laid out alike. */
+static void share_storage(sim *s, int32_t out, int32_t in) {
+    s->base[out] = s->base[in];
+    s->contiguous[out] = s->contiguous[in];
+}
+
+/* A linear layer's bias, added to its product: PyTorch's linear runs addmm,
+ * or matmul then add_ in place, so the sum is the product's storage. The
+ * exporters write MatMul then Add(product, bias); when nothing else reads
+ * the product, the Add writes into it. */
+static void bias_add_in_place(sim *s, int32_t i) {
+    const est_graph *g = s->g;
+    const est_node *n = &g->nodes[i];
+    s->inplace_slot[i] = -1;
+    /* memest verify's executor writes every sum anew */
+    if (s->r->kernels != EST_KERNELS_PYTORCH || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 ||
+        n->n_outputs != 1)
+        return;
+    for (int k = 0; k < 2; k++) {
+        int32_t prod = n->inputs[k], bias = n->inputs[1 - k];
+        if (prod < 0 || bias < 0 || g->tensors[prod].readers != 1 || s->base[prod] != prod) continue;
+        int32_t p = g->tensors[prod].producer;
+        if (p < 0 || strcmp(g->nodes[p].op_type, "MatMul") != 0) continue;
+        /* a weight, or a view of one (the TorchScript exporter shares equal
+         * initializers through Identity nodes) */
+        if (g->tensors[s->base[bias]].kind != EST_T_INITIALIZER || s->r->tv[bias].rank != 1) continue;
+        if (s->r->tv[prod].elements != s->r->tv[n->outputs[0]].elements) continue;
+        share_storage(s, n->outputs[0], prod);
+        s->inplace_slot[i] = (int8_t)k;
+        return;
+    }
+}
+
+/* Which storage each tensor uses: views share their input's. */
+void est__sim_assign_storage(sim *s) {
+    const est_graph *g = s->g;
+    memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        s->base[t] = t;
+        s->contiguous[t] = true;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+        int32_t in = n->inputs[0], out = n->outputs[0];
+        if (is_folded(s, out)) continue;
+        switch (n->op->view) {
+        case EST_VIEW_ALIAS:
+            /* every output: Split's pieces are views of one storage, as
+             * torch.split / chunk return them */
+            for (int k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) share_storage(s, n->outputs[k], in);
+            break;
+        case EST_VIEW_PERMUTE:
+            s->base[out] = s->base[in];
+            s->contiguous[out] = false;
+            break;
+        case EST_VIEW_RESHAPE:
+            if (s->contiguous[in]) s->base[out] = s->base[in];
+            break;
+        default:
+            if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
+                share_storage(s, out, in);
+                s->inplace_slot[i] = 0; /* its gradient passes through too */
+                break;
+            }
+            bias_add_in_place(s, i);
+            break;
+        }
+    }
+}
+
+void est__sim_mark_strided_inputs(sim *s) {
+    for (int32_t i = 0; i < s->g->n_nodes; i++) {
+        const est_node *n = &s->g->nodes[i];
+        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++)
+            s->ctx[i].in_strided[k] = n->inputs[k] >= 0 && !s->contiguous[n->inputs[k]];
+    }
+}
+
+
+/* --amp: the dtype of every tensor, in forward order, from each op's autocast
+ * class (layers/amp.c), and which inputs each op copies to another dtype. */
+void est__sim_assign_amp_dtypes(sim *s) {
+    const est_graph *g = s->g;
+    est_dtype hi = s->r->dtype;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        s->dt[t] = est__stored_dtype(s->r, s->r->tv[t].dtype);
+        s->pcast_until[t] = INT32_MAX;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        est_amp_class cls = est_amp_class_of(n->op);
+        est_dtype out = hi;
+        bool any_act = false, all_low = true;
+        for (int k = 0; k < n->n_inputs; k++) {
+            int32_t t = n->inputs[k];
+            if (t < 0 || is_folded(s, t) || !est__dtype_is_float(s->r->tv[t].dtype)) continue;
+            bool diff = k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k));
+            if (cls == EST_AMP_LOW && diff && s->dt[t] != s->low && k < 32) s->cast_mask[i] |= EST_SLOT(k);
+            if (cls == EST_AMP_FP32 && diff && s->dt[t] != hi && k < 32) s->cast_mask[i] |= EST_SLOT(k);
+            /* weights and constants do not promote (PyTorch scalars, fused biases) */
+            if (g->tensors[s->base[t]].kind == EST_T_INITIALIZER) continue;
+            any_act = true;
+            if (s->dt[t] != s->low) all_low = false;
+        }
+        if (cls == EST_AMP_LOW) out = s->low;
+        else if (cls == EST_AMP_PROMOTE && any_act && all_low) out = s->low;
+        s->cast_to[i] = cls == EST_AMP_LOW ? s->low : hi;
+        for (int k = 0; k < n->n_outputs; k++) {
+            int32_t t = n->outputs[k];
+            if (t >= 0 && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t)) s->dt[t] = out;
+        }
+        s->ctx[i].float_dtype = cls == EST_AMP_LOW ? s->low : out;
+    }
+}
+
+
+
+
+
+/* Counting sort of items by the node key[item] names (items whose key is not
+ * a node are left out): node i's items are order[first[i] .. first[i + 1]). */
+static void bucket_by_node(const int32_t *key, int32_t n_items, int32_t n_nodes, int32_t *first, int32_t *order) {
+    memset(first, 0, ((size_t)n_nodes + 1) * sizeof *first);
+    for (int32_t t = 0; t < n_items; t++)
+        if (key[t] >= 0 && key[t] < n_nodes) first[key[t] + 1]++;
+    for (int32_t i = 0; i < n_nodes; i++) first[i + 1] += first[i];
+    for (int32_t t = 0; t < n_items; t++)
+        if (key[t] >= 0 && key[t] < n_nodes) order[first[key[t]]++] = t;
+    for (int32_t i = n_nodes; i > 0; i--) first[i] = first[i - 1];
+    first[0] = 0;
+}
+
+
+/* Where a save of storage b by node i keeps it: inside a checkpointed
+ * segment, only the recomputed copy is kept (from the recompute to i's
+ * backward); elsewhere the tensor itself, until i's backward. */
+static void note_saved(sim *s, int32_t i, int32_t b) {
+    int32_t seg = segment_of(s, i);
+    if (seg >= 0) {
+        int32_t producer = s->g->tensors[b].producer;
+        if (producer >= s->segs[seg].first && i < s->recompute_until[b]) s->recompute_until[b] = i;
+        return; /* a segment input is kept by the checkpoint itself */
+    }
+    if (i < s->saved_until[b]) s->saved_until[b] = i;
+}
+
+/* The checkpoint keeps each segment's activation inputs until the backward
+ * of its first node. */
+static void keep_segment_inputs(sim *s) {
+    for (int32_t seg = 0; seg < s->n_segs; seg++) {
+        const est_segment *S = &s->segs[seg];
+        for (int32_t i = S->first; i <= S->last; i++) {
+            const est_node *n = &s->g->nodes[i];
+            for (int k = 0; k < n->n_inputs; k++) {
+                if (n->inputs[k] < 0) continue;
+                int32_t b = s->base[n->inputs[k]];
+                if (is_activation_storage(s, b) && s->g->tensors[b].producer < S->first && S->first < s->saved_until[b])
+                    s->saved_until[b] = S->first;
+            }
+        }
+    }
+}
+
+/* What an unreached node saved lives as long as its outputs do (their
+ * grad_fn holds it). In reverse, so that a later node's extension of a
+ * storage is known when an earlier one reads it. */
+static void keep_unreached_saves(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const est_node *n = &g->nodes[i];
+        if (!s->unreached[i] || !n->op->saves) continue;
+        est_saved sv = {0};
+        n->op->saves(&s->ctx[i], &sv);
+        int32_t until = i;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] > until)
+                until = s->last_use[s->base[n->outputs[k]]];
+        for (int k = 0; k < n->n_inputs && k < 32; k++)
+            if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && s->last_use[s->base[n->inputs[k]]] < until)
+                s->last_use[s->base[n->inputs[k]]] = until;
+    }
+}
+
+void est__sim_plan_lifetimes(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        s->last_use[t] = -1;
+        s->saved_until[t] = INT32_MAX;
+        if (s->segs) {
+            s->recompute_until[t] = INT32_MAX;
+            s->rc_last[t] = -1;
+        }
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++) {
+            if (n->inputs[k] < 0) continue;
+            int32_t b = s->base[n->inputs[k]];
+            /* read here, and referenced until the module call that reads it returns */
+            int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
+            if (s->last_use[b] < i) s->last_use[b] = i;
+            if (s->last_use[b] < held) s->last_use[b] = held;
+        }
+        /* a view's storage must outlive the view's own readers */
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] < i)
+                s->last_use[s->base[n->outputs[k]]] = i;
+        /* held by the block around it (attention probabilities; Python's
+         * reference, which memest verify's executor does not keep) */
+        if (s->r->kernels == EST_KERNELS_PYTORCH && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
+            s->last_use[s->base[n->outputs[0]]] < n->output_held_until)
+            s->last_use[s->base[n->outputs[0]]] = n->output_held_until;
+        est_saved *sv = &s->saved[i];
+        memset(sv, 0, sizeof *sv);
+        if (!s->train || !s->ctx[i].any_grad || !n->op->saves || s->unreached[i]) continue;
+        n->op->saves(&s->ctx[i], sv);
+        for (int k = 0; k < n->n_inputs && k < 32; k++)
+            if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
+                int32_t b = s->base[n->inputs[k]];
+                if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
+                    s->cast_saved[i] |= EST_SLOT(k);
+                    /* a checkpointed op's copy is kept from the recompute on */
+                    if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
+                    continue;
+                }
+                note_saved(s, i, b);
+            }
+        for (int k = 0; k < n->n_outputs && k < 32; k++)
+            if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+        int32_t seg = segment_of(s, i);
+        if (seg >= 0 && (sv->inputs || sv->outputs || sv->n_extra)) s->seg_last_saver[seg] = i;
+    }
+    keep_unreached_saves(s);
+    for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
+    keep_segment_inputs(s);
+    bucket_by_node(s->last_use, g->n_tensors, g->n_nodes, s->release_first, s->release_order);
+    bucket_by_node(s->saved_until, g->n_tensors, g->n_nodes, s->bwd_first, s->bwd_order);
+    if (s->segs) bucket_by_node(s->recompute_until, g->n_tensors, g->n_nodes, s->rc_first, s->rc_order);
+}

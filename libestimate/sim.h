@@ -1,0 +1,133 @@
+/*
+ * sim.h: the state of one step's simulation, shared by the lifetime plan
+ * (lifetimes.c: what lives how long, planned before the step) and the step
+ * itself (simulate.c: allocations and frees in order, the peak, the caching
+ * allocator's replay). Internal.
+ */
+#ifndef MEMEST_SIM_H
+#define MEMEST_SIM_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "caching.h"
+#include "report.h"
+
+/* What a block is, for the caching allocator's replay: one key per live
+ * block, so that a free finds the block its allocation made. */
+enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP };
+#define KEY(kind, index, slot) (((uint64_t)(kind) << 56) | ((uint64_t)(uint32_t)(index) << 16) | (uint64_t)(slot))
+
+/* Live blocks by key: open addressing, linear probing, 0 = empty. */
+typedef struct handle_map {
+    uint64_t *keys;
+    int64_t *handles;
+    uint64_t cap, count; /* cap: a power of two */
+} handle_map;
+
+typedef struct sim {
+    est_report *r;
+    const est_graph *g;
+    bool train;
+    uint64_t live[EST_CAT_COUNT];
+    uint64_t total;
+    uint64_t max_transient;
+    uint64_t max_activations; /* the largest set of live activations */
+    /* per tensor */
+    int32_t *base;          /* the tensor whose storage this one uses */
+    bool *needs_grad;
+    bool *contiguous;
+    bool *allocated;        /* per storage (indexed by base) */
+    int32_t *last_use;      /* per storage: last forward reader, -1 none */
+    int32_t *release_first; /* per node (n + 1): where its storages start in release_order */
+    int32_t *release_order; /* storages by last_use: those node i may free after it runs */
+    int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
+    bool *kept;             /* per storage: a graph output, alive after the step */
+    uint64_t *grad_bytes;   /* per tensor: its live gradient's bytes */
+    bool *param_has_grad;
+    /* per node */
+    est_saved *saved;
+    bool *unreached;        /* per node: no gradient reaches it from the loss (mark_unreached) */
+    est_cost_ctx *ctx;      /* built once per node */
+    /* --amp (docs/memory-model.md, "Mixed precision (--amp)"); all NULL without */
+    est_dtype low;          /* the autocast dtype, or EST_DT_UNDEFINED */
+    est_dtype *dt;          /* per tensor: the dtype it is stored in */
+    est_dtype *cast_to;     /* per node: the dtype its cast inputs are copied to */
+    est_slot_mask *cast_mask;  /* per node: inputs autocast copies */
+    est_slot_mask *cast_saved; /* per node: the copies its backward keeps */
+    int32_t *pcast_until;   /* per parameter: earliest node saving its cached
+                               low copy, or INT32_MAX */
+    bool *pcast_live;       /* per parameter: its cached low copy exists */
+    /* backward release lists, by node: storages whose earliest saver (or the
+     * first node of the segment that keeps them as input) is that node */
+    int32_t *bwd_first;     /* per node (n + 1) */
+    int32_t *bwd_order;
+    /* --checkpoint; all NULL without */
+    est_segment *segs;
+    int32_t n_segs;
+    int32_t *seg_of;        /* per node: its segment, or -1 */
+    int32_t *seg_last_saver;/* per segment: its last node that saves anything, or -1 */
+    bool *seg_done;         /* per segment: recomputed in this backward */
+    int32_t *recompute_until; /* per storage: earliest node of its segment that
+                                 saves it, or INT32_MAX */
+    bool *recomputed;       /* per storage: its recomputed copy is live */
+    int32_t *rc_first;      /* per node (n + 1): release lists by recompute_until */
+    int32_t *rc_order;
+    int32_t *rc_last;       /* per storage: last reader during a recompute, or -1 */
+    int8_t *inplace_slot;   /* per node: the input an in-place op writes into
+                               (a linear layer's bias add), or -1 */
+    int32_t *rc_pcast_until; /* --amp: per parameter, the earliest node of the
+                                segment being recomputed that saves its low
+                                copy, or INT32_MAX */
+    bool *rc_pcast_live;    /* --amp: the recompute's own cached low copy exists */
+    /* the caching allocator's replay (totals.reserved_bytes) */
+    est_cache *cache;
+    handle_map blocks;
+    bool cache_failed;      /* host memory ran out during the replay */
+    bool device_oom;        /* the replay hit est_options.memory_limit: PyTorch
+                               raises out of memory there; the replay stops */
+    est_phase at_phase;     /* the moment the step is at, for device_oom */
+    const char *at_layer;
+    bool recording;         /* this pass sets the peak and the totals (the
+                               steady-state iteration; the first one only
+                               feeds the replay) */
+} sim;
+static inline uint64_t round_alloc(uint64_t bytes) {
+    if (bytes == 0) return 0;
+    return (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
+}
+static inline bool is_folded(const sim *s, int32_t t) { return s->r->tv[t].value != NULL; }
+/* The dtype tensor t is stored in: autocast's (--amp), else the step's
+ * dtype for a floating tensor, else its own. */
+static inline est_dtype stored_dtype(const sim *s, int32_t t) {
+    if (s->dt) return s->dt[t];
+    return est__stored_dtype(s->r, s->r->tv[t].dtype);
+}
+static inline bool is_param_storage(const sim *s, int32_t b) {
+    return s->g->tensors[b].kind == EST_T_INITIALIZER && s->g->tensors[b].role == EST_ROLE_PARAM;
+}
+/* Bytes of the autocast copy node i makes of its input k. */
+static inline uint64_t cast_bytes(const sim *s, int32_t i, int k) {
+    return round_alloc(est_dtype_bytes(s->cast_to[i], est_tval_elements(&s->r->tv[s->g->nodes[i].inputs[k]])));
+}
+/* A low copy of a parameter, which autocast caches until it exits. */
+static inline bool cached_cast(const sim *s, int32_t i, int k) {
+    return s->cast_to[i] == s->low && is_param_storage(s, s->base[s->g->nodes[i].inputs[k]]);
+}
+static inline bool is_cast(const sim *s, int32_t i, int k) {
+    return s->cast_mask && k < 32 && (s->cast_mask[i] & EST_SLOT(k));
+}
+static inline bool is_activation_storage(const sim *s, int32_t b) {
+    return s->g->tensors[b].kind == EST_T_ACTIVATION && !is_folded(s, b);
+}
+static inline int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s->seg_of[i] : -1; }
+
+/* lifetimes.c: the tensor-lifetime table, planned before the step runs. */
+void est__sim_build_contexts(sim *s);       /* cost contexts; which tensors need a gradient */
+bool est__sim_mark_unreached(sim *s);       /* backwards the loss never reaches; false: out of memory */
+void est__sim_assign_storage(sim *s);       /* which tensors share a storage (views, in-place ops) */
+void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */
+void est__sim_mark_strided_inputs(sim *s);  /* inputs that are non-contiguous views */
+void est__sim_plan_lifetimes(sim *s);       /* last uses, saves, release lists */
+
+#endif
