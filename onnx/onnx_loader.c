@@ -49,6 +49,61 @@ static void pb_free(void *data, void *p) {
 }
 static ProtobufCAllocator pb_allocator = {.alloc = pb_alloc, .free = pb_free, .allocator_data = NULL};
 
+/* The model's unpack allocates tens of thousands of small messages and
+ * strings that all die together when the graph is built: an arena of
+ * malloc'd chunks with a bump pointer takes them, frees nothing one by one,
+ * and goes in one pass. Its chunks still come from malloc (the
+ * allocation-failure test wraps it). One arena per load. */
+enum { ARENA_CHUNK = 1 << 20, ARENA_ALIGN = 16 };
+
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    size_t used, size;
+    _Alignas(ARENA_ALIGN) unsigned char data[];
+} arena_chunk;
+
+typedef struct arena {
+    arena_chunk *head;
+} arena;
+
+static void *arena_alloc(void *data, size_t size) {
+    arena *a = data;
+    size = (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (size == 0) size = ARENA_ALIGN;
+    arena_chunk *c = a->head;
+    if (!c || c->size - c->used < size) {
+        size_t cap = size > ARENA_CHUNK / 4 ? size : ARENA_CHUNK;
+        if (cap > SIZE_MAX - sizeof *c) return NULL;
+        arena_chunk *n = malloc(sizeof *n + cap);
+        if (!n) return NULL;
+        n->size = cap;
+        n->used = 0;
+        if (cap == size && c) { /* a large block: behind the current chunk, which keeps filling */
+            n->next = c->next;
+            c->next = n;
+        } else {
+            n->next = c;
+            a->head = n;
+        }
+        c = n;
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    return p;
+}
+
+static void arena_free_one(void *data, void *p) {
+    (void)data, (void)p; /* all at once, in arena_release */
+}
+
+static void arena_release(arena *a) {
+    for (arena_chunk *c = a->head, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    a->head = NULL;
+}
+
 /* ---- tensor values -------------------------------------------------------- */
 
 static float half_to_float(uint16_t h) {
@@ -894,12 +949,18 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
         return est__fail(err, EST_ELIMIT, "%s: %ld nodes, above the limit of %llu (est_limits.max_nodes)", src,
                          next_node, (unsigned long long)lim.max_nodes);
     size_t slim_size = 0;
-    uint8_t *slim = est__onnx_slim(data, size, &slim_size); /* weights cut: never copied by unpack */
-    Onnx__ModelProto *m = slim ? onnx__model_proto__unpack(&pb_allocator, slim_size, slim)
-                               : onnx__model_proto__unpack(&pb_allocator, size, data);
+    /* weights cut, never copied by unpack; below 4 MiB there is little to
+     * cut and the walk would cost more than the copy */
+    uint8_t *slim = size >= ((size_t)4 << 20) ? est__onnx_slim(data, size, &slim_size) : NULL;
+    arena model_arena = {0};
+    ProtobufCAllocator in_arena = {.alloc = arena_alloc, .free = arena_free_one, .allocator_data = &model_arena};
+    Onnx__ModelProto *m = slim ? onnx__model_proto__unpack(&in_arena, slim_size, slim)
+                               : onnx__model_proto__unpack(&in_arena, size, data);
     free(slim);
-    if (!m)
+    if (!m) {
+        arena_release(&model_arena);
         return est__fail(err, EST_EPARSE, "%s: not a valid ONNX protobuf (truncated or corrupt, or out of memory)", src);
+    }
     /* External data is relative to the model's folder: the path's, for a file. */
     char *dir = NULL;
     if (is_path && name) {
@@ -914,7 +975,7 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
     L.g = est__graph_new(src);
     if (L.g) L.g->limits = lim;
     st = !L.g || (is_path && name && !dir) ? est__fail(err, EST_ENOMEM, "%s: out of memory", src) : build_graph(&L, m);
-    onnx__model_proto__free_unpacked(m, &pb_allocator);
+    arena_release(&model_arena); /* m and everything in it */
     free(dir);
     free(L.real_dir);
     free(L.checked_loc);

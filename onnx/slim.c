@@ -28,7 +28,8 @@
  *
  * Anything it does not understand (a malformed length, a group) stops the
  * pass, and the loader unpacks the original bytes, which protobuf-c then
- * judges as before.
+ * judges as before. The loader runs it on files of 4 MiB and more: below
+ * that the copies it saves cost less than the walk.
  */
 #include <stdlib.h>
 #include <string.h>
