@@ -18,6 +18,7 @@
 #include "onnx.pb-c.h"
 #include "param_names.h"
 #include "slim.h"
+#include "tensor_values.h"
 #include "onnx_loader.h"
 
 typedef struct loader {
@@ -36,18 +37,7 @@ static est_status oom(loader *L) {
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
 
-/* protobuf-c allocates through this rather than its own default, so that
- * every allocation of a load goes through this library's malloc (the
- * allocation-failure test wraps it). Immutable, so shared by all threads. */
-static void *pb_alloc(void *data, size_t size) {
-    (void)data;
-    return malloc(size);
-}
-static void pb_free(void *data, void *p) {
-    (void)data;
-    free(p);
-}
-static ProtobufCAllocator pb_allocator = {.alloc = pb_alloc, .free = pb_free, .allocator_data = NULL};
+
 
 /* The model's unpack allocates tens of thousands of small messages and
  * strings that all die together when the graph is built: an arena of
@@ -102,152 +92,6 @@ static void arena_release(arena *a) {
         free(c);
     }
     a->head = NULL;
-}
-
-/* ---- tensor values -------------------------------------------------------- */
-
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (mant == 0) bits = sign;
-        else { /* subnormal: normalise */
-            exp = 127 - 15 + 1;
-            while (!(mant & 0x400)) { mant <<= 1; exp--; }
-            bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-        }
-    } else if (exp == 31) bits = sign | 0x7f800000u | (mant << 13);
-    else bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static float bf16_to_float(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-/* Reads element k of little-endian raw bytes. */
-static void raw_element(const uint8_t *p, est_dtype dt, int64_t k, int64_t *iv, double *fv) {
-    uint64_t u = 0;
-    size_t w = est_dtype_bytes(dt, 1);
-    for (size_t b = 0; b < w; b++) u |= (uint64_t)p[(size_t)k * w + b] << (8 * b);
-    switch (dt) {
-    case EST_DT_FLOAT: { uint32_t x = (uint32_t)u; float f; memcpy(&f, &x, 4); *fv = f; break; }
-    case EST_DT_DOUBLE: { double d; memcpy(&d, &u, 8); *fv = d; break; }
-    case EST_DT_FLOAT16: *fv = half_to_float((uint16_t)u); break;
-    case EST_DT_BFLOAT16: *fv = bf16_to_float((uint16_t)u); break;
-    case EST_DT_INT8: *iv = (int8_t)u; break;
-    case EST_DT_INT16: *iv = (int16_t)u; break;
-    case EST_DT_INT32: *iv = (int32_t)u; break;
-    case EST_DT_INT64: *iv = (int64_t)u; break;
-    case EST_DT_BOOL: *iv = u != 0; break;
-    default: *iv = (int64_t)u; break; /* unsigned types */
-    }
-}
-
-/* Decodes a TensorProto's values when small, numeric and embedded. Returns
- * EST_OK with *out NULL when the values are not kept. */
-static est_status decode_values(const Onnx__TensorProto *t, int64_t count, est_const **out,
-                                est_error *err, const char *src) {
-    *out = NULL;
-    est_dtype dt = (est_dtype)t->data_type;
-    if (count > EST_FOLD_MAX_ELEMENTS) return EST_OK;
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-        return EST_OK;
-    if (!est__dtype_is_float(dt) && !est__dtype_is_int(dt)) return EST_OK;
-    /* Weights are never needed: keep floating values only for scalars and
-     * short vectors (Resize scales, Range bounds, fill values). */
-    if (est__dtype_is_float(dt) && count > EST_FOLD_MAX_FLOAT_VALUES) return EST_OK;
-    size_t width = est_dtype_bytes(dt, 1);
-    if (dt == EST_DT_UINT4 || dt == EST_DT_INT4 || dt == EST_DT_FLOAT4E2M1 || dt == EST_DT_UINT2 ||
-        dt == EST_DT_INT2 || width == 0 ||
-        (est__dtype_is_float(dt) && dt != EST_DT_FLOAT && dt != EST_DT_DOUBLE &&
-         dt != EST_DT_FLOAT16 && dt != EST_DT_BFLOAT16))
-        return EST_OK; /* never needed for shapes */
-    est_const *c = est__const_new(dt, count);
-    if (!c) return est__fail(err, EST_ENOMEM, "%s: out of memory decoding '%s'", src, str_or_empty(t->name));
-    bool is_f = c->f64 != NULL;
-    for (int64_t k = 0; k < count; k++) {
-        int64_t iv = 0;
-        double fv = 0;
-        if (t->has_raw_data) {
-            if ((uint64_t)t->raw_data.len < (uint64_t)count * width) goto short_data;
-            raw_element(t->raw_data.data, dt, k, &iv, &fv);
-        } else if (dt == EST_DT_FLOAT) {
-            if ((size_t)k >= t->n_float_data) goto short_data;
-            fv = t->float_data[k];
-        } else if (dt == EST_DT_DOUBLE) {
-            if ((size_t)k >= t->n_double_data) goto short_data;
-            fv = t->double_data[k];
-        } else if (dt == EST_DT_INT64) {
-            if ((size_t)k >= t->n_int64_data) goto short_data;
-            iv = t->int64_data[k];
-        } else if (dt == EST_DT_UINT32 || dt == EST_DT_UINT64) {
-            if ((size_t)k >= t->n_uint64_data) goto short_data;
-            iv = (int64_t)t->uint64_data[k];
-        } else {
-            if ((size_t)k >= t->n_int32_data) goto short_data;
-            int32_t v = t->int32_data[k];
-            if (dt == EST_DT_FLOAT16) fv = half_to_float((uint16_t)v);
-            else if (dt == EST_DT_BFLOAT16) fv = bf16_to_float((uint16_t)v);
-            else iv = v;
-        }
-        if (is_f) c->f64[k] = fv;
-        else c->i64[k] = iv;
-    }
-    *out = c;
-    return EST_OK;
-short_data:
-    est__const_free(c);
-    return est__fail(err, EST_EPARSE, "%s: tensor '%s' holds fewer values than its dims say", src,
-                     str_or_empty(t->name));
-}
-
-static est_status check_tensor_dims(const Onnx__TensorProto *t, int64_t *count, const est_limits *lim,
-                                    est_error *err, const char *src) {
-    if (t->n_dims > lim->max_rank)
-        return est__fail(err, EST_ELIMIT, "%s: tensor '%s' has rank %zu, above the limit of %u (est_limits.max_rank)",
-                         src, str_or_empty(t->name), t->n_dims, lim->max_rank);
-    int64_t c = 1;
-    for (size_t d = 0; d < t->n_dims; d++) {
-        if (t->dims[d] < 0)
-            return est__fail(err, EST_ESHAPE, "%s: tensor '%s' has negative dim %lld", src,
-                             str_or_empty(t->name), (long long)t->dims[d]);
-        if (t->dims[d] > lim->max_dim_value)
-            return est__fail(err, EST_ELIMIT, "%s: tensor '%s' dim %zu is %lld, above the limit of %lld "
-                             "(est_limits.max_dim_value)", src, str_or_empty(t->name), d,
-                             (long long)t->dims[d], (long long)lim->max_dim_value);
-        if (est__mul_overflow(c, t->dims[d], &c))
-            return est__fail(err, EST_EOVERFLOW, "%s: tensor '%s': element count overflows 64 bits",
-                             src, str_or_empty(t->name));
-    }
-    if (t->data_type < 0 || t->data_type >= EST_DT_COUNT || t->data_type == EST_DT_UNDEFINED)
-        return est__fail(err, EST_EPARSE, "%s: tensor '%s' has invalid data type %d", src,
-                         str_or_empty(t->name), (int)t->data_type);
-    *count = c;
-    return EST_OK;
-}
-
-est_status est__onnx_read_tensor(const void *data, size_t size, est_dtype *dtype, int *rank,
-                                 int64_t dims[EST_MAX_RANK], est_const **values, est_error *err) {
-    *values = NULL;
-    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pb_allocator, size, data);
-    if (!t) return est__fail(err, EST_EPARSE, "not a valid TensorProto");
-    int64_t count = 0;
-    est_limits lim;
-    est__limits_resolve(NULL, &lim);
-    est_status st = check_tensor_dims(t, &count, &lim, err, "<tensor>");
-    if (st == EST_OK) {
-        *dtype = (est_dtype)t->data_type;
-        *rank = (int)t->n_dims;
-        for (size_t d = 0; d < t->n_dims; d++) dims[d] = t->dims[d];
-        st = decode_values(t, count, values, err, "<tensor>");
-    }
-    onnx__tensor_proto__free_unpacked(t, &pb_allocator);
-    return st;
 }
 
 /* ---- external data ----------------------------------------------------------
@@ -318,7 +162,7 @@ static est_status add_initializer(loader *L, const Onnx__TensorProto *t) {
     if (!t->name || !t->name[0])
         return est__fail(L->err, EST_EPARSE, "%s: an initializer has no name", L->src);
     int64_t count;
-    est_status st = check_tensor_dims(t, &count, L->lim, L->err, L->src);
+    est_status st = est__onnx_check_tensor_dims(t, &count, L->lim, L->err, L->src);
     if (st == EST_OK) st = check_external_data(L, t);
     if (st != EST_OK) return st;
     if (est__graph_find(L->g, t->name) >= 0)
@@ -334,7 +178,7 @@ static est_status add_initializer(loader *L, const Onnx__TensorProto *t) {
         if (!tt->dims) return oom(L);
         for (size_t d = 0; d < t->n_dims; d++) tt->dims[d] = (est_dimdecl){t->dims[d], -1};
     }
-    return decode_values(t, count, &tt->value, L->err, L->src);
+    return est__onnx_decode_values(t, count, &tt->value, L->err, L->src);
 }
 
 static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
@@ -454,13 +298,13 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
             return est__fail(L->err, EST_EATTR, "%s: node '%s' (%s): attribute '%s' has no tensor",
                              L->src, n->name, n->op_type, a->name);
         int64_t count;
-        est_status st = check_tensor_dims(p->t, &count, L->lim, L->err, L->src);
+        est_status st = est__onnx_check_tensor_dims(p->t, &count, L->lim, L->err, L->src);
         if (st == EST_OK) st = check_external_data(L, p->t);
         if (st != EST_OK) return st;
         a->t_dtype = (est_dtype)p->t->data_type;
         a->t_rank = (int32_t)p->t->n_dims;
         for (size_t d = 0; d < p->t->n_dims; d++) a->t_dims[d] = p->t->dims[d];
-        return decode_values(p->t, count, &a->t_value, L->err, L->src);
+        return est__onnx_decode_values(p->t, count, &a->t_value, L->err, L->src);
     }
     default:
         break; /* graphs and type protos: only the type is kept */
@@ -492,10 +336,10 @@ static Onnx__StringStringEntryProto *find_metadata(const Onnx__NodeProto *p, con
         size_t skip = 0;
         while (skip < u->len && (u->data[skip] & 0x80)) skip++;
         if (++skip > u->len) continue;
-        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&pb_allocator, u->len - skip, u->data + skip);
+        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&est__onnx_pb_allocator, u->len - skip, u->data + skip);
         if (!e) continue;
         if (e->key && strcmp(e->key, key) == 0) return e;
-        onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
+        onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
     }
     return NULL;
 }
@@ -505,7 +349,7 @@ static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_
     Onnx__StringStringEntryProto *e = find_metadata(p, key);
     if (!e) return false;
     snprintf(buf, cap, "%s", str_or_empty(e->value));
-    onnx__string_string_entry_proto__free_unpacked(e, &pb_allocator);
+    onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
     return true;
 }
 
@@ -577,7 +421,7 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
      * reads as such */
     Onnx__StringStringEntryProto *rule = find_metadata(p, "pkg.onnxscript.rewriter.rule_name");
     if (rule) {
-        onnx__string_string_entry_proto__free_unpacked(rule, &pb_allocator);
+        onnx__string_string_entry_proto__free_unpacked(rule, &est__onnx_pb_allocator);
         return EST_OK;
     }
     return est__name_renamed_weights(L->g, n, fx_node) ? EST_OK : oom(L);
@@ -649,7 +493,7 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
 static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
     Onnx__StringStringEntryProto *fx = find_metadata(p, "pkg.torch.onnx.fx_node");
     est_status st = build_node(L, m, p, index, fx ? str_or_empty(fx->value) : NULL);
-    if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &pb_allocator);
+    if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &est__onnx_pb_allocator);
     return st;
 }
 
