@@ -82,7 +82,10 @@ typedef struct sim {
     bool *rc_pcast_live;    /* --amp: the recompute's own cached low copy exists */
     /* the caching allocator's replay (totals.reserved_bytes) */
     est_cache *cache;
-    handle_map blocks;
+    handle_map blocks;      /* live blocks by key, but those below */
+    int64_t *by_tensor;     /* per tensor x 3: the live block of its storage,
+                               its gradient and its recomputed copy (the keys
+                               of nearly every block, looked up directly); 0 none */
     bool cache_failed;      /* host memory ran out during the replay */
     bool device_oom;        /* the replay hit est_options.memory_limit: PyTorch
                                raises out of memory there; the replay stops */

@@ -120,18 +120,43 @@ static void moment(sim *s, est_phase phase, const char *layer) {
     s->at_layer = layer;
 }
 
+/* The direct slot of a block's key: a tensor's storage, gradient or
+ * recomputed copy; NULL for the other keys, which live in the map. */
+static int64_t *direct_slot(const sim *s, uint64_t key) {
+    uint64_t kind = key >> 56, index = (key >> 16) & 0xffffffffu;
+    if (!s->by_tensor || (key & 0xffff) || index >= (uint64_t)s->g->n_tensors) return NULL;
+    int which = kind == K_STORAGE ? 0 : kind == K_GRAD ? 1 : kind == K_RECOMPUTED ? 2 : -1;
+    return which < 0 ? NULL : &s->by_tensor[index * 3 + (uint64_t)which];
+}
+
+static bool block_put(sim *s, uint64_t key, int64_t handle) {
+    int64_t *d = direct_slot(s, key);
+    if (!d) return map_put(&s->blocks, key, handle);
+    *d = handle;
+    return true;
+}
+
+/* Removes key; returns its handle, or -1 when it is not there. */
+static int64_t block_take(sim *s, uint64_t key) {
+    int64_t *d = direct_slot(s, key);
+    if (!d) return map_take(&s->blocks, key);
+    int64_t h = *d ? *d : -1;
+    *d = 0;
+    return h;
+}
+
 static void alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->live[c] += bytes;
     s->total += bytes;
     int64_t h = replay_alloc(s, bytes);
-    if (h > 0 && !map_put(&s->blocks, key, h)) s->cache_failed = true;
+    if (h > 0 && !block_put(s, key, h)) s->cache_failed = true;
 }
 
 static void release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->live[c] -= bytes;
     s->total -= bytes;
     if (!replaying(s) || !bytes) return;
-    int64_t h = map_take(&s->blocks, key);
+    int64_t h = block_take(s, key);
     if (h >= 0) est__cache_release(s->cache, h);
 }
 
@@ -139,8 +164,8 @@ static void release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
  * step), or in another category. */
 static void rekey(sim *s, uint64_t from, uint64_t to) {
     if (!replaying(s)) return;
-    int64_t h = map_take(&s->blocks, from);
-    if (h >= 0 && !map_put(&s->blocks, to, h)) s->cache_failed = true;
+    int64_t h = block_take(s, from);
+    if (h >= 0 && !block_put(s, to, h)) s->cache_failed = true;
 }
 
 static void recategorize(sim *s, est_category from, est_category to, uint64_t bytes) {
@@ -688,6 +713,7 @@ static void free_sim(sim *s) {
     est__cache_destroy(s->cache);
     free(s->blocks.keys);
     free(s->blocks.handles);
+    free(s->by_tensor);
 }
 
 static void fill_layer_costs(sim *s) {
@@ -810,7 +836,8 @@ est_status est__simulate(est_report *r, est_error *err) {
 
     est_totals *tot = &r->totals;
     s.cache = est__cache_new();
-    if (!s.cache) {
+    s.by_tensor = calloc(((size_t)g->n_tensors + 1) * 3, sizeof *s.by_tensor);
+    if (!s.cache || !s.by_tensor) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
