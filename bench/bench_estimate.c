@@ -10,14 +10,18 @@
  * Also times any model files given on the command line.
  *
  * usage: bench_estimate [BLOCKS] [MODEL...]      (default 500 blocks = 6,000 nodes)
- *        bench_estimate --reestimate N MODEL     load once, N estimates (train,
- *                                                Adam, batch 1..N); prints
+ *        bench_estimate --reestimate N MODEL [skip-reserved]
+ *                                                load once, N estimates (train,
+ *                                                Adam, batch 1..N; without the
+ *                                                allocator's replay with
+ *                                                skip-reserved); prints
  *                                                "reestimate_ms <mean ms>"
  *        bench_estimate --write BLOCKS PATH      write the synthetic model
  *                                                (12 nodes a block) to PATH
  * bench/speed.py drives the last two.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,7 +244,7 @@ static int time_graph(const char *label, est_graph *g, double load_ms) {
 
 /* Mean milliseconds of one estimate of an already loaded model (its first
  * estimate, which makes the graph's plan, is not counted). */
-static int reestimate(int n, const char *path) {
+static int reestimate(int n, const char *path, bool skip_reserved) {
     est_error err;
     est_graph *g = NULL;
     if (n < 1 || est_load_file(path, &g, &err) != EST_OK) {
@@ -250,6 +254,7 @@ static int reestimate(int n, const char *path) {
     est_options opt;
     est_options_init(&opt);
     opt.batch = 1;
+    opt.skip_reserved = skip_reserved;
     est_report *r = NULL;
     int rc = est_estimate(g, &opt, &r, &err) != EST_OK;
     est_report_free(r);
@@ -278,7 +283,8 @@ static int write_model(int blocks, const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && strcmp(argv[1], "--reestimate") == 0) return reestimate(atoi(argv[2]), argv[3]);
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "--reestimate") == 0)
+        return reestimate(atoi(argv[2]), argv[3], argc == 5 && strcmp(argv[4], "skip-reserved") == 0);
     if (argc == 4 && strcmp(argv[1], "--write") == 0) return write_model(atoi(argv[2]), argv[3]);
     int blocks = argc > 1 ? atoi(argv[1]) : 500;
     if (blocks <= 0) blocks = 500;

@@ -196,6 +196,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->amp = opt->amp;
     r->checkpoint = opt->checkpoint;
     r->memory_limit = opt->memory_limit;
+    r->skip_reserved = opt->skip_reserved != 0;
     r->grad_accum = opt->grad_accum > 1 ? opt->grad_accum : 1;
     est_status st = EST_OK;
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||

@@ -29,6 +29,7 @@ struct est_report {
     est_amp amp;
     est_checkpoint checkpoint;  /* prefixes point into the caller's options */
     uint64_t memory_limit;
+    bool skip_reserved;         /* est_options.skip_reserved */
     size_t n_params;
     est_param_info *params;     /* the graph's parameters, in file order */
     bool *trains;               /* per tensor: a parameter that trains */

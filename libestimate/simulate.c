@@ -835,13 +835,15 @@ est_status est__simulate(est_report *r, est_error *err) {
     fill_layer_costs(&s);
 
     est_totals *tot = &r->totals;
-    s.cache = est__cache_new();
-    s.by_tensor = calloc(((size_t)g->n_tensors + 1) * 3, sizeof *s.by_tensor);
-    if (!s.cache || !s.by_tensor) {
+    if (!r->skip_reserved) { /* the caching allocator's replay */
+        s.cache = est__cache_new();
+        s.by_tensor = calloc(((size_t)g->n_tensors + 1) * 3, sizeof *s.by_tensor);
+    }
+    if (!r->skip_reserved && (!s.cache || !s.by_tensor)) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
-    if (r->memory_limit) est__cache_set_limit(s.cache, r->memory_limit);
+    if (s.cache && r->memory_limit) est__cache_set_limit(s.cache, r->memory_limit);
     moment(&s, EST_PHASE_FORWARD, "");
     create_model_and_input(&s);
     if (s.train) {
@@ -849,7 +851,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         s.recording = true;
         training_iteration(&s, false);
         s.recording = false; /* the protocol's third: segments may still grow */
-        training_iteration(&s, false);
+        if (s.cache) training_iteration(&s, false);
     } else {
         s.recording = true;
         tot->params_bytes = s.live[EST_CAT_PARAMS];
@@ -863,7 +865,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory replaying the caching allocator");
     }
-    tot->reserved_bytes = est__cache_peak_reserved(s.cache);
+    tot->reserved_bytes = s.cache ? est__cache_peak_reserved(s.cache) : 0;
     tot->temp_bytes = s.max_transient;
     tot->peak_bytes = r->peak.bytes;
     free_sim(&s);

@@ -808,6 +808,39 @@ static const char shape_fold_json[] =
     "  {\"name\": \"scale\", \"op\": \"Mul\", \"inputs\": [\"x\", \"m2\"], \"outputs\": [\"y\"]}],\n"
     " \"outputs\": [\"y\"]}\n";
 
+/* est_options.skip_reserved: the same step without the caching allocator's
+ * replay: every figure but reserved_bytes (0) as with it. */
+static void test_skip_reserved(const char *models_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/resnet18.onnx", models_dir);
+    est_graph *g = NULL;
+    est_error err;
+    if (est_load_file(path, &g, &err) != EST_OK) {
+        CHECK(false, "%s: %s", path, err.message);
+        return;
+    }
+    est_report *full = run(g, (run_opts){.mode = EST_MODE_TRAIN, .batch = 8});
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 8;
+    opt.skip_reserved = 1;
+    est_report *quick = NULL;
+    if (est_estimate(g, &opt, &quick, &err) != EST_OK) CHECK(false, "skip_reserved: %s", err.message);
+    if (full && quick) {
+        CHECK(est_report_totals(quick)->reserved_bytes == 0 && est_report_totals(full)->reserved_bytes > 0,
+              "skip_reserved: reserved %llu (full %llu)", U(est_report_totals(quick)->reserved_bytes),
+              U(est_report_totals(full)->reserved_bytes));
+        est_totals a = *est_report_totals(full), b = *est_report_totals(quick);
+        a.reserved_bytes = b.reserved_bytes = 0;
+        CHECK(memcmp(&a, &b, sizeof a) == 0, "skip_reserved: the other totals differ");
+        CHECK(est_report_peak(full)->bytes == est_report_peak(quick)->bytes, "skip_reserved: peak %llu vs %llu",
+              U(est_report_peak(quick)->bytes), U(est_report_peak(full)->bytes));
+    }
+    est_report_free(full);
+    est_report_free(quick);
+    est_graph_free(g);
+}
+
 static void test_reused_folds(void) {
     est_graph *g = load_json(shape_fold_json, "shape_fold.json");
     static const int64_t points[][2] = {{2, 4}, {3, 4}, {3, 8}, {1, 8}, {2, 4}};
@@ -1478,6 +1511,7 @@ int main(int argc, char **argv) {
     test_float16();
     test_batches(argv[1]);
     test_reused_folds();
+    test_skip_reserved(argv[1]);
     test_amp();
     test_checkpoint();
     test_checkpoint_wrapped();
