@@ -4,6 +4,7 @@ targets). Never a timed unit test: run it by hand, commit its JSON.
 
 usage: python3 bench/speed.py [--memest build/cli/memest] [--bench build/bench/bench_estimate]
                               [--out FILE.json] [--only NAME,...] [--repeat N]
+       python3 bench/speed.py --markdown FILE.json   the table of docs/architecture.md, "Speed"
 
 Each figure is the median of --repeat runs (default 7) of memest and of its
 reference, alternated:
@@ -143,7 +144,53 @@ def ratio(repeat, mine, reference):
     return m, ref, m / ref, (max(extra) if extra else None)
 
 
+def markdown(path):
+    """docs/architecture.md's table from a results file."""
+    d = json.load(open(path))
+    f = d["figures"]
+    mib = 2 ** 20
+
+    def t(x):
+        return f"{x * 1e3:.2f} ms" if x < 0.01 else f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.2f} s"
+    rows = []
+    if "swin_whole" in f:
+        g = f["swin_whole"]
+        rows.append(("whole run on swin_t (8,081 nodes, train, batch 32, `--format json`)", t(g["memest_s"]),
+                     f"`onnx.load` {t(g['onnx_load_s'])}", f"{g['ratio']:.1f}x", "<= 1.0x"))
+    if "swin_max_batch" in f:
+        g = f["swin_max_batch"]
+        rows.append(("`--max-batch --gpu H100-80GB` on swin_t", t(g["memest_s"]), f"`onnx.load` {t(g['onnx_load_s'])}",
+                     f"{g['ratio']:.1f}x", "<= 5x"))
+    for key, what in (("resnet50_reestimate", "one re-estimate of a loaded resnet50 (train, Adam)"),
+                      ("resnet50_reestimate_skip_reserved", "the same with `est_options.skip_reserved`")):
+        if key in f:
+            g = f[key]
+            rows.append((what, t(g["memest_s"]), f"`onnx.load` {t(g['onnx_load_s'])}", f"{g['ratio']:.2f}x",
+                         "<= 0.25x"))
+    if "file_1gib" in f:
+        g = f["file_1gib"]
+        rows.append(("a 1 GiB file with embedded weights",
+                     f"{t(g['memest_s'])}, {g['peak_rss_bytes'] / mib:.0f} MiB peak RSS", f"`cat` {t(g['cat_s'])}",
+                     f"{g['ratio']:.2f}x", "<= 1.5x, <= 256 MiB"))
+    if "nodes_1m" in f:
+        g = f["nodes_1m"]
+        rows.append(("a 1,000,008-node synthetic transformer",
+                     f"{t(g['memest_s'])}, {g['peak_rss_bytes'] / 2 ** 30:.1f} GiB peak RSS", "-", "-",
+                     "<= 2 s, <= 1 GiB"))
+    if "sigmoid_fanout" in f:
+        g = f["sigmoid_fanout"]
+        rows.append(("Sigmoid fan-out, 100k nodes against 10k (linearity)", f"{t(g['s_100k'])} / {t(g['s_10k'])}",
+                     "-", f"{g['ratio']:.1f}", "~10 when linear"))
+    print("| what | memest | reference, same run | ratio | target |")
+    print("|---|---|---|---:|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
+        markdown(sys.argv[2])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memest", default=os.path.join(ROOT, "build", "cli", "memest"))
     ap.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "bench_estimate"))
