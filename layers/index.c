@@ -2,19 +2,19 @@
  * index.c: ops that select, combine or place elements by index: Gather,
  * GatherElements, GatherND, Slice, Split, Concat, Tile, Pad, ScatterND,
  * ScatterElements, Scatter, OneHot, Trilu, TopK, CumSum, ReverseSequence,
- * Compress, NonZero, Unique, CenterCropPad. Resampling by position (Resize,
- * GridSample, DepthToSpace, ...) is resample.c.
+ * CenterCropPad. Resampling by position (Resize, GridSample, DepthToSpace,
+ * ...) is resample.c; ops whose output size depends on values (Compress,
+ * NonZero, Unique) are datadep.c.
  *
  * Gather, Slice, Split, Concat and friends fold when their inputs are known:
- * they carry the shape vectors of exports. Ops whose output size depends on
- * data (NonZero, Unique, Compress) are only inferred when that data is known.
+ * they carry the shape vectors of exports.
  *
  * FLOPs (docs/flops.md); backward = 2 x forward when the data needs a
  * gradient. Ops that only move data count 0: Gather*, Slice, Split, Concat,
- * Tile, Pad, CenterCropPad, OneHot, Trilu, ReverseSequence, Compress,
- * Unique, Scatter* without a reduction. The rest:
- *   1 per element   Scatter* with a reduction (per update), CumSum, TopK and
- *                   NonZero (per input)
+ * Tile, Pad, CenterCropPad, OneHot, Trilu, ReverseSequence, Scatter*
+ * without a reduction. The rest:
+ *   1 per element   Scatter* with a reduction (per update), CumSum and TopK
+ *                   (per input)
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,12 +37,6 @@ static est_status known_scalar(est_infer_ctx *ctx, int i, const char *what, int6
     return EST_OK;
 }
 
-static int64_t product(int from, int to, const int64_t *dims) {
-    int64_t p = 1;
-    for (int d = from; d < to; d++) p *= dims[d];
-    return p;
-}
-
 /* Normalises index v against a dim of size n; false when out of range. */
 static bool index_in(int64_t *v, int64_t n) {
     if (*v < 0) *v += n;
@@ -61,8 +55,8 @@ static bool scalar_like(const est_tval *t) { return t->elements == 1 && t->rank 
 static est_status fold_gather(est_infer_ctx *ctx, const est_tval *data, const est_tval *idx, int axis) {
     est_const *c = data->value && idx->value ? est_fold_out(ctx, 0, data->dtype) : NULL;
     if (!c) return EST_OK;
-    int64_t outer = product(0, axis, data->dims), n = data->dims[axis];
-    int64_t inner = product(axis + 1, data->rank, data->dims), m = idx->elements;
+    int64_t outer = est_dims_product(0, axis, data->dims), n = data->dims[axis];
+    int64_t inner = est_dims_product(axis + 1, data->rank, data->dims), m = idx->elements;
     for (int64_t j = 0; j < m; j++) {
         int64_t v = est_const_get_i(idx->value, j);
         if (!index_in(&v, n)) return bad_index(ctx, v, n);
@@ -135,10 +129,10 @@ static est_status fold_gather_nd(est_infer_ctx *ctx, const est_tval *data, const
     int last = (int)idx->dims[idx->rank - 1];
     int64_t strides[EST_MAX_RANK];
     est_strides(data->rank, data->dims, strides);
-    int64_t tuples = idx->elements / (last ? last : 1), batches = product(0, batch, idx->dims);
+    int64_t tuples = idx->elements / (last ? last : 1), batches = est_dims_product(0, batch, idx->dims);
     if (tuples == 0 || batches == 0) return EST_OK;
     int64_t per_batch = tuples / batches;
-    int64_t inner = product(batch + last, data->rank, data->dims);
+    int64_t inner = est_dims_product(batch + last, data->rank, data->dims);
     for (int64_t t = 0; t < tuples; t++) {
         int64_t b = t / per_batch, src = 0;
         for (int d = batch - 1; d >= 0; d--) { /* the batch coordinates of tuple t */
@@ -334,7 +328,7 @@ static est_status split_infer(est_infer_ctx *ctx) {
     if ((st = est_axis(ctx, axis_attr, x->rank, &axis)) != EST_OK) return st;
     if ((st = split_sizes(ctx, x->dims[axis], sizes)) != EST_OK) return st;
     int64_t dims[EST_MAX_RANK], offset = 0;
-    int64_t outer = product(0, axis, x->dims), inner = product(axis + 1, x->rank, x->dims);
+    int64_t outer = est_dims_product(0, axis, x->dims), inner = est_dims_product(axis + 1, x->rank, x->dims);
     memcpy(dims, x->dims, sizeof dims);
     for (int i = 0; i < ctx->n_out; i++) {
         dims[axis] = sizes[i];
@@ -355,7 +349,7 @@ static void fold_concat(est_infer_ctx *ctx, int axis) {
     est_const *c = est_fold_out(ctx, 0, ctx->out[0]->dtype);
     if (!c) return;
     const est_tval *o = ctx->out[0];
-    int64_t outer = product(0, axis, o->dims), k = 0;
+    int64_t outer = est_dims_product(0, axis, o->dims), k = 0;
     for (int64_t b = 0; b < outer; b++)
         for (int i = 0; i < ctx->n_in; i++) {
             int64_t block = ctx->in[i]->elements / (outer ? outer : 1);
@@ -597,8 +591,8 @@ static est_status scatter_nd_infer(est_infer_ctx *ctx) {
     if ((st = est_set_out_like(ctx, 0, data)) != EST_OK) return st;
     est_const *c = scatter_fold_start(ctx, data, idx, upd);
     if (!c) return EST_OK;
-    int64_t strides[EST_MAX_RANK], inner = product((int)last, data->rank, data->dims);
-    int64_t tuples = last ? idx->elements / last : product(0, idx->rank - 1, idx->dims);
+    int64_t strides[EST_MAX_RANK], inner = est_dims_product((int)last, data->rank, data->dims);
+    int64_t tuples = last ? idx->elements / last : est_dims_product(0, idx->rank - 1, idx->dims);
     est_strides(data->rank, data->dims, strides);
     for (int64_t t = 0; t < tuples; t++) {
         int64_t dst = 0;
@@ -742,130 +736,6 @@ static est_status reverse_sequence_infer(est_infer_ctx *ctx) {
     return est_set_out_like(ctx, 0, x);
 }
 
-/* ---- Compress, NonZero, Unique: data-dependent sizes ------------------------------ */
-
-static est_status compress_infer(est_infer_ctx *ctx) {
-    const est_tval *x, *cond;
-    est_status st;
-    if ((st = est_in_req(ctx, 0, &x)) != EST_OK || (st = est_in_req(ctx, 1, &cond)) != EST_OK) return st;
-    if (cond->rank != 1) return est_op_fail(ctx, EST_ESHAPE, "condition must be 1-D");
-    if (!cond->value)
-        return est_op_fail(ctx, EST_EUNSUPPORTED, "the output size depends on the condition's values, which are "
-                           "unknown at estimate time");
-    bool has_axis = est_attr_get(ctx->node, "axis") != NULL;
-    int64_t axis_attr, dims[EST_MAX_RANK];
-    int axis = 0, rank = 1;
-    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
-    if (has_axis && (st = est_axis(ctx, axis_attr, x->rank, &axis)) != EST_OK) return st;
-    int64_t len = has_axis ? x->dims[axis] : x->elements, kept = 0;
-    if (cond->elements > len)
-        return est_op_fail(ctx, EST_ESHAPE, "condition has %lld entries for %lld slices",
-                           (long long)cond->elements, (long long)len);
-    int64_t keep[1];
-    for (int64_t i = 0; i < cond->elements; i++) kept += est_const_get_f(cond->value, i) != 0;
-    keep[0] = kept;
-    if (has_axis) {
-        memcpy(dims, x->dims, sizeof dims);
-        dims[axis] = kept;
-        rank = x->rank;
-    }
-    return est_set_out(ctx, 0, x->dtype, rank, has_axis ? dims : keep);
-}
-
-/* [rank, count of non-zeros] int64, only when the input is known. */
-static est_status non_zero_infer(est_infer_ctx *ctx) {
-    const est_tval *x;
-    est_status st;
-    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
-    if (!x->value || x->rank < 1)
-        return est_op_fail(ctx, EST_EUNSUPPORTED, "the output size depends on the input's values, which are "
-                           "unknown at estimate time");
-    int64_t dims[2] = {x->rank, 0};
-    for (int64_t k = 0; k < x->elements; k++) dims[1] += est_const_get_f(x->value, k) != 0;
-    if ((st = est_set_out(ctx, 0, EST_DT_INT64, 2, dims)) != EST_OK) return st;
-    est_const *c = est_fold_out(ctx, 0, EST_DT_INT64);
-    int64_t idx[EST_MAX_RANK] = {0}, j = 0;
-    for (int64_t k = 0; c && k < x->elements; k++) {
-        if (est_const_get_f(x->value, k) != 0) {
-            for (int d = 0; d < x->rank; d++) c->i64[d * dims[1] + j] = idx[d];
-            j++;
-        }
-        est_next_index(x->rank, x->dims, idx);
-    }
-    return EST_OK;
-}
-
-/* The slices of a known tensor along one axis: `outer` blocks of `n` slices
- * of `inner` elements (n elements of 1 when flattened). */
-typedef struct slices {
-    const est_const *v;
-    int64_t outer, n, inner;
-} slices;
-
-/* Orders slices a and b lexicographically. */
-static int slice_cmp(const slices *s, int64_t a, int64_t b) {
-    for (int64_t o = 0; o < s->outer; o++)
-        for (int64_t i = 0; i < s->inner; i++) {
-            int64_t ka = (o * s->n + a) * s->inner + i, kb = (o * s->n + b) * s->inner + i;
-            if (s->v->i64 ? s->v->i64[ka] != s->v->i64[kb] : s->v->f64[ka] != s->v->f64[kb])
-                return (s->v->i64 ? s->v->i64[ka] < s->v->i64[kb] : s->v->f64[ka] < s->v->f64[kb]) ? -1 : 1;
-        }
-    return 0;
-}
-
-/* Merge sort of slice numbers (qsort has no context argument in C11). */
-static void sort_slices(const slices *s, int64_t *order, int64_t *tmp, int64_t n) {
-    if (n < 2) return;
-    int64_t h = n / 2, i = 0, j = h, k = 0;
-    sort_slices(s, order, tmp, h);
-    sort_slices(s, order + h, tmp, n - h);
-    while (i < h && j < n) tmp[k++] = slice_cmp(s, order[j], order[i]) < 0 ? order[j++] : order[i++];
-    while (i < h) tmp[k++] = order[i++];
-    while (j < n) tmp[k++] = order[j++];
-    memcpy(order, tmp, (size_t)n * sizeof *order);
-}
-
-/* Counts the distinct slices; -1 when out of memory. */
-static int64_t count_unique(const slices *s) {
-    int64_t *order = malloc((size_t)(s->n ? s->n : 1) * sizeof *order);
-    int64_t *tmp = malloc((size_t)(s->n ? s->n : 1) * sizeof *tmp);
-    int64_t unique = -1;
-    if (order && tmp) {
-        for (int64_t i = 0; i < s->n; i++) order[i] = i;
-        sort_slices(s, order, tmp, s->n);
-        unique = s->n > 0;
-        for (int64_t i = 1; i < s->n; i++) unique += slice_cmp(s, order[i - 1], order[i]) != 0;
-    }
-    free(order);
-    free(tmp);
-    return unique;
-}
-
-static est_status unique_infer(est_infer_ctx *ctx) {
-    const est_tval *x;
-    est_status st;
-    if ((st = est_in_req(ctx, 0, &x)) != EST_OK) return st;
-    if (!x->value)
-        return est_op_fail(ctx, EST_EUNSUPPORTED, "the output size depends on the input's values, which are "
-                           "unknown at estimate time");
-    bool has_axis = est_attr_get(ctx->node, "axis") != NULL;
-    int64_t axis_attr, dims[EST_MAX_RANK];
-    int axis = 0;
-    if ((st = est_attr_int(ctx, "axis", 0, &axis_attr)) != EST_OK) return st;
-    if (has_axis && (st = est_axis(ctx, axis_attr, x->rank, &axis)) != EST_OK) return st;
-    int64_t n = has_axis ? x->dims[axis] : x->elements;
-    slices sl = {x->value, has_axis ? product(0, axis, x->dims) : 1, n,
-                 has_axis ? product(axis + 1, x->rank, x->dims) : 1};
-    int64_t u = count_unique(&sl);
-    if (u < 0) return est_op_fail(ctx, EST_ENOMEM, "out of memory");
-    memcpy(dims, x->dims, sizeof dims);
-    dims[axis] = u;
-    if ((st = est_set_out(ctx, 0, x->dtype, has_axis ? x->rank : 1, has_axis ? dims : &u)) != EST_OK) return st;
-    if ((st = est_set_out(ctx, 1, EST_DT_INT64, 1, &u)) != EST_OK) return st;
-    if ((st = est_set_out(ctx, 2, EST_DT_INT64, 1, &n)) != EST_OK) return st;
-    return est_set_out(ctx, 3, EST_DT_INT64, 1, &u);
-}
-
 /* ---- training-step rules ------------------------------------------------- */
 
 #define INDEX_ARITHMETIC_FLOPS 1
@@ -936,17 +806,6 @@ static void top_k_saves(const est_cost_ctx *c, est_saved *s) {
     if (est_backward_runs(c)) est_save_output(c, s, 1);
 }
 
-/* Compress is index_select(x, axis, nonzero(condition)): the int64 index,
- * one per kept slice, exists only for backward. */
-static void compress_saves(const est_cost_ctx *c, est_saved *s) {
-    const est_tval *y = est_cost_out(c, 0);
-    if (!est_backward_runs(c) || !y) return;
-    int64_t axis = est_node_attr_int(c->node, "axis", INT64_MIN);
-    if (axis != INT64_MIN && axis < 0) axis += y->rank;
-    bool along_axis = axis != INT64_MIN && axis >= 0 && axis < y->rank;
-    uint64_t kept = along_axis ? (uint64_t)y->dims[axis] : est_tval_elements(y);
-    est_save_extra(s, est_dtype_bytes(EST_DT_INT64, kept));
-}
 
 EST_FAMILY(index,
     {.name = "Gather", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
@@ -985,10 +844,4 @@ EST_FAMILY(index,
      .infer = cum_sum_infer, .nondiff_inputs = EST_SLOT(1), .flops = per_input_flops},
     {.name = "ReverseSequence", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .infer = reverse_sequence_infer, .nondiff_inputs = EST_SLOT(1)},
-    {.name = "Compress", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = compress_infer, .nondiff_inputs = EST_SLOT(1), .saves = compress_saves},
-    {.name = "NonZero", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = non_zero_infer, .nondiff_inputs = EST_SLOT(0), .flops = per_input_flops},
-    {.name = "Unique", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 4,
-     .infer = unique_infer},
 );

@@ -399,3 +399,9 @@ const char *est_dims_str(char *buf, size_t size, int rank, const int64_t *dims) 
     if (at < size) snprintf(buf + at, size - at, "]");
     return buf;
 }
+
+int64_t est_dims_product(int from, int to, const int64_t *dims) {
+    int64_t p = 1;
+    for (int d = from; d < to; d++) p *= dims[d];
+    return p;
+}

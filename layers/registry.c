@@ -9,6 +9,7 @@
     X(shape)            \
     X(index)            \
     X(resample)         \
+    X(datadep)          \
     X(conv)             \
     X(pool)             \
     X(norm)             \

@@ -250,6 +250,8 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
 /* Bytes of t as the estimate stores it: float_dtype when t has the export's
  * dtype, else its own. */
 uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t);
+/* dims[from] * ... * dims[to - 1] (1 for an empty range). */
+int64_t est_dims_product(int from, int to, const int64_t *dims);
 /* Attributes read by training-step rules. Inference has already checked
  * them, so these only fall back to dflt when absent or of another type. */
 int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt);
