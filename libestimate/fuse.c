@@ -52,41 +52,15 @@
 typedef struct fuse_ctx {
     est_graph *g;
     int32_t *uses;       /* per tensor: how many node inputs and graph outputs read it */
-    int32_t *read_start; /* per tensor (n + 1): where its readers start in readers[] */
-    int32_t *readers;    /* the nodes reading each tensor, in node order, one per input read */
+    /* who reads what, indexed once, so that every match looks its readers
+     * up instead of scanning the node list (a fan-out of 100k candidates
+     * was quadratic); rewrites keep each node's original inputs among its
+     * entries or drop the node */
+    est_readers readers;
 } fuse_ctx;
 
-/* Who reads what, once, so that every match looks its readers up instead of
- * scanning the node list (a fan-out of 100k candidates was quadratic). The
- * list describes the graph as loaded; rewrites keep each node's original
- * inputs among its readers' entries or drop the node. */
-static bool index_readers(fuse_ctx *f) {
-    const est_graph *g = f->g;
-    size_t total = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) total += (size_t)g->nodes[i].n_inputs;
-    f->read_start = calloc((size_t)g->n_tensors + 2, sizeof *f->read_start);
-    f->readers = malloc((total + 1) * sizeof *f->readers);
-    int32_t *fill = calloc((size_t)g->n_tensors + 1, sizeof *fill);
-    if (!f->read_start || !f->readers || !fill) {
-        free(fill);
-        return false;
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) f->read_start[g->nodes[i].inputs[k] + 1]++;
-    for (int32_t t = 0; t < g->n_tensors; t++) f->read_start[t + 1] += f->read_start[t];
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
-            int32_t t = g->nodes[i].inputs[k];
-            if (t >= 0) f->readers[f->read_start[t] + fill[t]++] = i;
-        }
-    free(fill);
-    return true;
-}
-
 static bool is_op(const est_graph *g, int32_t node, const char *op) {
-    return node >= 0 && g->nodes[node].op_type && strcmp(g->nodes[node].op_type, op) == 0 &&
-           g->nodes[node].domain[0] == '\0';
+    return node >= 0 && est__node_is(&g->nodes[node], op);
 }
 
 static int32_t producer(const est_graph *g, int32_t t) { return t >= 0 ? g->tensors[t].producer : -1; }
@@ -102,8 +76,9 @@ static bool scalar(const est_graph *g, int32_t t, double *out) {
 /* The node consuming t, if t has exactly one reader, after node `after`,
  * and it is that op. */
 static int32_t only_consumer(const fuse_ctx *f, int32_t t, const char *op, int32_t after) {
-    if (t < 0 || f->uses[t] != 1 || f->read_start[t + 1] - f->read_start[t] != 1) return -1;
-    int32_t i = f->readers[f->read_start[t]];
+    const est_readers *rd = &f->readers;
+    if (t < 0 || f->uses[t] != 1 || rd->start[t + 1] - rd->start[t] != 1) return -1;
+    int32_t i = rd->nodes[rd->start[t]];
     return i > after && is_op(f->g, i, op) ? i : -1;
 }
 
@@ -252,8 +227,8 @@ static int32_t skip_nan_guard(const fuse_ctx *f, int32_t p, int32_t *isnan, int3
     const est_graph *g = f->g;
     *isnan = *where = -1;
     if (p < 0 || f->uses[p] != 2) return p;
-    for (int32_t r = f->read_start[p]; r < f->read_start[p + 1]; r++) {
-        int32_t i = f->readers[r];
+    for (int32_t r = f->readers.start[p]; r < f->readers.start[p + 1]; r++) {
+        int32_t i = f->readers.nodes[r];
         const est_node *n = &g->nodes[i];
         if (is_op(g, i, "IsNaN") && n->n_inputs == 1 && n->inputs[0] == p) *isnan = i;
         if (is_op(g, i, "Where") && n->n_inputs == 3 && n->inputs[2] == p) *where = i;
@@ -483,7 +458,7 @@ static int32_t split_merged_dropouts(est_graph *g) {
 
 int32_t est__fuse_exporter_patterns(est_graph *g) {
     fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g)};
-    bool indexed = f.uses && index_readers(&f);
+    bool indexed = f.uses && est__graph_readers(g, &f.readers);
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
     int32_t fused = 0;
     if (indexed && drop) {
@@ -496,8 +471,7 @@ int32_t est__fuse_exporter_patterns(est_graph *g) {
         g->fused_nodes += fused;
     }
     free(f.uses);
-    free(f.read_start);
-    free(f.readers);
+    est__readers_free(&f.readers);
     free(drop);
     int32_t split = split_merged_dropouts(g);
     return fused + (split > 0 ? split : 0);

@@ -82,6 +82,39 @@ const est_const *est__graph_known_value(const est_graph *g, int32_t t, int32_t *
     return NULL;
 }
 
+bool est__graph_readers(const est_graph *g, est_readers *out) {
+    size_t total = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) total += (size_t)g->nodes[i].n_inputs;
+    int32_t *start = calloc((size_t)g->n_tensors + 2, sizeof *start);
+    int32_t *nodes = malloc((total + 1) * sizeof *nodes);
+    int32_t *fill = calloc((size_t)g->n_tensors + 1, sizeof *fill);
+    if (!start || !nodes || !fill) {
+        free(start), free(nodes), free(fill);
+        return false;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0) start[g->nodes[i].inputs[k] + 1]++;
+    for (int32_t t = 0; t < g->n_tensors; t++) start[t + 1] += start[t];
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
+            int32_t t = g->nodes[i].inputs[k];
+            if (t >= 0) nodes[start[t] + fill[t]++] = i;
+        }
+    free(fill);
+    *out = (est_readers){.start = start, .nodes = nodes};
+    return true;
+}
+
+void est__readers_free(est_readers *r) {
+    free(r->start), free(r->nodes);
+    *r = (est_readers){0};
+}
+
+bool est__node_is(const est_node *n, const char *op) {
+    return n->op_type && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
+}
+
 void est__graph_drop_nodes(est_graph *g, const bool *drop) {
     int32_t kept = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {

@@ -217,6 +217,19 @@ int32_t *est__graph_count_reads(const est_graph *g);
 /* checkpoint.c: a module name whose last part is an index in its container
  * ("3", "layer.3", "encoder_layer_3"): a block. */
 bool est__is_block_name(const char *name, size_t len);
+/* Who reads each tensor: tensor t's readers are nodes[start[t] ..
+ * start[t + 1]), in node order, one entry per input read (graph outputs are
+ * not readers here). It describes the graph when it was made. */
+typedef struct est_readers {
+    int32_t *start;      /* n_tensors + 1 entries */
+    int32_t *nodes;
+} est_readers;
+/* Indexes g's readers into *out; false when out of memory (nothing to free). */
+bool est__graph_readers(const est_graph *g, est_readers *out);
+void est__readers_free(est_readers *r);
+/* Whether node n is op `op` of the standard domain. */
+bool est__node_is(const est_node *n, const char *op);
+
 /* Clears the nodes marked in drop[] and closes the gaps, keeping the order. */
 void est__graph_drop_nodes(est_graph *g, const bool *drop);
 /* fuse.c: folds op sequences that an exporter expanded from one PyTorch op
@@ -243,6 +256,15 @@ void est__const_free(est_const *c);
 est_const *est__const_new(est_dtype dt, int64_t count);
 bool est__dtype_is_float(est_dtype dt);
 bool est__dtype_is_int(est_dtype dt); /* integers and bool */
+
+/* The dtype a tensor declared (or inferred) as `declared` is stored in
+ * when the export's dtype `export_dtype` becomes `step` (est_options.dtype,
+ * or the node's dtype under --amp): `step` for a tensor of the export's
+ * dtype, else its own (a float32 island of a bfloat16 export stays
+ * float32); its own when step is UNDEFINED. */
+static inline est_dtype est__step_dtype(est_dtype declared, est_dtype export_dtype, est_dtype step) {
+    return declared == export_dtype && step != EST_DT_UNDEFINED ? step : declared;
+}
 
 /* device.c: the device an estimate runs on when est_options.device is NULL. */
 const est_device *est__default_device(void);

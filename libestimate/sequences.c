@@ -28,16 +28,7 @@
 #include <string.h>
 
 #include "ir.h"
-
-static bool is_op(const est_node *n, const char *op) {
-    return n->op_type && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
-}
-
-static int64_t int_attr(const est_node *n, const char *name, int64_t fallback) {
-    for (int32_t k = 0; k < n->n_attrs; k++)
-        if (strcmp(n->attrs[k].name, name) == 0 && n->attrs[k].type == EST_ATTR_INT) return n->attrs[k].i;
-    return fallback;
-}
+#include "registry.h" /* est_node_attr_int */
 
 /* Chunk i's [start, end) along the axis, from the split input's value
  * (NULL: no split). False when it cannot be known without the dim. */
@@ -106,60 +97,61 @@ static bool rewrite_as_slice(est_graph *g, int32_t at, int32_t x, int64_t start,
     return true;
 }
 
-/* Whether every reader of sequence `seq` is a SequenceAt whose chunk is known. */
-static bool readers_lowerable(const est_graph *g, const int32_t *readers_of, int32_t seq, const est_const *split,
-                              int32_t split_rank, bool keepdims, int32_t expected) {
-    int32_t seen = 0;
-    for (int32_t r = readers_of[seq]; r >= 0 && r < g->n_nodes; r++) {
-        const est_node *n = &g->nodes[r];
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            if (n->inputs[k] != seq) continue;
-            seen++;
-            int64_t s, e;
-            const est_const *idx = n->n_inputs == 2 ? est__graph_known_value(g, n->inputs[1], NULL) : NULL;
-            if (!is_op(n, "SequenceAt") || k != 0 || n->n_outputs != 1 || !idx || !idx->i64 || idx->count != 1 ||
-                !chunk_bounds(split, split_rank, keepdims, idx->i64[0], &s, &e))
-                return false;
-        }
+/* The index SequenceAt node n reads, when it is one reading `seq` as its
+ * sequence and a known index; false otherwise. */
+static bool sequence_at(const est_graph *g, const est_node *n, int32_t seq, int64_t *index) {
+    if (!est__node_is(n, "SequenceAt") || n->n_inputs != 2 || n->n_outputs != 1 || n->inputs[0] != seq ||
+        n->inputs[1] == seq)
+        return false;
+    const est_const *idx = est__graph_known_value(g, n->inputs[1], NULL);
+    if (!idx || !idx->i64 || idx->count != 1) return false;
+    *index = idx->i64[0];
+    return true;
+}
+
+/* Whether only SequenceAt nodes whose chunk is known read `seq`, no graph
+ * output among its readers. */
+static bool readers_lowerable(const est_graph *g, const est_readers *rd, const int32_t *reads, int32_t seq,
+                              const est_const *split, int32_t split_rank, bool keepdims) {
+    if (reads[seq] != rd->start[seq + 1] - rd->start[seq]) return false; /* a graph output */
+    for (int32_t r = rd->start[seq]; r < rd->start[seq + 1]; r++) {
+        int64_t index, s, e;
+        if (!sequence_at(g, &g->nodes[rd->nodes[r]], seq, &index) ||
+            !chunk_bounds(split, split_rank, keepdims, index, &s, &e))
+            return false;
     }
-    return seen == expected;
+    return true;
 }
 
 int32_t est__lower_sequences(est_graph *g) {
     int32_t *reads = est__graph_count_reads(g);
-    int32_t *first_reader = malloc(((size_t)g->n_tensors + 1) * sizeof *first_reader);
+    est_readers rd = {0};
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
-    int32_t lowered = 0, n_nodes = g->n_nodes;
-    if (!reads || !first_reader || !drop) lowered = -1;
-    for (int32_t t = 0; lowered == 0 && t < g->n_tensors; t++) first_reader[t] = -1;
-    for (int32_t i = n_nodes - 1; lowered == 0 && i >= 0; i--)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) first_reader[g->nodes[i].inputs[k]] = i;
-    for (int32_t i = 0; lowered >= 0 && i < n_nodes; i++) {
+    int32_t lowered = 0;
+    if (!reads || !drop || !est__graph_readers(g, &rd)) lowered = -1;
+    for (int32_t i = 0; lowered >= 0 && i < g->n_nodes; i++) {
         const est_node *sp = &g->nodes[i];
-        if (!is_op(sp, "SplitToSequence") || sp->n_inputs < 1 || sp->n_outputs != 1 || sp->outputs[0] < 0) continue;
+        if (!est__node_is(sp, "SplitToSequence") || sp->n_inputs < 1 || sp->n_outputs != 1 || sp->outputs[0] < 0)
+            continue;
         int32_t x = sp->inputs[0], seq = sp->outputs[0];
         const est_const *split = NULL;
         int32_t split_rank = -1;
         if (sp->n_inputs > 1 && sp->inputs[1] >= 0 &&
             !(split = est__graph_known_value(g, sp->inputs[1], &split_rank)))
             continue;
-        bool keepdims = int_attr(sp, "keepdims", 1) != 0;
-        int64_t axis = int_attr(sp, "axis", 0);
-        int32_t graph_reads = reads[seq];
-        for (int32_t r = first_reader[seq]; r >= 0 && r < n_nodes; r++)
-            for (int32_t k = 0; k < g->nodes[r].n_inputs; k++) graph_reads -= g->nodes[r].inputs[k] == seq;
-        if (graph_reads != 0 || !readers_lowerable(g, first_reader, seq, split, split_rank, keepdims, reads[seq])) continue;
-        for (int32_t r = first_reader[seq]; r >= 0 && r < n_nodes && lowered >= 0; r++) {
-            if (g->nodes[r].n_inputs != 2 || g->nodes[r].inputs[0] != seq) continue;
-            int64_t s, e;
-            chunk_bounds(split, split_rank, keepdims, est__graph_known_value(g, g->nodes[r].inputs[1], NULL)->i64[0],
-                         &s, &e);
-            if (!rewrite_as_slice(g, r, x, s, e, axis)) lowered = -1;
+        bool keepdims = est_node_attr_int(sp, "keepdims", 1) != 0;
+        int64_t axis = est_node_attr_int(sp, "axis", 0);
+        if (!readers_lowerable(g, &rd, reads, seq, split, split_rank, keepdims)) continue;
+        for (int32_t r = rd.start[seq]; r < rd.start[seq + 1] && lowered >= 0; r++) {
+            int64_t index, s, e;
+            sequence_at(g, &g->nodes[rd.nodes[r]], seq, &index);
+            chunk_bounds(split, split_rank, keepdims, index, &s, &e);
+            if (!rewrite_as_slice(g, rd.nodes[r], x, s, e, axis)) lowered = -1;
         }
         if (lowered >= 0) drop[i] = true, lowered++;
     }
     if (lowered > 0) est__graph_drop_nodes(g, drop);
-    free(reads), free(first_reader), free(drop);
+    free(reads), free(drop);
+    est__readers_free(&rd);
     return lowered;
 }
