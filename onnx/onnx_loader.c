@@ -723,28 +723,19 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
  * overflow the stack. This walks the wire format along the schema's message
  * fields first, iteratively within a message and recursing only up to
  * max_nesting. Malformed bytes are left for unpack to reject. */
-static bool read_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
-    *v = 0;
-    for (unsigned shift = 0; *i < n && shift < 64; shift += 7) {
-        uint8_t b = p[(*i)++];
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return true;
-    }
-    return false;
-}
 
 static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
                                 uint32_t depth, long node, long *next_node) {
     size_t i = 0;
     while (i < n) {
         uint64_t key, v;
-        if (!read_varint(p, n, &i, &key)) return EST_OK;
+        if (!est__wire_varint(p, n, &i, &key)) return EST_OK;
         switch (key & 7) {
-        case 0: if (!read_varint(p, n, &i, &v)) return EST_OK; break;
+        case 0: if (!est__wire_varint(p, n, &i, &v)) return EST_OK; break;
         case 1: if (n - i < 8) return EST_OK; i += 8; break;
         case 5: if (n - i < 4) return EST_OK; i += 4; break;
         case 2: {
-            if (!read_varint(p, n, &i, &v) || v > n - i) return EST_OK;
+            if (!est__wire_varint(p, n, &i, &v) || v > n - i) return EST_OK;
             const ProtobufCFieldDescriptor *f =
                 key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {

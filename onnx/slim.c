@@ -67,15 +67,6 @@ static int data_field(uint64_t id) {
     }
 }
 
-static bool read_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
-    *v = 0;
-    for (unsigned shift = 0; *i < n && shift < 64; shift += 7) {
-        uint8_t b = p[(*i)++];
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return true;
-    }
-    return false;
-}
 
 static size_t varint_size(uint64_t v) {
     size_t n = 1;
@@ -116,7 +107,7 @@ static size_t kept_prefix(const uint8_t *p, size_t len, int how, const tensor_he
     if (how == 4 || how == 8) return SLIM_KEEP / (size_t)how * (size_t)how;
     size_t i = 0, last = 0; /* whole varints up to SLIM_KEEP bytes */
     uint64_t v;
-    while (i < SLIM_KEEP && read_varint(p, len, &i, &v))
+    while (i < SLIM_KEEP && est__wire_varint(p, len, &i, &v))
         if (i <= SLIM_KEEP) last = i;
     return last;
 }
@@ -131,10 +122,10 @@ static size_t slim_message(const uint8_t *p, size_t n, msg_kind k, uint8_t *out,
     while (i < n) {
         size_t start = i;
         uint64_t key, v;
-        if (!read_varint(p, n, &i, &key)) return SIZE_MAX;
+        if (!est__wire_varint(p, n, &i, &key)) return SIZE_MAX;
         switch (key & 7) {
         case 0:
-            if (!read_varint(p, n, &i, &v)) return SIZE_MAX;
+            if (!est__wire_varint(p, n, &i, &v)) return SIZE_MAX;
             if (k == M_TENSOR && key >> 3 == 1) note_dim(&head, v);
             if (k == M_TENSOR && key >> 3 == 2) head.has_type = true, head.data_type = v;
             break;
@@ -147,12 +138,12 @@ static size_t slim_message(const uint8_t *p, size_t n, msg_kind k, uint8_t *out,
             i += 4;
             break;
         case 2: {
-            if (!read_varint(p, n, &i, &v) || v > n - i) return SIZE_MAX;
+            if (!est__wire_varint(p, n, &i, &v) || v > n - i) return SIZE_MAX;
             size_t len = (size_t)v, body = i;
             i += len;
             if (k == M_TENSOR && key >> 3 == 1) { /* packed dims */
                 for (size_t j = 0; j < len;) {
-                    if (!read_varint(p + body, len, &j, &v)) return SIZE_MAX;
+                    if (!est__wire_varint(p + body, len, &j, &v)) return SIZE_MAX;
                     note_dim(&head, v);
                 }
             }
