@@ -324,8 +324,7 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
 
 uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
     if (!t) return 0;
-    est_dtype dt = t->dtype == c->export_dtype && c->float_dtype != EST_DT_UNDEFINED ? c->float_dtype : t->dtype;
-    return est_dtype_bytes(dt, est_tval_elements(t));
+    return est_dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
 }
 
 int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt) {

@@ -50,11 +50,10 @@ typedef struct est_segment {
 est_status est__plan_checkpoint(const est_graph *g, const est_checkpoint *spec, est_segment **out,
                                 int32_t *n_out, est_error *err);
 
-/* The dtype a tensor declared (or inferred) as `declared` is stored in:
- * the step's dtype for a tensor of the export's dtype, else its own (a
- * float32 island of a bfloat16 export stays float32). */
+/* est__step_dtype for this estimate: the stored dtype of a tensor declared
+ * as `declared`. */
 static inline est_dtype est__stored_dtype(const est_report *r, est_dtype declared) {
-    return declared == r->graph->dtype ? r->dtype : declared;
+    return est__step_dtype(declared, r->graph->dtype, r->dtype);
 }
 
 /* params.c: fills r->params, r->trains and the trainable totals (r->tv
