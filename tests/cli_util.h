@@ -27,6 +27,17 @@ static bool cli_test_args(int argc, char **argv) {
     return true;
 }
 
+/* Writes `text` to TMP_DIR/name and puts that path in path[size]; false
+ * (and a failed check) when it cannot. */
+static inline bool write_tmp_file(char *path, size_t size, const char *name, const char *text) {
+    snprintf(path, size, "%s/%s", tmp, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return false;
+    fputs(text, f);
+    return fclose(f) == 0;
+}
+
 /* Runs `memest ARGS` through the shell; returns its exit code and its output
  * (stdout, plus stderr when `with_stderr`), which the caller frees. */
 static int run(const char *args, bool with_stderr, char **out) {

@@ -297,12 +297,7 @@ static void check_linear_rows(const char *path, const char *flags, const char *d
 
 static void input_shape(void) {
     char path[2048], args[4096];
-    snprintf(path, sizeof path, "%s/fixed_linear.json", tmp);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL, "cannot write %s", path);
-    if (!f) return;
-    fputs(fixed_linear_json, f);
-    fclose(f);
+    if (!write_tmp_file(path, sizeof path, "fixed_linear.json", fixed_linear_json)) return;
     /* the declared shape, then overridden: a new leading symbol takes
      * --batch or --dim, in either spelling of the flag and the dims */
     check_linear_rows(path, "", "", 1);
@@ -370,17 +365,13 @@ static void input_shape(void) {
  * needs float32 weights and says how to get them. */
 static void export_dtype(void) {
     char path[2048], args[4096];
-    snprintf(path, sizeof path, "%s/bf16_linear.json", tmp);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL, "cannot write %s", path);
-    if (!f) return;
-    fputs("{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"bf16_linear\", \"opset_import\": {\"\": 17},\n"
-          " \"inputs\": [{\"name\": \"x\", \"dtype\": \"bfloat16\", \"dims\": [\"batch\", 64]}],\n"
-          " \"initializers\": [{\"name\": \"W\", \"dtype\": \"bfloat16\", \"dims\": [64, 32]}],\n"
-          " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"]}],\n"
-          " \"outputs\": [\"y\"]}\n",
-          f);
-    fclose(f);
+    if (!write_tmp_file(path, sizeof path, "bf16_linear.json",
+                        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"bf16_linear\", \"opset_import\": {\"\": 17},\n"
+                        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"bfloat16\", \"dims\": [\"batch\", 64]}],\n"
+                        " \"initializers\": [{\"name\": \"W\", \"dtype\": \"bfloat16\", \"dims\": [64, 32]}],\n"
+                        " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"]}],\n"
+                        " \"outputs\": [\"y\"]}\n"))
+        return;
     snprintf(args, sizeof args, "%s --batch 4 --format json", path);
     expect_exit(args, 0, "\"dtype\":\t\"bfloat16\"");
     snprintf(args, sizeof args, "%s --batch 4 --dtype float32 --format json", path);
@@ -399,17 +390,13 @@ static void export_dtype(void) {
  * quote and a tab comes back escaped. */
 static void json_exact_numbers(void) {
     char path[2048], args[4096];
-    snprintf(path, sizeof path, "%s/wide \"q\"\tx.json", tmp);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL, "cannot write %s", path);
-    if (!f) return;
-    fputs("{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"wide\", \"opset_import\": {\"\": 17},\n"
-          " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1099511627776, 64]}],\n"
-          " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [64, 65]}],\n"
-          " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"]}],\n"
-          " \"outputs\": [\"y\"]}\n",
-          f);
-    fclose(f);
+    if (!write_tmp_file(path, sizeof path, "wide \"q\"\tx.json",
+                        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"wide\", \"opset_import\": {\"\": 17},\n"
+                        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1099511627776, 64]}],\n"
+                        " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [64, 65]}],\n"
+                        " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"]}],\n"
+                        " \"outputs\": [\"y\"]}\n"))
+        return;
     snprintf(args, sizeof args, "'%s' --mode infer --format json", path);
     expect_exit(args, 0, "\"flops_forward\":\t9147936743096320");
     expect_exit(args, 0, "wide \\\"q\\\"\\tx.json\"");
