@@ -16,6 +16,8 @@
  *                                                allocator's replay with
  *                                                skip-reserved); prints
  *                                                "reestimate_ms <mean ms>"
+ *        bench_estimate --load N MODEL           N loads of MODEL; prints
+ *                                                "load_ms <mean ms>"
  *        bench_estimate --write BLOCKS PATH      write the synthetic model
  *                                                (12 nodes a block) to PATH
  * bench/speed.py drives the last two.
@@ -271,6 +273,22 @@ static int reestimate(int n, const char *path, bool skip_reserved) {
     return rc;
 }
 
+/* Mean milliseconds of one est_load_file of PATH. */
+static int load_only(int n, const char *path) {
+    est_error err;
+    double t0 = now_ms();
+    for (int i = 0; i < n; i++) {
+        est_graph *g = NULL;
+        if (est_load_file(path, &g, &err) != EST_OK) {
+            fprintf(stderr, "%s: %s\n", path, err.message);
+            return 1;
+        }
+        est_graph_free(g);
+    }
+    printf("load_ms %.4f\n", (now_ms() - t0) / (n > 0 ? n : 1));
+    return 0;
+}
+
 static int write_model(int blocks, const char *path) {
     size_t size;
     uint8_t *buf = build_model(blocks, &size);
@@ -285,6 +303,7 @@ static int write_model(int blocks, const char *path) {
 int main(int argc, char **argv) {
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "--reestimate") == 0)
         return reestimate(atoi(argv[2]), argv[3], argc == 5 && strcmp(argv[4], "skip-reserved") == 0);
+    if (argc == 4 && strcmp(argv[1], "--load") == 0) return load_only(atoi(argv[2]), argv[3]);
     if (argc == 4 && strcmp(argv[1], "--write") == 0) return write_model(atoi(argv[2]), argv[3]);
     int blocks = argc > 1 ? atoi(argv[1]) : 500;
     if (blocks <= 0) blocks = 500;

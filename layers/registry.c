@@ -1,4 +1,6 @@
 /* registry.c: the list of op families; see registry.h. */
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "registry.h"
@@ -28,14 +30,38 @@ static const est_family *const families[] = {
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])
+_Static_assert(N_FAMILIES > 0, "no op families");
 
-const est_op_def *est__op_lookup(const char *domain, const char *op_type) {
+/* Lookups go through an open-addressed table of every op, keyed by
+ * (domain, name) and built once: a load looks up every node. */
+enum { LOOKUP_SLOTS = 1024 };
+static const est_op_def *lookup_table[LOOKUP_SLOTS];
+static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;
+
+static uint32_t op_hash(const char *domain, const char *op_type) {
+    uint32_t h = 2166136261u; /* FNV-1a over "domain\0op_type" */
+    for (const char *c = domain; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+    h *= 16777619u;
+    for (const char *c = op_type; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+    return h;
+}
+
+static void build_lookup_table(void) {
     for (size_t f = 0; f < N_FAMILIES; f++)
         for (size_t i = 0; i < families[f]->count; i++) {
             const est_op_def *op = &families[f]->ops[i];
-            if (strcmp(op->name, op_type) == 0 && strcmp(op->domain ? op->domain : "", domain) == 0)
-                return op;
+            uint32_t h = op_hash(op->domain ? op->domain : "", op->name) % LOOKUP_SLOTS;
+            while (lookup_table[h]) h = (h + 1) % LOOKUP_SLOTS;
+            lookup_table[h] = op; /* a later duplicate is never reached, as in a scan */
         }
+}
+
+const est_op_def *est__op_lookup(const char *domain, const char *op_type) {
+    pthread_once(&lookup_once, build_lookup_table);
+    for (uint32_t h = op_hash(domain, op_type) % LOOKUP_SLOTS; lookup_table[h]; h = (h + 1) % LOOKUP_SLOTS) {
+        const est_op_def *op = lookup_table[h];
+        if (strcmp(op->name, op_type) == 0 && strcmp(op->domain ? op->domain : "", domain) == 0) return op;
+    }
     return NULL;
 }
 

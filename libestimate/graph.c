@@ -112,7 +112,8 @@ void est__readers_free(est_readers *r) {
 }
 
 bool est__node_is(const est_node *n, const char *op) {
-    return n->op_type && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
+    /* the first-character test spares most calls to strcmp: fuse.c asks often */
+    return n->op_type && n->op_type[0] == op[0] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
 }
 
 void est__graph_drop_nodes(est_graph *g, const bool *drop) {
@@ -402,27 +403,12 @@ static void classify_initializers(est_graph *g) {
     free(use);
 }
 
-/* Resolves every node's registry entry. Consecutive nodes often share an op
- * type, and a graph uses few distinct ones, so a small cache of recent
- * lookups spares most registry scans. */
+/* Resolves every node's registry entry. */
 static void resolve_ops(est_graph *g) {
-    enum { CACHE = 16 };
-    const est_node *recent[CACHE] = {0};
-    int next = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         if (strcmp(n->domain, "ai.onnx") == 0) n->domain[0] = '\0';
-        int c = 0;
-        while (c < CACHE && recent[c] &&
-               (strcmp(recent[c]->op_type, n->op_type) != 0 || strcmp(recent[c]->domain, n->domain) != 0))
-            c++;
-        if (c < CACHE && recent[c]) {
-            n->op = recent[c]->op;
-            continue;
-        }
         n->op = est__op_lookup(n->domain, n->op_type);
-        recent[next] = n;
-        next = (next + 1) % CACHE;
     }
 }
 
@@ -433,19 +419,6 @@ static void resolve_ops(est_graph *g) {
  * node ran in (est_node.scope); one call of a module is a maximal run of
  * consecutive nodes inside its scope. Nodes of unknown scope neither extend
  * nor end a run. */
-
-/* How many leading '/'-separated components a and b share. */
-static int32_t common_depth(const char *a, const char *b) {
-    int32_t depth = 0;
-    for (;;) {
-        size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
-        if (la == 0 || la != lb || memcmp(a, b, la) != 0) return depth;
-        depth++;
-        if (!a[la] || !b[lb]) return depth;
-        a += la + 1;
-        b += lb + 1;
-    }
-}
 
 static int32_t scope_depth(const char *s) {
     if (!*s) return 0;
@@ -467,11 +440,28 @@ static int32_t innermost_block_end(const est_node *n, const int32_t *last_of) {
     return end;
 }
 
-/* Component d of a scope (the characters at s + start[d], up to '/'). */
+/* Component d of node i's scope: len[offset[i] + d] characters at
+ * scope + start[offset[i] + d]. */
 typedef struct scope_parts {
-    const int32_t *offset; /* node i's components: start[offset[i] .. offset[i + 1]) */
+    const int32_t *offset; /* node i's components: [offset[i], offset[i + 1]) */
     const int32_t *start;
+    const int32_t *len;
 } scope_parts;
+
+/* How many leading components the scopes of nodes a and b share (an empty
+ * component ends the match). */
+static int32_t common_depth(const est_graph *g, const scope_parts *sp, int32_t a, int32_t b) {
+    int32_t da = sp->offset[a + 1] - sp->offset[a], db = sp->offset[b + 1] - sp->offset[b];
+    int32_t depth = 0;
+    for (int32_t oa = sp->offset[a], ob = sp->offset[b]; depth < da && depth < db; depth++) {
+        int32_t la = sp->len[oa + depth];
+        if (la == 0 || la != sp->len[ob + depth] ||
+            memcmp(g->nodes[a].scope + sp->start[oa + depth], g->nodes[b].scope + sp->start[ob + depth],
+                   (size_t)la) != 0)
+            break;
+    }
+    return depth;
+}
 
 /* A unit of a call: a run of consecutive nodes that ran in the same
  * submodule, or one op of the module's own. */
@@ -491,8 +481,8 @@ static call_unit unit_of(const est_graph *g, const scope_parts *sp, int32_t j, i
     const est_node *n = &g->nodes[j];
     int32_t depth = sp->offset[j + 1] - sp->offset[j];
     if (depth <= d + 1) return (call_unit){n->op_type, strlen(n->op_type), true, j};
-    const char *c = n->scope + sp->start[sp->offset[j] + d + 1];
-    return (call_unit){c, strcspn(c, "/"), false, j};
+    int32_t o = sp->offset[j] + d + 1;
+    return (call_unit){n->scope + sp->start[o], (size_t)sp->len[o], false, j};
 }
 
 /* The scopes name a module, not a call: a module called several times in a
@@ -535,13 +525,14 @@ static void split_repeated_calls(const est_graph *g, const scope_parts *sp, cons
 /* first/last[offset[i] + d]: the first and last node of the call that node i
  * runs in at depth d; a call ends where the scopes part or break_at says a
  * new call starts. */
-static void find_calls(const est_graph *g, const int32_t *offset, const int32_t *break_at, int32_t *first,
+static void find_calls(const est_graph *g, const scope_parts *sp, const int32_t *break_at, int32_t *first,
                        int32_t *last) {
     int32_t nn = g->n_nodes;
+    const int32_t *offset = sp->offset;
     for (int32_t i = 0, prev = -1; i < nn; i++) {
         if (!g->nodes[i].scope) continue;
         int32_t depth = offset[i + 1] - offset[i];
-        int32_t shared = prev >= 0 ? common_depth(g->nodes[prev].scope, g->nodes[i].scope) : 0;
+        int32_t shared = prev >= 0 ? common_depth(g, sp, prev, i) : 0;
         if (shared > break_at[i]) shared = break_at[i];
         for (int32_t d = 0; d < depth; d++) first[offset[i] + d] = d < shared ? first[offset[prev] + d] : i;
         prev = i;
@@ -549,7 +540,7 @@ static void find_calls(const est_graph *g, const int32_t *offset, const int32_t 
     for (int32_t i = nn - 1, next = -1; i >= 0; i--) {
         if (!g->nodes[i].scope) continue;
         int32_t depth = offset[i + 1] - offset[i];
-        int32_t shared = next >= 0 ? common_depth(g->nodes[next].scope, g->nodes[i].scope) : 0;
+        int32_t shared = next >= 0 ? common_depth(g, sp, next, i) : 0;
         if (next >= 0 && shared > break_at[next]) shared = break_at[next];
         for (int32_t d = 0; d < depth; d++) last[offset[i] + d] = d < shared ? last[offset[next] + d] : i;
         next = i;
@@ -568,11 +559,12 @@ static est_status plan_module_calls(est_graph *g, est_error *err) {
     offset[nn] = (int32_t)total;
     size_t cells = (size_t)(total ? total : 1), nodes = (size_t)(nn ? nn : 1);
     int32_t *first = malloc(cells * sizeof *first), *last = malloc(cells * sizeof *last);
-    int32_t *start = malloc(cells * sizeof *start), *break_at = calloc(nodes, sizeof *break_at);
+    int32_t *start = malloc(cells * sizeof *start), *len = malloc(cells * sizeof *len);
+    int32_t *break_at = calloc(nodes, sizeof *break_at);
     int32_t *prefix = malloc(nodes * sizeof *prefix);
     call_unit *units = malloc(nodes * sizeof *units);
     est_status st = EST_OK;
-    if (!first || !last || !start || !break_at || !prefix || !units) {
+    if (!first || !last || !start || !len || !break_at || !prefix || !units) {
         st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
         goto out;
     }
@@ -581,13 +573,14 @@ static est_status plan_module_calls(est_graph *g, est_error *err) {
         const char *s = g->nodes[i].scope;
         for (int32_t d = 0, pos = 0; s && d < offset[i + 1] - offset[i]; d++) {
             start[offset[i] + d] = pos;
-            pos += (int32_t)strcspn(s + pos, "/") + 1;
+            len[offset[i] + d] = (int32_t)strcspn(s + pos, "/");
+            pos += len[offset[i] + d] + 1;
         }
     }
-    scope_parts sp = {offset, start};
-    find_calls(g, offset, break_at, first, last);
+    scope_parts sp = {offset, start, len};
+    find_calls(g, &sp, break_at, first, last);
     split_repeated_calls(g, &sp, first, last, units, prefix, break_at);
-    find_calls(g, offset, break_at, first, last);
+    find_calls(g, &sp, break_at, first, last);
     for (int32_t i = 0; i < nn; i++) {
         est_node *n = &g->nodes[i];
         free(n->input_held_until);
@@ -613,6 +606,7 @@ out:
     free(first);
     free(last);
     free(start);
+    free(len);
     free(break_at);
     free(prefix);
     free(units);

@@ -466,6 +466,19 @@ static void check_views(void) {
     }
 }
 
+/* Every op the registry lists is found by its (domain, name), as itself, and
+ * an unknown name or a known name in another domain is not found. */
+static void check_lookup(void) {
+    for (size_t i = 0; i < est_op_count(); i++) {
+        const est_op_def *op = est__op_lookup(est_op_domain(i), est_op_name(i));
+        CHECK(op && strcmp(op->name, est_op_name(i)) == 0 && strcmp(op->domain ? op->domain : "", est_op_domain(i)) == 0,
+              "lookup of %s/%s", est_op_domain(i), est_op_name(i));
+    }
+    CHECK(est__op_lookup("", "NoSuchOp") == NULL, "NoSuchOp found");
+    CHECK(est__op_lookup("com.example", "Relu") == NULL, "Relu found in another domain");
+    CHECK(est__op_lookup("", "") == NULL, "the empty name found");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s TRUTH_DIR [NODE_TESTS_DIR]\n", argv[0]);
@@ -482,6 +495,7 @@ int main(int argc, char **argv) {
     check_batchnorm_saves();
     check_dropout_saves();
     check_views();
+    check_lookup();
     bool absent;
     cJSON *truth = test_load_truth(argv[1], &absent);
     if (absent) return test_failures ? 1 : 77;
