@@ -311,6 +311,9 @@ static bool ew_apply(const ew_op *op, num a, num b, num *r) {
 /* Input i's element that lands on output element k. */
 static num input_elem(const est_infer_ctx *ctx, int i, int64_t k) {
     const est_tval *t = ctx->in[i], *out = ctx->out[0];
+    /* the common cases need no coordinates: a scalar, or a full-size input */
+    if (t->elements == 1) return num_get(t->value, 0);
+    if (t->elements == out->elements) return num_get(t->value, k);
     return num_get(t->value, broadcast_index(t, out->rank, out->dims, k));
 }
 

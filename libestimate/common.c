@@ -1,5 +1,6 @@
 /* common.c: error strings, dtypes, small-constant storage. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -154,6 +155,7 @@ est_const *est__const_new(est_dtype dt, int64_t count) {
     if (!c) return NULL;
     c->dtype = dt;
     c->count = count;
+    atomic_init(&c->refs, 1);
     size_t n = count ? (size_t)count : 1;
     if (is_f) c->f64 = calloc(n, sizeof(double));
     else c->i64 = calloc(n, sizeof(int64_t));
@@ -164,8 +166,13 @@ est_const *est__const_new(est_dtype dt, int64_t count) {
     return c;
 }
 
+est_const *est__const_ref(est_const *c) {
+    if (c) atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    return c;
+}
+
 void est__const_free(est_const *c) {
-    if (!c) return;
+    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
     free(c->i64);
     free(c->f64);
     free(c);

@@ -27,11 +27,22 @@
 
 /* Element values of a small tensor known at estimate time. Integer and bool
  * types are held as int64, floating types as double. */
+#ifdef __cplusplus /* verify's CUDA sources read the layout, never the count */
+#define EST_ATOMIC(T) T
+#else
+#define EST_ATOMIC(T) _Atomic T
+#endif
+
+/* A folded or stored tensor value. Shared by reference count: an estimate's
+ * folded values are also kept by the graph's plan (plan.c) without a copy.
+ * est__const_new returns one reference, est__const_ref adds one, and
+ * est__const_free drops one, freeing the value with the last. */
 typedef struct est_const {
     est_dtype dtype;
     int64_t count;
     int64_t *i64;   /* set for integer/bool dtypes */
     double *f64;    /* set for floating dtypes */
+    EST_ATOMIC(int32_t) refs;
 } est_const;
 
 typedef enum est_tensor_kind {
@@ -254,6 +265,7 @@ bool est__param_trains(const est_tensor *t, const est_param_filter *f);
 
 void est__const_free(est_const *c);
 est_const *est__const_new(est_dtype dt, int64_t count);
+est_const *est__const_ref(est_const *c);
 bool est__dtype_is_float(est_dtype dt);
 bool est__dtype_is_int(est_dtype dt); /* integers and bool */
 

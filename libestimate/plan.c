@@ -82,28 +82,24 @@ const est_memo *est__plan_memo(const est_graph *g) {
     return m;
 }
 
-/* A copy of c that the memo owns; NULL when out of memory. */
-static est_const *own_copy(est_memo *m, const est_const *c, int64_t *cap) {
+/* c, with a reference the memo owns; NULL when out of memory. */
+static est_const *own_ref(est_memo *m, est_const *c, int64_t *cap) {
     if (m->n_owned == *cap) {
         int64_t ncap = *cap ? 2 * *cap : 64;
         est_const **no = realloc(m->owned, (size_t)ncap * sizeof *no);
         if (!no) return NULL;
         m->owned = no, *cap = ncap;
     }
-    est_const *d = est__const_new(c->dtype, c->count);
-    if (!d) return NULL;
-    if (c->i64) memcpy(d->i64, c->i64, (size_t)c->count * sizeof *c->i64);
-    else memcpy(d->f64, c->f64, (size_t)c->count * sizeof *c->f64);
-    return m->owned[m->n_owned++] = d;
+    return m->owned[m->n_owned++] = est__const_ref(c);
 }
 
-/* Gives tensor t a slot holding r's state of it (values copied once). */
+/* Gives tensor t a slot holding r's state of it (its value shared). */
 static bool memo_tensor(est_memo *m, const est_report *r, int32_t t, int32_t *n_slots, int64_t *cap) {
     if (m->slot[t] >= 0) return true;
     est_tval v = r->tv[t];
     const est_plan *p = r->graph->plan;
     bool planned = p && p->tv[t].rank >= 0; /* its value is the plan's, alive as long */
-    if (v.value && !planned && !(v.value = own_copy(m, v.value, cap))) return false;
+    if (v.value && !planned && !(v.value = own_ref(m, (est_const *)v.value, cap))) return false;
     m->tv[*n_slots] = v;
     m->slot[t] = (*n_slots)++;
     return true;

@@ -302,24 +302,24 @@ static vx_status make_constant_node(vx_exec *x, const est_node *n) {
     } else if ((a = node_attr(n, "value_float"))) {
         dt = VX_F32;
         fv = a->f;
-        tmpc = (est_const){EST_DT_FLOAT, 1, NULL, &fv};
+        tmpc = (est_const){.dtype = EST_DT_FLOAT, .count = 1, .f64 = &fv};
         known = &tmpc;
     } else if ((a = node_attr(n, "value_int"))) {
         dt = VX_I64;
         iv = a->i;
-        tmpc = (est_const){EST_DT_INT64, 1, &iv, NULL};
+        tmpc = (est_const){.dtype = EST_DT_INT64, .count = 1, .i64 = &iv};
         known = &tmpc;
     } else if ((a = node_attr(n, "value_ints"))) {
         dt = VX_I64;
         rank = 1;
         dims[0] = a->n;
-        tmpc = (est_const){EST_DT_INT64, a->n, a->ints, NULL};
+        tmpc = (est_const){.dtype = EST_DT_INT64, .count = a->n, .i64 = a->ints};
         known = &tmpc;
     } else if ((a = node_attr(n, "value_floats"))) {
         dt = VX_F32;
         rank = 1;
         dims[0] = a->n;
-        tmpc = (est_const){EST_DT_FLOAT, a->n, NULL, a->floats};
+        tmpc = (est_const){.dtype = EST_DT_FLOAT, .count = a->n, .f64 = a->floats};
         known = &tmpc;
     } else {
         return vx_fail(x->ctx, VX_EUNSUPPORTED, "Constant without a supported value attribute");
