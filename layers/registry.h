@@ -124,12 +124,15 @@ struct est_cost_ctx {
     const est_node *node;
     int64_t opset;
     int n_in, n_out;
-    const est_tval *in[EST_MAX_IO];   /* NULL for omitted inputs */
-    const est_tval *out[EST_MAX_IO];  /* NULL for omitted outputs */
-    bool in_grad[EST_MAX_IO];         /* input i needs a gradient */
-    bool in_param[EST_MAX_IO];        /* input i is a trainable parameter */
+    /* Per-slot arrays of n_in entries (out: n_out), owned by the caller that
+     * built the context; rules read them through est_cost_in, est_cost_out
+     * and est_needs_grad, which bound the index. */
+    const est_tval **in;              /* NULL for omitted inputs */
+    const est_tval **out;             /* NULL for omitted outputs */
+    bool *in_grad;                    /* input i needs a gradient */
+    bool *in_param;                   /* input i is a trainable parameter */
+    bool *in_strided;                 /* input i is a non-contiguous view (of a Transpose) */
     bool any_grad;                    /* some input needs a gradient: backward runs */
-    bool in_strided[EST_MAX_IO];      /* input i is a non-contiguous view (of a Transpose) */
     est_dtype float_dtype;            /* the dtype tensors of export_dtype take in this
                                          estimate (the node's under --amp) */
     est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */

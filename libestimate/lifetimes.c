@@ -12,23 +12,42 @@
 
 /* ---- classification --------------------------------------------------------- */
 
-void est__sim_build_contexts(sim *s) {
+/* False when out of memory. */
+bool est__sim_build_contexts(sim *s) {
     const est_graph *g = s->g;
+    size_t n_in = 0, n_out = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        n_in += (size_t)g->nodes[i].n_inputs;
+        n_out += (size_t)g->nodes[i].n_outputs;
+    }
+    s->ctx_tv = calloc(n_in + n_out + 1, sizeof *s->ctx_tv);
+    s->ctx_flags = calloc(3 * n_in + 1, sizeof *s->ctx_flags);
+    if (!s->ctx_tv || !s->ctx_flags) return false;
+    const est_tval **tv = s->ctx_tv;
+    bool *flags = s->ctx_flags;
     /* only the parameters that train start the gradient flow
      * (est_options.params): a frozen weight is a constant to autograd */
     for (int32_t t = 0; t < g->n_tensors; t++) s->needs_grad[t] = s->train && s->r->trains[t];
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_cost_ctx *c = &s->ctx[i];
-        memset(c, 0, sizeof *c);
-        c->node = n;
-        c->opset = n->opset;
-        c->n_in = n->n_inputs;
-        c->n_out = n->n_outputs;
-        c->float_dtype = s->r->dtype;
-        c->export_dtype = s->g->dtype;
-        c->kernels = s->r->kernels;
-        c->device = s->r->device;
+        *c = (est_cost_ctx){
+            .node = n,
+            .opset = n->opset,
+            .n_in = n->n_inputs,
+            .n_out = n->n_outputs,
+            .in = tv,
+            .out = tv + n->n_inputs,
+            .in_grad = flags,
+            .in_param = flags + n->n_inputs,
+            .in_strided = flags + 2 * n->n_inputs,
+            .float_dtype = s->r->dtype,
+            .export_dtype = s->g->dtype,
+            .kernels = s->r->kernels,
+            .device = s->r->device,
+        };
+        tv += n->n_inputs + n->n_outputs;
+        flags += 3 * n->n_inputs;
         for (int k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
             if (t < 0) continue;
@@ -45,6 +64,7 @@ void est__sim_build_contexts(sim *s) {
             s->needs_grad[t] = c->any_grad && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t);
         }
     }
+    return true;
 }
 
 /* Nodes that record a backward no gradient ever reaches: every path from

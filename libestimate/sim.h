@@ -49,6 +49,8 @@ typedef struct sim {
     est_saved *saved;
     bool *unreached;        /* per node: no gradient reaches it from the loss (mark_unreached) */
     est_cost_ctx *ctx;      /* built once per node */
+    const est_tval **ctx_tv; /* the contexts' in and out arrays, node after node */
+    bool *ctx_flags;        /* their in_grad, in_param and in_strided arrays */
     /* --amp (docs/memory-model.md, "Mixed precision (--amp)"); all NULL without */
     est_dtype low;          /* the autocast dtype, or EST_DT_UNDEFINED */
     est_dtype *dt;          /* per tensor: the dtype it is stored in */
@@ -126,7 +128,7 @@ static inline bool is_activation_storage(const sim *s, int32_t b) {
 static inline int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s->seg_of[i] : -1; }
 
 /* lifetimes.c: the tensor-lifetime table, planned before the step runs. */
-void est__sim_build_contexts(sim *s);       /* cost contexts; which tensors need a gradient */
+bool est__sim_build_contexts(sim *s);       /* cost contexts; which tensors need a gradient */
 bool est__sim_mark_unreached(sim *s);       /* backwards the loss never reaches; false: out of memory */
 void est__sim_assign_storage(sim *s);       /* which tensors share a storage (views, in-place ops) */
 void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */

@@ -690,6 +690,8 @@ static void free_sim(sim *s) {
     free(s->param_has_grad);
     free(s->saved);
     free(s->ctx);
+    free(s->ctx_tv);
+    free(s->ctx_flags);
     free(s->dt);
     free(s->cast_to);
     free(s->cast_mask);
@@ -823,8 +825,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         }
     }
     r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};
-    est__sim_build_contexts(&s);
-    if (s.train && !est__sim_mark_unreached(&s)) {
+    if (!est__sim_build_contexts(&s) || (s.train && !est__sim_mark_unreached(&s))) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }

@@ -43,8 +43,24 @@ static bool *tensors_needing_grad(const est_report *r) {
     return grad;
 }
 
-static est_cost_ctx cost_ctx_of(const est_report *r, const est_node *n, const bool *grad) {
+/* The per-slot arrays an est_cost_ctx points at. */
+typedef struct ctx_slots {
+    const est_tval *in[EST_MAX_IO], *out[EST_MAX_IO];
+    bool in_grad[EST_MAX_IO], in_param[EST_MAX_IO], in_strided[EST_MAX_IO];
+} ctx_slots;
+
+static void attach_slots(est_cost_ctx *c, ctx_slots *sl) {
+    memset(sl, 0, sizeof *sl);
+    c->in = sl->in;
+    c->out = sl->out;
+    c->in_grad = sl->in_grad;
+    c->in_param = sl->in_param;
+    c->in_strided = sl->in_strided;
+}
+
+static est_cost_ctx cost_ctx_of(const est_report *r, const est_node *n, const bool *grad, ctx_slots *sl) {
     est_cost_ctx c = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .n_out = n->n_outputs};
+    attach_slots(&c, sl);
     for (int32_t i = 0; i < n->n_inputs; i++) {
         int32_t t = n->inputs[i];
         c.in[i] = t >= 0 ? &r->tv[t] : NULL;
@@ -82,7 +98,8 @@ static bool product_flops(const char *path, est_flops *sum) {
     for (int32_t k = 0; grad && k < g->n_nodes; k++) {
         const est_node *n = &g->nodes[k];
         if (!n->op->flops || !is_product_op(n->op_type)) continue;
-        est_cost_ctx c = cost_ctx_of(r, n, grad);
+        ctx_slots sl;
+        est_cost_ctx c = cost_ctx_of(r, n, grad, &sl);
         est_flops f = {0, 0};
         n->op->flops(&c, &f);
         sum->fwd += f.fwd;
@@ -178,7 +195,8 @@ static int sweep_model(const char *path, bool all_grad) {
     for (int32_t t = 0; grad && all_grad && t < g->n_tensors; t++)
         grad[t] = est__dtype_is_float(r->tv[t].dtype);
     for (int32_t k = 0; grad && k < g->n_nodes; k++) {
-        est_cost_ctx c = cost_ctx_of(r, &g->nodes[k], grad);
+        ctx_slots sl;
+        est_cost_ctx c = cost_ctx_of(r, &g->nodes[k], grad, &sl);
         check_rule_invariants(path, &c);
         c.any_grad = false;
         for (int i = 0; i < c.n_in; i++) c.in_grad[i] = false;
@@ -218,6 +236,7 @@ typedef struct test_node {
     est_attr attrs[4];
     est_tval tv[2 * EST_MAX_IO];
     est_cost_ctx c;
+    ctx_slots slots;
 } test_node;
 
 static void set_tval(est_tval *t, int rank, const int64_t *dims) {
@@ -241,6 +260,7 @@ static void make_node(test_node *t, const char *op_type, int n_in, const int *ra
     t->node.opset = 17;
     t->node.attrs = t->attrs;
     t->c = (est_cost_ctx){.node = &t->node, .opset = 17, .n_in = n_in, .n_out = 1, .any_grad = true};
+    attach_slots(&t->c, &t->slots);
     for (int i = 0; i < n_in; i++) {
         set_tval(&t->tv[i], ranks[i], dims);
         dims += ranks[i];
