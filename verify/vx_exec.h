@@ -1,0 +1,67 @@
+/*
+ * vx_exec.h: what the executor's graph runner shares among its files: the
+ * run's state (vx_exec, one node_state per node) and the functions that
+ * exec.c (forward, steps), exec_setup.c (setup) and exec_train.c (backward,
+ * optimizer step) call across them.
+ */
+#ifndef MEMEST_VX_EXEC_H
+#define MEMEST_VX_EXEC_H
+
+#include "vx_internal.h"
+
+typedef struct node_state {
+    const vx_op *op;
+    bool host;             /* ran on the host */
+    bool bwd;              /* backward will run */
+    bool need_grad[VX_MAX_IO];
+    int n_in, n_out;
+    vx_tensor *in[VX_MAX_IO];   /* retained saved inputs, or shape stubs */
+    vx_tensor *out[VX_MAX_IO];
+    vx_tensor *saved[4];
+} node_state;
+
+typedef struct vx_exec {
+    vx_ctx *ctx;
+    const est_graph *g;
+    const vx_options *o;
+    vx_result *r;
+    bool train;
+    vx_tensor **val;
+    vx_tensor **grad;
+    bool *req_grad;
+    bool *persistent;      /* initializers, inputs, constants */
+    bool *is_output;
+    int32_t *pending;      /* forward reads left this step */
+    int32_t *reads;        /* forward reads per step */
+    int32_t **rel;         /* per node: tensors whose read ends after it */
+    int32_t *rel_n;
+    node_state *ns;
+    vx_tensor **opt_a, **opt_b;
+    vx_weights *w;
+    vx_tensor *prev_y, *prev_loss;
+    int64_t adam_step;
+} vx_exec;
+
+/* ---- exec.c -------------------------------------------------------------------- */
+
+/* Fills the result's failure fields and the message for an allocation that
+ * did not fit; returns VX_EOOM. */
+vx_status vx_exec_oom(vx_exec *x, const char *what);
+/* A kernel launch's error, if any. */
+vx_status vx_exec_check_launch(vx_exec *x);
+
+/* ---- exec_setup.c -------------------------------------------------------------- */
+
+/* Kernels checked; initializers, Constants and inputs made; gradients and
+ * forward reads planned. */
+vx_status vx_exec_setup(vx_exec *x);
+
+/* ---- exec_train.c -------------------------------------------------------------- */
+
+/* Releases what a node kept for its backward. */
+void vx_exec_release_node_state(vx_exec *x, node_state *s);
+/* loss.backward() for y.mean(), y being tensor yi. */
+vx_status vx_exec_backward(vx_exec *x, vx_tensor *y, int32_t yi);
+vx_status vx_exec_optimizer_step(vx_exec *x);
+
+#endif
