@@ -142,6 +142,7 @@ void est_graph_free(est_graph *g) {
     free(g->outputs);
     free(g->params);
     free(g->names.slots);
+    free(g->names.hash);
     free(g->source);
     free(g->name);
     free(g->producer);
@@ -153,10 +154,15 @@ void est_graph_free(est_graph *g) {
 static bool map_grow(est_graph *g) {
     uint64_t cap = g->names.cap ? g->names.cap * 2 : 64;
     int32_t *slots = malloc(cap * sizeof *slots);
-    if (!slots) return false;
+    uint64_t *hash = realloc(g->names.hash, cap / 2 * sizeof *hash); /* a tensor per two slots at most */
+    if (hash) g->names.hash = hash;
+    if (!slots || !hash) {
+        free(slots);
+        return false;
+    }
     for (uint64_t i = 0; i < cap; i++) slots[i] = -1;
     for (int32_t t = 0; t < g->n_tensors; t++) {
-        uint64_t h = hash_name(g->tensors[t].name) & (cap - 1);
+        uint64_t h = hash[t] & (cap - 1);
         while (slots[h] >= 0) h = (h + 1) & (cap - 1);
         slots[h] = t;
     }
@@ -166,18 +172,21 @@ static bool map_grow(est_graph *g) {
     return true;
 }
 
-int32_t est__graph_find(const est_graph *g, const char *name) {
+static int32_t find_hashed(const est_graph *g, const char *name, uint64_t hash) {
     if (!g->names.cap) return -1;
     uint64_t mask = g->names.cap - 1;
-    for (uint64_t h = hash_name(name) & mask;; h = (h + 1) & mask) {
+    for (uint64_t h = hash & mask;; h = (h + 1) & mask) {
         int32_t t = g->names.slots[h];
         if (t < 0) return -1;
-        if (strcmp(g->tensors[t].name, name) == 0) return t;
+        if (g->names.hash[t] == hash && strcmp(g->tensors[t].name, name) == 0) return t;
     }
 }
 
+int32_t est__graph_find(const est_graph *g, const char *name) { return find_hashed(g, name, hash_name(name)); }
+
 int32_t est__graph_tensor(est_graph *g, const char *name) {
-    int32_t t = est__graph_find(g, name);
+    uint64_t hash = hash_name(name);
+    int32_t t = find_hashed(g, name, hash);
     if (t >= 0) return t;
     if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g)) return -1;
     if (g->n_tensors == g->cap_tensors) {
@@ -191,8 +200,9 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
     if (!copy) return -1;
     t = g->n_tensors++;
     g->tensors[t] = (est_tensor){.name = copy, .rank = -1, .producer = -1, .first_consumer = -1};
+    g->names.hash[t] = hash;
     uint64_t mask = g->names.cap - 1;
-    uint64_t h = hash_name(name) & mask;
+    uint64_t h = hash & mask;
     while (g->names.slots[h] >= 0) h = (h + 1) & mask;
     g->names.slots[h] = t;
     return t;

@@ -166,6 +166,8 @@ typedef struct est_node {
 typedef struct est_name_map {
     uint64_t cap;       /* power of two */
     int32_t *slots;     /* tensor index or -1 */
+    uint64_t *hash;     /* per tensor: its name's hash (growing needs no rehash,
+                           a probe compares hashes before names) */
 } est_name_map;
 
 struct est_graph {
