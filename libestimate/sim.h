@@ -1,8 +1,9 @@
 /*
  * sim.h: the state of one step's simulation, shared by the lifetime plan
- * (lifetimes.c: what lives how long, planned before the step) and the step
- * itself (simulate.c: allocations and frees in order, the peak, the caching
- * allocator's replay). Internal.
+ * (lifetimes.c: what lives how long, planned before the step), the step
+ * itself (simulate.c: allocations and frees in order) and its books
+ * (sim_memory.c: live bytes by category, the peak, the caching allocator's
+ * replay). Internal.
  */
 #ifndef MEMEST_SIM_H
 #define MEMEST_SIM_H
@@ -126,6 +127,17 @@ static inline bool is_activation_storage(const sim *s, int32_t b) {
     return s->g->tensors[b].kind == EST_T_ACTIVATION && !is_folded(s, b);
 }
 static inline int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s->seg_of[i] : -1; }
+/* The key of node i's autocast copy of input k: a parameter's cached copy is
+ * one block however many ops read it. */
+static inline uint64_t cast_key(const sim *s, int32_t i, int k) {
+    return cached_cast(s, i, k) ? KEY(K_PCAST, s->base[s->g->nodes[i].inputs[k]], 0) : KEY(K_CAST, i, k);
+}
+/* Bytes of tensor t as the step stores it, and as it allocates them. */
+static inline uint64_t tensor_bytes(const sim *s, int32_t t) {
+    return est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t]));
+}
+static inline uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
+static inline bool replaying(const sim *s) { return s->cache && !s->cache_failed && !s->device_oom; }
 
 /* lifetimes.c: the tensor-lifetime table, planned before the step runs. */
 bool est__sim_build_contexts(sim *s);       /* cost contexts; which tensors need a gradient */
@@ -134,5 +146,25 @@ void est__sim_assign_storage(sim *s);       /* which tensors share a storage (vi
 void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */
 void est__sim_mark_strided_inputs(sim *s);  /* inputs that are non-contiguous views */
 void est__sim_plan_lifetimes(sim *s);       /* last uses, saves, release lists */
+
+/* sim_memory.c: the books of the step. A block is named by a key (KEY());
+ * bytes are already rounded (round_alloc). */
+void est__sim_moment(sim *s, est_phase phase, const char *layer); /* where the step is, for an out-of-memory */
+void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
+void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
+void est__sim_rekey(sim *s, uint64_t from, uint64_t to);  /* the same block under another key */
+void est__sim_recategorize(sim *s, est_category from, est_category to, uint64_t bytes);
+/* A peak candidate: what is live plus a transient of `extra` bytes. */
+void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra);
+/* A transient block (a workspace): allocated, observed, freed at once. */
+void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes);
+/* A block only the replay sees (its bytes counted by est__sim_observe's
+ * extra): its handle, or 0 when the replay is off or has stopped. */
+int64_t est__sim_block_alloc(sim *s, uint64_t bytes);
+void est__sim_block_release(sim *s, int64_t handle);
+
+/* recompute.c: activation checkpointing. */
+est_status est__sim_plan_segments(sim *s, size_t nt, size_t nn, est_error *err); /* the segments; their state */
+void est__sim_recompute_segment(sim *s, int32_t seg); /* backward first needs segment seg's saves */
 
 #endif

@@ -21,173 +21,11 @@
  * (caching.c), whose segments persist from creating the model onwards: their
  * largest total is totals.reserved_bytes.
  *
- * Checkpointed segments (est_options.checkpoint, torch.utils.checkpoint with
- * use_reentrant=False): in the forward pass a segment keeps its inputs and
- * nothing of what its ops would save; when backward first needs one of the
- * segment's saved tensors, the segment's forward runs again up to its last
- * op that saves anything, keeping what those ops save until their backward.
- */#include "sim.h"
-
-
-/* Bytes of tensor t as the step stores it: floating tensors take the dtype
- * the user chose. */
-
-static uint64_t tensor_bytes(const sim *s, int32_t t) {
-    return est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t]));
-}
-
-static uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
-
-static uint64_t slot_of(const handle_map *m, uint64_t key) {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    return (h ^ (h >> 29)) & (m->cap - 1);
-}
-
-static bool map_grow(handle_map *m) {
-    uint64_t cap = m->cap ? m->cap * 2 : 1024;
-    handle_map n = {.keys = calloc(cap, sizeof *n.keys), .handles = calloc(cap, sizeof *n.handles), .cap = cap};
-    if (!n.keys || !n.handles) {
-        free(n.keys);
-        free(n.handles);
-        return false;
-    }
-    for (uint64_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i]) continue;
-        uint64_t j = slot_of(&n, m->keys[i]);
-        while (n.keys[j]) j = (j + 1) & (cap - 1);
-        n.keys[j] = m->keys[i];
-        n.handles[j] = m->handles[i];
-        n.count++;
-    }
-    free(m->keys);
-    free(m->handles);
-    *m = n;
-    return true;
-}
-
-static bool map_put(handle_map *m, uint64_t key, int64_t handle) {
-    if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
-    uint64_t j = slot_of(m, key);
-    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
-    m->count += !m->keys[j];
-    m->keys[j] = key;
-    m->handles[j] = handle;
-    return true;
-}
-
-/* Removes key; returns its handle, or -1 when it is not there. */
-static int64_t map_take(handle_map *m, uint64_t key) {
-    if (!m->cap) return -1;
-    uint64_t j = slot_of(m, key);
-    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
-    if (!m->keys[j]) return -1;
-    int64_t handle = m->handles[j];
-    /* backward-shift deletion keeps every probe chain unbroken */
-    for (uint64_t hole = j, k = (j + 1) & (m->cap - 1); m->keys[k]; k = (k + 1) & (m->cap - 1)) {
-        uint64_t home = slot_of(m, m->keys[k]);
-        if (((k - home) & (m->cap - 1)) >= ((k - hole) & (m->cap - 1))) {
-            m->keys[hole] = m->keys[k];
-            m->handles[hole] = m->handles[k];
-            hole = k;
-        }
-        j = hole;
-    }
-    m->keys[j] = 0;
-    m->count--;
-    return handle;
-}
-
-static bool replaying(const sim *s) { return s->cache && !s->cache_failed && !s->device_oom; }
-
-/* A block of the replay: its handle, or 0 when the replay is off or stops
- * here (host memory, or the device limit: the step's out-of-memory point). */
-static int64_t replay_alloc(sim *s, uint64_t bytes) {
-    if (!replaying(s) || !bytes) return 0;
-    int64_t h = est__cache_alloc(s->cache, bytes);
-    if (h == EST__CACHE_EDEVICE && !s->device_oom) {
-        s->device_oom = true;
-        s->r->totals.out_of_memory = 1;
-        s->r->totals.oom_phase = s->at_phase;
-        s->r->totals.oom_layer = s->at_layer ? s->at_layer : "";
-    } else if (h < 0) {
-        s->cache_failed = true;
-    }
-    return h > 0 ? h : 0;
-}
-
-static void moment(sim *s, est_phase phase, const char *layer) {
-    s->at_phase = phase;
-    s->at_layer = layer;
-}
-
-/* The direct slot of a block's key: a tensor's storage, gradient or
- * recomputed copy; NULL for the other keys, which live in the map. */
-static int64_t *direct_slot(const sim *s, uint64_t key) {
-    uint64_t kind = key >> 56, index = (key >> 16) & 0xffffffffu;
-    if (!s->by_tensor || (key & 0xffff) || index >= (uint64_t)s->g->n_tensors) return NULL;
-    int which = kind == K_STORAGE ? 0 : kind == K_GRAD ? 1 : kind == K_RECOMPUTED ? 2 : -1;
-    return which < 0 ? NULL : &s->by_tensor[index * 3 + (uint64_t)which];
-}
-
-static bool block_put(sim *s, uint64_t key, int64_t handle) {
-    int64_t *d = direct_slot(s, key);
-    if (!d) return map_put(&s->blocks, key, handle);
-    *d = handle;
-    return true;
-}
-
-/* Removes key; returns its handle, or -1 when it is not there. */
-static int64_t block_take(sim *s, uint64_t key) {
-    int64_t *d = direct_slot(s, key);
-    if (!d) return map_take(&s->blocks, key);
-    int64_t h = *d ? *d : -1;
-    *d = 0;
-    return h;
-}
-
-static void alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
-    s->live[c] += bytes;
-    s->total += bytes;
-    int64_t h = replay_alloc(s, bytes);
-    if (h > 0 && !block_put(s, key, h)) s->cache_failed = true;
-}
-
-static void release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
-    s->live[c] -= bytes;
-    s->total -= bytes;
-    if (!replaying(s) || !bytes) return;
-    int64_t h = block_take(s, key);
-    if (h >= 0) est__cache_release(s->cache, h);
-}
-
-/* The same block under another key (a view's gradient, y kept past its
- * step), or in another category. */
-static void rekey(sim *s, uint64_t from, uint64_t to) {
-    if (!replaying(s)) return;
-    int64_t h = block_take(s, from);
-    if (h >= 0 && !block_put(s, to, h)) s->cache_failed = true;
-}
-
-static void recategorize(sim *s, est_category from, est_category to, uint64_t bytes) {
-    s->live[from] -= bytes;
-    s->live[to] += bytes;
-}
-
-/* Records a peak candidate: what is live plus a transient of `extra` bytes. */
-static void observe(sim *s, est_phase phase, const char *layer, uint64_t extra) {
-    if (!s->recording) return;
-    if (extra > s->max_transient) s->max_transient = extra;
-    if (s->live[EST_CAT_ACTIVATIONS] > s->max_activations) s->max_activations = s->live[EST_CAT_ACTIVATIONS];
-    est_peak *p = &s->r->peak;
-    if (s->total + extra <= p->bytes) return;
-    p->bytes = s->total + extra;
-    p->phase = phase;
-    p->layer = layer;
-#define PEAK_FROM_LIVE(e, name) p->name = s->live[EST_CAT_##e];
-    EST_CATEGORIES(PEAK_FROM_LIVE)
-#undef PEAK_FROM_LIVE
-    p->temp += extra;
-}
+ * Checkpointed segments run again in backward (recompute.c); the books of
+ * live bytes, the peak and the allocator's replay are sim_memory.c's; what
+ * lives how long is planned before the step (lifetimes.c).
+ */
+#include "sim.h"
 
 /* ---- the step ---------------------------------------------------------------- */
 
@@ -212,12 +50,12 @@ static void create_model_and_input(sim *s) {
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) alloc(s, EST_CAT_PARAMS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
-        else if (tt->role == EST_ROLE_BUFFER) alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        else if (tt->role == EST_ROLE_BUFFER) est__sim_alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
     }
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (g->tensors[t].kind == EST_T_INPUT) {
-            alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+            est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
             s->allocated[t] = true;
         }
 }
@@ -228,33 +66,11 @@ static bool output_needed(const sim *s, int32_t i, int k) {
     return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
 }
 
-/* The key of node i's autocast copy of input k: a parameter's cached copy is
- * one block however many ops read it. */
-static uint64_t cast_key(const sim *s, int32_t i, int k) {
-    return cached_cast(s, i, k) ? KEY(K_PCAST, s->base[s->g->nodes[i].inputs[k]], 0) : KEY(K_CAST, i, k);
-}
-
-/* A block that only the allocator's replay sees: a transient whose bytes
- * observe() counts as `extra`. Returns its handle, or 0. */
-static int64_t cache_only_alloc(sim *s, uint64_t bytes) { return replay_alloc(s, bytes); }
-
-static void cache_only_release(sim *s, int64_t h) {
-    if (h > 0 && replaying(s)) est__cache_release(s->cache, h);
-}
-
-/* The running op's moment with a transient of `bytes` (a workspace, gradients
- * summed into existing ones): one block, allocated and freed at once. */
-static void observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes) {
-    int64_t h = cache_only_alloc(s, bytes);
-    observe(s, phase, layer, bytes);
-    cache_only_release(s, h);
-}
-
 /* Allocates node i's outputs and what it saves beyond them, and observes its
  * workspace. */
 static void run_forward_node(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
-    moment(s, EST_PHASE_FORWARD, n->name);
+    est__sim_moment(s, EST_PHASE_FORWARD, n->name);
     /* autocast's copies of the inputs, read while the op runs */
     for (int k = 0; k < n->n_inputs; k++) {
         if (!is_cast(s, i, k)) continue;
@@ -263,12 +79,12 @@ static void run_forward_node(sim *s, int32_t i) {
             if (s->pcast_live[b]) continue;
             s->pcast_live[b] = true;
         }
-        alloc(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
+        est__sim_alloc(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
         if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
-        alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        est__sim_alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
         s->allocated[t] = true;
     }
     const est_saved *sv = &s->saved[i];
@@ -276,15 +92,15 @@ static void run_forward_node(sim *s, int32_t i) {
     uint64_t dropped = 0;
     for (int e = 0; e < sv->n_extra; e++)
         if (segment_of(s, i) >= 0) dropped += round_alloc(sv->extra_bytes[e]);
-        else alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
+        else est__sim_alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
     uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
     if (s->recording) s->r->layers[i].temp_bytes = ws;
-    observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
+    est__sim_observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */
     for (int k = 0; k < n->n_inputs; k++)
         if (is_cast(s, i, k) && !cached_cast(s, i, k) &&
             (!(s->cast_saved[i] & EST_SLOT(k)) || segment_of(s, i) >= 0))
-            release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
+            est__sim_release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
 }
 
 /* Leaving autocast clears its weight cache: the low copies of parameters that
@@ -293,7 +109,7 @@ static void amp_exit(sim *s) {
     if (!s->dt) return;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->pcast_live[t] && s->pcast_until[t] == INT32_MAX) {
-            release(s, EST_CAT_ACTIVATIONS, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))),
+            est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))),
                     KEY(K_PCAST, t, 0));
             s->pcast_live[t] = false;
         }
@@ -308,7 +124,7 @@ static void forward(sim *s) {
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
             int32_t b = s->release_order[e];
             if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) {
-                release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
+                est__sim_release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
                 s->allocated[b] = false;
             }
         }
@@ -324,7 +140,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     if (s->ctx[i].in_param[k]) {
         if (s->param_has_grad[t]) *transient += bytes; /* accumulated into the existing .grad */
         else {
-            alloc(s, EST_CAT_GRADS, bytes, KEY(K_GRAD, t, 0));
+            est__sim_alloc(s, EST_CAT_GRADS, bytes, KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = true;
         }
         return;
@@ -335,12 +151,12 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     if (view && same_size && s->grad_bytes[out] && !s->grad_bytes[t]) {
         s->grad_bytes[t] = s->grad_bytes[out]; /* a view of the incoming gradient */
         s->grad_bytes[out] = 0;
-        rekey(s, KEY(K_GRAD, out, 0), KEY(K_GRAD, t, 0));
+        est__sim_rekey(s, KEY(K_GRAD, out, 0), KEY(K_GRAD, t, 0));
         return;
     }
     if (s->grad_bytes[t]) *transient += bytes; /* summed into the existing gradient */
     else {
-        alloc(s, EST_CAT_TEMP, bytes, KEY(K_GRAD, t, 0));
+        est__sim_alloc(s, EST_CAT_TEMP, bytes, KEY(K_GRAD, t, 0));
         s->grad_bytes[t] = bytes;
     }
 }
@@ -357,130 +173,35 @@ static void release_saved(sim *s, int32_t i) {
     const est_saved *sv = &s->saved[i];
     int32_t seg = segment_of(s, i);
     if (seg < 0 || s->seg_done[seg])
-        for (int e = 0; e < sv->n_extra; e++) release(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
+        for (int e = 0; e < sv->n_extra; e++) est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
     for (int k = 0; k < n->n_inputs && s->cast_saved && (seg < 0 || s->seg_done[seg]); k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
         int32_t b = s->base[n->inputs[k]];
-        if (!cached_cast(s, i, k)) release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
+        if (!cached_cast(s, i, k)) est__sim_release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
         else if (seg >= 0) {
             if (s->rc_pcast_live[b] && s->rc_pcast_until[b] == i) {
-                release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), KEY(K_RCAST, b, 0));
+                est__sim_release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), KEY(K_RCAST, b, 0));
                 s->rc_pcast_live[b] = false;
             }
         } else if (s->pcast_live[b] && s->pcast_until[b] == i) {
-            release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
+            est__sim_release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
             s->pcast_live[b] = false;
         }
     }
     for (int32_t e = s->bwd_first[i]; e < s->bwd_first[i + 1]; e++) {
         int32_t b = s->bwd_order[e];
         if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b]) {
-            release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
+            est__sim_release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
             s->allocated[b] = false;
         }
     }
     for (int32_t e = s->segs ? s->rc_first[i] : 0; s->segs && e < s->rc_first[i + 1]; e++) {
         int32_t b = s->rc_order[e];
         if (s->recomputed[b]) {
-            release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
+            est__sim_release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
             s->recomputed[b] = false;
         }
     }
-}
-
-/* --amp: the recompute runs under autocast again, with an autocast cache of
- * its own. For each parameter whose low copy an op of first..end saves, the
- * earliest such op keeps it. */
-static void plan_recomputed_casts(sim *s, int32_t first, int32_t end) {
-    for (int32_t j = first; j <= end; j++)
-        for (int k = 0; k < s->g->nodes[j].n_inputs && k < 32; k++)
-            if (is_cast(s, j, k) && cached_cast(s, j, k)) s->rc_pcast_until[s->base[s->g->nodes[j].inputs[k]]] = INT32_MAX;
-    for (int32_t j = end; j >= first; j--)
-        for (int k = 0; k < s->g->nodes[j].n_inputs && k < 32; k++)
-            if (is_cast(s, j, k) && cached_cast(s, j, k) && (s->cast_saved[j] & EST_SLOT(k)))
-                s->rc_pcast_until[s->base[s->g->nodes[j].inputs[k]]] = j;
-}
-
-/* Node j's autocast copies in a recompute: made before it runs (a
- * parameter's once per recompute); after it, the per-use copies its backward
- * does not keep are freed. */
-static void recompute_casts(sim *s, int32_t j, bool after) {
-    const est_node *n = &s->g->nodes[j];
-    for (int k = 0; k < n->n_inputs; k++) {
-        if (!is_cast(s, j, k)) continue;
-        if (cached_cast(s, j, k)) {
-            int32_t b = s->base[n->inputs[k]];
-            if (after || s->rc_pcast_live[b]) continue;
-            s->rc_pcast_live[b] = true;
-            alloc(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
-        } else if (!after) {
-            alloc(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), cast_key(s, j, k));
-        } else if (!(s->cast_saved[j] & EST_SLOT(k))) {
-            release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), cast_key(s, j, k));
-        }
-    }
-}
-
-/* The recompute's autocast exits: its cached parameter copies that no
- * backward keeps are freed. */
-static void exit_recompute_autocast(sim *s, int32_t first, int32_t end) {
-    for (int32_t j = first; j <= end; j++)
-        for (int k = 0; k < s->g->nodes[j].n_inputs && k < 32; k++) {
-            if (!is_cast(s, j, k) || !cached_cast(s, j, k)) continue;
-            int32_t b = s->base[s->g->nodes[j].inputs[k]];
-            if (s->rc_pcast_live[b] && s->rc_pcast_until[b] == INT32_MAX) {
-                release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, j, k), KEY(K_RCAST, b, 0));
-                s->rc_pcast_live[b] = false;
-            }
-        }
-}
-
-/* Backward first needs a saved tensor of segment seg: its forward runs again
- * (with grad, so its ops save as usual) up to its last node that saves
- * anything; what no recomputed op saves is freed after its last reader. */
-static void recompute_segment(sim *s, int32_t seg) {
-    const est_segment *S = &s->segs[seg];
-    int32_t end = s->seg_last_saver[seg];
-    s->seg_done[seg] = true;
-    for (int32_t j = S->first; j <= end; j++)
-        for (int k = 0; k < s->g->nodes[j].n_inputs; k++)
-            if (s->g->nodes[j].inputs[k] >= 0) s->rc_last[s->base[s->g->nodes[j].inputs[k]]] = j;
-    if (s->dt) plan_recomputed_casts(s, S->first, end);
-    for (int32_t j = S->first; j <= end; j++) {
-        const est_node *n = &s->g->nodes[j];
-        est_layer *L = &s->r->layers[j];
-        if (L->shape_only) continue;
-        moment(s, EST_PHASE_BACKWARD, n->name);
-        if (s->recording) {
-            L->recomputed = 1;
-            s->r->totals.flops_recompute += L->flops_forward;
-        }
-        for (int k = 0; k < n->n_outputs; k++) {
-            int32_t t = n->outputs[k];
-            if (t < 0 || is_folded(s, t) || s->base[t] != t || s->recomputed[t]) continue;
-            alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_RECOMPUTED, t, 0));
-            s->recomputed[t] = true;
-        }
-        if (s->dt) recompute_casts(s, j, false);
-        const est_saved *sv = &s->saved[j];
-        for (int e = 0; e < sv->n_extra; e++) alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, j, e));
-        uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[j])) : 0;
-        observe_transient(s, EST_PHASE_BACKWARD, n->name, ws);
-        if (s->dt) recompute_casts(s, j, true);
-        for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
-            int32_t t = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
-            if (t < 0) continue;
-            int32_t b = s->base[t];
-            if (s->recomputed[b] && s->recompute_until[b] == INT32_MAX && s->rc_last[b] <= j) {
-                release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
-                s->recomputed[b] = false;
-            }
-        }
-    }
-    for (int32_t j = S->first; j <= end; j++)
-        for (int k = 0; k < s->g->nodes[j].n_inputs; k++)
-            if (s->g->nodes[j].inputs[k] >= 0) s->rc_last[s->base[s->g->nodes[j].inputs[k]]] = -1;
-    if (s->dt) exit_recompute_autocast(s, S->first, end);
 }
 
 /* y.float() of a half-precision y (under --amp, or with --dtype bfloat16 or
@@ -499,24 +220,24 @@ static uint64_t loss_upcast_bytes(const sim *s) {
 static void backward(sim *s) {
     const est_graph *g = s->g;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
-    moment(s, EST_PHASE_BACKWARD, "loss");
-    alloc(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
+    est__sim_moment(s, EST_PHASE_BACKWARD, "loss");
+    est__sim_alloc(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t y = g->outputs[k];
         if (!s->needs_grad[y] || s->grad_bytes[y]) continue;
         s->grad_bytes[y] = tensor_alloc(s, y);
-        alloc(s, EST_CAT_TEMP, s->grad_bytes[y], KEY(K_GRAD, y, 0));
+        est__sim_alloc(s, EST_CAT_TEMP, s->grad_bytes[y], KEY(K_GRAD, y, 0));
     }
     /* under --amp, MeanBackward's float32 gradient of y.float() is cast down */
-    observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
-    release(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
+    est__sim_observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
+    est__sim_release(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
-        moment(s, EST_PHASE_BACKWARD, n->name);
+        est__sim_moment(s, EST_PHASE_BACKWARD, n->name);
         if (s->ctx[i].any_grad && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
-            if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) recompute_segment(s, seg);
+            if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
             uint64_t transient = 0;
             for (int k = 0; k < n->n_inputs; k++)
                 if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) {
@@ -526,11 +247,11 @@ static void backward(sim *s) {
                 }
             uint64_t ws = n->op->backward_workspace ? round_alloc(n->op->backward_workspace(&s->ctx[i])) : 0;
             if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
-            observe_transient(s, EST_PHASE_BACKWARD, n->name, transient + ws);
+            est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, transient + ws);
             for (int k = 0; k < n->n_outputs; k++) {
                 int32_t t = n->outputs[k];
                 if (t < 0 || !s->grad_bytes[t]) continue;
-                release(s, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
+                est__sim_release(s, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
                 s->grad_bytes[t] = 0;
             }
         }
@@ -539,7 +260,7 @@ static void backward(sim *s) {
     /* gradients that reached no producer (graph inputs) are dropped */
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (s->grad_bytes[t]) {
-            release(s, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
+            est__sim_release(s, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
             s->grad_bytes[t] = 0;
         }
 }
@@ -581,13 +302,13 @@ static void adafactor_step(sim *s, bool first) {
         uint64_t row, col;
         adafactor_state(s, t, &row, &col);
         if (first) {
-            alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, row), KEY(K_OPT, t, 0));
-            if (col) alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, col), KEY(K_OPT, t, 1));
+            est__sim_alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, row), KEY(K_OPT, t, 0));
+            if (col) est__sim_alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, col), KEY(K_OPT, t, 1));
         }
         uint64_t temp = col ? tensor_alloc(s, t) : est_mul_sat(2, tensor_alloc(s, t));
         if (temp > largest) largest = temp;
     }
-    observe_transient(s, EST_PHASE_OPTIMIZER, "", largest);
+    est__sim_observe_transient(s, EST_PHASE_OPTIMIZER, "", largest);
 }
 
 /* opt.step(). The first step creates the state, per parameter that trains
@@ -596,25 +317,25 @@ static void adafactor_step(sim *s, bool first) {
  * parameter before the addcdiv. */
 static void optimizer_step(sim *s, bool first) {
     const est_graph *g = s->g;
-    moment(s, EST_PHASE_OPTIMIZER, "");
+    est__sim_moment(s, EST_PHASE_OPTIMIZER, "");
     if (s->r->optimizer == EST_OPT_ADAFACTOR) {
         adafactor_step(s, first);
         return;
     }
     int per = state_per_param(s);
     for (int32_t t = 0; first && t < g->n_tensors; t++)
-        for (int j = 0; is_trained(s, t) && j < per; j++) alloc(s, EST_CAT_OPTIMIZER, tensor_alloc(s, t), KEY(K_OPT, t, j));
+        for (int j = 0; is_trained(s, t) && j < per; j++) est__sim_alloc(s, EST_CAT_OPTIMIZER, tensor_alloc(s, t), KEY(K_OPT, t, j));
     if (s->r->optimizer != EST_OPT_ADAM && s->r->optimizer != EST_OPT_ADAMW) {
-        observe(s, EST_PHASE_OPTIMIZER, "", 0);
+        est__sim_observe(s, EST_PHASE_OPTIMIZER, "", 0);
         return;
     }
     /* _foreach_sqrt: one temporary per parameter, freed after the update */
     int64_t *h = s->cache ? calloc((size_t)g->n_tensors + 1, sizeof *h) : NULL;
     if (replaying(s) && !h) s->cache_failed = true;
     for (int32_t t = 0; h && t < g->n_tensors; t++)
-        if (is_trained(s, t)) h[t] = cache_only_alloc(s, tensor_alloc(s, t));
-    observe(s, EST_PHASE_OPTIMIZER, "", trained_alloc_bytes(s));
-    for (int32_t t = 0; h && t < g->n_tensors; t++) cache_only_release(s, h[t]);
+        if (is_trained(s, t)) h[t] = est__sim_block_alloc(s, tensor_alloc(s, t));
+    est__sim_observe(s, EST_PHASE_OPTIMIZER, "", trained_alloc_bytes(s));
+    for (int32_t t = 0; h && t < g->n_tensors; t++) est__sim_block_release(s, h[t]);
     free(h);
 }
 
@@ -622,7 +343,7 @@ static void optimizer_step(sim *s, bool first) {
 static void zero_grad(sim *s) {
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->param_has_grad[t]) {
-            release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
+            est__sim_release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = false;
         }
 }
@@ -633,25 +354,25 @@ static void forward_backward(sim *s, bool previous_y) {
     const est_graph *g = s->g;
     est_totals *tot = &s->r->totals;
     if (s->seg_done) memset(s->seg_done, 0, ((size_t)s->n_segs + 1) * sizeof *s->seg_done);
-    observe(s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
+    est__sim_observe(s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
     forward(s);
     if (s->recording && s->live[EST_CAT_ACTIVATIONS] > tot->activations_bytes) tot->activations_bytes = s->live[EST_CAT_ACTIVATIONS];
     /* y is rebound: the previous y and loss are freed, the new y lives on
      * past the step (a y that is an input or a weight is no allocation of
      * its own) */
-    if (previous_y) release(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
+    if (previous_y) est__sim_release(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t b = s->base[g->outputs[k]];
         if (!s->allocated[b] || !is_activation_storage(s, b)) continue;
-        if (previous_y) release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
-        recategorize(s, EST_CAT_ACTIVATIONS, EST_CAT_OTHER, tensor_alloc(s, b));
-        rekey(s, KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
+        if (previous_y) est__sim_release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+        est__sim_recategorize(s, EST_CAT_ACTIVATIONS, EST_CAT_OTHER, tensor_alloc(s, b));
+        est__sim_rekey(s, KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
         s->allocated[b] = false;
     }
-    moment(s, EST_PHASE_FORWARD, "loss");
-    alloc(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
+    est__sim_moment(s, EST_PHASE_FORWARD, "loss");
+    est__sim_alloc(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     /* loss = y.float().mean() under autocast; then autocast exits */
-    observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
+    est__sim_observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
     amp_exit(s);
     backward(s);
 }
@@ -747,37 +468,6 @@ static void fill_layer_costs(sim *s) {
 
 /* Finds the checkpointed segments and sets up their per-node and per-storage
  * state. */
-static est_status plan_segments(sim *s, size_t nt, size_t nn, est_error *err) {
-    est_status st = est__plan_checkpoint(s->g, &s->r->checkpoint, &s->segs, &s->n_segs, err);
-    if (st != EST_OK) return st;
-    s->seg_of = malloc(nn * sizeof *s->seg_of);
-    s->seg_last_saver = malloc(((size_t)s->n_segs + 1) * sizeof *s->seg_last_saver);
-    s->seg_done = calloc((size_t)s->n_segs + 1, sizeof *s->seg_done);
-    s->recompute_until = calloc(nt, sizeof *s->recompute_until);
-    s->recomputed = calloc(nt, sizeof *s->recomputed);
-    s->rc_first = calloc(nn + 1, sizeof *s->rc_first);
-    s->rc_order = calloc(nt, sizeof *s->rc_order);
-    s->rc_last = calloc(nt, sizeof *s->rc_last);
-    if (s->r->amp != EST_AMP_NONE) {
-        s->rc_pcast_until = calloc(nt, sizeof *s->rc_pcast_until);
-        s->rc_pcast_live = calloc(nt, sizeof *s->rc_pcast_live);
-        if (!s->rc_pcast_until || !s->rc_pcast_live) return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
-    }
-    if (!s->seg_of || !s->seg_last_saver || !s->seg_done || !s->recompute_until || !s->recomputed || !s->rc_first ||
-        !s->rc_order || !s->rc_last)
-        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
-    for (size_t i = 0; i < nn; i++) s->seg_of[i] = -1;
-    for (int32_t seg = 0; seg < s->n_segs; seg++) {
-        s->seg_last_saver[seg] = -1;
-        for (int32_t i = s->segs[seg].first; i <= s->segs[seg].last; i++) {
-            s->seg_of[i] = seg;
-            s->r->layers[i].segment = seg;
-        }
-    }
-    s->r->totals.checkpoint_segments = (uint64_t)s->n_segs;
-    return EST_OK;
-}
-
 est_status est__simulate(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
     size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
@@ -818,7 +508,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         }
     }
     if (s.train && (r->checkpoint.every || r->checkpoint.n_prefixes)) {
-        est_status st = plan_segments(&s, nt, nn, err);
+        est_status st = est__sim_plan_segments(&s, nt, nn, err);
         if (st != EST_OK) {
             free_sim(&s);
             return st;
@@ -845,7 +535,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     if (s.cache && r->memory_limit) est__cache_set_limit(s.cache, r->memory_limit);
-    moment(&s, EST_PHASE_FORWARD, "");
+    est__sim_moment(&s, EST_PHASE_FORWARD, "");
     create_model_and_input(&s);
     if (s.train) {
         training_iteration(&s, true);
@@ -857,7 +547,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         s.recording = true;
         tot->params_bytes = s.live[EST_CAT_PARAMS];
         tot->buffers_bytes = s.live[EST_CAT_BUFFERS];
-        observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
+        est__sim_observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
         forward(&s);
         tot->activations_bytes = s.max_activations; /* the largest set alive at once */
         amp_exit(&s);

@@ -1,0 +1,173 @@
+/*
+ * sim_memory.c: what the simulated step holds, by category, and the caching
+ * allocator's replay of the same allocations and frees. simulate.c says when
+ * the step allocates and frees; this file keeps the books: the live bytes of
+ * each category, the peak candidates, and each live block's handle by key.
+ */
+#include "sim.h"
+
+
+static uint64_t slot_of(const handle_map *m, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return (h ^ (h >> 29)) & (m->cap - 1);
+}
+
+static bool map_grow(handle_map *m) {
+    uint64_t cap = m->cap ? m->cap * 2 : 1024;
+    handle_map n = {.keys = calloc(cap, sizeof *n.keys), .handles = calloc(cap, sizeof *n.handles), .cap = cap};
+    if (!n.keys || !n.handles) {
+        free(n.keys);
+        free(n.handles);
+        return false;
+    }
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        uint64_t j = slot_of(&n, m->keys[i]);
+        while (n.keys[j]) j = (j + 1) & (cap - 1);
+        n.keys[j] = m->keys[i];
+        n.handles[j] = m->handles[i];
+        n.count++;
+    }
+    free(m->keys);
+    free(m->handles);
+    *m = n;
+    return true;
+}
+
+static bool map_put(handle_map *m, uint64_t key, int64_t handle) {
+    if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
+    uint64_t j = slot_of(m, key);
+    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+    m->count += !m->keys[j];
+    m->keys[j] = key;
+    m->handles[j] = handle;
+    return true;
+}
+
+/* Removes key; returns its handle, or -1 when it is not there. */
+static int64_t map_take(handle_map *m, uint64_t key) {
+    if (!m->cap) return -1;
+    uint64_t j = slot_of(m, key);
+    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) return -1;
+    int64_t handle = m->handles[j];
+    /* backward-shift deletion keeps every probe chain unbroken */
+    for (uint64_t hole = j, k = (j + 1) & (m->cap - 1); m->keys[k]; k = (k + 1) & (m->cap - 1)) {
+        uint64_t home = slot_of(m, m->keys[k]);
+        if (((k - home) & (m->cap - 1)) >= ((k - hole) & (m->cap - 1))) {
+            m->keys[hole] = m->keys[k];
+            m->handles[hole] = m->handles[k];
+            hole = k;
+        }
+        j = hole;
+    }
+    m->keys[j] = 0;
+    m->count--;
+    return handle;
+}
+
+/* A block of the replay: its handle, or 0 when the replay is off or stops
+ * here (host memory, or the device limit: the step's out-of-memory point). */
+static int64_t replay_alloc(sim *s, uint64_t bytes) {
+    if (!replaying(s) || !bytes) return 0;
+    int64_t h = est__cache_alloc(s->cache, bytes);
+    if (h == EST__CACHE_EDEVICE && !s->device_oom) {
+        s->device_oom = true;
+        s->r->totals.out_of_memory = 1;
+        s->r->totals.oom_phase = s->at_phase;
+        s->r->totals.oom_layer = s->at_layer ? s->at_layer : "";
+    } else if (h < 0) {
+        s->cache_failed = true;
+    }
+    return h > 0 ? h : 0;
+}
+
+void est__sim_moment(sim *s, est_phase phase, const char *layer) {
+    s->at_phase = phase;
+    s->at_layer = layer;
+}
+
+/* The direct slot of a block's key: a tensor's storage, gradient or
+ * recomputed copy; NULL for the other keys, which live in the map. */
+static int64_t *direct_slot(const sim *s, uint64_t key) {
+    uint64_t kind = key >> 56, index = (key >> 16) & 0xffffffffu;
+    if (!s->by_tensor || (key & 0xffff) || index >= (uint64_t)s->g->n_tensors) return NULL;
+    int which = kind == K_STORAGE ? 0 : kind == K_GRAD ? 1 : kind == K_RECOMPUTED ? 2 : -1;
+    return which < 0 ? NULL : &s->by_tensor[index * 3 + (uint64_t)which];
+}
+
+static bool block_put(sim *s, uint64_t key, int64_t handle) {
+    int64_t *d = direct_slot(s, key);
+    if (!d) return map_put(&s->blocks, key, handle);
+    *d = handle;
+    return true;
+}
+
+/* Removes key; returns its handle, or -1 when it is not there. */
+static int64_t block_take(sim *s, uint64_t key) {
+    int64_t *d = direct_slot(s, key);
+    if (!d) return map_take(&s->blocks, key);
+    int64_t h = *d ? *d : -1;
+    *d = 0;
+    return h;
+}
+
+void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    s->live[c] += bytes;
+    s->total += bytes;
+    int64_t h = replay_alloc(s, bytes);
+    if (h > 0 && !block_put(s, key, h)) s->cache_failed = true;
+}
+
+void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    s->live[c] -= bytes;
+    s->total -= bytes;
+    if (!replaying(s) || !bytes) return;
+    int64_t h = block_take(s, key);
+    if (h >= 0) est__cache_release(s->cache, h);
+}
+
+/* The same block under another key (a view's gradient, y kept past its
+ * step), or in another category. */
+void est__sim_rekey(sim *s, uint64_t from, uint64_t to) {
+    if (!replaying(s)) return;
+    int64_t h = block_take(s, from);
+    if (h >= 0 && !block_put(s, to, h)) s->cache_failed = true;
+}
+
+void est__sim_recategorize(sim *s, est_category from, est_category to, uint64_t bytes) {
+    s->live[from] -= bytes;
+    s->live[to] += bytes;
+}
+
+/* Records a peak candidate: what is live plus a transient of `extra` bytes. */
+void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra) {
+    if (!s->recording) return;
+    if (extra > s->max_transient) s->max_transient = extra;
+    if (s->live[EST_CAT_ACTIVATIONS] > s->max_activations) s->max_activations = s->live[EST_CAT_ACTIVATIONS];
+    est_peak *p = &s->r->peak;
+    if (s->total + extra <= p->bytes) return;
+    p->bytes = s->total + extra;
+    p->phase = phase;
+    p->layer = layer;
+#define PEAK_FROM_LIVE(e, name) p->name = s->live[EST_CAT_##e];
+    EST_CATEGORIES(PEAK_FROM_LIVE)
+#undef PEAK_FROM_LIVE
+    p->temp += extra;
+}
+
+/* A block that only the allocator's replay sees: a transient whose bytes
+ * est__sim_observe() counts as `extra`. Returns its handle, or 0. */
+int64_t est__sim_block_alloc(sim *s, uint64_t bytes) { return replay_alloc(s, bytes); }
+
+void est__sim_block_release(sim *s, int64_t h) {
+    if (h > 0 && replaying(s)) est__cache_release(s->cache, h);
+}
+
+/* The running op's moment with a transient of `bytes` (a workspace, gradients
+ * summed into existing ones): one block, allocated and freed at once. */
+void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes) {
+    int64_t h = est__sim_block_alloc(s, bytes);
+    est__sim_observe(s, phase, layer, bytes);
+    est__sim_block_release(s, h);
+}
