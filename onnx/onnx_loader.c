@@ -16,10 +16,12 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
+#include "node_metadata.h"
 #include "param_names.h"
 #include "slim.h"
 #include "tensor_values.h"
 #include "onnx_loader.h"
+#include "unfold_batchnorm.h"
 
 typedef struct loader {
     est_graph *g;
@@ -36,8 +38,6 @@ static est_status oom(loader *L) {
 }
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
-
-
 
 /* The model's unpack allocates tens of thousands of small messages and
  * strings that all die together when the graph is built: an arena of
@@ -322,37 +322,6 @@ static int64_t domain_opset(const Onnx__ModelProto *m, const char *domain) {
     return 0;
 }
 
-/* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
- * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
- * unknown fields. */
-#define NODE_METADATA_FIELD 9
-/* The node's metadata entry `key`, or NULL. The caller frees it with
- * onnx__string_string_entry_proto__free_unpacked. */
-static Onnx__StringStringEntryProto *find_metadata(const Onnx__NodeProto *p, const char *key) {
-    for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
-        const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
-        if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
-        /* protobuf-c keeps the field's bytes with their varint length prefix */
-        size_t skip = 0;
-        while (skip < u->len && (u->data[skip] & 0x80)) skip++;
-        if (++skip > u->len) continue;
-        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&est__onnx_pb_allocator, u->len - skip, u->data + skip);
-        if (!e) continue;
-        if (e->key && strcmp(e->key, key) == 0) return e;
-        onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
-    }
-    return NULL;
-}
-
-/* Copies the value for `key` into buf; false if absent. */
-static bool metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
-    Onnx__StringStringEntryProto *e = find_metadata(p, key);
-    if (!e) return false;
-    snprintf(buf, cap, "%s", str_or_empty(e->value));
-    onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
-    return true;
-}
-
 /* FNV-1a of s[0..n), never 0. */
 static uint64_t name_hash(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull;
@@ -383,7 +352,7 @@ static bool module_scope(const Onnx__NodeProto *p, const char *name, char **scop
     char list[4096], path[4096];
     size_t len = 0;
     *scope = NULL;
-    if (metadata(p, "pkg.torch.onnx.name_scopes", list, sizeof list)) {
+    if (est__onnx_node_metadata(p, "pkg.torch.onnx.name_scopes", list, sizeof list)) {
         int items = 0;
         char *entries[256];
         for (char *c = list; items < 256 && (c = strchr(c, '\'')) != NULL;) {
@@ -419,7 +388,7 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
     /* a node the exporter's optimizer rewrote (a BatchNorm folded into its
      * Conv) keeps the FX call of another op, whose parameters it no longer
      * reads as such */
-    Onnx__StringStringEntryProto *rule = find_metadata(p, "pkg.onnxscript.rewriter.rule_name");
+    Onnx__StringStringEntryProto *rule = est__onnx_find_metadata(p, "pkg.onnxscript.rewriter.rule_name");
     if (rule) {
         onnx__string_string_entry_proto__free_unpacked(rule, &est__onnx_pb_allocator);
         return EST_OK;
@@ -491,165 +460,10 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
 
 /* Adds node p; its FX call's metadata (dynamo exports) is read once. */
 static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
-    Onnx__StringStringEntryProto *fx = find_metadata(p, "pkg.torch.onnx.fx_node");
+    Onnx__StringStringEntryProto *fx = est__onnx_find_metadata(p, "pkg.torch.onnx.fx_node");
     est_status st = build_node(L, m, p, index, fx ? str_or_empty(fx->value) : NULL);
     if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &est__onnx_pb_allocator);
     return st;
-}
-
-/* ---- BatchNorm that an exporter folded into a Conv ---------------------------
- * PyTorch runs Conv then BatchNorm, each with its own output; the BatchNorm has
- * a scale and shift (parameters) and running statistics (buffers), and in
- * training saves its input and batch statistics. Exporters fold the BatchNorm
- * into the Conv's weight and bias, which hides all of that. Two exporters say
- * so in the file:
- *  - the dynamo exporter's optimizer names its rewrite in the node's metadata
- *    ("pkg.onnxscript.rewriter.rule_name": "FuseBatchNormIntoConv"), and the
- *    FX node it came from says whether the BatchNorm trained
- *    (_native_batch_norm_legit_functional) or not (..._no_training);
- *  - the TorchScript exporter in eval mode gives the weight its fold produced a
- *    new name, "onnx::Conv_<n>", where an untouched weight keeps its module
- *    path ("layer1.0.conv1.weight").
- * The loader puts the BatchNormalization back after such a Conv, so that the
- * estimate describes the module PyTorch runs. */
-static bool folded_batchnorm(const loader *L, const Onnx__NodeProto *p, bool *training, bool *dynamo) {
-    if (!p->op_type || strcmp(p->op_type, "Conv") != 0 || p->n_input < 2 || !p->input[1]) return false;
-    char rule[256], fx[256];
-    *dynamo = metadata(p, "pkg.onnxscript.rewriter.rule_name", rule, sizeof rule) &&
-              strstr(rule, "FuseBatchNormIntoConv");
-    if (*dynamo) {
-        *training = metadata(p, "pkg.torch.onnx.fx_node", fx, sizeof fx) && strstr(fx, "batch_norm") &&
-                    !strstr(fx, "no_training");
-        return true;
-    }
-    *training = false;
-    return strcmp(L->g->producer, "pytorch") == 0 && strncmp(p->input[1], "onnx::Conv_", 11) == 0;
-}
-
-static int32_t new_tensor(loader *L, const char *base, const char *suffix) {
-    char name[512];
-    snprintf(name, sizeof name, "%.400s/%s", base, suffix);
-    if (est__graph_find(L->g, name) >= 0) return -2; /* taken: leave the model as it is */
-    return est__graph_tensor(L->g, name);
-}
-
-/* The module the Conv of a dynamo fold ran in. The fold leaves the
- * BatchNorm's module path on the Conv ("layer1/layer1.0/layer1.0.bn1", full
- * names); the Conv's weight names its own module ("layer1.0.conv1.weight").
- * Returns the path with its last part replaced by that module, when the
- * module sits beside the BatchNorm; NULL otherwise (or out of memory). */
-static char *dynamo_conv_scope(const char *bn_scope, const char *weight) {
-    size_t w_len = strlen(weight), suffix = strlen(".weight");
-    if (w_len <= suffix || strcmp(weight + w_len - suffix, ".weight") != 0) return NULL;
-    size_t module_len = w_len - suffix;
-    const char *slash = strrchr(bn_scope, '/');
-    size_t path_len = slash ? (size_t)(slash - bn_scope) : 0; /* the container's path */
-    size_t start = path_len; /* of the container's full name, the path's last part */
-    while (start > 0 && bn_scope[start - 1] != '/') start--;
-    size_t container_len = path_len - start;
-    if (container_len && (module_len <= container_len + 1 ||
-                          strncmp(weight, bn_scope + start, container_len) != 0 || weight[container_len] != '.'))
-        return NULL;
-    size_t own = container_len ? container_len + 1 : 0; /* the Conv's attribute name starts here */
-    if (memchr(weight + own, '.', module_len - own)) return NULL;
-    size_t cap = path_len + 1 + module_len + 1;
-    char *scope = malloc(cap);
-    if (scope)
-        snprintf(scope, cap, "%.*s%s%.*s", (int)path_len, bn_scope, path_len ? "/" : "", (int)module_len, weight);
-    return scope;
-}
-
-/* The restored BatchNorm's module: the dynamo fold's path moves to it, and
- * the Conv takes its own (dynamo_conv_scope); after a TorchScript fold, whose
- * Conv keeps its own path, a sibling module "<conv's module>_bn". */
-static est_status place_batchnorm_scope(loader *L, est_node *conv, est_node *bn, bool dynamo) {
-    if (!conv->scope) return EST_OK;
-    if (dynamo) {
-        char *conv_scope = dynamo_conv_scope(conv->scope, L->g->tensors[conv->inputs[1]].name);
-        bn->scope = conv_scope ? conv->scope : est__strdup(conv->scope);
-        if (conv_scope) conv->scope = conv_scope;
-        return bn->scope ? EST_OK : oom(L);
-    }
-    char name[512];
-    snprintf(name, sizeof name, "%.400s%s", conv->scope, conv->scope[0] ? "_bn" : "bn");
-    return (bn->scope = est__strdup(name)) ? EST_OK : oom(L);
-}
-
-/* Appends BatchNormalization(conv output) and makes the Conv write a new
- * tensor; the folded bias is dropped (the BatchNorm's shift replaces it). */
-static est_status unfold_batchnorm(loader *L, int32_t conv_index, bool training, bool dynamo) {
-    est_graph *g = L->g;
-    est_node *conv = &g->nodes[conv_index];
-    int32_t w = conv->inputs[1], y = conv->n_outputs ? conv->outputs[0] : -1;
-    if (w < 0 || y < 0 || g->tensors[w].kind != EST_T_INITIALIZER || g->tensors[w].rank < 1) return EST_OK;
-    int64_t channels = g->tensors[w].dims[0].value;
-    if (channels <= 0) return EST_OK;
-    char *conv_name = conv->name;
-    int32_t ids[5];
-    static const char *const suffix[5] = {"unfolded_conv_output", "unfolded_bn.scale", "unfolded_bn.bias",
-                                          "unfolded_bn.running_mean", "unfolded_bn.running_var"};
-    for (int k = 0; k < 5; k++) {
-        ids[k] = new_tensor(L, conv_name, suffix[k]);
-        if (ids[k] == -2) return EST_OK;
-        if (ids[k] < 0) return oom(L);
-    }
-    for (int k = 1; k < 5; k++) {
-        est_tensor *t = &g->tensors[ids[k]];
-        t->kind = EST_T_INITIALIZER;
-        t->dtype = g->tensors[w].dtype;
-        t->rank = 1;
-        if (!(t->dims = calloc(1, sizeof *t->dims))) return oom(L);
-        t->dims[0] = (est_dimdecl){channels, -1};
-    }
-    est_node *bn = est__graph_add_node(g);
-    if (!bn) return oom(L);
-    conv = &g->nodes[conv_index]; /* the node array may have moved */
-    conv->outputs[0] = ids[0];
-    if (conv->n_inputs > 2) conv->n_inputs = 2;
-    char name[512];
-    snprintf(name, sizeof name, "%.400s" EST_UNFOLDED_BN_SUFFIX, conv_name);
-    bn->name = est__strdup(name);
-    est_status st = place_batchnorm_scope(L, conv, bn, dynamo);
-    if (st != EST_OK) return st;
-    bn->op_type = est__strdup("BatchNormalization");
-    bn->domain = est__strdup("");
-    bn->opset = conv->opset;
-    bn->inputs = malloc(5 * sizeof *bn->inputs);
-    bn->outputs = malloc(sizeof *bn->outputs);
-    bn->attrs = calloc(1, sizeof *bn->attrs);
-    if (!bn->name || !bn->op_type || !bn->domain || !bn->inputs || !bn->outputs || !bn->attrs) return oom(L);
-    for (int k = 0; k < 5; k++) bn->inputs[k] = ids[k];
-    bn->n_inputs = 5;
-    bn->outputs[0] = y;
-    bn->n_outputs = 1;
-    if (training && bn->opset >= 14) {
-        if (!(bn->attrs[0].name = est__strdup("training_mode"))) return oom(L);
-        bn->attrs[0].type = EST_ATTR_INT;
-        bn->attrs[0].i = 1;
-        bn->n_attrs = 1;
-    }
-    g->unfolded_batchnorms++;
-    return EST_OK;
-}
-
-/* The TorchScript exporter shares equal folded biases through Identity nodes
- * of one initializer. Once the unfold has dropped those biases, such an
- * Identity feeds nothing; removing it keeps its initializer from counting as
- * a parameter that PyTorch never had. */
-static void drop_dead_identities(est_graph *g) {
-    int32_t *reads = est__graph_count_reads(g);
-    bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
-    if (reads && drop) { /* out of memory: the counts stay a little high */
-        for (int32_t i = 0; i < g->n_nodes; i++) {
-            const est_node *n = &g->nodes[i];
-            drop[i] = strcmp(n->op_type, "Identity") == 0 && n->n_inputs == 1 && n->inputs[0] >= 0 &&
-                      g->tensors[n->inputs[0]].kind == EST_T_INITIALIZER && n->n_outputs == 1 &&
-                      n->outputs[0] >= 0 && reads[n->outputs[0]] == 0;
-        }
-        est__graph_drop_nodes(g, drop);
-    }
-    free(reads);
-    free(drop);
 }
 
 static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
@@ -699,10 +513,10 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     for (size_t i = 0; i < gp->n_node && st == EST_OK; i++) {
         bool training, dynamo;
         st = add_node(L, m, gp->node[i], (int32_t)i);
-        if (st == EST_OK && folded_batchnorm(L, gp->node[i], &training, &dynamo))
-            st = unfold_batchnorm(L, L->g->n_nodes - 1, training, dynamo);
+        if (st == EST_OK && est__onnx_folded_batchnorm(L->g, gp->node[i], &training, &dynamo))
+            st = est__onnx_unfold_batchnorm(L->g, L->g->n_nodes - 1, training, dynamo, L->err);
     }
-    if (st == EST_OK && L->g->unfolded_batchnorms) drop_dead_identities(L->g);
+    if (st == EST_OK && L->g->unfolded_batchnorms) est__onnx_drop_dead_identities(L->g);
     if (st != EST_OK) return st;
     g->outputs = malloc((gp->n_output ? gp->n_output : 1) * sizeof *g->outputs);
     if (!g->outputs) return oom(L);

@@ -1,0 +1,36 @@
+/* node_metadata.c: a NodeProto's metadata_props, where the dynamo exporter
+ * records the FX node, the module stack and its optimizer's rewrites. */
+#include <stdio.h>
+#include <string.h>
+
+#include "node_metadata.h"
+#include "tensor_values.h" /* est__onnx_pb_allocator */
+
+/* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
+ * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
+ * unknown fields. */
+#define NODE_METADATA_FIELD 9
+
+Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, const char *key) {
+    for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
+        const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
+        if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
+        /* protobuf-c keeps the field's bytes with their varint length prefix */
+        size_t skip = 0;
+        while (skip < u->len && (u->data[skip] & 0x80)) skip++;
+        if (++skip > u->len) continue;
+        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&est__onnx_pb_allocator, u->len - skip, u->data + skip);
+        if (!e) continue;
+        if (e->key && strcmp(e->key, key) == 0) return e;
+        onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
+    }
+    return NULL;
+}
+
+bool est__onnx_node_metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
+    Onnx__StringStringEntryProto *e = est__onnx_find_metadata(p, key);
+    if (!e) return false;
+    snprintf(buf, cap, "%s", e->value ? e->value : "");
+    onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
+    return true;
+}
