@@ -72,8 +72,8 @@ est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
 }
 
 const est_attr *est_attr_get(const est_node *n, const char *name) {
-    for (int32_t k = 0; k < n->n_attrs; k++)
-        if (strcmp(n->attrs[k].name, name) == 0) return &n->attrs[k];
+    for (int32_t k = 0; k < n->n_attrs; k++) /* the first character spares most strcmp calls */
+        if (n->attrs[k].name[0] == name[0] && strcmp(n->attrs[k].name, name) == 0) return &n->attrs[k];
     return NULL;
 }
 

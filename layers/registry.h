@@ -1,8 +1,9 @@
 /*
  * registry.h: the single table of operators.
  *
- * Each op family lives in one file under layers/ and exports one array of
- * est_op_def entries, one entry per ONNX op_type. An entry holds every rule
+ * Each op family has one table in one file under layers/ (a large family
+ * keeps some rules in files beside it, e.g. index_gather.c) and exports one
+ * array of est_op_def entries, one entry per ONNX op_type. An entry holds every rule
  * for that op: its shape inference (and constant folding), and, as the
  * estimator grows, its FLOPs, what it saves for backward and its workspace.
  *

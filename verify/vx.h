@@ -12,8 +12,9 @@
  * Pieces:
  *   alloc.cu      tracking allocator (vx_malloc / vx_free), peak per category
  *   tensor.cu     vx_tensor: create, view, retain / release, host copies
- *   exec.c        forward, loss, backward (reverse order), optimizer step;
- *                 reference counting; steady-state second step measured
+ *   exec.c        forward, loss, the step; steady-state second step measured
+ *   exec_setup.c  dims, initializers, Constants, inputs, gradient and read plans
+ *   exec_train.c  backward (reverse order), optimizer step
  *   weights.c     initializer payloads from the ONNX file (embedded or
  *                 external data), random when absent
  *   ops_*.cu      one file per op family: a vx_op table entry per op

@@ -1,6 +1,7 @@
 /*
  * vx_internal.h: what the executor's own files share (alloc.cu, tensor.cu,
- * exec.c, weights.c, verify.c, ops_elementwise.cu, ops_shape.c, optim.cu).
+ * exec.c, exec_setup.c, exec_train.c, weights.c, verify.c, ops_elementwise.cu,
+ * ops_shape.c, optim.cu).
  * Kernel files of other families need only vx.h.
  */
 #ifndef MEMEST_VX_INTERNAL_H
