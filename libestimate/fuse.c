@@ -93,16 +93,14 @@ static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
 /* Rewrites node `first` (an op without attributes) into a one-input
  * `op_name` on x that writes `out`. */
 static bool rewrite_unary(est_graph *g, int32_t first, const char *op_name, int32_t x, int32_t out) {
-    char *op = est__strdup(op_name);
+    const char *op = est__graph_intern(g, op_name);
     int32_t *inputs = malloc(sizeof *inputs);
     if (!op || !inputs) {
-        free(op);
         free(inputs);
         return false; /* out of memory: leave the graph as it is */
     }
     inputs[0] = x;
     est_node *n = &g->nodes[first];
-    free(n->op_type);
     free(n->inputs);
     for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
     free(n->attrs);
@@ -274,19 +272,18 @@ static int32_t unrepeated_kv(const fuse_ctx *f, int32_t t, int32_t nodes[4], int
 
 /* Sets node n to Attention(q, k, v[, mask]), one head per input for 3-D
  * operands; false when out of memory (n unchanged). */
-static bool rewrite_attention(est_node *n, int32_t q, int32_t k, int32_t v, int32_t mask) {
-    char *op = est__strdup("Attention");
+static bool rewrite_attention(est_graph *g, est_node *n, int32_t q, int32_t k, int32_t v, int32_t mask) {
+    const char *op = est__graph_intern(g, "Attention");
     int32_t *inputs = malloc(4 * sizeof *inputs);
     est_attr *attrs = calloc(2, sizeof *attrs);
     char *a0 = est__strdup("q_num_heads"), *a1 = est__strdup("kv_num_heads");
     if (!op || !inputs || !attrs || !a0 || !a1) {
-        free(op), free(inputs), free(attrs), free(a0), free(a1);
+        free(inputs), free(attrs), free(a0), free(a1);
         return false;
     }
     inputs[0] = q, inputs[1] = k, inputs[2] = v, inputs[3] = mask;
     attrs[0] = (est_attr){.name = a0, .type = EST_ATTR_INT, .i = 1};
     attrs[1] = (est_attr){.name = a1, .type = EST_ATTR_INT, .i = 1};
-    free(n->op_type);
     free(n->inputs);
     for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
     free(n->attrs);
@@ -340,7 +337,7 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     int nk, nv;
     int32_t k_kv = unrepeated_kv(f, k, k_rep, &nk), v_kv = unrepeated_kv(f, v, v_rep, &nv);
     bool grouped = k_kv >= 0 && v_kv >= 0 && repermute < 0;
-    if (!rewrite_attention(&g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask)) return false;
+    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask)) return false;
     /* the repeats go unless something else reads them (a Shape) */
     for (int i = 0; grouped && i < nk && single_use(f, k); i++) drop[k_rep[i]] = true;
     for (int i = 0; grouped && i < nv && single_use(f, v); i++) drop[v_rep[i]] = true;
@@ -370,12 +367,12 @@ static int32_t clone_dropout(est_graph *g, int32_t i, int32_t serial) {
     if (!c) return -1;
     const est_node *d = &g->nodes[i]; /* after the add: the array may have moved */
     c->name = est__strdup(name);
-    c->op_type = est__strdup(d->op_type);
-    c->domain = est__strdup(d->domain);
-    c->scope = d->scope ? est__strdup(d->scope) : NULL;
+    c->op_type = d->op_type; /* interned: shared */
+    c->domain = d->domain;
+    c->scope = d->scope;
     c->inputs = malloc((size_t)(d->n_inputs ? d->n_inputs : 1) * sizeof *c->inputs);
     c->outputs = malloc(sizeof *c->outputs);
-    if (!c->name || !c->op_type || !c->domain || (d->scope && !c->scope) || !c->inputs || !c->outputs) return -1;
+    if (!c->name || !c->inputs || !c->outputs) return -1;
     memcpy(c->inputs, d->inputs, (size_t)d->n_inputs * sizeof *c->inputs);
     c->n_inputs = d->n_inputs;
     c->outputs[0] = t;

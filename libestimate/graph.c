@@ -43,13 +43,10 @@ void est__attr_free(est_attr *a) {
 
 void est__node_clear(est_node *n) {
     free(n->name);
-    free(n->op_type);
-    free(n->domain);
     free(n->inputs);
     free(n->outputs);
     for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
     free(n->attrs);
-    free(n->scope);
     free(n->module);
     free(n->input_held_until);
     memset(n, 0, sizeof *n);
@@ -143,6 +140,8 @@ void est_graph_free(est_graph *g) {
     free(g->params);
     free(g->names.slots);
     free(g->names.hash);
+    for (uint64_t i = 0; i < g->strings.cap; i++) free(g->strings.slots[i]);
+    free(g->strings.slots);
     free(g->source);
     free(g->name);
     free(g->producer);
@@ -207,6 +206,43 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
     g->names.slots[h] = t;
     return t;
 }
+
+static uint64_t hash_n(const char *s, size_t len) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool intern_grow(est_intern *in) {
+    uint64_t cap = in->cap ? in->cap * 2 : 64;
+    char **slots = calloc(cap, sizeof *slots);
+    if (!slots) return false;
+    for (uint64_t i = 0; i < in->cap; i++) {
+        char *s = in->slots[i];
+        if (!s) continue;
+        uint64_t h = hash_n(s, strlen(s)) & (cap - 1);
+        while (slots[h]) h = (h + 1) & (cap - 1);
+        slots[h] = s;
+    }
+    free(in->slots);
+    in->slots = slots;
+    in->cap = cap;
+    return true;
+}
+
+const char *est__graph_intern_n(est_graph *g, const char *s, size_t len) {
+    est_intern *in = &g->strings;
+    if ((in->count + 1) * 2 > in->cap && !intern_grow(in)) return NULL;
+    uint64_t h = hash_n(s, len) & (in->cap - 1);
+    for (; in->slots[h]; h = (h + 1) & (in->cap - 1))
+        if (strncmp(in->slots[h], s, len) == 0 && in->slots[h][len] == '\0') return in->slots[h];
+    char *copy = est__strndup(s, len);
+    if (!copy) return NULL;
+    in->count++;
+    return in->slots[h] = copy;
+}
+
+const char *est__graph_intern(est_graph *g, const char *s) { return est__graph_intern_n(g, s, strlen(s)); }
 
 int32_t est__graph_symbol(est_graph *g, const char *name) {
     for (int32_t i = 0; i < g->n_symbols; i++)
@@ -417,7 +453,7 @@ static void classify_initializers(est_graph *g) {
 static void resolve_ops(est_graph *g) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
-        if (strcmp(n->domain, "ai.onnx") == 0) n->domain[0] = '\0';
+        if (strcmp(n->domain, "ai.onnx") == 0) n->domain = ""; /* the same domain */
         n->op = est__op_lookup(n->domain, n->op_type);
     }
 }

@@ -129,8 +129,10 @@ typedef enum est_fx_args {
 
 typedef struct est_node {
     char *name;         /* never NULL: "<op>_<index>" when the model has none */
-    char *op_type;
-    char *domain;       /* "" for the standard domain */
+    /* op_type, domain and scope are interned: the graph owns one copy of each
+     * distinct string (est__graph_intern), shared by every node naming it. */
+    const char *op_type;
+    const char *domain; /* "" for the standard domain */
     const struct est_op_def *op; /* registry entry, NULL if unsupported */
     int32_t n_inputs;
     int32_t *inputs;    /* tensor indices; -1 for an omitted optional input */
@@ -142,7 +144,7 @@ typedef struct est_node {
     /* The PyTorch module call the node ran in, as a '/'-separated module path
      * ("layer1/layer1.0/conv1"; "" for the model's own forward), or NULL when
      * the file does not say. */
-    char *scope;
+    const char *scope;
     /* Set by est__graph_finish (module_names.c): the named_modules() name of
      * the scope's innermost module ("layer1.0.conv1"; "" for the model's own
      * forward; NULL without a scope), and what reports show for the node:
@@ -162,6 +164,12 @@ typedef struct est_node {
      * the last node of the innermost block call around it; -1 for none. */
     int32_t output_held_until;
 } est_node;
+
+/* Interned strings: a set, open addressing; the graph owns every string. */
+typedef struct est_intern {
+    uint64_t cap, count; /* cap: a power of two */
+    char **slots;        /* NULL: empty */
+} est_intern;
 
 typedef struct est_name_map {
     uint64_t cap;       /* power of two */
@@ -187,6 +195,7 @@ struct est_graph {
     int32_t n_symbols;
     char **symbols;      /* distinct dim_param names */
     est_name_map names;
+    est_intern strings;  /* the nodes' op types, domains and scopes */
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
     est_limits limits;           /* the caps it was loaded under, all fields set */
@@ -207,6 +216,11 @@ est_graph *est__graph_new(const char *source);
 /* Returns the tensor index for `name`, creating an activation tensor if new;
  * -1 on allocation failure. */
 int32_t est__graph_tensor(est_graph *g, const char *name);
+/* The graph's one copy of s (of s[0..len)), owned by the graph and alive
+ * until it is freed; NULL when out of memory. For node op types, domains and
+ * scopes. */
+const char *est__graph_intern(est_graph *g, const char *s);
+const char *est__graph_intern_n(est_graph *g, const char *s, size_t len);
 /* Returns the index of an existing tensor or -1. */
 int32_t est__graph_find(const est_graph *g, const char *name);
 /* Interns a dim_param name; returns its index, -1 on allocation failure or -2

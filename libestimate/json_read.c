@@ -255,8 +255,8 @@ static est_status set_node_names(json_loader *J, est_node *n, const char *name, 
         snprintf(generated, sizeof generated, "%.60s_%d", op, index);
         name = generated;
     }
-    if (!(n->name = est__strdup(name)) || !(n->op_type = est__strdup(op)) ||
-        !(n->domain = est__strdup(domain)))
+    if (!(n->name = est__strdup(name)) || !(n->op_type = est__graph_intern(J->g, op)) ||
+        !(n->domain = est__graph_intern(J->g, domain)))
         return est__json_oom(J);
     n->opset = domain_opset(J, domain);
     return EST_OK;
@@ -283,7 +283,7 @@ static est_status parse_node(json_loader *J, const cJSON *obj, int index) {
     est_node *n = est__graph_add_node(J->g);
     if (!n) return est__json_oom(J);
     st = set_node_names(J, n, name, op, domain, index);
-    if (st == EST_OK && scope && !(n->scope = est__strdup(scope))) st = est__json_oom(J);
+    if (st == EST_OK && scope && !(n->scope = est__graph_intern(J->g, scope))) st = est__json_oom(J);
     if (st == EST_OK) st = parse_io(J, obj, "inputs", false, &n->inputs, &n->n_inputs);
     if (st == EST_OK) st = parse_io(J, obj, "outputs", true, &n->outputs, &n->n_outputs);
     if (st == EST_OK) st = est__json_parse_attrs(J, obj, n);

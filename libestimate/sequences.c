@@ -81,15 +81,15 @@ static bool rewrite_as_slice(est_graph *g, int32_t at, int32_t x, int64_t start,
     int32_t ts = constant_1d(g, &g->nodes[at], "starts", start);
     int32_t te = ts < 0 ? -1 : constant_1d(g, &g->nodes[at], "ends", end);
     int32_t ta = te < 0 ? -1 : constant_1d(g, &g->nodes[at], "axes", axis);
-    char *op = est__strdup("Slice");
+    const char *op = est__graph_intern(g, "Slice");
     int32_t *inputs = malloc(4 * sizeof *inputs);
     if (ta < 0 || !op || !inputs) {
-        free(op), free(inputs);
+        free(inputs);
         return false;
     }
     est_node *n = &g->nodes[at];
     inputs[0] = x, inputs[1] = ts, inputs[2] = te, inputs[3] = ta;
-    free(n->op_type), free(n->inputs);
+    free(n->inputs);
     n->op_type = op;
     n->inputs = inputs;
     n->n_inputs = 4;

@@ -342,13 +342,12 @@ static est_fx_args fx_call_args(const char *fx_node, uint64_t *arg0) {
     return !args ? EST_FX_UNKNOWN : strstr(args, "%p_") ? EST_FX_READS_PARAM : EST_FX_NO_PARAM;
 }
 
-
 /* The module a node ran in, as est_node.scope wants it. The dynamo exporter
  * records the module path in "pkg.torch.onnx.name_scopes" (a Python list: '',
  * then one entry per module, then the op); the TorchScript exporter names the
- * node after it ("/layer1/layer1.0/conv1/Conv"). Sets *scope to a new string,
- * or NULL when neither says; false only when out of memory. */
-static bool module_scope(const Onnx__NodeProto *p, const char *name, char **scope) {
+ * node after it ("/layer1/layer1.0/conv1/Conv"). Sets *scope to the graph's
+ * interned string, or NULL when neither says; false only when out of memory. */
+static bool module_scope(est_graph *g, const Onnx__NodeProto *p, const char *name, const char **scope) {
     char list[4096], path[4096];
     size_t len = 0;
     *scope = NULL;
@@ -368,12 +367,12 @@ static bool module_scope(const Onnx__NodeProto *p, const char *name, char **scop
             len += (size_t)snprintf(path + len, len < sizeof path ? sizeof path - len : 0, "%s%s",
                                     k > 1 ? "/" : "", entries[k]);
         if (items < 1 || len >= sizeof path) return true;
-        return (*scope = est__strdup(path)) != NULL;
+        return (*scope = est__graph_intern(g, path)) != NULL;
     }
     const char *slash = strrchr(name, '/');
     if (name[0] != '/' || !slash) return true;
     len = (size_t)(slash - name);
-    *scope = len > 0 ? est__strndup(name + 1, len - 1) : est__strdup("");
+    *scope = len > 0 ? est__graph_intern_n(g, name + 1, len - 1) : est__graph_intern(g, "");
     return *scope != NULL;
 }
 
@@ -401,16 +400,12 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
  * computes nothing backward through it (peft's DoRA detaches its weight
  * norm), so the node becomes memest's Detach. False only when out of
  * memory. */
-static bool detach_from_fx_call(est_node *n, const char *fx_node) {
+static bool detach_from_fx_call(est_graph *g, est_node *n, const char *fx_node) {
     if (!fx_node || strcmp(n->op_type, "Identity") != 0 || n->domain[0] ||
         !strstr(fx_node, "[target=torch.ops.aten.detach.default]"))
         return true;
-    char *op = est__strdup("Detach"), *domain = est__strdup(EST_DOMAIN_MEMEST);
-    if (!op || !domain) {
-        free(op), free(domain);
-        return false;
-    }
-    free(n->op_type), free(n->domain);
+    const char *op = est__graph_intern(g, "Detach"), *domain = est__graph_intern(g, EST_DOMAIN_MEMEST);
+    if (!op || !domain) return false;
     n->op_type = op, n->domain = domain;
     return true;
 }
@@ -420,7 +415,7 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
     est_node *n = est__graph_add_node(L->g);
     if (!n) return oom(L);
     const char *op = str_or_empty(p->op_type);
-    if (!(n->op_type = est__strdup(op)) || !(n->domain = est__strdup(str_or_empty(p->domain))))
+    if (!(n->op_type = est__graph_intern(L->g, op)) || !(n->domain = est__graph_intern(L->g, str_or_empty(p->domain))))
         return oom(L);
     if (p->name && p->name[0]) n->name = est__strdup(p->name);
     else {
@@ -428,7 +423,7 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
         snprintf(buf, sizeof buf, "%.60s_%d", op[0] ? op : "node", (int)index);
         n->name = est__strdup(buf);
     }
-    if (!n->name || !module_scope(p, n->name, &n->scope) || !detach_from_fx_call(n, fx_node)) return oom(L);
+    if (!n->name || !module_scope(L->g, p, n->name, &n->scope) || !detach_from_fx_call(L->g, n, fx_node)) return oom(L);
     n->fx_args = fx_call_args(fx_node, &n->fx_arg0);
     if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)

@@ -77,17 +77,19 @@ static char *dynamo_conv_scope(const char *bn_scope, const char *weight) {
 /* The restored BatchNorm's module: the dynamo fold's path moves to it, and
  * the Conv takes its own (dynamo_conv_scope); after a TorchScript fold, whose
  * Conv keeps its own path, a sibling module "<conv's module>_bn". */
-static bool place_batchnorm_scope(const est_graph *g, est_node *conv, est_node *bn, bool dynamo) {
+static bool place_batchnorm_scope(est_graph *g, est_node *conv, est_node *bn, bool dynamo) {
     if (!conv->scope) return true;
     if (dynamo) {
         char *conv_scope = dynamo_conv_scope(conv->scope, g->tensors[conv->inputs[1]].name);
-        bn->scope = conv_scope ? conv->scope : est__strdup(conv->scope);
-        if (conv_scope) conv->scope = conv_scope;
-        return bn->scope != NULL;
+        bn->scope = conv->scope;
+        if (!conv_scope) return true;
+        conv->scope = est__graph_intern(g, conv_scope);
+        free(conv_scope);
+        return conv->scope != NULL;
     }
     char name[512];
     snprintf(name, sizeof name, "%.400s%s", conv->scope, conv->scope[0] ? "_bn" : "bn");
-    return (bn->scope = est__strdup(name)) != NULL;
+    return (bn->scope = est__graph_intern(g, name)) != NULL;
 }
 
 /* Appends BatchNormalization(conv output) and makes the Conv write a new
@@ -124,8 +126,8 @@ est_status est__onnx_unfold_batchnorm(est_graph *g, int32_t conv_index, bool tra
     snprintf(name, sizeof name, "%.400s" EST_UNFOLDED_BN_SUFFIX, conv_name);
     bn->name = est__strdup(name);
     if (!place_batchnorm_scope(g, conv, bn, dynamo)) return oom(g, err);
-    bn->op_type = est__strdup("BatchNormalization");
-    bn->domain = est__strdup("");
+    bn->op_type = est__graph_intern(g, "BatchNormalization");
+    bn->domain = est__graph_intern(g, "");
     bn->opset = conv->opset;
     bn->inputs = malloc(5 * sizeof *bn->inputs);
     bn->outputs = malloc(sizeof *bn->outputs);
