@@ -1,81 +1,395 @@
 #!/usr/bin/env python3
-"""Regenerate the tables of docs/accuracy.md from the measurements and the
-memest binary, so the document matches the code.
+"""Regenerate the tables of docs/accuracy.md from the committed measurements
+and the memest binary, so the document matches the code.
 
 usage: regen_docs.py [--memest PATH] [--check]   (from the repository root)
 
 Each table sits between <!-- BEGIN generated: KEY --> and
-<!-- END generated: KEY --> in docs/accuracy.md; TABLES below says which
-compare script and which measurement file make it. The measurements live in
-the git-ignored bench/accuracy/out/ (measured.json: the session-2 H200 run;
-h100/: the session-4 H100 run of run_capacity.sh) and ../shared/truth/;
-the fine-tuning measurements are committed in data/finetune/, their exports
-(export_finetune.py) go to out/finetune/exports.
-A table whose inputs are missing is left as it is, with a note on stderr.
---check rewrites nothing and exits 1 when a table would change.
+<!-- END generated: KEY --> in docs/accuracy.md. RUNS below says which
+compare script runs on which measurement file; TABLES says how each table is
+made from the output of one or more runs (the output as it is, or a view of
+its rows: one line per model, the rows beyond target, the summary).
+
+Measurements:
+- data/capacity/ (committed; its README says how they were made): the
+  H100 run of 2026-11-24 of every zoo model (measured_cap_h100.json:
+  inference, training, autocast, reserved bytes), of the checkpointing cases
+  (checkpoint_h100.json) and of MemTracker's categories
+  (measured_harness_h100.json, measured_rest_h100.json);
+- data/finetune/ (committed): fine-tuning runs 3 and 4 (H100, 2026-11-24);
+- ../shared/truth/truth.json and its onnx/ (the shared truth, H200; read in
+  place, never copied).
+Exports (git-ignored, made on a CPU): out/exports by
+`python3 bench/accuracy/export.py bench/accuracy/out/exports`, out/finetune/exports
+by export_finetune.py (data/finetune/README.md).
+
+Every table must regenerate: a missing input or a memest failure leaves that
+table as it is, says so on stderr and makes the exit status 1.
+--check rewrites nothing and exits 1 when a table would change (or could not
+be made).
 """
 import argparse
+import concurrent.futures
+import json
 import os
 import re
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 OUT = os.path.join(HERE, "out")
-TRUTH = os.path.join(HERE, "..", "..", "..", "shared", "truth")
+EXPORTS = os.path.join(OUT, "exports")
+CAPACITY = os.path.join(HERE, "data", "capacity")
+FINETUNE = os.path.join(HERE, "data", "finetune")
+TRUTH = os.path.normpath(os.path.join(ROOT, "..", "shared", "truth"))
+CAP = os.path.join(CAPACITY, "measured_cap_h100.json")
+CHECKPOINT = os.path.join(CAPACITY, "checkpoint_h100.json")
+HARNESS = os.path.join(CAPACITY, "measured_harness_h100.json")
+REST = os.path.join(CAPACITY, "measured_rest_h100.json")
+TRUTH_JSON = os.path.join(TRUTH, "truth.json")
+TRUTH_ONNX = os.path.join(TRUTH, "onnx")
+# The 15 models of measured_harness_h100.json (data/capacity/README.md names this list).
 HARNESS_ONLY = ("resnet50,vgg11_bn,alexnet,densenet121,googlenet,shufflenet_v2_x1_0,mobilenet_v3_small,"
                 "efficientnet_b0,regnet_x_400mf,convnext_tiny,vit_b_16,gpt2_6l,distilbert,convnet1d,mixer_mlp")
 
-# key: (script, arguments, files that must exist, lines of the output to drop from the top)
-TABLES = {
-    "categories-truth": ("compare.py", ["--markdown", "--categories", f"{TRUTH}/truth.json", f"{TRUTH}/onnx"],
-                         [f"{TRUTH}/truth.json"], 0),
-    "categories-harness": ("compare.py", ["--markdown", "--categories", "--only", HARNESS_ONLY,
-                                          f"{OUT}/measured.json", f"{OUT}/exports"], [f"{OUT}/measured.json"], 0),
-    "truth": ("compare.py", ["--markdown", f"{TRUTH}/truth.json", f"{TRUTH}/onnx"], [f"{TRUTH}/truth.json"], 0),
-    "harness": ("compare.py", ["--markdown", "--only", HARNESS_ONLY, f"{OUT}/measured.json", f"{OUT}/exports"],
-                [f"{OUT}/measured.json"], 0),
-    "harness-new": ("compare.py", ["--markdown", f"{OUT}/h100/measured_new.json", f"{OUT}/exports"],
-                    [f"{OUT}/h100/measured_new.json"], 0),
-    "harness-new2": ("compare.py", ["--markdown", f"{OUT}/h100/measured_new2.json", f"{OUT}/exports"],
-                     [f"{OUT}/h100/measured_new2.json"], 0),
-    "blind5a": ("compare.py", ["--markdown", f"{OUT}/h100/blind5/measured_blind.json", f"{OUT}/exports5"],
-                [f"{OUT}/h100/blind5/measured_blind.json"], 0),
-    "blind5b": ("compare.py", ["--markdown", f"{OUT}/h100/blind5b/measured_blind2.json", f"{OUT}/exports5b"],
-                [f"{OUT}/h100/blind5b/measured_blind2.json"], 0),
-    "blind6": ("compare.py", ["--markdown", f"{OUT}/h100/blind6/measured_blind.json", f"{OUT}/exports6"],
-               [f"{OUT}/h100/blind6/measured_blind.json"], 0),
-    "finetune": ("compare_finetune.py", ["--markdown", f"{HERE}/data/finetune/finetune_h100_run3.json",
-                                         f"{HERE}/data/finetune/finetune_h100_run4.json",
-                                         f"{OUT}/finetune/exports"], [f"{OUT}/finetune/exports"], 0),
-    "amp-truth": ("compare_amp.py", ["--markdown", f"{TRUTH}/truth.json", f"{TRUTH}/onnx"],
-                  [f"{TRUTH}/truth.json"], 0),
-    "amp-harness": ("compare_amp.py", ["--markdown", f"{OUT}/h100/measured_cap.json", f"{OUT}/exports"],
-                    [f"{OUT}/h100/measured_cap.json"], 0),
-    "checkpoint": ("compare_checkpoint.py", ["--markdown", f"{OUT}/h100/checkpoint.json", f"{OUT}/exports"],
-                   [f"{OUT}/h100/checkpoint.json"], 2),
-    "checkpoint-amp": ("compare_checkpoint.py", ["--markdown", f"{OUT}/h100/checkpoint_amp.json", f"{OUT}/exports"],
-                       [f"{OUT}/h100/checkpoint_amp.json"], 2),
-    "reserved-summary": ("compare_reserved.py", ["--summary", "--amp", f"{OUT}/h100/measured_cap.json",
-                                                 f"{OUT}/exports"], [f"{OUT}/h100/measured_cap.json"], 0),
-    "reserved": ("compare_reserved.py", ["--markdown", "--amp", "--exports", "legacy-train,legacy", "--steps",
-                                         "adam,infer,adam bf16", f"{OUT}/h100/measured_cap.json", f"{OUT}/exports"],
-                 [f"{OUT}/h100/measured_cap.json"], 0),
+# run: (script, arguments, measurement file the run names in its tables, exports it needs)
+RUNS = {
+    "truth": ("compare.py", ["--markdown", TRUTH_JSON, TRUTH_ONNX], TRUTH_JSON, TRUTH_ONNX),
+    "categories-truth": ("compare.py", ["--markdown", "--categories", TRUTH_JSON, TRUTH_ONNX], TRUTH_JSON,
+                         TRUTH_ONNX),
+    "amp-truth": ("compare_amp.py", ["--markdown", TRUTH_JSON, TRUTH_ONNX], TRUTH_JSON, TRUTH_ONNX),
+    "zoo": ("compare.py", ["--markdown", CAP, EXPORTS], CAP, EXPORTS),
+    "categories-harness": ("compare.py", ["--markdown", "--categories", HARNESS, EXPORTS], HARNESS, EXPORTS),
+    "categories-rest": ("compare.py", ["--markdown", "--categories", REST, EXPORTS], REST, EXPORTS),
+    "amp": ("compare_amp.py", ["--markdown", CAP, EXPORTS], CAP, EXPORTS),
+    "checkpoint": ("compare_checkpoint.py", ["--markdown", CHECKPOINT, EXPORTS], CHECKPOINT, EXPORTS),
+    "reserved-summary": ("compare_reserved.py", ["--summary", "--amp", CAP, EXPORTS], CAP, EXPORTS),
+    "reserved": ("compare_reserved.py", ["--markdown", "--amp", CAP, EXPORTS], CAP, EXPORTS),
+    "finetune": ("compare_finetune.py", ["--markdown", os.path.join(FINETUNE, "finetune_h100_run3.json"),
+                                         os.path.join(FINETUNE, "finetune_h100_run4.json"),
+                                         os.path.join(OUT, "finetune", "exports")],
+                 None, os.path.join(OUT, "finetune", "exports")),
 }
 
 
-def generate(memest, key):
-    script, args, needs, skip = TABLES[key]
-    missing = [n for n in needs if not os.path.exists(n)]
-    if missing:
-        print(f"regen_docs: {key}: missing {missing[0]}; left as it is", file=sys.stderr)
-        return None
+def rel(path):
+    """A path as the docs write it: from the repository root, ../shared for the truth."""
+    return os.path.relpath(path, ROOT)
+
+
+def source_line(run):
+    """Which file the rows of a run come from, and the machine and date it names."""
+    measured = RUNS[run][2]
+    d = json.load(open(measured))
+    what = ", ".join(x for x in (d.get("device"), d.get("torch") and f"torch {d['torch']}",
+                                 d.get("cudnn") and f"cuDNN {d['cudnn']}", d.get("date")) if x)
+    onnx = RUNS[run][3]
+    return f"Measured: `{rel(measured)}` ({what}); estimated: the current memest on `{rel(onnx)}`."
+
+
+# --- reading a compare script's markdown ---------------------------------------------------------
+
+class Output:
+    def __init__(self, text):
+        self.text = text
+        self.lines = text.strip().splitlines()
+        self.header, self.rows, self.after = None, [], []
+        for line in self.lines:
+            if line.startswith("| "):
+                cells = [c.strip() for c in line.strip()[1:-1].split("|")]
+                if self.header is None:
+                    self.header = cells
+                else:
+                    self.rows.append(dict(zip(self.header, cells)))
+            elif line.startswith("|---"):
+                continue
+            elif self.header is not None and line.strip():
+                self.after.append(line[2:] if line.startswith("- ") else line)
+
+    def failures(self, categories=False):
+        """Rows where memest failed: a cell that is memest's error, a reserved
+        row without memest's peak, or (compare.py --categories, whose output
+        is all rows) any line that is not a row."""
+        bad = [" | ".join(r.values()) for r in self.rows
+               if any(v == "error" or v.startswith("error:") for v in r.values()) or r.get("memest peak") == "-"]
+        return bad + (self.after if categories else [])
+
+
+def pct(cell):
+    """-3.4% -> -3.4; anything else (a row with no error) -> None."""
+    m = re.fullmatch(r"([+-]?\d+(?:\.\d+)?)%", cell or "")
+    return float(m.group(1)) if m else None
+
+
+def upper_median(values):
+    """The median as the compare scripts take it: the middle of the sorted
+    values, the upper one for an even count."""
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+def span(errors):
+    """The signed errors of a set of rows as 'lowest .. highest' (one value when equal)."""
+    if not errors:
+        return "-"
+    lo, hi = min(errors), max(errors)
+    return f"{lo:+.1f}" if lo == hi else f"{lo:+.1f} .. {hi:+.1f}"
+
+
+def table(head, rows, align=None):
+    align = align or ["---"] + ["---:"] * (len(head) - 1)
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+# --- targets --------------------------------------------------------------------------------------
+
+def target(batch, infer):
+    """The target of a row, in percent of the measured peak (None: no target).
+    Training: 5% at batch >= 4, 10% below; inference: 5% at batch >= 4, none below."""
+    if batch >= 4:
+        return 5.0
+    return None if infer else 10.0
+
+
+def zoo_rows(out):
+    """(model, step, batch, export, case, error %, measured MiB) of compare.py's rows."""
+    for r in out.rows:
+        infer = r["case"] == "infer"
+        yield (r["model"], "inference" if infer else "training", int(r["batch"]), r["export"], r["case"],
+               pct(r["error"]), r["measured MiB"])
+
+
+def amp_rows(out):
+    for r in out.rows:
+        yield r["model"], "autocast", int(r["batch"]), r["export"], r["amp"], pct(r["error"]), r["measured MiB"]
+
+
+def checkpoint_rows(out):
+    for r in out.rows:
+        if r["checkpoint"] != "none":
+            yield (r["model"], "checkpoint " + r["checkpoint"], int(r["batch"]), r["export"], r["optimizer"],
+                   pct(r["error"]), r["measured MiB"])
+
+
+def beyond(rows):
+    return [r for r in rows if r[5] is not None and (t := target(r[2], r[1] == "inference")) is not None
+            and abs(r[5]) > t]
+
+
+# --- views ----------------------------------------------------------------------------------------
+
+def view_raw(outs, run, skip=0, source=True):
+    lines = outs[run].lines[skip:]
+    return ([source_line(run), ""] if source else []) + lines
+
+
+def view_one_export(outs, run):
+    """A script's rows for one export per model (the TorchScript one where it
+    exists), with the lines that follow its table (which count every row)."""
+    out = outs[run]
+    first, rows = {}, []
+    for r in out.rows:
+        first.setdefault(r["model"], r["export"])
+        if r["export"] == first[r["model"]]:
+            rows.append([r[h] for h in out.header])
+    align = ["---:" if h in ("batch",) or "MiB" in h or h == "error" else "---" for h in out.header]
+    return [source_line(run), ""] + table(out.header, rows, align) + [""] + [f"- {s}" for s in out.after]
+
+
+def view_zoo(outs, run="zoo"):
+    """One line per model: the spread of signed errors by step and batch, and
+    the rows beyond target."""
+    by_model = {}
+    for row in zoo_rows(outs[run]):
+        by_model.setdefault(row[0], []).append(row)
+    rows = []
+    for model, rs in by_model.items():
+        def errs(step, big):
+            return [r[5] for r in rs if r[1] == step and (r[2] >= 8) == big and r[5] is not None]
+        batches = ", ".join(str(b) for b in sorted({r[2] for r in rs}))
+        miss = len(beyond(rs))
+        rows.append([model, batches, span(errs("training", False)), span(errs("training", True)),
+                     span(errs("inference", False)), span(errs("inference", True)),
+                     f"{miss} of {len(rs)}" if miss else "-"])
+    head = ["model", "batches", "training, batch 1 (%)", "training, batch >= 8 (%)", "inference, batch 1 (%)",
+            "inference, batch >= 8 (%)", "rows beyond target"]
+    out = outs[run]
+    return [source_line(run), ""] + table(head, rows, ["---", "---"] + ["---:"] * 5) + [""] + [
+        f"- {s}" for s in out.after]
+
+
+def view_categories(outs, runs):
+    """compare.py --categories of several files as one table, one export per
+    model (the TorchScript one where it exists)."""
+    lines = [source_line(r) for r in runs] + [""]
+    head, rows = None, []
+    for run in runs:
+        out = outs[run]
+        head = head or out.header
+        seen = {}
+        for r in out.rows:
+            seen.setdefault(r["model"], r["export"])
+            if r["export"] == seen[r["model"]]:
+                rows.append([r[h] for h in out.header])
+    return lines + table(head, rows, ["---", "---", "---:"] + ["---:"] * (len(head) - 3))
+
+
+def view_amp(outs, run="amp"):
+    by_model = {}
+    for row in amp_rows(outs[run]):
+        by_model.setdefault(row[0], []).append(row)
+    rows = []
+    for model, rs in by_model.items():
+        batches = ", ".join(str(b) for b in sorted({r[2] for r in rs}))
+        miss = len(beyond(rs))
+        rows.append([model, batches] + [span([r[5] for r in rs if r[4] == amp and r[5] is not None])
+                                        for amp in ("bf16", "fp16")] + [f"{miss} of {len(rs)}" if miss else "-"])
+    head = ["model", "batches", "bf16 (%)", "fp16 (%)", "rows beyond target"]
+    return [source_line(run), ""] + table(head, rows, ["---", "---", "---:", "---:", "---:"]) + [""] + [
+        f"- {s}" for s in outs[run].after]
+
+
+def view_reserved(outs, run="reserved"):
+    """compare_reserved.py's rows, one line per model: the reserved error at
+    batch >= 8 by step, and the error of taking the allocated peak as reserved."""
+    by_model = {}
+    for r in outs[run].rows:
+        if int(r["batch"]) >= 8:
+            by_model.setdefault(r["model"], []).append(r)
+    rows = []
+    for model, rs in by_model.items():
+        def errs(kind, col="reserved error"):
+            sel = [r for r in rs if (r["step"] == "infer") == (kind == "infer")
+                   and (" " in r["step"]) == (kind == "amp")]
+            return [e for r in sel if (e := pct(r[col])) is not None]
+        rows.append([model, span(errs("train")), span(errs("infer")), span(errs("amp")),
+                     span(errs("train", "peak as reserved"))])
+    head = ["model", "training (%)", "inference (%)", "training under autocast (%)",
+            "allocated peak as reserved, training (%)"]
+    return [source_line(run), ""] + table(head, rows, ["---"] + ["---:"] * 4)
+
+
+def view_beyond(outs):
+    """Every row beyond its target, rows that differ only in export and
+    optimizer (or autocast dtype) gathered into one line."""
+    sets = [("zoo", zoo_rows(outs["zoo"])), ("zoo", amp_rows(outs["amp"])),
+            ("zoo", checkpoint_rows(outs["checkpoint"])),
+            ("truth", zoo_rows(outs["truth"])), ("truth", amp_rows(outs["amp-truth"]))]
+    groups = {}
+    for where, rows in sets:
+        for model, step, batch, export, case, err, measured in beyond(list(rows)):
+            g = groups.setdefault((where, model, step, batch), ([], [], [], []))
+            for values, v in ((g[0], export), (g[1], case), (g[3], float(measured))):
+                if v not in values:
+                    values.append(v)
+            g[2].append(err)
+    rows = []
+    for (where, model, step, batch), (exports, cases, errs, measured) in groups.items():
+        mib = (f"{min(measured):.1f}" if min(measured) == max(measured)
+               else f"{min(measured):.1f} .. {max(measured):.1f}")
+        rows.append([model, "shared truth" if where == "truth" else "zoo", step, batch, ", ".join(exports),
+                     ", ".join(cases), mib, span(errs), len(errs)])
+    head = ["model", "set", "step", "batch", "exports", "cases", "measured MiB", "error (%)", "rows"]
+    return ([source_line("zoo"), source_line("checkpoint"), source_line("truth"), ""]
+            + table(head, rows, ["---", "---", "---", "---:", "---", "---", "---:", "---:", "---:"]))
+
+
+def view_summary(outs):
+    """Medians and maxima of |error| and the rows within target, per set."""
+    def line(name, file, rows, tgt):
+        errs = [abs(r[5]) for r in rows if r[5] is not None]
+        within5 = sum(e <= 5 for e in errs)
+        within10 = sum(e <= 10 for e in errs)
+        met = "-" if tgt is None else f"{within5 if tgt == 5 else within10} of {len(errs)} ({tgt:.0f}%)"
+        return [name, file, len(errs), f"{upper_median(errs):.1f}%", f"{max(errs):.1f}%", within5, within10, met]
+
+    zoo = list(zoo_rows(outs["zoo"]))
+    amp = list(amp_rows(outs["amp"]))
+    ckpt = list(checkpoint_rows(outs["checkpoint"]))
+    truth = list(zoo_rows(outs["truth"]))
+    amp_truth = list(amp_rows(outs["amp-truth"]))
+    res = [(r["model"], r["step"], int(r["batch"]), r["export"], r["step"], pct(r["reserved error"]))
+           for r in outs["reserved"].rows]
+    cap, ck, tr = "`measured_cap_h100.json`", "`checkpoint_h100.json`", "`truth.json`"
+
+    def sel(rows, step, big):
+        return [r for r in rows if (step is None or r[1] == step) and (r[2] >= 8) == big]
+    rows = [
+        line("training (sgd, momentum, adam), batch >= 8", cap, sel(zoo, "training", True), 5),
+        line("training, batch 1", cap, sel(zoo, "training", False), 10),
+        line("inference, batch >= 8", cap, sel(zoo, "inference", True), 5),
+        line("inference, batch 1", cap, sel(zoo, "inference", False), None),
+        line("training under autocast (bf16, fp16), batch >= 8", cap, sel(amp, None, True), 5),
+        line("training with activation checkpointing, batch >= 8", ck, sel(ckpt, None, True), 5),
+        line("reserved, training, batch >= 8", cap,
+             [r for r in res if r[2] >= 8 and r[1] != "infer" and " " not in r[1]], None),
+        line("reserved, inference, batch >= 8", cap, [r for r in res if r[2] >= 8 and r[1] == "infer"], None),
+        line("reserved, training under autocast, batch >= 8", cap, [r for r in res if r[2] >= 8 and " " in r[1]],
+             None),
+        line("shared truth: training, batch >= 8", tr, sel(truth, "training", True), 5),
+        line("shared truth: training, batch 1", tr, sel(truth, "training", False), 10),
+        line("shared truth: inference, batch >= 8", tr, sel(truth, "inference", True), 5),
+        line("shared truth: training under autocast, batch >= 8", tr, sel(amp_truth, None, True), 5),
+    ]
+    head = ["rows (both exports)", "file", "rows", "median abs. error", "max", "within 5%", "within 10%",
+            "within target"]
+    return ([source_line("zoo"), source_line("checkpoint"), source_line("truth"), ""]
+            + table(head, rows, ["---", "---"] + ["---:"] * 6))
+
+
+def view_reserved_summary(outs):
+    """compare_reserved.py --summary as it is, once its row counts are those
+    of the full run (--summary leaves out a row memest failed on)."""
+    full = {}
+    for r in outs["reserved"].rows:
+        if int(r["batch"]) >= 8 and pct(r["reserved error"]) is not None:
+            kind = "infer" if r["step"] == "infer" else "amp" if " " in r["step"] else "train"
+            full[kind] = full.get(kind, 0) + 1
+    names = {"training (": "train", "inference": "infer", "training under": "amp"}
+    for r in outs["reserved-summary"].rows:
+        step = r["step, batch >= 8"]
+        kind = next(k for n, k in sorted(names.items(), key=lambda x: -len(x[0])) if step.startswith(n))
+        if int(r["rows"]) != full.get(kind):
+            raise RuntimeError(f"reserved-summary: {r['rows']} {kind} rows, the full run has {full.get(kind)}")
+    return view_raw(outs, "reserved-summary")
+
+
+# key: (runs it reads, how the table is made from their outputs)
+TABLES = {
+    "summary": (("zoo", "amp", "checkpoint", "reserved", "truth", "amp-truth"), view_summary),
+    "truth": (("truth",), lambda o: view_zoo(o, "truth")),
+    "categories-truth": (("categories-truth",), lambda o: view_raw(o, "categories-truth")),
+    "amp-truth": (("amp-truth",), lambda o: view_amp(o, "amp-truth")),
+    "zoo": (("zoo",), view_zoo),
+    "categories-zoo": (("categories-harness", "categories-rest"),
+                       lambda o: view_categories(o, ("categories-harness", "categories-rest"))),
+    "amp": (("amp",), view_amp),
+    "checkpoint": (("checkpoint",), lambda o: view_one_export(o, "checkpoint")),
+    "reserved-summary": (("reserved-summary", "reserved"), view_reserved_summary),
+    "reserved": (("reserved",), view_reserved),
+    "finetune": (("finetune",), lambda o: view_raw(o, "finetune", source=False)),
+    "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
+}
+
+
+def run(memest, key):
+    """(output, None) or (None, why not)."""
+    script, args, measured, onnx = RUNS[key]
+    for need in (measured, onnx):
+        if need and not os.path.exists(need):
+            return None, f"missing {rel(need)}"
     out = subprocess.run([sys.executable, os.path.join(HERE, script), "--memest", memest, *args],
                          capture_output=True, text=True)
     if out.returncode:
-        print(f"regen_docs: {key}: {script} failed: {out.stderr.strip()[-300:]}", file=sys.stderr)
-        return None
-    return "\n".join(out.stdout.strip().splitlines()[skip:]).strip()
+        return None, f"{script} failed: {out.stderr.strip()[-300:]}"
+    parsed = Output(out.stdout)
+    bad = parsed.failures("--categories" in args)
+    if bad:
+        return None, f"memest failed on {len(bad)} rows, first: {bad[0][:300]}"
+    return parsed, None
 
 
 def main():
@@ -84,28 +398,50 @@ def main():
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
     memest = os.path.abspath(a.memest)
-    path = os.path.join(HERE, "..", "..", "docs", "accuracy.md")
+    path = os.path.join(ROOT, "docs", "accuracy.md")
     text = open(path).read()
-    changed = []
-    for key in TABLES:
-        pat = re.compile(rf"(<!-- BEGIN generated: {re.escape(key)} -->\n)(.*?)(\n<!-- END generated: {re.escape(key)} -->)",
-                         re.S)
+    needed = sorted({r for runs, _ in TABLES.values() for r in runs})
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = dict(zip(needed, pool.map(lambda k: run(memest, k), needed)))
+    outs = {k: v[0] for k, v in results.items() if v[0] is not None}
+    for k, (_, why) in results.items():
+        if why:
+            print(f"regen_docs: run {k}: {why}", file=sys.stderr)
+    changed, failed = [], []
+    for key, (runs, make) in TABLES.items():
+        pat = re.compile(rf"(^<!-- BEGIN generated: {re.escape(key)} -->\n)(.*?)(\n<!-- END generated: {re.escape(key)} -->$)",
+                         re.S | re.M)
         m = pat.search(text)
         if not m:
             print(f"regen_docs: no markers for {key} in docs/accuracy.md", file=sys.stderr)
+            failed.append(key)
             continue
-        table = generate(memest, key)
-        if table is None or table == m.group(2).strip():
+        if any(r not in outs for r in runs):
+            print(f"regen_docs: {key}: left as it is (run {', '.join(r for r in runs if r not in outs)} failed)",
+                  file=sys.stderr)
+            failed.append(key)
+            continue
+        try:
+            generated = "\n".join(make(outs)).strip()
+        except (RuntimeError, KeyError, ValueError) as e:
+            print(f"regen_docs: {key}: left as it is ({e})", file=sys.stderr)
+            failed.append(key)
+            continue
+        if generated == m.group(2).strip():
             continue
         changed.append(key)
-        text = text[:m.start(2)] + table + text[m.end(2):]
+        text = text[:m.start(2)] + generated + text[m.end(2):]
+    for key in re.findall(r"^<!-- BEGIN generated: (\S+) -->$", text, re.M):
+        if key not in TABLES:
+            print(f"regen_docs: docs/accuracy.md has a table {key} that no entry of TABLES makes", file=sys.stderr)
+            failed.append(key)
     if a.check:
-        print("changed: " + (", ".join(changed) or "none"))
-        return 1 if changed else 0
+        print("changed: " + (", ".join(changed) or "none") + (f"; not made: {', '.join(failed)}" if failed else ""))
+        return 1 if changed or failed else 0
     if changed:
         open(path, "w").write(text)
-    print("regenerated: " + (", ".join(changed) or "none"))
-    return 0
+    print("regenerated: " + (", ".join(changed) or "none") + (f"; not made: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
