@@ -117,7 +117,7 @@ void est__sim_recompute_segment(sim *s, int32_t seg) {
         if (s->dt) recompute_casts(s, j, false);
         const est_saved *sv = &s->saved[j];
         for (int e = 0; e < sv->n_extra; e++) est__sim_alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, j, e));
-        uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[j])) : 0;
+        uint64_t ws = s->ws_forward[j];
         est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, ws);
         if (s->dt) recompute_casts(s, j, true);
         for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {

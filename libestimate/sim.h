@@ -37,6 +37,7 @@ typedef struct sim {
     /* per tensor */
     int32_t *base;          /* the tensor whose storage this one uses */
     bool *needs_grad;
+    uint64_t *alloc_bytes;  /* what tensor_alloc() says, once the dtypes are known */
     bool *contiguous;
     bool *allocated;        /* per storage (indexed by base) */
     int32_t *last_use;      /* per storage: last forward reader, -1 none */
@@ -50,6 +51,8 @@ typedef struct sim {
     est_saved *saved;
     bool *unreached;        /* per node: no gradient reaches it from the loss (mark_unreached) */
     est_cost_ctx *ctx;      /* built once per node */
+    uint64_t *ws_forward;   /* per node: its forward's workspace, rounded */
+    uint64_t *ws_backward;  /* per node: its backward's workspace, rounded */
     const est_tval **ctx_tv; /* the contexts' in and out arrays, node after node */
     bool *ctx_flags;        /* their in_grad, in_param and in_strided arrays */
     /* --amp (docs/memory-model.md, "Mixed precision (--amp)"); all NULL without */
@@ -132,11 +135,9 @@ static inline int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s
 static inline uint64_t cast_key(const sim *s, int32_t i, int k) {
     return cached_cast(s, i, k) ? KEY(K_PCAST, s->base[s->g->nodes[i].inputs[k]], 0) : KEY(K_CAST, i, k);
 }
-/* Bytes of tensor t as the step stores it, and as it allocates them. */
-static inline uint64_t tensor_bytes(const sim *s, int32_t t) {
-    return est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t]));
-}
-static inline uint64_t tensor_alloc(const sim *s, int32_t t) { return round_alloc(tensor_bytes(s, t)); }
+/* Bytes tensor t takes as the step stores and allocates it (its stored dtype,
+ * rounded): set for every tensor before the step runs. */
+static inline uint64_t tensor_alloc(const sim *s, int32_t t) { return s->alloc_bytes[t]; }
 static inline bool replaying(const sim *s) { return s->cache && !s->cache_failed && !s->device_oom; }
 
 /* lifetimes.c: the tensor-lifetime table, planned before the step runs. */

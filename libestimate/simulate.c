@@ -93,7 +93,7 @@ static void run_forward_node(sim *s, int32_t i) {
     for (int e = 0; e < sv->n_extra; e++)
         if (segment_of(s, i) >= 0) dropped += round_alloc(sv->extra_bytes[e]);
         else est__sim_alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
-    uint64_t ws = n->op->workspace ? round_alloc(n->op->workspace(&s->ctx[i])) : 0;
+    uint64_t ws = s->ws_forward[i];
     if (s->recording) s->r->layers[i].temp_bytes = ws;
     est__sim_observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */
@@ -245,7 +245,7 @@ static void backward(sim *s) {
                     /* the gradient of an autocast copy, before it is cast back */
                     if (is_cast(s, i, k)) transient += cast_bytes(s, i, k);
                 }
-            uint64_t ws = n->op->backward_workspace ? round_alloc(n->op->backward_workspace(&s->ctx[i])) : 0;
+            uint64_t ws = s->ws_backward[i];
             if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
             est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, transient + ws);
             for (int k = 0; k < n->n_outputs; k++) {
@@ -411,6 +411,9 @@ static void free_sim(sim *s) {
     free(s->param_has_grad);
     free(s->saved);
     free(s->ctx);
+    free(s->alloc_bytes);
+    free(s->ws_forward);
+    free(s->ws_backward);
     free(s->ctx_tv);
     free(s->ctx_flags);
     free(s->dt);
@@ -437,6 +440,19 @@ static void free_sim(sim *s) {
     free(s->blocks.keys);
     free(s->blocks.handles);
     free(s->by_tensor);
+}
+
+/* What every iteration reads of a tensor's or a node's size, computed once:
+ * tensors' allocated bytes, nodes' workspaces. */
+static void size_tensors_and_workspaces(sim *s) {
+    const est_graph *g = s->g;
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        s->alloc_bytes[t] = round_alloc(est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_op_def *op = g->nodes[i].op;
+        s->ws_forward[i] = op->workspace ? round_alloc(op->workspace(&s->ctx[i])) : 0;
+        s->ws_backward[i] = op->backward_workspace ? round_alloc(op->backward_workspace(&s->ctx[i])) : 0;
+    }
 }
 
 static void fill_layer_costs(sim *s) {
@@ -489,7 +505,10 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
     s.bwd_order = calloc(nt, sizeof *s.bwd_order);
     s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
-    if (!s.inplace_slot || !s.bwd_first || !s.bwd_order || !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
+    s.alloc_bytes = calloc(nt, sizeof *s.alloc_bytes);
+    s.ws_forward = calloc(nn, sizeof *s.ws_forward);
+    s.ws_backward = calloc(nn, sizeof *s.ws_backward);
+    if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order || !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
         !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx || !s.unreached) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
@@ -523,6 +542,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     if (s.dt) est__sim_assign_amp_dtypes(&s);
     est__sim_mark_strided_inputs(&s);
     est__sim_plan_lifetimes(&s);
+    size_tensors_and_workspaces(&s);
     fill_layer_costs(&s);
 
     est_totals *tot = &r->totals;
