@@ -86,8 +86,14 @@ static size_t count_present(const int32_t *ids, int32_t n) {
     return c;
 }
 
+/* *sum += v; false when that passes 2^64 - 1 (a count too large to report). */
+static bool add_bytes(uint64_t *sum, uint64_t v) {
+    return v != UINT64_MAX && !__builtin_add_overflow(*sum, v, sum);
+}
+
 static est_status build_layers(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
+    bool exact = true;
     size_t n_infos = 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
         n_infos += count_present(g->nodes[i].inputs, g->nodes[i].n_inputs) +
@@ -120,10 +126,10 @@ static est_status build_layers(est_report *r, est_error *err) {
             if (seen) continue;
             uint64_t bytes = est_dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
             if (tt->role == EST_ROLE_PARAM) {
-                L->param_count += (uint64_t)r->tv[t].elements;
-                L->param_bytes += bytes;
+                exact &= add_bytes(&L->param_count, (uint64_t)r->tv[t].elements);
+                exact &= add_bytes(&L->param_bytes, bytes);
             } else if (tt->role == EST_ROLE_BUFFER) {
-                L->buffer_bytes += bytes;
+                exact &= add_bytes(&L->buffer_bytes, bytes);
             }
         }
         L->outputs = next;
@@ -132,30 +138,33 @@ static est_status build_layers(est_report *r, est_error *err) {
             int32_t t = n->outputs[k];
             if (t < 0) continue;
             fill_info(r, t, next);
-            L->output_bytes += next->bytes;
+            exact &= add_bytes(&L->output_bytes, next->bytes);
             L->shape_only &= r->tv[t].value != NULL;
             next++;
             L->n_outputs++;
         }
-        tot->output_bytes += L->output_bytes;
+        exact &= add_bytes(&tot->output_bytes, L->output_bytes);
     }
     r->n_layers = (size_t)g->n_nodes;
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
         uint64_t elems = (uint64_t)r->tv[t].elements;
         uint64_t bytes = est_dtype_bytes(r->tv[t].dtype, elems);
-        if (tt->kind == EST_T_INPUT) tot->input_bytes += bytes;
+        if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
         if (tt->role == EST_ROLE_PARAM) {
-            tot->param_count += elems;
-            tot->param_bytes += bytes;
+            exact &= add_bytes(&tot->param_count, elems);
+            exact &= add_bytes(&tot->param_bytes, bytes);
         } else if (tt->role == EST_ROLE_BUFFER) {
-            tot->buffer_count += elems;
-            tot->buffer_bytes += bytes;
+            exact &= add_bytes(&tot->buffer_count, elems);
+            exact &= add_bytes(&tot->buffer_bytes, bytes);
         } else {
-            tot->constant_bytes += bytes;
+            exact &= add_bytes(&tot->constant_bytes, bytes);
         }
     }
+    if (!exact)
+        return est__fail(err, EST_EOVERFLOW, "%s: the model's byte counts pass 2^64 - 1 (16 EiB); the model, the "
+                         "batch or the dims are too large", g->source);
     for (int32_t k = 0; k < g->n_outputs; k++) fill_info(r, g->outputs[k], &r->outputs[k]);
     r->n_outputs = (size_t)g->n_outputs;
     return EST_OK;

@@ -118,9 +118,13 @@ est_dtype est_dtype_from_name(const char *name) {
 
 uint64_t est_dtype_bytes(est_dtype dt, uint64_t count) {
     if ((unsigned)dt >= EST_DT_COUNT || dtypes[dt].bits == 0) return 0;
-    uint64_t bits;
-    if (__builtin_mul_overflow(count, (uint64_t)dtypes[dt].bits, &bits)) return UINT64_MAX;
-    return bits / 8 + (bits % 8 != 0);
+    uint64_t bits = dtypes[dt].bits, bytes;
+    /* exact whenever the byte count fits: count x bits may not */
+    if (bits % 8 == 0) return __builtin_mul_overflow(count, bits / 8, &bytes) ? UINT64_MAX : bytes;
+    uint64_t whole; /* sub-byte types: each 8 elements take `bits` bytes, the rest rounds up */
+    if (__builtin_mul_overflow(count / 8, bits, &whole)) return UINT64_MAX;
+    uint64_t rest = ((count % 8) * bits + 7) / 8;
+    return whole > UINT64_MAX - rest ? UINT64_MAX : whole + rest;
 }
 
 bool est__dtype_is_float(est_dtype dt) {

@@ -106,7 +106,7 @@ void est__sim_recompute_segment(sim *s, int32_t seg) {
         est__sim_moment(s, EST_PHASE_BACKWARD, n->name);
         if (s->recording) {
             L->recomputed = 1;
-            s->r->totals.flops_recompute += L->flops_forward;
+            s->r->totals.flops_recompute = est_add_sat(s->r->totals.flops_recompute, L->flops_forward);
         }
         for (int k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];

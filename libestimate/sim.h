@@ -95,14 +95,21 @@ typedef struct sim {
     bool cache_failed;      /* host memory ran out during the replay */
     bool device_oom;        /* the replay hit est_options.memory_limit: PyTorch
                                raises out of memory there; the replay stops */
+    bool overflow;          /* a byte count or sum passed 2^64 - 1: the estimate fails */
+    uint64_t too_large;     /* the first allocation of 1 EiB or more, 0 none: PyTorch
+                               refuses it on any GPU (the estimate fails) */
+    const char *too_large_at;
     est_phase at_phase;     /* the moment the step is at, for device_oom */
     const char *at_layer;
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */
 } sim;
+/* The block size of `bytes`; UINT64_MAX (a count too large to be exact)
+ * stays UINT64_MAX. */
 static inline uint64_t round_alloc(uint64_t bytes) {
     if (bytes == 0) return 0;
+    if (bytes > UINT64_MAX - (EST_ALLOC_ROUND - 1)) return UINT64_MAX;
     return (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
 }
 static inline bool is_folded(const sim *s, int32_t t) { return s->r->tv[t].value != NULL; }
@@ -147,6 +154,17 @@ void est__sim_assign_storage(sim *s);       /* which tensors share a storage (vi
 void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */
 void est__sim_mark_strided_inputs(sim *s);  /* inputs that are non-contiguous views */
 void est__sim_plan_lifetimes(sim *s);       /* last uses, saves, release lists */
+
+/* a + b, saturating; flags the step's overflow (UINT64_MAX in either is
+ * already a count too large to be exact). */
+static inline uint64_t sim_add(sim *s, uint64_t a, uint64_t b) {
+    uint64_t r;
+    if (a == UINT64_MAX || b == UINT64_MAX || __builtin_add_overflow(a, b, &r)) {
+        s->overflow = true;
+        return UINT64_MAX;
+    }
+    return r;
+}
 
 /* sim_memory.c: the books of the step. A block is named by a key (KEY());
  * bytes are already rounded (round_alloc). */

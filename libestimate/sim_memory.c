@@ -112,14 +112,25 @@ static int64_t block_take(sim *s, uint64_t key) {
     return h;
 }
 
+/* PyTorch's allocate() refuses a request of 1 EiB or more, on any device. */
+static void check_request(sim *s, uint64_t bytes) {
+    if (bytes >= ((uint64_t)1 << 60) && !s->too_large) {
+        s->too_large = bytes;
+        s->too_large_at = s->at_layer;
+    }
+}
+
 void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
-    s->live[c] += bytes;
-    s->total += bytes;
+    check_request(s, bytes);
+    s->live[c] = sim_add(s, s->live[c], bytes);
+    s->total = sim_add(s, s->total, bytes);
+    if (s->overflow) return; /* the estimate fails; the books stop */
     int64_t h = replay_alloc(s, bytes);
     if (h > 0 && !block_put(s, key, h)) s->cache_failed = true;
 }
 
 void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    if (s->overflow) return;
     s->live[c] -= bytes;
     s->total -= bytes;
     if (!replaying(s) || !bytes) return;
@@ -136,6 +147,7 @@ void est__sim_rekey(sim *s, uint64_t from, uint64_t to) {
 }
 
 void est__sim_recategorize(sim *s, est_category from, est_category to, uint64_t bytes) {
+    if (s->overflow) return;
     s->live[from] -= bytes;
     s->live[to] += bytes;
 }
@@ -146,8 +158,9 @@ void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra
     if (extra > s->max_transient) s->max_transient = extra;
     if (s->live[EST_CAT_ACTIVATIONS] > s->max_activations) s->max_activations = s->live[EST_CAT_ACTIVATIONS];
     est_peak *p = &s->r->peak;
-    if (s->total + extra <= p->bytes) return;
-    p->bytes = s->total + extra;
+    uint64_t at = sim_add(s, s->total, extra);
+    if (s->overflow || at <= p->bytes) return;
+    p->bytes = at;
     p->phase = phase;
     p->layer = layer;
 #define PEAK_FROM_LIVE(e, name) p->name = s->live[EST_CAT_##e];
@@ -158,7 +171,10 @@ void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra
 
 /* A block that only the allocator's replay sees: a transient whose bytes
  * est__sim_observe() counts as `extra`. Returns its handle, or 0. */
-int64_t est__sim_block_alloc(sim *s, uint64_t bytes) { return replay_alloc(s, bytes); }
+int64_t est__sim_block_alloc(sim *s, uint64_t bytes) {
+    check_request(s, bytes);
+    return s->overflow ? 0 : replay_alloc(s, bytes);
+}
 
 void est__sim_block_release(sim *s, int64_t h) {
     if (h > 0 && replaying(s)) est__cache_release(s->cache, h);

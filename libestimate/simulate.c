@@ -91,7 +91,7 @@ static void run_forward_node(sim *s, int32_t i) {
     /* masks and statistics made for backward; a checkpointed op drops them */
     uint64_t dropped = 0;
     for (int e = 0; e < sv->n_extra; e++)
-        if (segment_of(s, i) >= 0) dropped += round_alloc(sv->extra_bytes[e]);
+        if (segment_of(s, i) >= 0) dropped = sim_add(s, dropped, round_alloc(sv->extra_bytes[e]));
         else est__sim_alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
     uint64_t ws = s->ws_forward[i];
     if (s->recording) s->r->layers[i].temp_bytes = ws;
@@ -138,7 +138,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     int32_t t = n->inputs[k];
     uint64_t bytes = tensor_alloc(s, t);
     if (s->ctx[i].in_param[k]) {
-        if (s->param_has_grad[t]) *transient += bytes; /* accumulated into the existing .grad */
+        if (s->param_has_grad[t]) *transient = sim_add(s, *transient, bytes); /* accumulated into the existing .grad */
         else {
             est__sim_alloc(s, EST_CAT_GRADS, bytes, KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = true;
@@ -154,7 +154,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
         est__sim_rekey(s, KEY(K_GRAD, out, 0), KEY(K_GRAD, t, 0));
         return;
     }
-    if (s->grad_bytes[t]) *transient += bytes; /* summed into the existing gradient */
+    if (s->grad_bytes[t]) *transient = sim_add(s, *transient, bytes); /* summed into the existing gradient */
     else {
         est__sim_alloc(s, EST_CAT_TEMP, bytes, KEY(K_GRAD, t, 0));
         s->grad_bytes[t] = bytes;
@@ -206,13 +206,13 @@ static void release_saved(sim *s, int32_t i) {
 
 /* y.float() of a half-precision y (under --amp, or with --dtype bfloat16 or
  * float16): a float32 copy while the loss is computed. */
-static uint64_t loss_upcast_bytes(const sim *s) {
+static uint64_t loss_upcast_bytes(sim *s) {
     uint64_t sum = 0;
     for (int32_t k = 0; k < s->g->n_outputs; k++) {
         int32_t y = s->g->outputs[k];
         est_dtype stored = stored_dtype(s, y);
         if (stored != EST_DT_FLOAT && stored != EST_DT_DOUBLE && est__dtype_is_float(stored))
-            sum += round_alloc(est_dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y])));
+            sum = sim_add(s, sum, round_alloc(est_dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y]))));
     }
     return sum;
 }
@@ -243,7 +243,7 @@ static void backward(sim *s) {
                 if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) {
                     grad_of_input(s, i, k, &transient);
                     /* the gradient of an autocast copy, before it is cast back */
-                    if (is_cast(s, i, k)) transient += cast_bytes(s, i, k);
+                    if (is_cast(s, i, k)) transient = sim_add(s, transient, cast_bytes(s, i, k));
                 }
             uint64_t ws = s->ws_backward[i];
             if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
@@ -465,19 +465,19 @@ static void fill_layer_costs(sim *s) {
         if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
         L->flops_forward = f.fwd;
         L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
-        tot->flops_forward += L->flops_forward;
-        tot->flops_backward += L->flops_backward;
+        tot->flops_forward = est_add_sat(tot->flops_forward, L->flops_forward); /* FLOPs saturate */
+        tot->flops_backward = est_add_sat(tot->flops_backward, L->flops_backward);
         const est_saved *sv = &s->saved[i];
         uint64_t saved = 0;
-        for (int e = 0; e < sv->n_extra; e++) saved += round_alloc(sv->extra_bytes[e]);
+        for (int e = 0; e < sv->n_extra; e++) saved = sim_add(s, saved, round_alloc(sv->extra_bytes[e]));
         for (int k = 0; k < n->n_inputs && k < 32; k++)
             if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
-                saved += cast_bytes(s, i, k);
+                saved = sim_add(s, saved, cast_bytes(s, i, k));
             else if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
-                saved += tensor_alloc(s, n->inputs[k]);
+                saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
         for (int k = 0; k < n->n_outputs && k < 32; k++)
             if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0)
-                saved += tensor_alloc(s, n->outputs[k]);
+                saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
         L->saved_bytes = saved;
     }
 }
@@ -576,9 +576,20 @@ est_status est__simulate(est_report *r, est_error *err) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory replaying the caching allocator");
     }
+    est_status st = EST_OK;
+    if (s.too_large)
+        st = est__fail(err, EST_EOVERFLOW,
+                       "%s: at %s, one allocation of %llu bytes: PyTorch's caching allocator refuses 1 EiB or more "
+                       "on any GPU; the batch or the dims are too large", g->source,
+                       s.too_large_at && s.too_large_at[0] ? s.too_large_at : "the model's creation",
+                       (unsigned long long)s.too_large);
+    else if (s.overflow)
+        st = est__fail(err, EST_EOVERFLOW,
+                       "%s: the step's byte counts pass 2^64 - 1 (16 EiB); the model, the batch or the dims are "
+                       "too large", g->source);
     tot->reserved_bytes = s.cache ? est__cache_peak_reserved(s.cache) : 0;
     tot->temp_bytes = s.max_transient;
     tot->peak_bytes = r->peak.bytes;
     free_sim(&s);
-    return EST_OK;
+    return st;
 }
