@@ -451,6 +451,7 @@ est_status est__load_json(const char *text, size_t size, const char *name, const
     if (size > lim.max_file_bytes)
         return est__fail(err, EST_ELIMIT, "%s: %zu bytes, above the limit of %llu (est_limits.max_file_bytes)", src,
                          size, (unsigned long long)lim.max_file_bytes);
+    if (size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, size -= 3; /* a UTF-8 byte-order mark */
     if (is_blank(text, size)) return est__fail(err, EST_EPARSE, "%s: the file is empty", src);
     cJSON *root = NULL;
     est_status st = parse_text(text, size, src, &root, err);

@@ -10,10 +10,14 @@
 #include "ir.h"
 
 
+/* JSON text: after a UTF-8 byte-order mark and white space, an object or an
+ * array (the JSON loader then says what is wrong with an array). An ONNX
+ * file starts with a field tag, never with these bytes. */
 static bool looks_like_json(const unsigned char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = n >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF ? 3 : 0;
+    for (; i < n; i++) {
         if (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n') continue;
-        return p[i] == '{';
+        return p[i] == '{' || p[i] == '[';
     }
     return false;
 }
@@ -35,7 +39,9 @@ est_status est_load_file_limited(const char *path, const est_limits *user_lim, e
     if (!path) return est__fail(err, EST_EINVAL, "est_load_file: path is NULL");
     est_limits lim;
     est__limits_resolve(user_lim, &lim);
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; the
+     * check below refuses it (and any other non-file) without waiting */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return io_fail(err, path, "cannot open", errno);
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {

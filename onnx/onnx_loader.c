@@ -531,7 +531,10 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
  * nest subgraphs (or TypeProtos) thousands deep in a few kilobytes, enough to
  * overflow the stack. This walks the wire format along the schema's message
  * fields first, iteratively within a message and recursing only up to
- * max_nesting. Malformed bytes are left for unpack to reject. */
+ * max_nesting. Malformed bytes are left for unpack to reject.
+ * The same walk refuses a string field holding a NUL byte: protobuf-c hands
+ * strings over as C strings, which end there, so memest would read another
+ * name or location than the file holds ("ok\0/../../etc/passwd"). */
 
 static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
                                 uint32_t depth, long node, long *next_node) {
@@ -561,6 +564,13 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
                 est_status st = check_nesting(L, p + i, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
                                               depth + 1, sub_node, next_node);
                 if (st != EST_OK) return st;
+            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)v)) {
+                const char *msg = desc->short_name ? desc->short_name : "message";
+                if (node >= 0)
+                    return est__fail(L->err, EST_EPARSE, "%s: node %ld of the graph: a %s's field '%s' holds a NUL "
+                                     "byte, which no name or location may", L->src, node, msg, f->name);
+                return est__fail(L->err, EST_EPARSE, "%s: a %s's field '%s' holds a NUL byte, which no name or "
+                                 "location may", L->src, msg, f->name);
             }
             i += (size_t)v;
             break;

@@ -7,6 +7,7 @@
  *
  * usage: test_badinput MODELS_DIR TMP_DIR
  */
+#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -237,6 +238,40 @@ static void file_defects(const char *models_dir, const char *tmp_dir) {
     if (f) fclose(f);
     expect(est_load_file(path, &g, &err), EST_EPARSE, &err, "empty.onnx", "empty", "an empty file");
 
+    /* A FIFO: opening it to read would wait for a writer forever; the alarm
+     * ends the test if the load blocks. */
+    snprintf(path, sizeof path, "%s/fifo.onnx", tmp_dir);
+    unlink(path);
+    CHECK(mkfifo(path, 0600) == 0, "cannot make a FIFO: %s", strerror(errno));
+    alarm(20);
+    expect(est_load_file(path, &g, &err), EST_EIO, &err, "fifo.onnx", "not a regular file", "a FIFO");
+    alarm(0);
+    unlink(path);
+    expect(est_load_file("/dev/null", &g, &err), EST_EIO, &err, "/dev/null", "not a regular file", "a device");
+
+    /* JSON that is not an object, or starts with a byte-order mark, is read
+     * as JSON, not called a broken protobuf */
+    snprintf(path, sizeof path, "%s/array.json", tmp_dir);
+    f = fopen(path, "wb");
+    if (f) fputs("[{\"format\": \"memest-graph\"}]\n", f), fclose(f);
+    est_status st = est_load_file(path, &g, &err);
+    CHECK(st == EST_EPARSE && strstr(err.message, "array.json") && !strstr(err.message, "protobuf"),
+          "a JSON array: %s", st ? err.message : "accepted");
+    snprintf(path, sizeof path, "%s/bom.json", tmp_dir);
+    f = fopen(path, "wb");
+    if (f) fputs("\xEF\xBB\xBF", f), fclose(f);
+    char model[4096];
+    snprintf(model, sizeof model, "%s/small_cnn.json", models_dir);
+    size_t json_size = 0;
+    char *json = test_read_file(model, &json_size);
+    f = json ? fopen(path, "ab") : NULL;
+    if (f) fwrite(json, 1, json_size, f), fclose(f);
+    free(json);
+    st = est_load_file(path, &g, &err);
+    CHECK(st == EST_OK, "a JSON graph after a UTF-8 byte-order mark: %s", st ? err.message : "");
+    est_graph_free(g);
+    g = NULL;
+
     snprintf(path, sizeof path, "%s/resnet18.onnx", models_dir);
     size_t size = 0;
     char *bytes = test_read_file(path, &size);
@@ -245,7 +280,7 @@ static void file_defects(const char *models_dir, const char *tmp_dir) {
     /* Every truncation of a real model fails cleanly. */
     int accepted = 0;
     for (size_t cut = 0; cut < size; cut += (cut < 256 ? 1 : 97)) {
-        est_status st = est_load_onnx_buffer(bytes, cut, "truncated.onnx", &g, &err);
+        st = est_load_onnx_buffer(bytes, cut, "truncated.onnx", &g, &err);
         if (st == EST_OK) {
             accepted++;
             est_graph_free(g);
@@ -263,7 +298,7 @@ static void file_defects(const char *models_dir, const char *tmp_dir) {
             seed = seed * 1103515245u + 12345u;
             copy[(seed >> 8) % size] ^= (char)(1u << (seed % 8));
         }
-        est_status st = est_load_onnx_buffer(copy, size, "corrupt.onnx", &g, &err);
+        st = est_load_onnx_buffer(copy, size, "corrupt.onnx", &g, &err);
         if (st == EST_OK) {
             est_options opt;
             est_options_init(&opt);
@@ -510,6 +545,11 @@ static est_status load_external(const char *dir, const char *name, const char *l
     size_t size = onnx__model_proto__get_packed_size(&m.model);
     uint8_t *buf = malloc(size);
     onnx__model_proto__pack(&m.model, buf);
+    /* a \x01 in the location becomes a NUL byte in the file, which no C
+     * string could have carried into the packing */
+    uint8_t *at = memmem(buf, size, location, strlen(location));
+    for (size_t k = 0; at && k < strlen(location); k++)
+        if (at[k] == 1) at[k] = 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
@@ -563,6 +603,8 @@ static void external_data_defects(const char *tmp_dir) {
            "external data at an absolute path");
     expect(load_external(dir, "symlink.onnx", "escape.bin", &err), EST_EPARSE, &err, "'w'", "outside",
            "external data through a symlink out of the folder");
+    expect(load_external(dir, "nul.onnx", "weights.bin\x01/../../outside-secret.bin", &err), EST_EPARSE, &err,
+           "nul.onnx", "NUL byte", "external data whose location holds a NUL byte");
     expect(load_external(dir, "empty.onnx", "", &err), EST_EPARSE, &err, "'w'", "empty location",
            "external data with an empty location");
 }

@@ -3,9 +3,12 @@
  * (typed fields or raw_data) and external data (resolved against the
  * model's folder) are read; a tensor whose external file is absent has no
  * payload and the executor fills it with random values. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "onnx.pb-c.h"
 #include "vx_internal.h"
@@ -18,8 +21,19 @@ struct vx_weights {
     const Onnx__TensorProto **tensors;
 };
 
+/* fopen(path, "rb") for a regular file only: opened without blocking, so a
+ * FIFO (which would wait for a writer) or a device is refused at once. */
+static FILE *open_regular(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat sb;
+    FILE *f = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f) close(fd);
+    return f;
+}
+
 static char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_regular(path);
     if (!f) return NULL;
     char *buf = NULL;
     if (fseek(f, 0, SEEK_END) == 0) {
@@ -190,7 +204,7 @@ static uint8_t *read_external(const vx_weights *w, const Onnx__TensorProto *t, s
     char *path = malloc(pl);
     if (!path) return NULL;
     snprintf(path, pl, "%s/%s", w->dir, loc);
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_regular(path);
     free(path);
     if (!f) return NULL;
     uint8_t *buf = malloc(need ? need : 1);
