@@ -6,6 +6,7 @@
 
 
 #include "capacity.h"
+#include "term.h"
 
 typedef est_point point;
 
@@ -16,7 +17,7 @@ static bool point_fits(const fit_info *fit, const point *pt) {
 
 static void header_lines(FILE *f, const est_options *opt, const output_opts *o) {
     char a[64], b[64], c[64];
-    fprintf(f, "model: %s\n", o->model);
+    fprintf(f, "model: %s\n", term(o->model));
     fprintf(f, "memory: %s, %s%s%s\n", est_mode_name(opt->mode), est_dtype_name(opt->dtype),
             opt->mode == EST_MODE_TRAIN ? ", optimizer " : "",
             opt->mode == EST_MODE_TRAIN ? est_optimizer_name(opt->optimizer) : "");
@@ -102,11 +103,8 @@ static void write_point(json_writer *w, const char *dim, const point *pt, const 
     jw_end_object(w);
 }
 
-static int finish(FILE *f, int bad) {
-    bad |= ferror(f) != 0;
-    if (bad) fprintf(stderr, "memest: writing the report failed\n");
-    return bad ? 1 : 0;
-}
+/* 1 when a write failed; the caller's out_close says which and why. */
+static int finish(FILE *f, int bad) { return bad || ferror(f) ? 1 : 0; }
 
 int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_batch, output_format fmt,
                   const output_opts *o) {
@@ -115,7 +113,7 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
     est_fit ef = fit_of(fit);
     est_max_batch_result mb;
     if (est_max_batch(g, opt, &ef, max_batch, &mb, &err) != EST_OK) {
-        fprintf(stderr, "memest: --max-batch: %s\n", err.message);
+        fprintf(stderr, "memest: --max-batch: %s\n", term(err.message));
         return 1;
     }
     int64_t lo = mb.batch, hi = mb.next_batch, saved = opt->batch;
@@ -130,7 +128,7 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
         est_status s = est_estimate(g, opt, &r, &err);
         opt->batch = saved;
         if (s != EST_OK) {
-            fprintf(stderr, "memest: %s\n", err.message);
+            fprintf(stderr, "memest: %s\n", term(err.message));
             return 1;
         }
         static json_writer w; /* 64 KiB: not on the stack */
@@ -197,14 +195,17 @@ int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, 
         saved_val = dims[slot].value;
     }
     point *pts = calloc(sw->n, sizeof *pts);
-    if (!pts) return 1;
+    if (!pts) {
+        fprintf(stderr, "memest: --sweep: out of memory\n");
+        return 1;
+    }
     est_error err;
     int rc = 0;
     for (size_t i = 0; i < sw->n; i++) {
         if (is_batch) opt->batch = sw->values[i];
         else dims[slot].value = sw->values[i];
         if (est_estimate_point(g, opt, sw->values[i], &pts[i], &err) != EST_OK) {
-            fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[i], err.message);
+            fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[i], term(err.message));
             rc = 1;
             break;
         }

@@ -13,6 +13,7 @@
 #include "estimate.h"
 #include "gpus.h"
 #include "output.h"
+#include "term.h"
 #include "verify_cmd.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -162,12 +163,12 @@ static const char help_verify_text[] =
     "Output formats are described in docs/output-format.md.\n";
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+    char msg[1024]; /* it quotes the arguments: escaped like names */
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "memest: ");
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n%s(memest --help explains every option)\n", usage_text);
+    fprintf(stderr, "memest: %s\n%s(memest --help explains every option)\n", term(msg), usage_text);
     return EXIT_USAGE;
 }
 
@@ -564,45 +565,41 @@ static int parse_args(cli *c, int argc, char **argv) {
     return -1;
 }
 
-static int list_ops(FILE *f) {
+static int list_ops(void) {
+    out_file o;
+    if (!out_open(&o, NULL)) return EXIT_FAIL;
     size_t n = est_op_count();
-    fprintf(f, "%-28s %-12s %s\n", "op", "family", "domain");
+    fprintf(o.f, "%-28s %-12s %s\n", "op", "family", "domain");
     for (size_t i = 0; i < n; i++) {
         const char *d = est_op_domain(i);
-        fprintf(f, "%-28s %-12s %s\n", est_op_name(i), est_op_family(i), d[0] ? d : "ai.onnx");
+        fprintf(o.f, "%-28s %-12s %s\n", est_op_name(i), est_op_family(i), d[0] ? d : "ai.onnx");
     }
-    fprintf(f, "\n%zu operators\n", n);
-    return EXIT_OK;
+    fprintf(o.f, "\n%zu operators\n", n);
+    return out_close(&o, false) ? EXIT_OK : EXIT_FAIL;
 }
 
 static int convert(const cli *c, const est_graph *g) {
     est_error err;
     char *text = NULL;
     if (est_graph_to_json(g, &text, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", err.message);
+        fprintf(stderr, "memest: %s\n", term(err.message));
         return EXIT_FAIL;
     }
-    FILE *f = strcmp(c->out_path, "-") == 0 ? stdout : fopen(c->out_path, "w");
-    if (!f) {
-        fprintf(stderr, "memest: %s: cannot write: %s\n", c->out_path, strerror(errno));
+    out_file o;
+    if (!out_open(&o, c->out_path)) {
         est_free(text);
         return EXIT_FAIL;
     }
-    fputs(text, f);
+    bool failed = fputs(text, o.f) == EOF;
     est_free(text);
-    int bad = ferror(f);
-    if (f != stdout) bad |= fclose(f) != 0;
-    if (bad) fprintf(stderr, "memest: %s: write failed\n", c->out_path);
-    return bad ? EXIT_FAIL : EXIT_OK;
+    return out_close(&o, failed) ? EXIT_OK : EXIT_FAIL;
 }
 
 /* --max-batch and --sweep: many estimates of the loaded graph. */
 static int capacity(cli *c, const est_graph *g) {
-    FILE *f = c->out_path ? fopen(c->out_path, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "memest: %s: cannot write: %s\n", c->out_path, strerror(errno));
-        return EXIT_FAIL;
-    }
+    out_file out;
+    if (!out_open(&out, c->out_path)) return EXIT_FAIL;
+    FILE *f = out.f;
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
                      .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum};
     est_limits lim;
@@ -610,34 +607,30 @@ static int capacity(cli *c, const est_graph *g) {
     int64_t cap = c->limits.max_dim_value ? c->limits.max_dim_value : lim.max_dim_value;
     int rc = c->max_batch ? run_max_batch(f, g, &c->opt, cap, c->format, &o)
                           : run_sweep(f, g, &c->opt, c->dims, MAX_DIM_FLAGS, &c->sweep, c->format, &o);
-    if (f != stdout) rc |= fclose(f) != 0;
-    else rc |= fflush(f) != 0;
-    return rc ? EXIT_FAIL : EXIT_OK;
+    /* rc 1: an estimate failed and said so; a write that failed is out_close's to say */
+    bool written = out_close(&out, false);
+    return rc || !written ? EXIT_FAIL : EXIT_OK;
 }
 
 static int estimate(const cli *c, const est_graph *g) {
     est_error err;
     est_report *r = NULL;
     if (est_estimate(g, &c->opt, &r, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", err.message);
+        fprintf(stderr, "memest: %s\n", term(err.message));
         return EXIT_FAIL;
     }
-    FILE *f = c->out_path ? fopen(c->out_path, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "memest: %s: cannot write: %s\n", c->out_path, strerror(errno));
+    out_file out;
+    if (!out_open(&out, c->out_path)) {
         est_report_free(r);
         return EXIT_FAIL;
     }
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
                      .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum};
-    int bad = c->format == FORMAT_JSON  ? print_json(f, r, &o)
-              : c->format == FORMAT_CSV ? print_csv(f, r, &o)
-                                        : print_table(f, r, &o);
-    if (f != stdout) bad |= fclose(f) != 0;
-    else bad |= fflush(f) != 0;
+    int bad = c->format == FORMAT_JSON  ? print_json(out.f, r, &o)
+              : c->format == FORMAT_CSV ? print_csv(out.f, r, &o)
+                                        : print_table(out.f, r, &o);
     est_report_free(r);
-    if (bad) fprintf(stderr, "memest: writing the report failed\n");
-    return bad ? EXIT_FAIL : EXIT_OK;
+    return out_close(&out, bad != 0) ? EXIT_OK : EXIT_FAIL;
 }
 
 /* A PEFT export estimated as full fine-tuning is a different job from the
@@ -663,7 +656,7 @@ static int check_model_options(cli *c, const est_graph *g) {
         return usage_error("--amp keeps float32 weights, and %s's are %s: add --dtype float32", c->model,
                            est_dtype_name(c->opt.dtype));
     if (est_check_param_filter(g, &c->opt.params, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", err.message);
+        fprintf(stderr, "memest: %s\n", term(err.message));
         return EXIT_USAGE;
     }
     warn_if_adapters_train_with_base(c, g);
@@ -675,12 +668,12 @@ int main(int argc, char **argv) {
     int rc = parse_args(&c, argc, argv);
     if (rc < 0) {
         if (c.command && strcmp(c.command, "ops") == 0) {
-            rc = list_ops(stdout);
+            rc = list_ops();
         } else {
             est_error err;
             est_graph *g = NULL;
             if (est_load_file_limited(c.model, &c.limits, &g, &err) != EST_OK) {
-                fprintf(stderr, "memest: %s\n", err.message);
+                fprintf(stderr, "memest: %s\n", term(err.message));
                 rc = EXIT_FAIL;
             } else {
                 rc = check_model_options(&c, g);

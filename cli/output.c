@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "output.h"
+#include "term.h"
 
 const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -90,13 +91,14 @@ static int name_width(const est_report *r, bool all) {
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
         if (L->shape_only && !all) continue;
-        int len = (int)strlen(L->label);
+        int len = (int)strlen(term(L->label));
         if (len > w) w = len;
     }
     return w > 44 ? 44 : w;
 }
 
 static void print_name(FILE *f, const char *name, int width) {
+    name = term(name);
     int len = (int)strlen(name);
     if (len <= width) fprintf(f, "%-*s", width, name);
     else fprintf(f, "...%s", name + len - (width - 3)); /* keep the informative tail */
@@ -105,12 +107,12 @@ static void print_name(FILE *f, const char *name, int width) {
 int print_table(FILE *f, const est_report *r, const output_opts *o) {
     const est_totals *t = est_report_totals(r);
     char a[64], b[64];
-    fprintf(f, "model: %s\n", o->model);
+    fprintf(f, "model: %s\n", term(o->model));
     if (est_report_dim_count(r)) {
         fprintf(f, "dims:");
         for (size_t i = 0; i < est_report_dim_count(r); i++) {
             const est_binding *d = est_report_dim(r, i);
-            fprintf(f, " %s=%" PRId64, d->name, d->value);
+            fprintf(f, " %s=%" PRId64, term(d->name), d->value);
         }
         fprintf(f, "\n");
     }
@@ -130,7 +132,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
         fprintf(f, "%5zu  ", i);
         print_name(f, L->label, w);
         char fw[32], bw[32], sv[64], tp[64];
-        fprintf(f, "  %-20.20s  %-24s  %10" PRIu64 "  %11s  %11s  %10s  %10s  %11s  %10s\n", L->op, shapes,
+        fprintf(f, "  %-20.20s  %-24s  %10" PRIu64 "  %11s  %11s  %10s  %10s  %11s  %10s\n", term(L->op), shapes,
                 L->param_count, L->param_bytes ? human_bytes(a, sizeof a, L->param_bytes) : "-",
                 human_bytes(b, sizeof b, L->output_bytes), human_count(fw, sizeof fw, L->flops_forward),
                 human_count(bw, sizeof bw, L->flops_backward),
@@ -177,7 +179,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  largest temp    %s\n", human_bytes(a, sizeof a, t->temp_bytes));
     const est_peak *p = est_report_peak(r);
     fprintf(f, "  PEAK            %s  during %s%s%s\n", human_bytes(a, sizeof a, p->bytes), est_phase_name(p->phase),
-            p->label[0] ? ", at layer " : "", p->label);
+            p->label[0] ? ", at layer " : "", term(p->label));
     fprintf(f, "                  made of:");
     for (int c = 0; c < EST_CAT_COUNT; c++)
         if (est_peak_category(p, (est_category)c))
@@ -192,7 +194,8 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
 }
 
 static void csv_field(FILE *f, const char *s) {
-    if (!strpbrk(s, ",\"\n")) {
+    s = term(s); /* no control byte, so no newline either */
+    if (!strpbrk(s, ",\"")) {
         fputs(s, f);
         return;
     }

@@ -2,6 +2,7 @@
  * verify module (verify/, loaded with dlopen so that memest never needs the
  * CUDA runtime) and prints the estimate and the measurement side by side,
  * per memory category and for the peak, with relative errors. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "estimate.h"
 #include "output.h"
+#include "term.h"
 #include "verify_cmd.h"
 
 #if MEMEST_VERIFY_BUILT
@@ -248,7 +250,7 @@ static int dump_outputs(const char *dir, const verify_request *q, const vx_resul
     if (!s || !f || fprintf(f, "%s\n", s) < 0) bad = 1;
     if (f && fclose(f)) bad = 1;
     free(s);
-    if (bad) fprintf(stderr, "memest: %s: writing the outputs failed\n", dir);
+    if (bad) fprintf(stderr, "memest: %s: writing the outputs failed: %s\n", term(dir), strerror(errno));
     return bad;
 }
 
@@ -291,7 +293,7 @@ int run_verify(const verify_request *q, const est_graph *g) {
     est_error err;
     est_report *rep = NULL;
     if (est_estimate(g, &q->opt, &rep, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", err.message);
+        fprintf(stderr, "memest: %s\n", term(err.message));
         return EXIT_FAIL;
     }
     char why[512];
@@ -352,22 +354,22 @@ int run_verify(const verify_request *q, const est_graph *g) {
     vx_result r;
     vx_status st = m.run(g, &o, &r);
     for (size_t i = 0; i < n_in; i++) free(in[i].data);
-    FILE *f = q->out_path ? fopen(q->out_path, "w") : stdout;
-    if (!f) {
-        fprintf(stderr, "memest: %s: cannot write\n", q->out_path);
+    out_file out;
+    if (!out_open(&out, q->out_path)) {
         m.result_free(&r);
         est_report_free(rep);
         return EXIT_FAIL;
     }
+    FILE *f = out.f;
     int rc;
     if (st == VX_ENOGPU) {
-        fprintf(stderr, "memest: verify needs a CUDA GPU: %s\n", r.message);
+        fprintf(stderr, "memest: verify needs a CUDA GPU: %s\n", term(r.message));
         rc = EXIT_FAIL;
     } else if (st == VX_EOOM) {
         print_oom(f, q, &r, rep);
         rc = EXIT_FAIL;
     } else if (st != VX_OK) {
-        fprintf(stderr, "memest: verify %s: %s\n", q->model, r.message);
+        fprintf(stderr, "memest: verify %s: %s\n", term(q->model), term(r.message));
         rc = EXIT_FAIL;
     } else {
         double e = rel_err(est_report_peak(rep)->bytes, r.peak);
@@ -377,8 +379,7 @@ int run_verify(const verify_request *q, const est_graph *g) {
         rc = ok ? EXIT_OK : EXIT_FAIL;
         if (q->dump_dir && dump_outputs(q->dump_dir, q, &r)) rc = EXIT_FAIL;
     }
-    if (f != stdout) fclose(f);
-    else fflush(f);
+    if (!out_close(&out, false)) rc = EXIT_FAIL;
     m.result_free(&r);
     vx_module_close(&m);
     est_report_free(rep);

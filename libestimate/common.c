@@ -29,13 +29,52 @@ const char *est_status_name(est_status code) {
     return status_names[code];
 }
 
+/* The length of the valid UTF-8 sequence at s that is no C1 control, or 0. */
+static size_t printable_utf8(const unsigned char *s) {
+    unsigned c = s[0];
+    size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+    if (!len || c > 0xF4) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xC0) != 0x80) return 0;
+    uint32_t cp = len == 2 ? (c & 0x1Fu) << 6 | (s[1] & 0x3Fu)
+                : len == 3 ? (c & 0x0Fu) << 12 | (s[1] & 0x3Fu) << 6 | (s[2] & 0x3Fu)
+                           : (c & 0x07u) << 18 | (s[1] & 0x3Fu) << 12 | (s[2] & 0x3Fu) << 6 | (s[3] & 0x3Fu);
+    bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    bool bad = overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || (cp >= 0x80 && cp <= 0x9F);
+    return bad ? 0 : len;
+}
+
+size_t est_escape_controls(char *dst, size_t cap, const char *text) {
+    static const char hex[] = "0123456789abcdef";
+    size_t need = 0;
+    if (!text) text = "";
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        size_t run = *p >= 0x20 && *p < 0x7f ? 1 : *p >= 0x80 ? printable_utf8(p) : 0;
+        if (run) {
+            for (size_t k = 0; k < run; k++, need++)
+                if (need + 1 < cap) dst[need] = (char)p[k];
+            p += run;
+            continue;
+        }
+        const char esc[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
+        for (size_t k = 0; k < 4; k++, need++)
+            if (need + 1 < cap) dst[need] = esc[k];
+        p++;
+    }
+    if (cap) dst[need < cap ? need : cap - 1] = '\0';
+    return need;
+}
+
 est_status est__fail(est_error *err, est_status code, const char *fmt, ...) {
     if (err) {
         err->code = code;
+        char raw[sizeof err->message];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        /* the message quotes names from the model: keep it safe to print */
+        est_escape_controls(err->message, sizeof err->message, raw);
     }
     return code;
 }

@@ -609,12 +609,43 @@ static void external_data_defects(const char *tmp_dir) {
            "external data with an empty location");
 }
 
+/* est_escape_controls: what a terminal could act on becomes \xNN, valid
+ * UTF-8 text stays; error messages quote names through it. */
+static void escaping(void) {
+    char buf[128];
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain/name.0", "plain/name.0"},
+        {"\x1b]0;title\x07", "\\x1b]0;title\\x07"},
+        {"a\nmemest: forged\r", "a\\x0amemest: forged\\x0d"},
+        {"del\x7f", "del\\x7f"},
+        {"caf\xc3\xa9 \xe6\x97\xa5", "caf\xc3\xa9 \xe6\x97\xa5"},  /* valid UTF-8 stays */
+        {"c1\xc2\x9b[2J", "c1\\xc2\\x9b[2J"},                   /* U+009B, the 8-bit CSI */
+        {"bad\xff\xc3", "bad\\xff\\xc3"},                         /* not UTF-8 */
+        {"long\xe0\x80\x80", "long\\xe0\\x80\\x80"},              /* an overlong form */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t need = est_escape_controls(buf, sizeof buf, cases[i].in);
+        CHECK(strcmp(buf, cases[i].out) == 0 && need == strlen(cases[i].out), "escape case %zu: got '%s'", i, buf);
+    }
+    CHECK(est_escape_controls(buf, 4, "\x1b\x1b") == 8 && strcmp(buf, "\\x1") == 0, "a short buffer: '%s'", buf);
+    mini_model m;
+    est_error err;
+    mini_init(&m, nchw, 4);
+    mini_node(&m, "evil\x1b[2J\nmemest: forged", "Relu", "nowhere", NULL, "y");
+    expect(mini_run(&m, "escape", &err), EST_EGRAPH, &err, "evil\\x1b[2J\\x0amemest: forged", NULL,
+           "a node name with controls, quoted escaped");
+    CHECK(!strchr(err.message, '\x1b') && !strchr(err.message, '\n'), "the message carries controls raw");
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s MODELS_DIR TMP_DIR\n", argv[0]);
         return 2;
     }
     graph_defects();
+    escaping();
     file_defects(argv[1], argv[2]);
     option_defects(argv[1]);
     limit_defects(argv[1], argv[2]);

@@ -402,8 +402,89 @@ static void json_exact_numbers(void) {
     expect_exit(args, 0, "wide \\\"q\\\"\\tx.json\"");
 }
 
+/* memest ARGS with standard output on a full device (/dev/full): its exit
+ * code, and its standard error in *err. */
+static int run_to_full(const char *args, char **err) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1 >/dev/full", memest, args);
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (p && (got = fread(buf + n, 1, cap - n - 1, p)) > 0) n += got;
+    buf[n] = '\0';
+    int status = p ? pclose(p) : -1;
+    *err = buf;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Every output that cannot be written fails with exit 1, naming where it
+ * went and why: standard output on a full disk, and -o to one. */
+static void output_failures(void) {
+    char args[4096], *err;
+    static const char *const to_stdout[] = {"--batch 2", "--batch 2 --format json", "--batch 2 --format csv",
+                                            "--max-batch --gpu T4", "--max-batch --gpu T4 --format json",
+                                            "--sweep batch=1,2", "--sweep batch=1,2 --format csv"};
+    for (size_t i = 0; i < sizeof to_stdout / sizeof *to_stdout; i++) {
+        snprintf(args, sizeof args, "%s/lenet.onnx %s", models, to_stdout[i]);
+        int rc = run_to_full(args, &err);
+        CHECK(rc == 1 && strstr(err, "standard output: cannot write: No space left on device"),
+              "memest %s >/dev/full: exit %d: %s", args, rc, err);
+        free(err);
+    }
+    int rc = run_to_full("ops", &err);
+    CHECK(rc == 1 && strstr(err, "No space left on device"), "memest ops >/dev/full: exit %d: %s", rc, err);
+    free(err);
+    snprintf(args, sizeof args, "convert %s/lenet.onnx -o -", models);
+    rc = run_to_full(args, &err);
+    CHECK(rc == 1 && strstr(err, "No space left on device"), "memest %s >/dev/full: exit %d: %s", args, rc, err);
+    free(err);
+    snprintf(args, sizeof args, "%s/lenet.onnx --batch 2 -o /dev/full", models);
+    expect_exit(args, 1, "/dev/full: cannot write: No space left on device");
+    snprintf(args, sizeof args, "%s/lenet.onnx --batch 2 -o %s/no-such-dir/out.txt", models, tmp);
+    expect_exit(args, 1, "no-such-dir/out.txt: cannot write: No such file or directory");
+}
+
+/* Names from a model never reach the terminal raw: a node named with an
+ * escape sequence (that would set the window title), a bell and a newline
+ * that forges a "memest:" line, in the table and in an error message. */
+static void hostile_names(void) {
+    static const char evil[] = "evil\\u001b]0;pwned\\u0007\\nmemest: forged";
+    char text[4096], path[4096], args[4200];
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"n\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 8]}],\n"
+             " \"nodes\": [{\"name\": \"%s\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}],\n"
+             " \"outputs\": [\"y\"]}\n", evil);
+    if (!write_tmp_file(path, sizeof path, "evil_names.json", text)) return;
+    char *out;
+    static const char *const formats[] = {"", "--format csv"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "'%s' --batch 2 %s", path, formats[i]);
+        int rc = run(args, true, &out);
+        CHECK(rc == 0 && !strchr(out, 0x1b) && !strchr(out, 0x07) && !strstr(out, "\nmemest: forged") &&
+                  strstr(out, "evil\\x1b]0;pwned\\x07\\x0amemest: forged"),
+              "memest %s: a name reached the output raw: %.400s", args, out);
+        free(out);
+    }
+    /* the same name in an error message: the node reads a tensor nobody makes */
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"n\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 8]}],\n"
+             " \"nodes\": [{\"name\": \"r\", \"op\": \"Relu\", \"inputs\": [\"%s\"], \"outputs\": [\"y\"]}],\n"
+             " \"outputs\": [\"y\"]}\n", evil);
+    if (!write_tmp_file(path, sizeof path, "evil_input.json", text)) return;
+    snprintf(args, sizeof args, "'%s'", path);
+    int rc = run(args, true, &out);
+    CHECK(rc == 1 && !strchr(out, 0x1b) && !strchr(out, 0x07) && !strstr(out, "\nmemest: forged") &&
+              strstr(out, "\\x1b]0;pwned"),
+          "memest %s: an error message carried a name raw: %.400s", args, out);
+    free(out);
+}
+
 int main(int argc, char **argv) {
     if (!cli_test_args(argc, argv)) return 2;
+    output_failures();
+    hostile_names();
     json_exact_numbers();
     export_dtype();
     exit_codes();

@@ -106,11 +106,21 @@ EST_API const char *est_status_name(est_status code);
 
 /* Filled by any failing call: `code` and a message that names the file, the
  * node and the reason, e.g. "model.onnx: node 'conv1' (Conv): input 1 has
- * rank 3, expected 4". Caller-owned storage. */
+ * rank 3, expected 4". Caller-owned storage. The message is safe to print
+ * on a terminal: what it quotes from the model is escaped as
+ * est_escape_controls does. */
 typedef struct est_error {
     est_status code;
     char message[512];
 } est_error;
+
+/* Copies text into dst (cap bytes, always NUL-terminated when cap > 0),
+ * writing as \xNN every byte a terminal could act on or misread: control
+ * bytes (below 0x20, and 0x7f), C1 controls (U+0080..U+009F) and bytes
+ * that are not valid UTF-8. Names in a model are untrusted: a node named
+ * "\x1b]0;..." would set a terminal's title. Returns the length the whole
+ * escaped text needs, as snprintf does. */
+EST_API size_t est_escape_controls(char *dst, size_t cap, const char *text);
 
 /* ------------------------------------------------------------------------ */
 /* Element types: the values are ONNX TensorProto.DataType's.                */
