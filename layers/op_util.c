@@ -57,15 +57,23 @@ est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src) {
 est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
     if (i >= ctx->n_out || !ctx->out[i] || ctx->out[i]->rank < 0) return NULL;
     if (ctx->out[i]->elements > EST_FOLD_MAX_ELEMENTS) return NULL;
+    if (!est__dtype_is_float(dt) && !est__dtype_is_int(dt)) return NULL; /* not kept as values */
+    /* from here, NULL is out of memory: said apart from "not folded" */
     if (ctx->n_owned == ctx->cap_owned) {
         int64_t cap = ctx->cap_owned ? ctx->cap_owned * 2 : 64;
         est_const **no = realloc(ctx->owned, (size_t)cap * sizeof *no);
-        if (!no) return NULL;
+        if (!no) {
+            ctx->out_of_memory = true;
+            return NULL;
+        }
         ctx->owned = no;
         ctx->cap_owned = cap;
     }
     est_const *c = est__const_new(dt, ctx->out[i]->elements);
-    if (!c) return NULL;
+    if (!c) {
+        ctx->out_of_memory = true;
+        return NULL;
+    }
     ctx->owned[ctx->n_owned++] = c;
     ctx->out[i]->value = c;
     return c;

@@ -117,6 +117,8 @@ struct est_infer_ctx {
     est_error *err;
     est_const **owned;               /* folded constants owned by the run */
     int64_t n_owned, cap_owned;
+    bool out_of_memory;              /* est_fold_out could not allocate: the node
+                                        fails with EST_ENOMEM, whatever infer says */
 };
 
 /* ---- what a training-step rule sees ---------------------------------------- */
@@ -180,8 +182,10 @@ est_status est_set_out(est_infer_ctx *ctx, int i, est_dtype dt, int rank, const 
 /* Copies an input's dtype and shape to output i. */
 est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src);
 /* Allocates a constant for output i (whose shape must already be set), owned
- * by the run. NULL when too large to fold or on allocation failure; callers
- * then simply skip folding. */
+ * by the run. NULL when the output is not folded (too large, a dtype kept
+ * without values) or on allocation failure; callers skip folding either way,
+ * and an allocation failure also sets ctx->out_of_memory, which fails the
+ * node with EST_ENOMEM once its infer returns. */
 est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt);
 
 /* Attributes. */

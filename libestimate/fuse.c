@@ -57,6 +57,7 @@ typedef struct fuse_ctx {
      * was quadratic); rewrites keep each node's original inputs among its
      * entries or drop the node */
     est_readers readers;
+    bool out_of_memory;  /* a rewrite could not allocate: the pass fails */
 } fuse_ctx;
 
 static bool is_op(const est_graph *g, int32_t node, const char *op) {
@@ -135,7 +136,7 @@ static bool match_gelu_erf(fuse_ctx *f, int32_t div, bool *drop) {
         return false;
     if (g->nodes[half].n_outputs != 1) return false;
 
-    if (!rewrite_unary(g, div, "Gelu", x, g->nodes[half].outputs[0])) return false;
+    if (!rewrite_unary(g, div, "Gelu", x, g->nodes[half].outputs[0])) return f->out_of_memory = true, false;
     drop[erf] = drop[add] = drop[mul] = drop[half] = true;
     return true;
 }
@@ -149,7 +150,7 @@ static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
     int32_t x = s->inputs[0];
     int32_t mul = only_consumer(f, s->outputs[0], "Mul", sig);
     if (mul < 0 || other_input(&g->nodes[mul], s->outputs[0]) != x || g->nodes[mul].n_outputs != 1) return false;
-    if (!rewrite_unary(g, sig, "Swish", x, g->nodes[mul].outputs[0])) return false;
+    if (!rewrite_unary(g, sig, "Swish", x, g->nodes[mul].outputs[0])) return f->out_of_memory = true, false;
     drop[mul] = true;
     return true;
 }
@@ -337,7 +338,8 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     int nk, nv;
     int32_t k_kv = unrepeated_kv(f, k, k_rep, &nk), v_kv = unrepeated_kv(f, v, v_rep, &nv);
     bool grouped = k_kv >= 0 && v_kv >= 0 && repermute < 0;
-    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask)) return false;
+    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask))
+        return f->out_of_memory = true, false;
     /* the repeats go unless something else reads them (a Shape) */
     for (int i = 0; grouped && i < nk && single_use(f, k); i++) drop[k_rep[i]] = true;
     for (int i = 0; grouped && i < nv && single_use(f, v); i++) drop[v_rep[i]] = true;
@@ -453,23 +455,25 @@ static int32_t split_merged_dropouts(est_graph *g) {
     return added;
 }
 
+/* The number of rewrites, or -1 when out of memory (the load then fails:
+ * an unfused graph would be a different estimate, not a smaller one). */
 int32_t est__fuse_exporter_patterns(est_graph *g) {
     fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g)};
     bool indexed = f.uses && est__graph_readers(g, &f.readers);
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
     int32_t fused = 0;
-    if (indexed && drop) {
-        for (int32_t i = 0; i < g->n_nodes; i++)
-            if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop) || match_sdpa(&f, i, drop)))
-                fused++;
-    }
-    if (fused) {
+    f.out_of_memory = !indexed || !drop;
+    for (int32_t i = 0; !f.out_of_memory && i < g->n_nodes; i++)
+        if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop) || match_sdpa(&f, i, drop)))
+            fused++;
+    if (fused && !f.out_of_memory) {
         est__graph_drop_nodes(g, drop);
         g->fused_nodes += fused;
     }
     free(f.uses);
     est__readers_free(&f.readers);
     free(drop);
+    if (f.out_of_memory) return -1;
     int32_t split = split_merged_dropouts(g);
-    return fused + (split > 0 ? split : 0);
+    return split < 0 ? -1 : fused + split;
 }

@@ -420,10 +420,10 @@ static bool spans_two_dims(const est_tensor *t) {
 /* An initializer is a parameter when a node may differentiate through it
  * (unless it reads as a folded table), a buffer when it feeds running-
  * statistics slots, a constant otherwise. */
-static void classify_initializers(est_graph *g) {
+static bool classify_initializers(est_graph *g) {
     enum { USE_DIFF = 1, USE_BUFFER = 2, USE_NOT_TABLE = 4 };
     uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
-    if (!use) return; /* roles stay NONE; the report then counts no params */
+    if (!use) return false; /* not a graph without parameters: the load fails */
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         for (int32_t k = 0; k < n->n_inputs; k++) {
@@ -447,6 +447,7 @@ static void classify_initializers(est_graph *g) {
         else tt->role = EST_ROLE_CONST;
     }
     free(use);
+    return true;
 }
 
 /* Resolves every node's registry entry. */
@@ -702,7 +703,7 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
             if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
-    classify_initializers(g);
+    if (!classify_initializers(g)) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
     st = est__graph_list_params(g, err);
     if (st == EST_OK) st = plan_module_calls(g, err);
     return st == EST_OK ? est__name_modules(g, err) : st;

@@ -252,8 +252,10 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
         if ((int64_t)iv->count != count || (!iv->ints && !iv->floats))
             return est__fail(err, EST_EINVAL, "%s: value given for input '%s' has %zu elements, expected %lld",
                              g->source, t->name, iv->count, (long long)count);
+        if (count > EST_FOLD_MAX_ELEMENTS || (!est__dtype_is_float(t->dtype) && !est__dtype_is_int(t->dtype)))
+            break; /* too large or not numeric: shapes stay unfolded */
         est_const *c = est__const_new(t->dtype, count);
-        if (!c) break; /* too large or not numeric: shapes stay unfolded */
+        if (!c) return est__fail(err, EST_ENOMEM, "out of memory");
         for (int64_t k = 0; k < count; k++)
             est_const_set(c, k, iv->floats ? iv->floats[k] : 0, iv->ints ? iv->ints[k] : 0, iv->floats != NULL);
         est_const **no = realloc(r->owned, (size_t)(r->n_owned + 1) * sizeof *no);
@@ -314,6 +316,8 @@ static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
     r->owned = ctx.owned;
     r->n_owned = ctx.n_owned;
     r->cap_owned = ctx.cap_owned;
+    if (ctx.out_of_memory) /* not the shape error a missing value may have led to */
+        return est__fail(err, EST_ENOMEM, "%s: node '%s': out of memory folding its output", g->source, n->name);
     if (st != EST_OK) return st;
     for (int i = 0; i < n->n_outputs; i++)
         if (ctx.out[i] && ctx.out[i]->rank < 0)

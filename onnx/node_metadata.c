@@ -1,6 +1,7 @@
 /* node_metadata.c: a NodeProto's metadata_props, where the dynamo exporter
  * records the FX node, the module stack and its optimizer's rewrites. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "node_metadata.h"
@@ -11,24 +12,37 @@
  * unknown fields. */
 #define NODE_METADATA_FIELD 9
 
-Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, const char *key) {
-    for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
+/* Unpacking an entry allocates; a failure must not read as "absent". */
+static void *noting_alloc(void *data, size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) *(bool *)data = true;
+    return p;
+}
+
+static void plain_free(void *data, void *p) {
+    (void)data;
+    free(p);
+}
+
+Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, const char *key, bool *oom) {
+    ProtobufCAllocator noting = {.alloc = noting_alloc, .free = plain_free, .allocator_data = oom};
+    for (unsigned i = 0; i < p->base.n_unknown_fields && !*oom; i++) {
         const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
         if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
         /* protobuf-c keeps the field's bytes with their varint length prefix */
         size_t skip = 0;
         while (skip < u->len && (u->data[skip] & 0x80)) skip++;
         if (++skip > u->len) continue;
-        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&est__onnx_pb_allocator, u->len - skip, u->data + skip);
-        if (!e) continue;
+        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&noting, u->len - skip, u->data + skip);
+        if (!e) continue; /* malformed: as if absent (or *oom) */
         if (e->key && strcmp(e->key, key) == 0) return e;
         onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
     }
     return NULL;
 }
 
-bool est__onnx_node_metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap) {
-    Onnx__StringStringEntryProto *e = est__onnx_find_metadata(p, key);
+bool est__onnx_node_metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap, bool *oom) {
+    Onnx__StringStringEntryProto *e = est__onnx_find_metadata(p, key, oom);
     if (!e) return false;
     snprintf(buf, cap, "%s", e->value ? e->value : "");
     onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);

@@ -351,7 +351,10 @@ static bool module_scope(est_graph *g, const Onnx__NodeProto *p, const char *nam
     char list[4096], path[4096];
     size_t len = 0;
     *scope = NULL;
-    if (est__onnx_node_metadata(p, "pkg.torch.onnx.name_scopes", list, sizeof list)) {
+    bool no_memory = false;
+    bool listed = est__onnx_node_metadata(p, "pkg.torch.onnx.name_scopes", list, sizeof list, &no_memory);
+    if (no_memory) return false;
+    if (listed) {
         int items = 0;
         char *entries[256];
         for (char *c = list; items < 256 && (c = strchr(c, '\'')) != NULL;) {
@@ -387,7 +390,9 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
     /* a node the exporter's optimizer rewrote (a BatchNorm folded into its
      * Conv) keeps the FX call of another op, whose parameters it no longer
      * reads as such */
-    Onnx__StringStringEntryProto *rule = est__onnx_find_metadata(p, "pkg.onnxscript.rewriter.rule_name");
+    bool no_memory = false;
+    Onnx__StringStringEntryProto *rule = est__onnx_find_metadata(p, "pkg.onnxscript.rewriter.rule_name", &no_memory);
+    if (no_memory) return oom(L);
     if (rule) {
         onnx__string_string_entry_proto__free_unpacked(rule, &est__onnx_pb_allocator);
         return EST_OK;
@@ -455,7 +460,9 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
 
 /* Adds node p; its FX call's metadata (dynamo exports) is read once. */
 static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
-    Onnx__StringStringEntryProto *fx = est__onnx_find_metadata(p, "pkg.torch.onnx.fx_node");
+    bool no_memory = false;
+    Onnx__StringStringEntryProto *fx = est__onnx_find_metadata(p, "pkg.torch.onnx.fx_node", &no_memory);
+    if (no_memory) return oom(L);
     est_status st = build_node(L, m, p, index, fx ? str_or_empty(fx->value) : NULL);
     if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &est__onnx_pb_allocator);
     return st;
@@ -506,12 +513,13 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     }
     for (size_t i = 0; i < gp->n_input && st == EST_OK; i++) st = add_input(L, gp->input[i]);
     for (size_t i = 0; i < gp->n_node && st == EST_OK; i++) {
-        bool training, dynamo;
+        bool training, dynamo, no_memory = false;
         st = add_node(L, m, gp->node[i], (int32_t)i);
-        if (st == EST_OK && est__onnx_folded_batchnorm(L->g, gp->node[i], &training, &dynamo))
-            st = est__onnx_unfold_batchnorm(L->g, L->g->n_nodes - 1, training, dynamo, L->err);
+        bool folded = st == EST_OK && est__onnx_folded_batchnorm(L->g, gp->node[i], &training, &dynamo, &no_memory);
+        if (no_memory) st = oom(L);
+        else if (folded) st = est__onnx_unfold_batchnorm(L->g, L->g->n_nodes - 1, training, dynamo, L->err);
     }
-    if (st == EST_OK && L->g->unfolded_batchnorms) est__onnx_drop_dead_identities(L->g);
+    if (st == EST_OK && L->g->unfolded_batchnorms) st = est__onnx_drop_dead_identities(L->g, L->err);
     if (st != EST_OK) return st;
     g->outputs = malloc((gp->n_output ? gp->n_output : 1) * sizeof *g->outputs);
     if (!g->outputs) return oom(L);

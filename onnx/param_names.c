@@ -41,8 +41,9 @@ static bool same_placeholder(const char *dotted, const char *placeholder, size_t
 
 /* module.attr when one of the call's "%p_" placeholders spells the module's
  * name followed by "_attr" and module.attr is not `taken`; NULL otherwise
- * (the caller frees the result). */
-static char *placeholder_name(const char *fx_node, const char *module, const char *const *taken, int n_taken) {
+ * (the caller frees the result); NULL with *oom set when out of memory. */
+static char *placeholder_name(const char *fx_node, const char *module, const char *const *taken, int n_taken,
+                              bool *oom) {
     size_t mlen = strlen(module);
     const char *args = strstr(fx_node, "](args = (");
     for (const char *p = args ? strstr(args, "%p_") : NULL; p; p = strstr(p + 3, "%p_")) {
@@ -51,7 +52,10 @@ static char *placeholder_name(const char *fx_node, const char *module, const cha
         if (len <= mlen + 1 || !same_placeholder(module, ph, mlen) || ph[mlen] != '_') continue;
         size_t attr_len = len - mlen - 1;
         char *name = malloc(mlen + 1 + attr_len + 1);
-        if (!name) return NULL;
+        if (!name) {
+            *oom = true;
+            return NULL;
+        }
         memcpy(name, module, mlen);
         name[mlen] = '.';
         memcpy(name + mlen + 1, ph + mlen + 1, attr_len);
@@ -111,10 +115,10 @@ static bool reads_placeholder(const char *fx_node, const char *kind, const char 
 
 /* PyTorch's name for a parameter node n reads, or NULL when its FX call
  * does not say. */
-static char *torch_name_for(const est_graph *g, const est_node *n, const char *fx_node) {
+static char *torch_name_for(const est_graph *g, const est_node *n, const char *fx_node, bool *oom) {
     const char *taken[EST_MAX_IO];
     for (int j = 0; j < n->n_inputs; j++) taken[j] = n->inputs[j] >= 0 ? g->tensors[n->inputs[j]].name : NULL;
-    return placeholder_name(fx_node, innermost(n->scope), taken, n->n_inputs);
+    return placeholder_name(fx_node, innermost(n->scope), taken, n->n_inputs, oom);
 }
 
 bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node) {
@@ -132,7 +136,9 @@ bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node) {
          * norm weights), which the FX call tells apart */
         bool generated = is_generated_name(g->tensors[t].name);
         if (!generated && reads_placeholder(fx_node, "%p_", g->tensors[t].name)) continue; /* named right */
-        char *name = torch_name_for(g, n, fx_node);
+        bool oom = false;
+        char *name = torch_name_for(g, n, fx_node, &oom);
+        if (oom) return false; /* not a graph that keeps merged parameters merged */
         if (!name) continue;
         const char *have = g->tensors[t].torch_name ? g->tensors[t].torch_name : generated ? NULL : g->tensors[t].name;
         if (!have) {

@@ -27,14 +27,15 @@ static est_status oom(const est_graph *g, est_error *err) {
     return est__fail(err, EST_ENOMEM, "%s: out of memory while loading", g->source);
 }
 
-bool est__onnx_folded_batchnorm(const est_graph *g, const Onnx__NodeProto *p, bool *training, bool *dynamo) {
+bool est__onnx_folded_batchnorm(const est_graph *g, const Onnx__NodeProto *p, bool *training, bool *dynamo,
+                                bool *oom) {
     if (!p->op_type || strcmp(p->op_type, "Conv") != 0 || p->n_input < 2 || !p->input[1]) return false;
     char rule[256], fx[256];
-    *dynamo = est__onnx_node_metadata(p, "pkg.onnxscript.rewriter.rule_name", rule, sizeof rule) &&
+    *dynamo = est__onnx_node_metadata(p, "pkg.onnxscript.rewriter.rule_name", rule, sizeof rule, oom) &&
               strstr(rule, "FuseBatchNormIntoConv");
     if (*dynamo) {
-        *training = est__onnx_node_metadata(p, "pkg.torch.onnx.fx_node", fx, sizeof fx) && strstr(fx, "batch_norm") &&
-                    !strstr(fx, "no_training");
+        *training = est__onnx_node_metadata(p, "pkg.torch.onnx.fx_node", fx, sizeof fx, oom) &&
+                    strstr(fx, "batch_norm") && !strstr(fx, "no_training");
         return true;
     }
     *training = false;
@@ -151,10 +152,11 @@ est_status est__onnx_unfold_batchnorm(est_graph *g, int32_t conv_index, bool tra
  * of one initializer. Once the unfold has dropped those biases, such an
  * Identity feeds nothing; removing it keeps its initializer from counting as
  * a parameter that PyTorch never had. */
-void est__onnx_drop_dead_identities(est_graph *g) {
+est_status est__onnx_drop_dead_identities(est_graph *g, est_error *err) {
     int32_t *reads = est__graph_count_reads(g);
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
-    if (reads && drop) { /* out of memory: the counts stay a little high */
+    bool ok = reads && drop;
+    if (ok) {
         for (int32_t i = 0; i < g->n_nodes; i++) {
             const est_node *n = &g->nodes[i];
             drop[i] = strcmp(n->op_type, "Identity") == 0 && n->n_inputs == 1 && n->inputs[0] >= 0 &&
@@ -165,4 +167,5 @@ void est__onnx_drop_dead_identities(est_graph *g) {
     }
     free(reads);
     free(drop);
+    return ok ? EST_OK : oom(g, err); /* not a graph that keeps PyTorch's missing parameters */
 }

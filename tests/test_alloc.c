@@ -11,12 +11,20 @@
  * failed call must return EST_ENOMEM (or a parse error that says "out of
  * memory", when the parser's own allocation failed) with nothing in *out; a
  * call may also succeed where the library shrugs a failure off (an optional
- * cleanup). Leaks show under ASan (detect_leaks=1) or valgrind.
+ * cache), but then with the same graph or the same totals as without
+ * failures. Leaks show under ASan (detect_leaks=1) or valgrind.
  *
- * usage: test_alloc MODELS_DIR
+ * The models: models/, and tests/data's transformer exports of both
+ * exporters. With PATHs it sweeps every file under them instead (the fuzz
+ * corpora, the conformance cases): hours, so outside the suite
+ * (docs/robustness.md, "Allocation failures").
+ *
+ * usage: test_alloc MODELS_DIR DATA_DIR [PATH...]
  */
+#include <dirent.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cJSON.h"
 #include "estimate.h"
@@ -30,8 +38,32 @@ static bool failure_ok(est_status st, const est_error *err, bool produced) {
     return st == EST_ENOMEM || (st == EST_EPARSE && strstr(err->message, "out of memory"));
 }
 
+/* What a load that shrugged an allocation failure off must still equal. */
+typedef struct graph_facts {
+    size_t nodes, params, inputs, unfolded, fused;
+} graph_facts;
+
+static graph_facts facts_of(const est_graph *g) {
+    return (graph_facts){est_graph_node_count(g), est_graph_param_count(g), est_graph_input_count(g),
+                         est_graph_unfolded_batchnorms(g), est_graph_fused_sequences(g)};
+}
+
+static bool same_facts(graph_facts a, graph_facts b) {
+    return a.nodes == b.nodes && a.params == b.params && a.inputs == b.inputs && a.unfolded == b.unfolded &&
+           a.fused == b.fused;
+}
+
+/* What an estimate that shrugged an allocation failure off must still equal. */
+static bool same_totals(const est_report *r, const est_totals *want) {
+    const est_totals *t = est_report_totals(r);
+    return t->peak_bytes == want->peak_bytes && t->reserved_bytes == want->reserved_bytes &&
+           t->param_bytes == want->param_bytes && t->activations_bytes == want->activations_bytes &&
+           t->temp_bytes == want->temp_bytes && t->flops_forward == want->flops_forward &&
+           t->flops_backward == want->flops_backward && t->out_of_memory == want->out_of_memory;
+}
+
 /* Returns how many allocations the load made. */
-static long fail_each_load_allocation(const char *path) {
+static long fail_each_load_allocation(const char *path, graph_facts want) {
     int wrong = 0;
     long k = 0;
     for (;; k++) {
@@ -44,8 +76,10 @@ static long fail_each_load_allocation(const char *path) {
             est_graph_free(g);
             break;
         }
-        if (!failure_ok(st, &err, g != NULL) && !wrong++)
-            printf("%s: load allocation %ld: %s: %s\n", path, k, est_status_name(st), err.message);
+        bool ok = failure_ok(st, &err, g != NULL) && (st != EST_OK || same_facts(facts_of(g), want));
+        if (!ok && !wrong++)
+            printf("%s: load allocation %ld: %s: %s\n", path, k, est_status_name(st),
+                   st ? err.message : "a different graph");
         est_graph_free(g);
     }
     CHECK(wrong == 0, "%s: %d of %ld failed load allocations were mishandled", path, wrong, k);
@@ -65,6 +99,15 @@ static long fail_each_estimate_allocation(const char *path, const est_graph *g, 
     opt.dims = dim;
     opt.n_dims = dim ? 1 : 0;
     opt.optimizer = mode == EST_MODE_TRAIN ? EST_OPT_ADAMW : EST_OPT_ADAM;
+    est_totals want;
+    est_report *ref = NULL;
+    est_error ref_err;
+    if (est_estimate(g, &opt, &ref, &ref_err) != EST_OK) {
+        CHECK(false, "%s: %s estimate: %s", path, est_mode_name(mode), ref_err.message);
+        return 0;
+    }
+    want = *est_report_totals(ref);
+    est_report_free(ref);
     int wrong = 0;
     long k = 0;
     for (;; k++) {
@@ -77,9 +120,10 @@ static long fail_each_estimate_allocation(const char *path, const est_graph *g, 
             est_report_free(r);
             break;
         }
-        if (!failure_ok(st, &err, r != NULL) && !wrong++)
+        bool ok = failure_ok(st, &err, r != NULL) && (st != EST_OK || same_totals(r, &want));
+        if (!ok && !wrong++)
             printf("%s: %s estimate allocation %ld: %s: %s\n", path, est_mode_name(mode), k, est_status_name(st),
-                   err.message);
+                   st ? err.message : "a different result");
         est_report_free(r);
     }
     CHECK(wrong == 0, "%s: %d of %ld failed %s-estimate allocations were mishandled", path, wrong, k,
@@ -87,16 +131,61 @@ static long fail_each_estimate_allocation(const char *path, const est_graph *g, 
     return k;
 }
 
+/* The first estimate of a graph also makes its plan (plan.c: the folds
+ * every estimate shares): each of its allocations fails on a fresh load. */
+static long fail_each_first_estimate_allocation(const char *path, int64_t batch, const est_binding *dim,
+                                                const est_totals *want) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = batch;
+    opt.dims = dim;
+    opt.n_dims = dim ? 1 : 0;
+    opt.optimizer = EST_OPT_ADAMW;
+    int wrong = 0;
+    long k = 0;
+    for (;; k++) {
+        est_error err = {0};
+        est_graph *g = NULL;
+        if (est_load_file(path, &g, &err) != EST_OK) {
+            CHECK(false, "%s: %s", path, err.message);
+            return k;
+        }
+        est_report *r = NULL;
+        alloc_fail_at(k);
+        est_status st = est_estimate(g, &opt, &r, &err);
+        bool done = !alloc_fail_done();
+        bool ok = done ? st == EST_OK : failure_ok(st, &err, r != NULL) && (st != EST_OK || same_totals(r, want));
+        if (!ok && !wrong++)
+            printf("%s: first estimate allocation %ld: %s: %s\n", path, k, est_status_name(st),
+                   st ? err.message : "a different result");
+        est_report_free(r);
+        est_graph_free(g);
+        if (done) break;
+    }
+    CHECK(wrong == 0, "%s: %d of %ld failed first-estimate allocations were mishandled", path, wrong, k);
+    return k;
+}
+
 static void check_model(const char *models_dir, const char *file, int64_t batch, const est_binding *dim) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", models_dir, file);
-    long loads = fail_each_load_allocation(path);
     est_error err;
     est_graph *g = NULL;
     if (est_load_file(path, &g, &err) != EST_OK) {
         CHECK(0, "%s: %s", path, err.message);
         return;
     }
+    long loads = fail_each_load_allocation(path, facts_of(g));
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = batch;
+    opt.dims = dim;
+    opt.n_dims = dim ? 1 : 0;
+    opt.optimizer = EST_OPT_ADAMW;
+    est_report *ref = NULL;
+    if (est_estimate(g, &opt, &ref, &err) == EST_OK)
+        fail_each_first_estimate_allocation(path, batch, dim, est_report_totals(ref));
+    est_report_free(ref);
     long train = fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, batch, dim, 0, NULL);
     long infer = fail_each_estimate_allocation(path, g, EST_MODE_INFER, batch, dim, 0, NULL);
     /* checkpointing plans segments and allocates their state */
@@ -111,22 +200,96 @@ static void check_model(const char *models_dir, const char *file, int64_t batch,
     printf("%s: failed each of %ld load, %ld training and %ld inference allocations\n", file, loads, train, infer);
     est_graph_free(g);
 }
+/* Any file, valid model or not (the nightly sweep over fuzz corpora and
+ * conformance cases): each failed allocation of its load, and of a training
+ * estimate at batch 2 when it loads, ends in ENOMEM or in the outcome of the
+ * run without failures. */
+static void check_any_file(const char *path) {
+    est_error err;
+    est_graph *g = NULL;
+    est_status clean = est_load_file(path, &g, &err);
+    int wrong = 0;
+    long k = 0;
+    for (;; k++) {
+        est_graph *h = NULL;
+        alloc_fail_at(k);
+        est_status st = est_load_file(path, &h, &err);
+        bool done = !alloc_fail_done();
+        if (!done && !failure_ok(st, &err, h != NULL) && st != clean && !wrong++)
+            printf("%s: load allocation %ld: %s, without failures %s\n", path, k, est_status_name(st),
+                   est_status_name(clean));
+        if (!done && st == EST_OK && g && !same_facts(facts_of(h), facts_of(g)) && !wrong++)
+            printf("%s: load allocation %ld: a different graph\n", path, k);
+        est_graph_free(h);
+        if (done) break;
+    }
+    CHECK(wrong == 0, "%s: %d failed load allocations were mishandled", path, wrong);
+    if (clean != EST_OK) return;
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 2;
+    est_report *ref = NULL;
+    if (est_estimate(g, &opt, &ref, &err) == EST_OK) {
+        est_report_free(ref);
+        fail_each_estimate_allocation(path, g, EST_MODE_TRAIN, 2, NULL, 0, NULL);
+    }
+    est_graph_free(g);
+}
+
+/* Every regular file under path (a file or a folder), in any order. */
+static void check_tree(const char *path, long *files) {
+    DIR *d = opendir(path);
+    if (!d) {
+        check_any_file(path);
+        ++*files;
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        struct stat sb;
+        if (stat(sub, &sb) != 0) continue;
+        if (S_ISDIR(sb.st_mode)) check_tree(sub, files);
+        else if (S_ISREG(sb.st_mode) && sb.st_size <= (1 << 20) && !strstr(e->d_name, ".pb")) {
+            check_any_file(sub);
+            ++*files;
+        }
+    }
+    closedir(d);
+}
 #endif
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s MODELS_DIR DATA_DIR [PATH...]\n"
+                        "  PATH: files or folders for the long sweep (fuzz corpora, conformance cases)\n",
+                argv[0]);
         return 2;
     }
 #ifdef TEST_WRAP_ALLOC
     cJSON_Hooks hooks = {.malloc_fn = hook_malloc, .free_fn = free};
     cJSON_InitHooks(&hooks);
+    if (argc > 3) {
+        long files = 0;
+        for (int i = 3; i < argc; i++) check_tree(argv[i], &files);
+        printf("failed each allocation of %ld files\n", files);
+        cJSON_InitHooks(NULL);
+        return test_result("test_alloc");
+    }
     const est_binding seq = {"seq", 16};
     check_model(argv[1], "lenet.onnx", 4, NULL);
     check_model(argv[1], "mlp.onnx", 4, NULL);
     check_model(argv[1], "resnet18.onnx", 2, NULL);
     check_model(argv[1], "small_cnn.json", 4, NULL);
     check_model(argv[1], "transformer_block.json", 2, &seq);
+    /* a transformer of each exporter, with fused attention and grouped
+     * query heads (LoRA Llama), rotary embeddings, a dynamo Detach */
+    const est_binding seq8 = {"seq", 8};
+    check_model(argv[2], "lora_llama.legacy.onnx", 2, &seq8);
+    check_model(argv[2], "lora_llama.dynamo.onnx", 2, &seq8);
+    check_model(argv[2], "rotary_block.dynamo.onnx", 2, NULL);
+    check_model(argv[2], "detach.dynamo.onnx", 2, NULL);
     cJSON_InitHooks(NULL);
 #else
     (void)argv;
