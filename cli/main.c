@@ -172,8 +172,11 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
     return EXIT_USAGE;
 }
 
+/* A whole decimal integer: no white space, no trailing characters. */
 static bool parse_int64(const char *s, int64_t *out) {
     if (!s || !*s) return false;
+    const char *digits = s[0] == '-' || s[0] == '+' ? s + 1 : s;
+    if (!isdigit((unsigned char)digits[0])) return false; /* strtoll would skip white space */
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
@@ -189,6 +192,8 @@ typedef struct cli {
     const char *command;   /* NULL, "convert", "verify" or "ops" */
     double tolerance;      /* verify: percent */
     bool dtype_given;
+    bool tolerance_given;
+    const char *first_option; /* the first option given, for "ops takes no options" */
     bool kernels_given;
     const char *model;
     const char *out_path;
@@ -354,6 +359,8 @@ static int parse_args(cli *c, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v;
+        if (a[0] == '-' && a[1] && strcmp(a, "-h") && strcmp(a, "--help") && strcmp(a, "-V") && strcmp(a, "--version"))
+            c->first_option = c->first_option ? c->first_option : a;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             fputs(help_text, stdout);
@@ -383,6 +390,10 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!eq || eq == v || !parse_int64(eq + 1, &val) || val <= 0)
                 return usage_error("--dim wants NAME=VALUE with a positive VALUE, got '%s'", v);
             if (c->opt.n_dims == MAX_DIM_FLAGS) return usage_error("too many --dim flags");
+            for (size_t k = 0; k < c->opt.n_dims; k++)
+                if (strlen(c->dims[k].name) == (size_t)(eq - v) && strncmp(c->dims[k].name, v, (size_t)(eq - v)) == 0)
+                    return usage_error("--dim %s given twice (%lld and %lld)", c->dims[k].name,
+                                       (long long)c->dims[k].value, (long long)val);
             char *name = strndup(v, (size_t)(eq - v));
             if (!name) return EXIT_FAIL;
             c->dim_names[c->opt.n_dims] = name;
@@ -440,6 +451,7 @@ static int parse_args(cli *c, int argc, char **argv) {
             double t = strtod(v, &end);
             if (errno || *end || !(t >= 0)) return usage_error("--tolerance wants a percentage >= 0, got '%s'", v);
             c->tolerance = t;
+            c->tolerance_given = true;
         } else if (is_flag(a, "--input", "--input")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a file name", a);
             if (c->n_inputs == MAX_DIM_FLAGS) return usage_error("too many --input flags");
@@ -526,9 +538,26 @@ static int parse_args(cli *c, int argc, char **argv) {
     }
     if (c->command && strcmp(c->command, "ops") == 0) {
         if (c->model) return usage_error("'ops' takes no model");
+        if (c->first_option) return usage_error("'ops' takes no options, got '%s'", c->first_option);
         return -1;
     }
     if (!c->model) return usage_error("no model given");
+    if (c->tolerance_given && !(c->command && strcmp(c->command, "verify") == 0))
+        return usage_error("--tolerance is verify's: memest verify MODEL --tolerance PCT");
+    /* dims above the largest memest takes are usage errors, as a malformed
+     * number is, not failures of the model */
+    int64_t largest = (int64_t)c->limits.max_dim_value;
+    if (c->opt.batch > largest)
+        return usage_error("--batch %lld: above the largest dim memest takes, %lld (est_limits.max_dim_value)",
+                           (long long)c->opt.batch, (long long)largest);
+    for (size_t k = 0; k < c->opt.n_dims; k++)
+        if (c->dims[k].value > largest)
+            return usage_error("--dim %s=%lld: above the largest dim memest takes, %lld (est_limits.max_dim_value)",
+                               c->dims[k].name, (long long)c->dims[k].value, (long long)largest);
+    for (size_t k = 0; k < c->sweep.n; k++)
+        if (c->sweep.values[k] > largest)
+            return usage_error("--sweep %s=%lld: above the largest dim memest takes, %lld (est_limits.max_dim_value)",
+                               c->sweep.name, (long long)c->sweep.values[k], (long long)largest);
     if (c->opt.amp != EST_AMP_NONE && c->dtype_given && c->opt.dtype != EST_DT_FLOAT)
         return usage_error("--amp keeps float32 weights; it does not combine with --dtype %s",
                            est_dtype_name(c->opt.dtype));
@@ -660,6 +689,11 @@ static int check_model_options(cli *c, const est_graph *g) {
         return EXIT_USAGE;
     }
     warn_if_adapters_train_with_base(c, g);
+    if (est_graph_opset(g) > EST_OPSET_MAX)
+        fprintf(stderr,
+                "memest: note: %s declares opset %lld of the default domain; memest's rules follow opsets up to %d, "
+                "so an op that changed since is estimated as it was in opset %d\n",
+                term(c->model), (long long)est_graph_opset(g), EST_OPSET_MAX, EST_OPSET_MAX);
     return -1;
 }
 

@@ -172,6 +172,28 @@ static est_status build_layers(est_report *r, est_error *err) {
 
 /* simulate.c names the peak's layer by its node's name string itself; that
  * node gives the peak its module and label. */
+/* An array the options count but do not give (n > 0 with NULL) is the
+ * caller's mistake, refused before anything reads it. */
+static est_status check_option_arrays(const est_options *o, est_error *err) {
+    const struct {
+        const void *array;
+        size_t n;
+        const char *name;
+    } arrays[] = {
+        {o->dims, o->n_dims, "dims"},
+        {o->values, o->n_values, "values"},
+        {o->input_shapes, o->n_input_shapes, "input_shapes"},
+        {o->checkpoint.prefixes, o->checkpoint.n_prefixes, "checkpoint.prefixes"},
+        {o->params.trainable, o->params.n_trainable, "params.trainable"},
+        {o->params.frozen, o->params.n_frozen, "params.frozen"},
+    };
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
+        if (arrays[i].n && !arrays[i].array)
+            return est__fail(err, EST_EINVAL, "est_estimate: est_options.%s is NULL but counts %zu", arrays[i].name,
+                             arrays[i].n);
+    return EST_OK;
+}
+
 static void describe_peak(est_report *r) {
     est_peak *p = &r->peak;
     p->module = NULL;
@@ -193,6 +215,8 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
         est_options_init(&defaults);
         opt = &defaults;
     }
+    est_status opt_st = check_option_arrays(opt, err);
+    if (opt_st != EST_OK) return opt_st;
     est_report *r = calloc(1, sizeof *r);
     if (!r) return est__fail(err, EST_ENOMEM, "out of memory");
     r->graph = g;

@@ -188,7 +188,7 @@ static est_status bind_symbols(const est_graph *g, binding *b, const est_options
         const est_binding *bd = &opt->dims[i];
         if (!bd->name) return est__fail(err, EST_EINVAL, "a dim binding has no name");
         if (bd->value <= 0 || bd->value > g->limits.max_dim_value)
-            return est__fail(err, EST_EINVAL, "dim '%s' = %lld: must be between 1 and %lld", bd->name,
+            return est__fail(err, EST_EINVAL, "%s: dim '%s' = %lld: must be between 1 and %lld", g->source, bd->name,
                              (long long)bd->value, (long long)g->limits.max_dim_value);
         int32_t s = 0;
         while (s < b->n_symbols && strcmp(b->symbols[s], bd->name) != 0) s++;
@@ -202,8 +202,8 @@ static est_status bind_symbols(const est_graph *g, binding *b, const est_options
     }
     if (opt->batch == 0) return EST_OK;
     if (opt->batch < 0 || opt->batch > g->limits.max_dim_value)
-        return est__fail(err, EST_EINVAL, "batch %lld: must be between 1 and %lld", (long long)opt->batch,
-                         (long long)g->limits.max_dim_value);
+        return est__fail(err, EST_EINVAL, "%s: batch %lld: must be between 1 and %lld", g->source,
+                         (long long)opt->batch, (long long)g->limits.max_dim_value);
     bool bound_any = false;
     for (int32_t i = 0; i < g->n_inputs; i++) {
         if (b->rank[i] < 1 || b->dims[i][0].value >= 0) continue;

@@ -409,6 +409,36 @@ static est_status syntax_error(const char *text, size_t size, size_t at, const c
                      column, at, near);
 }
 
+/* The elements of the top-level object's "nodes" array, counted in one pass
+ * over the text before cJSON builds a tree of it all (a 720 MB file would be
+ * parsed before its node count was refused); stops past `cap`. Malformed
+ * text is counted as far as it goes: the parse says what is wrong. */
+static uint64_t count_nodes(const char *text, size_t size, uint64_t cap) {
+    int depth = 0;
+    bool in_nodes = false, key_nodes = false;
+    uint64_t n = 0;
+    for (size_t i = 0; i < size && n <= cap; i++) {
+        char c = text[i];
+        if (c == '"') {
+            size_t start = ++i;
+            while (i < size && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+            if (depth == 1) key_nodes = i - start == 5 && memcmp(text + start, "nodes", 5) == 0;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            if (depth == 1 && c == '[' && key_nodes) in_nodes = true;
+            else if (depth == 2 && in_nodes && c == '{') n++;
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            if (depth == 1) in_nodes = false;
+        } else if (c == ',' && depth == 1) {
+            key_nodes = false;
+        }
+    }
+    return n;
+}
+
 /* cJSON writes its global error position (the one cJSON_GetErrorPtr()
  * reads) on every parse: the library's only shared mutable state, so parses
  * take turns. */
@@ -453,6 +483,10 @@ est_status est__load_json(const char *text, size_t size, const char *name, const
                          size, (unsigned long long)lim.max_file_bytes);
     if (size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, size -= 3; /* a UTF-8 byte-order mark */
     if (is_blank(text, size)) return est__fail(err, EST_EPARSE, "%s: the file is empty", src);
+    uint64_t nodes = count_nodes(text, size, lim.max_nodes);
+    if (nodes > lim.max_nodes)
+        return est__fail(err, EST_ELIMIT, "%s: more than %llu nodes (est_limits.max_nodes), refused before parsing",
+                         src, (unsigned long long)lim.max_nodes);
     cJSON *root = NULL;
     est_status st = parse_text(text, size, src, &root, err);
     if (st != EST_OK) return st;

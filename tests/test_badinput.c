@@ -340,8 +340,46 @@ static void option_defects(const char *models_dir) {
     expect(est_estimate(g, &opt, &r, &err), EST_EINVAL, &err, "'sequence'", "batch", "an unknown dim name");
     est_options_init(&opt);
     opt.batch = -4;
-    expect(est_estimate(g, &opt, &r, &err), EST_EINVAL, &err, "batch", NULL, "a negative batch");
+    expect(est_estimate(g, &opt, &r, &err), EST_EINVAL, &err, "resnet18.onnx", "batch", "a negative batch");
+    /* arrays counted but not given: refused, not read */
+    est_options_init(&opt);
+    opt.batch = 2;
+    opt.n_dims = 3;
+    expect(est_estimate(g, &opt, &r, &err), EST_EINVAL, &err, "est_options.dims is NULL", NULL, "dims NULL, n_dims 3");
+    est_options_init(&opt);
+    opt.batch = 2;
+    opt.n_values = 1;
+    expect(est_estimate(g, &opt, &r, &err), EST_EINVAL, &err, "est_options.values is NULL", NULL, "values NULL");
+    est_options_init(&opt);
+    opt.batch = 2;
+    opt.params.n_frozen = 2;
+    expect(est_estimate(g, &opt, &r, &err), EST_EINVAL, &err, "params.frozen", NULL, "frozen NULL");
     est_graph_free(g);
+}
+
+/* The JSON loader counts the nodes before cJSON builds its tree: a file
+ * with one node over the cap is refused as such even where its text is
+ * broken further on (the parse would have read it all first). */
+static void json_node_cap(void) {
+    enum { CAP = 1000 };
+    size_t cap = 64 + (CAP + 1) * 64;
+    char *text = malloc(cap);
+    size_t n = (size_t)snprintf(text, cap, "{\"format\": \"memest-graph\", \"version\": 1, \"nodes\": [");
+    for (int i = 0; i <= CAP; i++)
+        n += (size_t)snprintf(text + n, cap - n, "%s{\"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"y%d\"]}",
+                              i ? ", " : "", i);
+    snprintf(text + n, cap - n, "], \"outputs\": [ BROKEN");
+    est_limits lim;
+    est_limits_init(&lim);
+    lim.max_nodes = CAP;
+    est_graph *g = NULL;
+    est_error err;
+    expect(est_load_json_buffer_limited(text, strlen(text), "many.json", &lim, &g, &err), EST_ELIMIT, &err,
+           "many.json", "more than 1000 nodes", "one node over the JSON node cap, before parsing");
+    lim.max_nodes = CAP + 1; /* within the cap: the parse finds the broken text */
+    expect(est_load_json_buffer_limited(text, strlen(text), "many.json", &lim, &g, &err), EST_EPARSE, &err,
+           "many.json", "invalid JSON", "the same file within the cap");
+    free(text);
 }
 
 /* ---- limits ------------------------------------------------------------ */
@@ -648,6 +686,7 @@ int main(int argc, char **argv) {
     escaping();
     file_defects(argv[1], argv[2]);
     option_defects(argv[1]);
+    json_node_cap();
     limit_defects(argv[1], argv[2]);
     external_data_defects(argv[2]);
     return test_result("test_badinput");

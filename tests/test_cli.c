@@ -481,8 +481,40 @@ static void hostile_names(void) {
     free(out);
 }
 
+/* Options that say nothing or contradict themselves are usage errors (exit
+ * 2), and a model of a later opset than memest knows gets a note. */
+static void option_edges(void) {
+    char args[8192];
+    static const struct {
+        const char *flags, *message;
+    } cases[] = {
+        {"--dim batch=4 --dim batch=8", "--dim batch given twice (4 and 8)"},
+        {"--batch 2 --tolerance 5", "--tolerance is verify's"},
+        {"--dim 'seq= 5' --batch 2", "positive VALUE, got 'seq= 5'"},
+        {"--batch ' 4'", "--batch wants a positive integer"},
+        {"--batch 9223372036854775807", "above the largest dim memest takes, 1099511627776"},
+        {"--batch 9223372036854775808", "--batch wants a positive integer"},
+        {"--sweep batch=2,1099511627777", "--sweep batch=1099511627777: above the largest dim"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(args, sizeof args, "%s/resnet18.onnx %s", models, cases[i].flags);
+        expect_exit(args, 2, cases[i].message);
+    }
+    expect_exit("ops --batch 4", 2, "'ops' takes no options, got '--batch'");
+    char path[4096];
+    if (write_tmp_file(path, sizeof path, "opset99.json",
+                       "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"o\", \"opset_import\": {\"\": 99},\n"
+                       " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 8]}],\n"
+                       " \"nodes\": [{\"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}],\n"
+                       " \"outputs\": [\"y\"]}\n")) {
+        snprintf(args, sizeof args, "'%s'", path);
+        expect_exit(args, 0, "declares opset 99 of the default domain; memest's rules follow opsets up to 28");
+    }
+}
+
 int main(int argc, char **argv) {
     if (!cli_test_args(argc, argv)) return 2;
+    option_edges();
     output_failures();
     hostile_names();
     json_exact_numbers();

@@ -240,6 +240,10 @@ EST_API void est_free(void *p);
 EST_API const char *est_graph_name(const est_graph *g);      /* file name or "<memory>" */
 EST_API size_t est_graph_node_count(const est_graph *g);
 EST_API int64_t est_graph_opset(const est_graph *g);         /* default-domain opset */
+/* The highest default-domain opset whose operators memest's rules follow
+ * (ONNX 1.23's; the conformance cases check them). A model declaring a later
+ * one is estimated by these rules, which the CLI says. */
+#define EST_OPSET_MAX 28
 /* BatchNormalizations the ONNX loader put back after a Conv into which the
  * exporter had folded them (docs/exports.md); 0 for other graphs. */
 EST_API size_t est_graph_unfolded_batchnorms(const est_graph *g);
