@@ -42,4 +42,33 @@ static inline unsigned long long fuzz_walk_report(const est_report *r) {
     return sum;
 }
 
+/* What every successful estimate means, not only that it is memory-safe
+ * (docs/robustness.md, "Fuzzing"): the peak holds the parameters, the
+ * segments hold the peak (unless the replay ran out under a memory limit),
+ * the peak's breakdown sums to the peak, no byte count is a saturated
+ * UINT64_MAX, and no fit is claimed on one. */
+static inline void fuzz_check_meaning(const est_report *r) {
+    const est_totals *t = est_report_totals(r);
+    const est_peak *p = est_report_peak(r);
+    uint64_t parts = 0;
+#define FUZZ_ADD_PART(e, name) parts += p->name;
+    EST_CATEGORIES(FUZZ_ADD_PART)
+#undef FUZZ_ADD_PART
+    const char *broken = p->bytes != t->peak_bytes ? "the peak differs from totals.peak_bytes"
+                         : p->bytes < t->params_bytes ? "the peak is below the parameters"
+                         : !t->out_of_memory && t->reserved_bytes < p->bytes ? "reserved is below the peak"
+                         : parts != p->bytes ? "the peak's breakdown does not sum to the peak"
+                         : p->bytes == UINT64_MAX || t->reserved_bytes == UINT64_MAX || t->param_bytes == UINT64_MAX
+                             ? "a saturated byte count"
+                             : NULL;
+    est_fit any = {.gpu_bytes = UINT64_MAX, .reserve_bytes = 0};
+    if (!broken && p->bytes == UINT64_MAX && est_fit_ok(&any, p->bytes, t)) broken = "a fit on a saturated peak";
+    if (broken) {
+        fprintf(stderr, "meaning broken: %s (peak %llu, params %llu, reserved %llu, parts %llu)\n", broken,
+                (unsigned long long)p->bytes, (unsigned long long)t->params_bytes,
+                (unsigned long long)t->reserved_bytes, (unsigned long long)parts);
+        abort();
+    }
+}
+
 #endif

@@ -88,6 +88,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
             volatile unsigned long long sink = fuzz_walk_report(r);
             (void)sink;
             if (est_report_mode(r) != opt.mode) abort();
+            fuzz_check_meaning(r);
         } else if (r) {
             abort();
         }
