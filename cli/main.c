@@ -172,6 +172,11 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
     return EXIT_USAGE;
 }
 
+static int out_of_memory(void) {
+    fprintf(stderr, "memest: out of memory\n");
+    return EXIT_FAIL;
+}
+
 /* A whole decimal integer: no white space, no trailing characters. */
 static bool parse_int64(const char *s, int64_t *out) {
     if (!s || !*s) return false;
@@ -260,7 +265,7 @@ static int parse_checkpoint(cli *c, const char *v) {
         c->opt.checkpoint.every = n;
         return -1;
     }
-    if (!(c->checkpoint_arg = strdup(v))) return EXIT_FAIL;
+    if (!(c->checkpoint_arg = strdup(v))) return out_of_memory();
     size_t n = 0;
     int st = split_list(c->checkpoint_arg, c->checkpoint_prefixes, &n, MAX_CHECKPOINT_PREFIXES, "--checkpoint",
                         "prefix");
@@ -275,7 +280,7 @@ static int parse_patterns(cli *c, const char *v, bool freeze) {
     if (c->n_pattern_args == sizeof c->pattern_args / sizeof *c->pattern_args)
         return usage_error("too many --trainable and --freeze flags");
     char *copy = strdup(v);
-    if (!copy) return EXIT_FAIL;
+    if (!copy) return out_of_memory();
     c->pattern_args[c->n_pattern_args++] = copy;
     est_param_filter *f = &c->opt.params;
     f->trainable = c->trainable;
@@ -326,7 +331,7 @@ static int parse_input_shape(cli *c, const char *v) {
     size_t n = c->opt.n_input_shapes;
     if (n == MAX_DIM_FLAGS) return usage_error("too many --input-shape flags");
     char *name = c->input_shape_args[n] = strdup(v);
-    if (!name) return EXIT_FAIL;
+    if (!name) return out_of_memory();
     char *dims = name + (eq - v);
     *dims++ = '\0';
     for (size_t i = 0; i < n; i++)
@@ -395,7 +400,7 @@ static int parse_args(cli *c, int argc, char **argv) {
                     return usage_error("--dim %s given twice (%lld and %lld)", c->dims[k].name,
                                        (long long)c->dims[k].value, (long long)val);
             char *name = strndup(v, (size_t)(eq - v));
-            if (!name) return EXIT_FAIL;
+            if (!name) return out_of_memory();
             c->dim_names[c->opt.n_dims] = name;
             c->dims[c->opt.n_dims++] = (est_binding){name, val};
         } else if (is_flag(a, "--input-shape", "--input-shape")) {
@@ -497,7 +502,7 @@ static int parse_args(cli *c, int argc, char **argv) {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v || !eq[1])
                 return usage_error("--sweep wants NAME=V1,V2,... (NAME: batch or a symbolic dim), got '%s'", v);
-            if (!(c->sweep_name = strndup(v, (size_t)(eq - v)))) return EXIT_FAIL;
+            if (!(c->sweep_name = strndup(v, (size_t)(eq - v)))) return out_of_memory();
             c->sweep.name = c->sweep_name;
             for (const char *p = eq + 1;;) {
                 const char *comma = strchr(p, ',');
