@@ -422,6 +422,7 @@ static uint64_t count_nodes(const char *text, size_t size, uint64_t cap) {
         if (c == '"') {
             size_t start = ++i;
             while (i < size && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+            if (i >= size) break; /* unterminated (an escape may step past the end): the parse says so */
             if (depth == 1) key_nodes = i - start == 5 && memcmp(text + start, "nodes", 5) == 0;
             continue;
         }
