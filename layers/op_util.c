@@ -56,8 +56,7 @@ est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src) {
 
 est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
     if (i >= ctx->n_out || !ctx->out[i] || ctx->out[i]->rank < 0) return NULL;
-    if (ctx->out[i]->elements > EST_FOLD_MAX_ELEMENTS) return NULL;
-    if (!est__dtype_is_float(dt) && !est__dtype_is_int(dt)) return NULL; /* not kept as values */
+    if (!est__const_foldable(dt, ctx->out[i]->elements)) return NULL; /* too large, or not kept as values */
     /* from here, NULL is out of memory: said apart from "not folded" */
     if (ctx->n_owned == ctx->cap_owned) {
         int64_t cap = ctx->cap_owned ? ctx->cap_owned * 2 : 64;

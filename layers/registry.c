@@ -38,19 +38,16 @@ enum { LOOKUP_SLOTS = 1024 };
 static const est_op_def *lookup_table[LOOKUP_SLOTS];
 static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;
 
-static uint32_t op_hash(const char *domain, const char *op_type) {
-    uint32_t h = 2166136261u; /* FNV-1a over "domain\0op_type" */
-    for (const char *c = domain; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
-    h *= 16777619u;
-    for (const char *c = op_type; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
-    return h;
+static uint64_t op_hash(const char *domain, const char *op_type) {
+    uint64_t h = est__fnv1a(EST_FNV_START, domain, strlen(domain) + 1); /* "domain\0op_type" */
+    return est__fnv1a(h, op_type, strlen(op_type));
 }
 
 static void build_lookup_table(void) {
     for (size_t f = 0; f < N_FAMILIES; f++)
         for (size_t i = 0; i < families[f]->count; i++) {
             const est_op_def *op = &families[f]->ops[i];
-            uint32_t h = op_hash(op->domain ? op->domain : "", op->name) % LOOKUP_SLOTS;
+            uint64_t h = op_hash(op->domain ? op->domain : "", op->name) % LOOKUP_SLOTS;
             while (lookup_table[h]) h = (h + 1) % LOOKUP_SLOTS;
             lookup_table[h] = op; /* a later duplicate is never reached, as in a scan */
         }
@@ -58,7 +55,7 @@ static void build_lookup_table(void) {
 
 const est_op_def *est__op_lookup(const char *domain, const char *op_type) {
     pthread_once(&lookup_once, build_lookup_table);
-    for (uint32_t h = op_hash(domain, op_type) % LOOKUP_SLOTS; lookup_table[h]; h = (h + 1) % LOOKUP_SLOTS) {
+    for (uint64_t h = op_hash(domain, op_type) % LOOKUP_SLOTS; lookup_table[h]; h = (h + 1) % LOOKUP_SLOTS) {
         const est_op_def *op = lookup_table[h];
         if (strcmp(op->name, op_type) == 0 && strcmp(op->domain ? op->domain : "", domain) == 0) return op;
     }

@@ -86,9 +86,11 @@ static size_t count_present(const int32_t *ids, int32_t n) {
     return c;
 }
 
-/* *sum += v; false when that passes 2^64 - 1 (a count too large to report). */
+/* *sum += v, saturating; false when the sum saturates (a count too large
+ * to report; UINT64_MAX in v already is one). */
 static bool add_bytes(uint64_t *sum, uint64_t v) {
-    return v != UINT64_MAX && !__builtin_add_overflow(*sum, v, sum);
+    *sum = est_add_sat(*sum, v);
+    return *sum != UINT64_MAX;
 }
 
 static est_status build_layers(est_report *r, est_error *err) {

@@ -190,10 +190,13 @@ bool est__dtype_is_int(est_dtype dt) {
 
 /* ---- constants ------------------------------------------------------------- */
 
+bool est__const_foldable(est_dtype dt, int64_t count) {
+    return count >= 0 && count <= EST_FOLD_MAX_ELEMENTS && (est__dtype_is_float(dt) || est__dtype_is_int(dt));
+}
+
 est_const *est__const_new(est_dtype dt, int64_t count) {
-    if (count < 0 || count > EST_FOLD_MAX_ELEMENTS) return NULL;
+    if (!est__const_foldable(dt, count)) return NULL;
     bool is_f = est__dtype_is_float(dt);
-    if (!is_f && !est__dtype_is_int(dt)) return NULL;
     est_const *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->dtype = dt;

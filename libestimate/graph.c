@@ -6,11 +6,7 @@
 #include "module_names.h"
 #include "registry.h"
 
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
 est_graph *est__graph_new(const char *source) {
     est_graph *g = calloc(1, sizeof *g);
@@ -207,12 +203,6 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
     return t;
 }
 
-static uint64_t hash_n(const char *s, size_t len) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static bool intern_grow(est_intern *in) {
     uint64_t cap = in->cap ? in->cap * 2 : 64;
     char **slots = calloc(cap, sizeof *slots);
@@ -220,7 +210,7 @@ static bool intern_grow(est_intern *in) {
     for (uint64_t i = 0; i < in->cap; i++) {
         char *s = in->slots[i];
         if (!s) continue;
-        uint64_t h = hash_n(s, strlen(s)) & (cap - 1);
+        uint64_t h = hash_name(s) & (cap - 1);
         while (slots[h]) h = (h + 1) & (cap - 1);
         slots[h] = s;
     }
@@ -233,7 +223,7 @@ static bool intern_grow(est_intern *in) {
 const char *est__graph_intern_n(est_graph *g, const char *s, size_t len) {
     est_intern *in = &g->strings;
     if ((in->count + 1) * 2 > in->cap && !intern_grow(in)) return NULL;
-    uint64_t h = hash_n(s, len) & (in->cap - 1);
+    uint64_t h = est__fnv1a(EST_FNV_START, s, len) & (in->cap - 1);
     for (; in->slots[h]; h = (h + 1) & (in->cap - 1))
         if (strncmp(in->slots[h], s, len) == 0 && in->slots[h][len] == '\0') return in->slots[h];
     char *copy = est__strndup(s, len);

@@ -252,8 +252,7 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
         if ((int64_t)iv->count != count || (!iv->ints && !iv->floats))
             return est__fail(err, EST_EINVAL, "%s: value given for input '%s' has %zu elements, expected %lld",
                              g->source, t->name, iv->count, (long long)count);
-        if (count > EST_FOLD_MAX_ELEMENTS || (!est__dtype_is_float(t->dtype) && !est__dtype_is_int(t->dtype)))
-            break; /* too large or not numeric: shapes stay unfolded */
+        if (!est__const_foldable(t->dtype, count)) break; /* too large or not numeric: shapes stay unfolded */
         est_const *c = est__const_new(t->dtype, count);
         if (!c) return est__fail(err, EST_ENOMEM, "out of memory");
         for (int64_t k = 0; k < count; k++)

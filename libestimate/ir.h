@@ -280,6 +280,10 @@ est_status est__graph_list_params(est_graph *g, est_error *err);
 bool est__param_trains(const est_tensor *t, const est_param_filter *f);
 
 void est__const_free(est_const *c);
+/* Whether a value of count elements of dt is kept (est__const_new makes it):
+ * numeric, and at most EST_FOLD_MAX_ELEMENTS. */
+bool est__const_foldable(est_dtype dt, int64_t count);
+/* NULL when not foldable, or out of memory (then foldable says which). */
 est_const *est__const_new(est_dtype dt, int64_t count);
 est_const *est__const_ref(est_const *c);
 bool est__dtype_is_float(est_dtype dt);
@@ -314,6 +318,14 @@ static inline bool est__mul_overflow(int64_t a, int64_t b, int64_t *out) {
 char *est__strdup(const char *s);
 /* The first len bytes of s, NUL-terminated; NULL when out of memory. */
 char *est__strndup(const char *s, size_t len);
+/* FNV-1a of s[0..len), continuing from h (EST_FNV_START to begin): the one
+ * string hash of the name maps, the interned strings, the op table and the
+ * FX argument names. */
+#define EST_FNV_START 1469598103934665603ull
+static inline uint64_t est__fnv1a(uint64_t h, const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
 
 /* Copies *lim (NULL: the defaults) with every 0 field set to its default and
  * max_rank, max_nesting clamped to what the library can hold. */

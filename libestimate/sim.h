@@ -155,14 +155,11 @@ void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each 
 void est__sim_mark_strided_inputs(sim *s);  /* inputs that are non-contiguous views */
 void est__sim_plan_lifetimes(sim *s);       /* last uses, saves, release lists */
 
-/* a + b, saturating; flags the step's overflow (UINT64_MAX in either is
- * already a count too large to be exact). */
+/* a + b, saturating (est_add_sat); a saturated sum, or UINT64_MAX in
+ * either (already a count too large to be exact), flags the step's overflow. */
 static inline uint64_t sim_add(sim *s, uint64_t a, uint64_t b) {
-    uint64_t r;
-    if (a == UINT64_MAX || b == UINT64_MAX || __builtin_add_overflow(a, b, &r)) {
-        s->overflow = true;
-        return UINT64_MAX;
-    }
+    uint64_t r = est_add_sat(a, b);
+    if (r == UINT64_MAX) s->overflow = true;
     return r;
 }
 

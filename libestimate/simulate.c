@@ -508,8 +508,10 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.alloc_bytes = calloc(nt, sizeof *s.alloc_bytes);
     s.ws_forward = calloc(nn, sizeof *s.ws_forward);
     s.ws_backward = calloc(nn, sizeof *s.ws_backward);
-    if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order || !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first || !s.release_order || !s.saved_until || !s.kept ||
-        !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx || !s.unreached) {
+    if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order ||
+        !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first ||
+        !s.release_order || !s.saved_until || !s.kept || !s.grad_bytes || !s.param_has_grad || !s.saved || !s.ctx ||
+        !s.unreached) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }

@@ -322,10 +322,9 @@ static int64_t domain_opset(const Onnx__ModelProto *m, const char *domain) {
     return 0;
 }
 
-/* FNV-1a of s[0..n), never 0. */
+/* The hash of s[0..n), never 0 (0 says "none"). */
 static uint64_t name_hash(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    uint64_t h = est__fnv1a(EST_FNV_START, s, n);
     return h ? h : 1;
 }
 
