@@ -38,11 +38,11 @@ static inline bool write_tmp_file(char *path, size_t size, const char *name, con
     return fclose(f) == 0;
 }
 
-/* Runs `memest ARGS` through the shell; returns its exit code and its output
- * (stdout, plus stderr when `with_stderr`), which the caller frees. */
-static int run(const char *args, bool with_stderr, char **out) {
+/* Runs `memest ARGS REDIRECTS` through the shell; returns its exit code and
+ * what reaches the pipe, which the caller frees. */
+static int run_with(const char *args, const char *redirects, char **out) {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s", memest, args, with_stderr ? "2>&1" : "2>/dev/null");
+    snprintf(cmd, sizeof cmd, "'%s' %s %s", memest, args, redirects);
     FILE *p = popen(cmd, "r");
     size_t cap = 1 << 16, n = 0, got;
     char *buf = malloc(cap);
@@ -55,6 +55,12 @@ static int run(const char *args, bool with_stderr, char **out) {
     if (out) *out = buf;
     else free(buf);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* memest ARGS: its exit code and output (stdout, plus stderr when
+ * `with_stderr`). */
+static int run(const char *args, bool with_stderr, char **out) {
+    return run_with(args, with_stderr ? "2>&1" : "2>/dev/null", out);
 }
 
 /* Checks the exit code of `memest ARGS` and, when given, a piece of its

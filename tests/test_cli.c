@@ -402,40 +402,26 @@ static void json_exact_numbers(void) {
     expect_exit(args, 0, "wide \\\"q\\\"\\tx.json\"");
 }
 
-/* memest ARGS with standard output on a full device (/dev/full): its exit
- * code, and its standard error in *err. */
-static int run_to_full(const char *args, char **err) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1 >/dev/full", memest, args);
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while (p && (got = fread(buf + n, 1, cap - n - 1, p)) > 0) n += got;
-    buf[n] = '\0';
-    int status = p ? pclose(p) : -1;
-    *err = buf;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* Every output that cannot be written fails with exit 1, naming where it
  * went and why: standard output on a full disk, and -o to one. */
 static void output_failures(void) {
+    static const char to_full[] = "2>&1 >/dev/full"; /* stderr to the pipe, then stdout to the full device */
     char args[4096], *err;
     static const char *const to_stdout[] = {"--batch 2", "--batch 2 --format json", "--batch 2 --format csv",
                                             "--max-batch --gpu T4", "--max-batch --gpu T4 --format json",
                                             "--sweep batch=1,2", "--sweep batch=1,2 --format csv"};
     for (size_t i = 0; i < sizeof to_stdout / sizeof *to_stdout; i++) {
         snprintf(args, sizeof args, "%s/lenet.onnx %s", models, to_stdout[i]);
-        int rc = run_to_full(args, &err);
+        int rc = run_with(args, to_full, &err);
         CHECK(rc == 1 && strstr(err, "standard output: cannot write: No space left on device"),
               "memest %s >/dev/full: exit %d: %s", args, rc, err);
         free(err);
     }
-    int rc = run_to_full("ops", &err);
+    int rc = run_with("ops", to_full, &err);
     CHECK(rc == 1 && strstr(err, "No space left on device"), "memest ops >/dev/full: exit %d: %s", rc, err);
     free(err);
     snprintf(args, sizeof args, "convert %s/lenet.onnx -o -", models);
-    rc = run_to_full(args, &err);
+    rc = run_with(args, to_full, &err);
     CHECK(rc == 1 && strstr(err, "No space left on device"), "memest %s >/dev/full: exit %d: %s", args, rc, err);
     free(err);
     snprintf(args, sizeof args, "%s/lenet.onnx --batch 2 -o /dev/full", models);
