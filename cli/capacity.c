@@ -113,7 +113,7 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
     est_fit ef = fit_of(fit);
     est_max_batch_result mb;
     if (est_max_batch(g, opt, &ef, max_batch, &mb, &err) != EST_OK) {
-        fprintf(stderr, "memest: --max-batch: %s\n", term(err.message));
+        fprintf(stderr, "memest: --max-batch: %s\n", err.message);
         return 1;
     }
     int64_t lo = mb.batch, hi = mb.next_batch, saved = opt->batch;
@@ -128,7 +128,7 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
         est_status s = est_estimate(g, opt, &r, &err);
         opt->batch = saved;
         if (s != EST_OK) {
-            fprintf(stderr, "memest: %s\n", term(err.message));
+            fprintf(stderr, "memest: %s\n", err.message);
             return 1;
         }
         static json_writer w; /* 64 KiB: not on the stack */
@@ -205,7 +205,7 @@ int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, 
         if (is_batch) opt->batch = sw->values[i];
         else dims[slot].value = sw->values[i];
         if (est_estimate_point(g, opt, sw->values[i], &pts[i], &err) != EST_OK) {
-            fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[i], term(err.message));
+            fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[i], err.message);
             rc = 1;
             break;
         }

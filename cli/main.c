@@ -552,17 +552,16 @@ static int parse_args(cli *c, int argc, char **argv) {
     /* dims above the largest memest takes are usage errors, as a malformed
      * number is, not failures of the model */
     int64_t largest = (int64_t)c->limits.max_dim_value;
-    if (c->opt.batch > largest)
-        return usage_error("--batch %lld: above the largest dim memest takes, %lld (est_limits.max_dim_value)",
-                           (long long)c->opt.batch, (long long)largest);
-    for (size_t k = 0; k < c->opt.n_dims; k++)
-        if (c->dims[k].value > largest)
-            return usage_error("--dim %s=%lld: above the largest dim memest takes, %lld (est_limits.max_dim_value)",
-                               c->dims[k].name, (long long)c->dims[k].value, (long long)largest);
-    for (size_t k = 0; k < c->sweep.n; k++)
-        if (c->sweep.values[k] > largest)
-            return usage_error("--sweep %s=%lld: above the largest dim memest takes, %lld (est_limits.max_dim_value)",
-                               c->sweep.name, (long long)c->sweep.values[k], (long long)largest);
+    const char *flag = NULL, *name = NULL;
+    int64_t value = 0;
+    if (c->opt.batch > largest) flag = "--batch", value = c->opt.batch;
+    for (size_t k = 0; !flag && k < c->opt.n_dims; k++)
+        if (c->dims[k].value > largest) flag = "--dim", name = c->dims[k].name, value = c->dims[k].value;
+    for (size_t k = 0; !flag && k < c->sweep.n; k++)
+        if (c->sweep.values[k] > largest) flag = "--sweep", name = c->sweep.name, value = c->sweep.values[k];
+    if (flag)
+        return usage_error("%s %s%s%lld: above the largest dim memest takes, %lld (est_limits.max_dim_value)", flag,
+                           name ? name : "", name ? "=" : "", (long long)value, (long long)largest);
     if (c->opt.amp != EST_AMP_NONE && c->dtype_given && c->opt.dtype != EST_DT_FLOAT)
         return usage_error("--amp keeps float32 weights; it does not combine with --dtype %s",
                            est_dtype_name(c->opt.dtype));
@@ -616,7 +615,7 @@ static int convert(const cli *c, const est_graph *g) {
     est_error err;
     char *text = NULL;
     if (est_graph_to_json(g, &text, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", term(err.message));
+        fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_FAIL;
     }
     out_file o;
@@ -650,7 +649,7 @@ static int estimate(const cli *c, const est_graph *g) {
     est_error err;
     est_report *r = NULL;
     if (est_estimate(g, &c->opt, &r, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", term(err.message));
+        fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_FAIL;
     }
     out_file out;
@@ -690,7 +689,7 @@ static int check_model_options(cli *c, const est_graph *g) {
         return usage_error("--amp keeps float32 weights, and %s's are %s: add --dtype float32", c->model,
                            est_dtype_name(c->opt.dtype));
     if (est_check_param_filter(g, &c->opt.params, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", term(err.message));
+        fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_USAGE;
     }
     warn_if_adapters_train_with_base(c, g);
@@ -712,7 +711,7 @@ int main(int argc, char **argv) {
             est_error err;
             est_graph *g = NULL;
             if (est_load_file_limited(c.model, &c.limits, &g, &err) != EST_OK) {
-                fprintf(stderr, "memest: %s\n", term(err.message));
+                fprintf(stderr, "memest: %s\n", err.message);
                 rc = EXIT_FAIL;
             } else {
                 rc = check_model_options(&c, g);

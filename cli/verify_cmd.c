@@ -293,7 +293,7 @@ int run_verify(const verify_request *q, const est_graph *g) {
     est_error err;
     est_report *rep = NULL;
     if (est_estimate(g, &q->opt, &rep, &err) != EST_OK) {
-        fprintf(stderr, "memest: %s\n", term(err.message));
+        fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_FAIL;
     }
     char why[512];
