@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Per-GPU memory of a training step under PyTorch's data-parallel strategies,
+measured on every rank (issue 17's harness; issue 18 runs it on 2, 4 and 8 GPUs).
+
+usage: measure_dist.py OUT.json [--nproc N] [--models a,b] [--strategies s,t]
+                       [--batches 8,32] [--shard-group N] [--dry-run]
+
+Strategies, as `memest --strategy` names them (docs/distributed.md):
+  none          the model alone on each GPU (no communication): the baseline
+  ddp           DistributedDataParallel, 25 MiB buckets
+  ddp-view      the same with gradient_as_bucket_view=True
+  zero1         DDP with torch.distributed.optim.ZeroRedundancyOptimizer(Adam)
+  fsdp          FSDP2 fully_shard on every block, then on the model
+                (reshard_after_forward=True)
+  fsdp-grad-op  the same with reshard_after_forward=False
+  hsdp          FSDP2 on a 2-D mesh (replicate, shard), --shard-group GPUs
+                per shard group (default: all of them)
+
+BERT's pooler, which last_hidden_state never reads, is removed first: DDP
+refuses parameters that get no gradient, and the ONNX export has none of it.
+
+A block is what memest's `--strategy fsdp` shards as one group: an outermost
+module whose name ends in an index in its container ("layer1.0",
+"encoder.layer.3", "encoder_layer_3").
+
+Each (model, strategy, batch) runs the truth protocol of
+../shared/truth/README.md with Adam(lr=1e-4): three iterations of
+zero_grad(set_to_none=True), y = model(x), loss = y.float().mean(),
+loss.backward(), opt.step(), x being the per-GPU batch. Per rank it records:
+  peak_iter[i]      max_memory_allocated during iteration i, less what was
+                    allocated before the model existed
+  peak              their maximum (the construction included)
+  construct_peak    the same during construction and wrapping
+  after_forward, after_backward, after_step: memory_allocated at those
+                    points of iteration 2 (steady state), less the base
+  reserved          max_memory_reserved over the run
+  outside_allocator the device memory in use that PyTorch's allocator does not
+                    hold (mem_get_info's used - memory_reserved), less the
+                    same before the process group was made: NCCL's
+                    communicators and buffers, cuDNN/cuBLAS handles
+The top level has "nccl_init": that figure right after init_process_group and
+one all_reduce.
+
+--dry-run checks the harness on a CPU: gloo backend, 2 processes unless
+--nproc says otherwise, batch 2, no memory figures.
+"""
+import argparse
+import copy
+import gc
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "accuracy"))
+import zoo  # noqa: E402
+
+STRATEGIES = ["none", "ddp", "ddp-view", "zero1", "fsdp", "fsdp-grad-op", "hsdp"]
+ITERATIONS = 3
+
+
+def is_block_name(name):
+    """memest's block rule (libestimate/checkpoint.c, est__is_block_name)."""
+    last = name.rsplit(".", 1)[-1]
+    digits = len(last) - len(last.rstrip("0123456789"))
+    return digits > 0 and (digits == len(last) or last[-digits - 1] == "_")
+
+
+def blocks(model):
+    """The outermost modules with a block name, in registration order."""
+    out = []
+    for name, m in model.named_modules():
+        if name and is_block_name(name) and not any(name.startswith(o + ".") for o, _ in out):
+            out.append((name, m))
+    return out
+
+
+def used_outside_allocator(dev):
+    if dev.type != "cuda":
+        return 0
+    free, total = torch.cuda.mem_get_info(dev)
+    return (total - free) - torch.cuda.memory_reserved(dev)
+
+
+def wrap(strategy, model, dev, world, shard_group):
+    """The model wrapped for the strategy, and its optimizer."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    ids = [dev.index] if dev.type == "cuda" else None
+    if strategy == "none":
+        model = model.to(dev)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-4)
+    if strategy in ("ddp", "ddp-view", "zero1"):
+        model = DDP(model.to(dev), device_ids=ids, bucket_cap_mb=25, gradient_as_bucket_view=strategy == "ddp-view")
+        if strategy == "zero1":
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=1e-4)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-4)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    if strategy == "hsdp":
+        mesh = init_device_mesh(dev.type, (world // shard_group, shard_group), mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh(dev.type, (world,))
+    reshard = strategy != "fsdp-grad-op"
+    for _, m in blocks(model):
+        fully_shard(m, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-4)
+
+
+def settle(dev):
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        torch.cuda.empty_cache()
+
+
+def allocated(dev):
+    return torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
+
+
+def peak(dev):
+    return torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0
+
+
+def reset(dev):
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+
+
+def measure(name, strategy, batch, dev, world, shard_group, outside0):
+    settle(dev)
+    base = allocated(dev)
+    reset(dev)
+    cpu_model = zoo.build(name).train()
+    if getattr(getattr(cpu_model, "m", None), "pooler", None) is not None:
+        cpu_model.m.pooler = None  # unused by last_hidden_state: DDP would refuse it, memest's export lacks it
+    model, opt = wrap(strategy, copy.deepcopy(cpu_model), dev, world, shard_group)
+    x = zoo.make_input(name, batch).to(dev)
+    construct = peak(dev) - base
+    peaks, phases = [], {}
+    reserved = torch.cuda.max_memory_reserved(dev) if dev.type == "cuda" else 0
+    for it in range(ITERATIONS):
+        reset(dev)
+        opt.zero_grad(set_to_none=True)
+        y = model(x)
+        loss = y.float().mean()
+        if it == 1:
+            phases["after_forward"] = allocated(dev) - base
+        loss.backward()
+        if it == 1:
+            phases["after_backward"] = allocated(dev) - base
+        opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        if it == 1:
+            phases["after_step"] = allocated(dev) - base
+        peaks.append(peak(dev) - base)
+        if dev.type == "cuda":
+            reserved = max(reserved, torch.cuda.max_memory_reserved(dev))
+    outside = used_outside_allocator(dev) - outside0
+    row = {"model": name, "strategy": strategy, "batch": batch, "rank": dist.get_rank(),
+           "peak_iter": peaks, "peak": max(peaks + [construct]), "construct_peak": construct,
+           **phases, "reserved": reserved, "outside_allocator": outside,
+           "loss": float(loss.detach().float().cpu())}
+    del y, loss, x, opt, model
+    return row
+
+
+def worker(rank, world, args, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    if args.dry_run:
+        dev = torch.device("cpu")
+        backend = "gloo"
+    else:
+        dev = torch.device("cuda", rank)
+        torch.cuda.set_device(dev)
+        torch.zeros(1, device=dev)  # the CUDA context, before the baseline
+        backend = "nccl"
+    outside0 = used_outside_allocator(dev)
+    dist.init_process_group(backend, rank=rank, world_size=world,
+                            device_id=dev if dev.type == "cuda" else None)
+    t = torch.ones(1, device=dev)
+    dist.all_reduce(t)
+    del t
+    settle(dev)
+    nccl_init = used_outside_allocator(dev) - outside0
+    rows, errors = [], []
+    shard_group = args.shard_group or world
+    for name in args.models:
+        for strategy in args.strategies:
+            for batch in args.batches:
+                t0 = time.time()
+                try:
+                    row = measure(name, strategy, batch, dev, world, shard_group, outside0)
+                    row["seconds"] = round(time.time() - t0, 2)
+                    rows.append(row)
+                    if rank == 0:
+                        print(f"{name:12} {strategy:13} b{batch:<3} peak {row['peak'] / 2**20:9.1f} MiB "
+                              f"reserved {row['reserved'] / 2**20:9.1f} MiB outside {row['outside_allocator'] / 2**20:7.1f} MiB "
+                              f"({row['seconds']} s)", flush=True)
+                except Exception as e:  # recorded; the other configurations still run
+                    errors.append({"model": name, "strategy": strategy, "batch": batch, "rank": rank,
+                                   "error": repr(e)[:400]})
+                    if rank == 0:
+                        print(f"{name:12} {strategy:13} b{batch:<3} ERROR {repr(e)[:200]}", flush=True)
+                    settle(dev)
+                dist.barrier()
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"rows": rows, "errors": errors, "nccl_init": nccl_init})
+    if rank == 0:
+        out = {"machine": {"host": platform.node(), "gpus": [torch.cuda.get_device_name(i) for i in range(world)]
+                           if not args.dry_run else ["cpu"] * world},
+               "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
+                            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if not args.dry_run else None},
+               "date": time.strftime("%Y-%m-%d"), "world_size": world, "shard_group": shard_group,
+               "dry_run": args.dry_run, "nccl_init": [g["nccl_init"] for g in gathered],
+               "runs": [r for g in gathered for r in g["rows"]],
+               "errors": [e for g in gathered for e in g["errors"]]}
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+        print(f"wrote {args.out}: {len(out['runs'])} rank rows, {len(out['errors'])} errors")
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--nproc", type=int)
+    ap.add_argument("--models", default="resnet50,vit_b_16,bert_base,llama_4l")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--batches", default="8,32")
+    ap.add_argument("--shard-group", type=int, default=0)
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args()
+    args.models = args.models.split(",")
+    args.strategies = args.strategies.split(",")
+    for s in args.strategies:
+        if s not in STRATEGIES:
+            ap.error(f"unknown strategy {s} (one of {', '.join(STRATEGIES)})")
+    args.batches = [2] if args.dry_run else [int(b) for b in args.batches.split(",")]
+    world = args.nproc or (2 if args.dry_run else torch.cuda.device_count())
+    if args.shard_group and world % args.shard_group:
+        ap.error(f"--shard-group {args.shard_group} does not divide {world} processes")
+    port = 29500 + os.getpid() % 1000
+    mp.spawn(worker, args=(world, args, port), nprocs=world, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
