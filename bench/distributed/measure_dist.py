@@ -41,6 +41,11 @@ loss.backward(), opt.step(), x being the per-GPU batch. Per rank it records:
 The top level has "nccl_init": that figure right after init_process_group and
 one all_reduce.
 
+--fresh runs each configuration as its own job (new processes and process
+group), as a user runs one; otherwise one job runs them all in turn. Either
+way cuBLAS and cuDNN are warmed up before the first baseline (as
+../accuracy/measure.py does), so their workspaces are not counted.
+
 --dry-run checks the harness on a CPU: gloo backend, 2 processes unless
 --nproc says otherwise, batch 2, no memory figures.
 """
@@ -79,6 +84,19 @@ def blocks(model):
         if name and is_block_name(name) and not any(name.startswith(o + ".") for o, _ in out):
             out.append((name, m))
     return out
+
+
+def warm_up(dev):
+    """cuBLAS and cuDNN handles and the cuBLAS workspace exist before any
+    baseline is read, as in ../accuracy/measure.py and the truth runs."""
+    a = torch.randn(256, 256, device=dev, requires_grad=True)
+    (a @ a).sum().backward()
+    torch.nn.functional.linear(a, a, a[0]).sum().backward()
+    c = torch.nn.Conv2d(3, 8, 3).to(dev)
+    c(torch.randn(2, 3, 16, 16, device=dev)).sum().backward()
+    torch.bmm(a[None], a[None])
+    del a, c
+    settle(dev)
 
 
 def used_outside_allocator(dev):
@@ -191,6 +209,7 @@ def worker(rank, world, args, port):
     del t
     settle(dev)
     nccl_init = used_outside_allocator(dev) - outside0
+    warm_up(dev)
     rows, errors = [], []
     shard_group = args.shard_group or world
     for name in args.models:
@@ -229,6 +248,13 @@ def worker(rank, world, args, port):
     dist.destroy_process_group()
 
 
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -238,6 +264,7 @@ def main():
     ap.add_argument("--batches", default="8,32")
     ap.add_argument("--shard-group", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--fresh", action="store_true", help="a new job (processes, process group) per configuration")
     args = ap.parse_args()
     args.models = args.models.split(",")
     args.strategies = args.strategies.split(",")
@@ -248,8 +275,28 @@ def main():
     world = args.nproc or (2 if args.dry_run else torch.cuda.device_count())
     if args.shard_group and world % args.shard_group:
         ap.error(f"--shard-group {args.shard_group} does not divide {world} processes")
-    port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(world, args, port), nprocs=world, join=True)
+    port = free_port()
+    if not args.fresh:
+        mp.spawn(worker, args=(world, args, port), nprocs=world, join=True)
+        return 0
+    # one job of `world` processes per configuration, as a user runs one
+    merged, out = None, args.out
+    for name, strategy, batch in ((m, s, b) for m in args.models for s in args.strategies for b in args.batches):
+        one = copy.copy(args)
+        one.models, one.strategies, one.batches, one.out = [name], [strategy], [batch], out + ".part"
+        mp.spawn(worker, args=(world, one, free_port()), nprocs=world, join=True)
+        part = json.load(open(one.out))
+        if merged is None:
+            merged = part
+        else:
+            merged["runs"] += part["runs"]
+            merged["errors"] += part["errors"]
+            merged["nccl_init"] += part["nccl_init"]
+    os.remove(out + ".part")
+    merged["fresh"] = True
+    with open(out, "w") as f:
+        json.dump(merged, f, indent=1)
+    print(f"wrote {out}: {len(merged['runs'])} rank rows, {len(merged['errors'])} errors")
     return 0
 
 

@@ -14,6 +14,6 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 n=$(nvidia-smi -L | wc -l)
 rc=0
 for m in ${@:-resnet50 vit_b_16 bert_base llama_4l}; do
-    python3 measure_dist.py "$OUT/dist_w${n}_$m.json" --nproc "$n" --models "$m" 2>&1 | grep -v Warning | tee -a "$OUT/dist_w$n.log" || rc=1
+    python3 measure_dist.py "$OUT/dist_w${n}_$m.json" --nproc "$n" --models "$m" --fresh 2>&1 | grep -v Warning | tee -a "$OUT/dist_w$n.log" || rc=1
 done
 exit $rc

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""memest --world-size N --strategy S against measure_dist.py's measurements.
+
+usage: compare_dist.py [--memest build/cli/memest] [--markdown] [--json OUT]
+                       MEASURED.json [MEASURED.json ...] EXPORTS_DIR
+
+For every measured (model, strategy, batch), the largest peak over the ranks
+against memest's per-GPU peak, on the model's TorchScript training export
+(EXPORTS_DIR/<model>.legacy-train.onnx), else its dynamo one. "ddp-view" is
+--strategy ddp --grad-as-bucket-view; "none" is the one-GPU estimate.
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "accuracy"))
+import memest_run  # noqa: E402
+
+
+def export_of(exports, model):
+    for kind in ("legacy-train", "dynamo-train"):
+        path = os.path.join(exports, f"{model}.{kind}.onnx")
+        if os.path.exists(path):
+            return path, kind
+    return None, None
+
+
+def strategy_args(strategy, world, shard_group):
+    if strategy == "none":
+        return []
+    args = ["--world-size", str(world)]
+    if strategy == "ddp-view":
+        return args + ["--strategy", "ddp", "--grad-as-bucket-view"]
+    if strategy == "hsdp":
+        return args + ["--strategy", "hsdp", "--shard-group", str(shard_group)]
+    return args + ["--strategy", strategy]
+
+
+def main():
+    ap = memest_run.argument_parser(__doc__.splitlines()[0])
+    ap.add_argument("--json")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    exports, files = a.files[-1], a.files[:-1]
+    rows = []
+    for path in files:
+        d = json.load(open(path))
+        world, group = d["world_size"], d["shard_group"]
+        worst = {}
+        for r in d["runs"]:
+            key = (r["model"], r["strategy"], r["batch"])
+            if key not in worst or r["peak"] > worst[key]["peak"]:
+                worst[key] = r
+        for (model, strategy, batch), r in worst.items():
+            if a.only and model not in a.only.split(","):
+                continue
+            onnx, kind = export_of(exports, model)
+            row = {"model": model, "export": kind, "strategy": strategy, "world_size": world, "batch": batch,
+                   "measured": r["peak"], "reserved": r["reserved"], "gpu": d["machine"]["gpus"][0],
+                   "torch": d["versions"]["torch"], "source": os.path.basename(path)}
+            if onnx is None:
+                row["error"] = "no export"
+            else:
+                rep, err = memest_run.estimate(a.memest, onnx, batch, *strategy_args(strategy, world, group))
+                if err:
+                    row["error"] = err
+                else:
+                    row["estimate"] = rep["peak"]["bytes"]
+                    row["estimate_reserved"] = rep["totals"]["reserved_bytes"]
+                    row["error_pct"] = 100.0 * (row["estimate"] - row["measured"]) / row["measured"]
+            rows.append(row)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    mib = 2 ** 20
+    if a.markdown:
+        print("| model | export | strategy | GPUs | batch | measured | memest | error |")
+        print("|---|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        est = f"{r['estimate'] / mib:.1f} MiB" if "estimate" in r else r.get("error", "")
+        err = f"{r['error_pct']:+.1f}%" if "error_pct" in r else "-"
+        if a.markdown:
+            print(f"| {r['model']} | {r['export']} | {r['strategy']} | {r['world_size']} | {r['batch']} | "
+                  f"{r['measured'] / mib:.1f} MiB | {est} | {err} |")
+        else:
+            print(f"{r['model']:12} {r['strategy']:13} w{r['world_size']} b{r['batch']:<3} "
+                  f"measured {r['measured'] / mib:8.1f} MiB  memest {est:>14}  {err}")
+    errs = sorted(abs(r["error_pct"]) for r in rows if "error_pct" in r)
+    if errs and not a.markdown:
+        print(f"{len(errs)} rows: median |error| {errs[len(errs) // 2]:.2f}%, worst {errs[-1]:.2f}%, "
+              f"within 5%: {sum(e <= 5 for e in errs)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
