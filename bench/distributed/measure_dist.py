@@ -31,8 +31,9 @@ loss.backward(), opt.step(), x being the per-GPU batch. Per rank it records:
                     allocated before the model existed
   peak              their maximum (the construction included)
   construct_peak    the same during construction and wrapping
+  constructed       memory_allocated once the model is wrapped, less the base
   after_forward, after_backward, after_step: memory_allocated at those
-                    points of iteration 2 (steady state), less the base
+                    points of each iteration, less the base
   reserved          max_memory_reserved over the run
   outside_allocator the device memory in use that PyTorch's allocator does not
                     hold (mem_get_info's used - memory_reserved), less the
@@ -162,23 +163,21 @@ def measure(name, strategy, batch, dev, world, shard_group, outside0):
     model, opt = wrap(strategy, copy.deepcopy(cpu_model), dev, world, shard_group)
     x = zoo.make_input(name, batch).to(dev)
     construct = peak(dev) - base
-    peaks, phases = [], {}
+    phases = {"constructed": allocated(dev) - base, "after_forward": [], "after_backward": [], "after_step": []}
+    peaks = []
     reserved = torch.cuda.max_memory_reserved(dev) if dev.type == "cuda" else 0
     for it in range(ITERATIONS):
         reset(dev)
         opt.zero_grad(set_to_none=True)
         y = model(x)
         loss = y.float().mean()
-        if it == 1:
-            phases["after_forward"] = allocated(dev) - base
+        phases["after_forward"].append(allocated(dev) - base)
         loss.backward()
-        if it == 1:
-            phases["after_backward"] = allocated(dev) - base
+        phases["after_backward"].append(allocated(dev) - base)
         opt.step()
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
-        if it == 1:
-            phases["after_step"] = allocated(dev) - base
+        phases["after_step"].append(allocated(dev) - base)
         peaks.append(peak(dev) - base)
         if dev.type == "cuda":
             reserved = max(reserved, torch.cuda.max_memory_reserved(dev))
