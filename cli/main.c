@@ -106,6 +106,31 @@ static const char help_finetune_text[] =
     "\n"
     ;
 
+static const char help_parallel_text[] =
+    "Several GPUs (docs/distributed.md); the report is per GPU, --batch per GPU:\n"
+    "      --world-size N    GPUs in the job (default: 1)\n"
+    "      --strategy S      how the step is spread over them (default: none):\n"
+    "                        ddp           DistributedDataParallel: a replica per\n"
+    "                                      GPU, gradients all-reduced in buckets\n"
+    "                        zero1         DDP with ZeroRedundancyOptimizer: the\n"
+    "                                      optimizer state partitioned\n"
+    "                        fsdp          FSDP2 fully_shard per block and on the\n"
+    "                                      model: parameters, gradients and\n"
+    "                                      optimizer state sharded; a block's\n"
+    "                                      parameters gathered while it runs\n"
+    "                        fsdp-grad-op  the same, gathered from forward until\n"
+    "                                      backward (reshard_after_forward=False)\n"
+    "                        hsdp          fsdp within shard groups (--shard-group)\n"
+    "      --shard-group N   hsdp: GPUs per shard group, dividing --world-size\n"
+    "      --bucket-mb N     ddp, zero1: bucket_cap_mb (default: 25)\n"
+    "      --grad-as-bucket-view\n"
+    "                        ddp, zero1: gradient_as_bucket_view=True (default: off)\n"
+    "      --offload         fsdp family: CPUOffloadPolicy, sharded parameters,\n"
+    "                        gradients and optimizer state in host memory\n"
+    "                        (default: off)\n"
+    "\n"
+    ;
+
 static const char help_capacity_text[] =
     "Capacity planning (docs/capacity.md):\n"
     "      --gpu NAME        say whether the step fits this GPU: T4, L4, A10G, L40S,\n"
@@ -153,6 +178,7 @@ static const char help_verify_text[] =
     "  memest models/resnet18.onnx --sweep batch=1,8,32,64 --gpu-memory 24GiB\n"
     "  memest models/resnet18.onnx --batch 64 --checkpoint every=1\n"
     "  memest models/resnet18.onnx --batch 64 --trainable fc.     (a new head only)\n"
+    "  memest models/resnet18.onnx --batch 64 --world-size 8 --strategy fsdp\n"
     "  memest llama-lora.onnx --batch 4 --dim seq=2048 --trainable lora_ \\\n"
     "         --dtype bfloat16 --optimizer adamw\n"
     "  memest convert models/resnet18.onnx -o resnet18.json\n"
@@ -370,6 +396,7 @@ static int parse_args(cli *c, int argc, char **argv) {
             fputs(usage_text, stdout);
             fputs(help_text, stdout);
             fputs(help_finetune_text, stdout);
+            fputs(help_parallel_text, stdout);
             fputs(help_capacity_text, stdout);
             fputs(help_verify_text, stdout);
             return EXIT_OK;
@@ -443,6 +470,28 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (!parse_int64(v, &c->opt.grad_accum) || c->opt.grad_accum <= 0 || c->opt.grad_accum > 1024)
                 return usage_error("--grad-accum wants a number of micro-batches from 1 to 1024, got '%s'", v);
+        } else if (is_flag(a, "--world-size", "--world-size") || is_flag(a, "--shard-group", "--shard-group")) {
+            bool world = strncmp(a, "--world-size", 12) == 0;
+            int64_t *dst = world ? &c->opt.parallel.world_size : &c->opt.parallel.shard_group;
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, dst) || *dst <= 0 || *dst > (1 << 20))
+                return usage_error("%s wants a number of GPUs from 1 to 1048576, got '%s'",
+                                   world ? "--world-size" : "--shard-group", v);
+        } else if (is_flag(a, "--strategy", "--strategy")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            int st = est_strategy_from_name(v);
+            if (st <= 0) return usage_error("--strategy wants ddp, zero1, fsdp, fsdp-grad-op or hsdp, got '%s'", v);
+            c->opt.parallel.strategy = (est_strategy)st;
+        } else if (is_flag(a, "--bucket-mb", "--bucket-mb")) {
+            int64_t mb;
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, &mb) || mb <= 0 || mb > (1 << 20))
+                return usage_error("--bucket-mb wants a positive number of MiB, got '%s'", v);
+            c->opt.parallel.bucket_bytes = (uint64_t)mb << 20;
+        } else if (strcmp(a, "--grad-as-bucket-view") == 0) {
+            c->opt.parallel.grad_as_bucket_view = 1;
+        } else if (strcmp(a, "--offload") == 0) {
+            c->opt.parallel.offload = 1;
         } else if (is_flag(a, "--kernels", "--kernels")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "pytorch") == 0) c->opt.kernels = EST_KERNELS_PYTORCH;
@@ -580,6 +629,9 @@ static int parse_args(cli *c, int argc, char **argv) {
         return usage_error("--input-shape is for estimating, not %s", c->command);
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
         return usage_error("--input and --dump-outputs are verify's");
+    if (c->command && strcmp(c->command, "verify") == 0 &&
+        (c->opt.parallel.world_size > 1 || c->opt.parallel.strategy != EST_STRATEGY_NONE))
+        return usage_error("verify runs one GPU: --world-size and --strategy are for estimates");
     bool capacity = c->fit_given || c->reserve_given || c->max_batch || c->sweep_name;
     if (capacity && c->command)
         return usage_error("--gpu, --gpu-memory, --reserve, --max-batch and --sweep are for estimating, not %s",

@@ -104,6 +104,31 @@ static void print_name(FILE *f, const char *name, int width) {
     else fprintf(f, "...%s", name + len - (width - 3)); /* keep the informative tail */
 }
 
+/* The strategy line and the step's communication, under the memory header. */
+static void print_parallel(FILE *f, const est_report *r) {
+    const est_parallel *p = est_report_parallel(r);
+    if (p->strategy == EST_STRATEGY_NONE) return;
+    const est_comm *c = est_report_comm(r);
+    char a[64];
+    fprintf(f, "  per GPU of %lld, %s", (long long)p->world_size, est_strategy_name(p->strategy));
+    if (p->strategy == EST_STRATEGY_HSDP) fprintf(f, " (shard groups of %lld)", (long long)p->shard_group);
+    if (c->buckets) fprintf(f, ": %" PRIu64 " gradient buckets%s", c->buckets, p->grad_as_bucket_view ? " (the .grad are views)" : "");
+    if (c->groups) fprintf(f, ": %" PRIu64 " parameter groups%s", c->groups, p->offload ? ", offloaded to the host" : "");
+    fprintf(f, "\n  communication   a step moves");
+    bool any = false;
+    const struct {
+        const char *what;
+        uint64_t bytes;
+    } moves[] = {{"all-reduce", c->all_reduce_bytes}, {"all-gather", c->all_gather_bytes},
+                 {"reduce-scatter", c->reduce_scatter_bytes}, {"broadcast", c->broadcast_bytes}};
+    for (size_t k = 0; k < sizeof moves / sizeof *moves; k++)
+        if (moves[k].bytes) {
+            fprintf(f, "%s %s %s", any ? "," : "", moves[k].what, human_bytes(a, sizeof a, moves[k].bytes));
+            any = true;
+        }
+    fprintf(f, "%s\n", any ? "" : " nothing (one GPU per group)");
+}
+
 int print_table(FILE *f, const est_report *r, const output_opts *o) {
     const est_totals *t = est_report_totals(r);
     char a[64], b[64];
@@ -169,6 +194,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
                 checkpoint_string(spec, sizeof spec, o->checkpoint), t->checkpoint_segments,
                 human_count(a, sizeof a, t->flops_recompute));
     }
+    print_parallel(f, r);
     fprintf(f, "  parameters      %s\n", human_bytes(a, sizeof a, t->params_bytes));
     fprintf(f, "  buffers         %s\n", human_bytes(a, sizeof a, t->buffers_bytes));
     fprintf(f, "  gradients       %s\n", human_bytes(a, sizeof a, t->grads_bytes));
@@ -421,6 +447,32 @@ static void write_totals(json_writer *w, const est_report *r) {
     jw_end_object(w);
 }
 
+/* "parallel": null on one GPU. */
+static void write_parallel(json_writer *w, const est_report *r) {
+    const est_parallel *p = est_report_parallel(r);
+    if (p->strategy == EST_STRATEGY_NONE) {
+        jw_null(w, "parallel");
+        return;
+    }
+    const est_comm *c = est_report_comm(r);
+    jw_begin_object(w, "parallel");
+    jw_string(w, "strategy", est_strategy_name(p->strategy));
+    jw_i64(w, "world_size", p->world_size);
+    if (p->strategy == EST_STRATEGY_HSDP) jw_i64(w, "shard_group", p->shard_group);
+    else jw_null(w, "shard_group");
+    jw_bool(w, "grad_as_bucket_view", p->grad_as_bucket_view != 0);
+    jw_bool(w, "offload", p->offload != 0);
+    jw_u64(w, "buckets", c->buckets);
+    jw_u64(w, "groups", c->groups);
+    jw_begin_object(w, "comm_bytes");
+    jw_u64(w, "all_reduce", c->all_reduce_bytes);
+    jw_u64(w, "all_gather", c->all_gather_bytes);
+    jw_u64(w, "reduce_scatter", c->reduce_scatter_bytes);
+    jw_u64(w, "broadcast", c->broadcast_bytes);
+    jw_end_object(w);
+    jw_end_object(w);
+}
+
 static void write_peak(json_writer *w, const est_peak *p) {
     jw_begin_object(w, "peak");
     jw_u64(w, "bytes", p->bytes);
@@ -442,6 +494,7 @@ void write_report_members(json_writer *w, const est_report *r, const output_opts
     if (est_report_amp(r) != EST_AMP_NONE) jw_string(w, "amp", est_report_amp(r) == EST_AMP_BF16 ? "bf16" : "fp16");
     write_checkpoint(w, r, o);
     jw_i64(w, "grad_accum", o->grad_accum > 1 ? o->grad_accum : 1);
+    write_parallel(w, r);
     write_patterns(w, "trainable", o->params ? o->params->trainable : NULL, o->params ? o->params->n_trainable : 0);
     write_patterns(w, "freeze", o->params ? o->params->frozen : NULL, o->params ? o->params->n_frozen : 0);
     if (est_report_batch(r) > 0) jw_i64(w, "batch", est_report_batch(r));

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "parallel.h"
 
 void est_options_init(est_options *opt) {
     if (!opt) return;
@@ -21,6 +21,11 @@ static const char *const phase_names[] = {
     EST_PHASES(PHASE_NAME)
 #undef PHASE_NAME
 };
+static const char *const strategy_names[] = {
+#define STRATEGY_NAME(e, name) [EST_STRATEGY_##e] = name,
+    EST_STRATEGIES(STRATEGY_NAME)
+#undef STRATEGY_NAME
+};
 static const char *const category_names[] = {
 #define CATEGORY_NAME(e, name) [EST_CAT_##e] = #name,
     EST_CATEGORIES(CATEGORY_NAME)
@@ -32,6 +37,9 @@ const char *est_optimizer_name(est_optimizer o) {
     return (unsigned)o < EST_OPT_COUNT ? optimizer_names[o] : "unknown";
 }
 const char *est_phase_name(est_phase p) { return (unsigned)p < EST_PHASE_COUNT ? phase_names[p] : "unknown"; }
+const char *est_strategy_name(est_strategy s) {
+    return (unsigned)s < EST_STRATEGY_COUNT ? strategy_names[s] : "unknown";
+}
 const char *est_category_name(est_category c) {
     return (unsigned)c < EST_CAT_COUNT ? category_names[c] : "unknown";
 }
@@ -53,6 +61,7 @@ static int index_of(const char *const *names, int n, const char *name) {
 
 int est_mode_from_name(const char *name) { return index_of(mode_names, 2, name); }
 int est_optimizer_from_name(const char *name) { return index_of(optimizer_names, EST_OPT_COUNT, name); }
+int est_strategy_from_name(const char *name) { return index_of(strategy_names, EST_STRATEGY_COUNT, name); }
 
 void est_report_free(est_report *r) {
     if (!r) return;
@@ -233,6 +242,8 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->memory_limit = opt->memory_limit;
     r->skip_reserved = opt->skip_reserved != 0;
     r->grad_accum = opt->grad_accum > 1 ? opt->grad_accum : 1;
+    r->parallel = opt->parallel;
+    if (r->parallel.world_size < 1) r->parallel.world_size = 1;
     est_status st = EST_OK;
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
         (unsigned)r->kernels > EST_KERNELS_VERIFY)
@@ -249,7 +260,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     else if (opt->grad_accum < 0 || opt->grad_accum > EST_MAX_GRAD_ACCUM)
         st = est__fail(err, EST_EINVAL, "est_estimate: grad_accum %lld is not between 1 and %d",
                        (long long)opt->grad_accum, EST_MAX_GRAD_ACCUM);
-    else st = est_check_param_filter(g, &opt->params, err);
+    else if ((st = est__par_check(r, opt, err)) == EST_OK) st = est_check_param_filter(g, &opt->params, err);
     if (st == EST_OK) st = est__infer(r, opt, err);
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__build_params(r, &opt->params, err);
@@ -283,3 +294,5 @@ est_mode est_report_mode(const est_report *r) { return r ? r->mode : EST_MODE_TR
 est_optimizer est_report_optimizer(const est_report *r) { return r ? r->optimizer : EST_OPT_ADAM; }
 est_dtype est_report_dtype(const est_report *r) { return r ? r->dtype : EST_DT_FLOAT; }
 est_amp est_report_amp(const est_report *r) { return r ? r->amp : EST_AMP_NONE; }
+const est_parallel *est_report_parallel(const est_report *r) { return r ? &r->parallel : NULL; }
+const est_comm *est_report_comm(const est_report *r) { return r ? &r->comm : NULL; }

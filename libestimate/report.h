@@ -34,6 +34,8 @@ struct est_report {
     est_param_info *params;     /* the graph's parameters, in file order */
     bool *trains;               /* per tensor: a parameter that trains */
     int64_t grad_accum;         /* micro-batches per optimizer step, >= 1 */
+    est_parallel parallel;      /* est_options.parallel, world_size >= 1 */
+    est_comm comm;              /* its per-step communication (parallel.c) */
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;

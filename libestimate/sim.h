@@ -16,7 +16,7 @@
 
 /* What a block is, for the caching allocator's replay: one key per live
  * block, so that a free finds the block its allocation made. */
-enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP };
+enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP, K_PAR };
 #define KEY(kind, index, slot) (((uint64_t)(kind) << 56) | ((uint64_t)(uint32_t)(index) << 16) | (uint64_t)(slot))
 
 /* Live blocks by key: open addressing, linear probing, 0 = empty. */
@@ -101,6 +101,13 @@ typedef struct sim {
     const char *too_large_at;
     est_phase at_phase;     /* the moment the step is at, for device_oom */
     const char *at_layer;
+    /* est_options.parallel (parallel.c); NULL and false on one GPU */
+    struct est_par *par;
+    bool grad_views;        /* DDP's gradient_as_bucket_view: a parameter's
+                               .grad is a view of its bucket, no block of its own */
+    bool sharded;           /* the FSDP family: parameters are sharded, and
+                               each group's gradients are reduce-scattered
+                               after its backward */
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */

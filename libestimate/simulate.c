@@ -25,7 +25,7 @@
  * live bytes, the peak and the allocator's replay are sim_memory.c's; what
  * lives how long is planned before the step (lifetimes.c).
  */
-#include "sim.h"
+#include "parallel.h"
 
 /* ---- the step ---------------------------------------------------------------- */
 
@@ -36,23 +36,25 @@ static bool is_param(const sim *s, int32_t t) { return is_param_storage(s, t) &&
 /* A parameter the optimizer updates: it has a gradient and state. */
 static bool is_trained(const sim *s, int32_t t) { return is_param(s, t) && s->r->trains[t]; }
 
-static uint64_t trained_alloc_bytes(const sim *s) {
+/* One optimizer-state tensor of every parameter this GPU updates. */
+static uint64_t local_state_bytes(const sim *s) {
     uint64_t sum = 0;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (is_trained(s, t)) sum = est_add_sat(sum, tensor_alloc(s, t));
+        if (is_trained(s, t)) sum = est_add_sat(sum, est__par_state_bytes(s, t));
     return sum;
 }
 
-/* model.cuda() and x.cuda(): parameters and buffers in the order the model
- * declares them, then the input batch. */
+/* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and
+ * buffers in the order the model declares them, then the input batch. */
 static void create_model_and_input(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, est__par_param_bytes(s, t), KEY(K_STORAGE, t, 0));
         else if (tt->role == EST_ROLE_BUFFER) est__sim_alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
     }
+    est__par_construct(s);
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (g->tensors[t].kind == EST_T_INPUT) {
             est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
@@ -118,6 +120,7 @@ static void amp_exit(sim *s) {
 static void forward(sim *s) {
     const est_graph *g = s->g;
     for (int32_t i = 0; i < g->n_nodes; i++) {
+        est__par_forward_node(s, i, false);
         if (!s->r->layers[i].shape_only) run_forward_node(s, i);
         /* free what no later op reads, no module call still holds and no
          * backward needs */
@@ -128,6 +131,7 @@ static void forward(sim *s) {
                 s->allocated[b] = false;
             }
         }
+        est__par_forward_node(s, i, true);
     }
 }
 
@@ -140,7 +144,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     if (s->ctx[i].in_param[k]) {
         if (s->param_has_grad[t]) *transient = sim_add(s, *transient, bytes); /* accumulated into the existing .grad */
         else {
-            est__sim_alloc(s, EST_CAT_GRADS, bytes, KEY(K_GRAD, t, 0));
+            if (!s->grad_views) est__sim_alloc(s, EST_CAT_GRADS, bytes, KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = true;
         }
         return;
@@ -231,10 +235,12 @@ static void backward(sim *s) {
     /* under --amp, MeanBackward's float32 gradient of y.float() is cast down */
     est__sim_observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
     est__sim_release(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
+    est__par_backward_begin(s);
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
         est__sim_moment(s, EST_PHASE_BACKWARD, n->name);
+        est__par_backward_node(s, i, false);
         if (s->ctx[i].any_grad && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
             if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
@@ -256,6 +262,7 @@ static void backward(sim *s) {
             }
         }
         release_saved(s, i);
+        est__par_backward_node(s, i, true);
     }
     /* gradients that reached no producer (graph inputs) are dropped */
     for (int32_t t = 0; t < g->n_tensors; t++)
@@ -263,6 +270,7 @@ static void backward(sim *s) {
             est__sim_release(s, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, t, 0));
             s->grad_bytes[t] = 0;
         }
+    est__par_backward_end(s);
 }
 
 static int state_per_param(const sim *s) {
@@ -324,7 +332,8 @@ static void optimizer_step(sim *s, bool first) {
     }
     int per = state_per_param(s);
     for (int32_t t = 0; first && t < g->n_tensors; t++)
-        for (int j = 0; is_trained(s, t) && j < per; j++) est__sim_alloc(s, EST_CAT_OPTIMIZER, tensor_alloc(s, t), KEY(K_OPT, t, j));
+        for (int j = 0; is_trained(s, t) && est__par_state_bytes(s, t) && j < per; j++)
+            est__sim_alloc(s, EST_CAT_OPTIMIZER, est__par_state_bytes(s, t), KEY(K_OPT, t, j));
     if (s->r->optimizer != EST_OPT_ADAM && s->r->optimizer != EST_OPT_ADAMW) {
         est__sim_observe(s, EST_PHASE_OPTIMIZER, "", 0);
         return;
@@ -333,19 +342,21 @@ static void optimizer_step(sim *s, bool first) {
     int64_t *h = s->cache ? calloc((size_t)g->n_tensors + 1, sizeof *h) : NULL;
     if (replaying(s) && !h) s->cache_failed = true;
     for (int32_t t = 0; h && t < g->n_tensors; t++)
-        if (is_trained(s, t)) h[t] = est__sim_block_alloc(s, tensor_alloc(s, t));
-    est__sim_observe(s, EST_PHASE_OPTIMIZER, "", trained_alloc_bytes(s));
+        if (is_trained(s, t)) h[t] = est__sim_block_alloc(s, est__par_state_bytes(s, t));
+    est__sim_observe(s, EST_PHASE_OPTIMIZER, "", local_state_bytes(s));
     for (int32_t t = 0; h && t < g->n_tensors; t++) est__sim_block_release(s, h[t]);
     free(h);
 }
 
-/* zero_grad(set_to_none=True): the previous step's .grad tensors go. */
+/* zero_grad(set_to_none=True): the previous step's .grad tensors go (a
+ * view of a DDP bucket frees nothing). */
 static void zero_grad(sim *s) {
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->param_has_grad[t]) {
-            est__sim_release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
+            if (!s->grad_views) est__sim_release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = false;
         }
+    est__par_zero_grad(s);
 }
 
 /* One micro-batch: y = model(x); loss = y.float().mean(); loss.backward().
@@ -354,6 +365,7 @@ static void forward_backward(sim *s, bool previous_y) {
     const est_graph *g = s->g;
     est_totals *tot = &s->r->totals;
     if (s->seg_done) memset(s->seg_done, 0, ((size_t)s->n_segs + 1) * sizeof *s->seg_done);
+    est__par_forward_begin(s);
     est__sim_observe(s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
     forward(s);
     if (s->recording && s->live[EST_CAT_ACTIVATIONS] > tot->activations_bytes) tot->activations_bytes = s->live[EST_CAT_ACTIVATIONS];
@@ -436,6 +448,7 @@ static void free_sim(sim *s) {
     free(s->rc_pcast_until);
     free(s->rc_pcast_live);
     free(s->inplace_slot);
+    est__par_free(s);
     est__cache_destroy(s->cache);
     free(s->blocks.keys);
     free(s->blocks.handles);
@@ -546,6 +559,11 @@ est_status est__simulate(est_report *r, est_error *err) {
     est__sim_plan_lifetimes(&s);
     size_tensors_and_workspaces(&s);
     fill_layer_costs(&s);
+    est_status par_st = est__par_plan(&s, err);
+    if (par_st != EST_OK) {
+        free_sim(&s);
+        return par_st;
+    }
 
     est_totals *tot = &r->totals;
     if (!r->skip_reserved) { /* the caching allocator's replay */

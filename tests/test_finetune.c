@@ -89,7 +89,7 @@ static void check_peak(const est_report *r, uint64_t bytes, est_phase phase, con
     CHECK(p->bytes == bytes, "%s: peak %llu, expected %llu", what, U(p->bytes), U(bytes));
     CHECK(p->phase == phase && strcmp(p->layer, at) == 0, "%s: peak during %s at '%s', expected %s at '%s'", what,
           est_phase_name(p->phase), p->layer, est_phase_name(phase), at);
-    uint64_t sum = p->params + p->buffers + p->grads + p->optimizer + p->activations + p->temp + p->inputs + p->other;
+    uint64_t sum = p->params + p->buffers + p->grads + p->optimizer + p->activations + p->temp + p->inputs + p->comm + p->other;
     CHECK(sum == p->bytes, "%s: the peak's categories sum to %llu", what, U(sum));
 }
 

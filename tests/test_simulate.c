@@ -107,7 +107,7 @@ static est_report *run(const est_graph *g, run_opts o) {
 
 /* The categories of the peak must add up to its bytes (estimate.h). */
 static void check_peak_sums(const est_peak *p, const char *what) {
-    uint64_t sum = p->params + p->buffers + p->grads + p->optimizer + p->activations + p->temp + p->inputs + p->other;
+    uint64_t sum = p->params + p->buffers + p->grads + p->optimizer + p->activations + p->temp + p->inputs + p->comm + p->other;
     CHECK(sum == p->bytes, "%s: peak categories sum to %llu, peak is %llu", what, U(sum), U(p->bytes));
 }
 

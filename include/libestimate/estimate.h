@@ -419,6 +419,65 @@ EST_API const est_device *est_device_at(size_t i);
  * H100-94GB), or NULL. */
 EST_API const est_device *est_device_find(const char *name);
 
+/* How a training step is spread over GPUs: data parallelism as PyTorch runs
+ * it (docs/distributed.md). The estimate is then of one GPU, the one that
+ * holds the most; est_options.batch is the batch each GPU runs. One list
+ * makes the enum, est_strategy_name() and the names --strategy takes. */
+#define EST_STRATEGIES(X) \
+    X(NONE, "none")                 /* one GPU: no data parallelism */ \
+    X(DDP, "ddp")                   /* DistributedDataParallel: a replica per
+                                       GPU, gradients all-reduced in buckets */ \
+    X(ZERO1, "zero1")               /* DDP with ZeroRedundancyOptimizer: each
+                                       GPU keeps the optimizer state of its
+                                       partition of the parameters */ \
+    X(FSDP, "fsdp")                 /* FSDP2 fully_shard per block, then on
+                                       the model: parameters, gradients and
+                                       optimizer state sharded, a block's
+                                       parameters gathered while it runs */ \
+    X(FSDP_GRAD_OP, "fsdp-grad-op") /* the same, reshard_after_forward=False:
+                                       gathered from forward until backward */ \
+    X(HSDP, "hsdp")                 /* FSDP within shard groups of
+                                       est_parallel.shard_group GPUs,
+                                       gradients all-reduced across them */
+
+typedef enum est_strategy {
+#define EST_STRATEGY_ENUM(e, name) EST_STRATEGY_##e,
+    EST_STRATEGIES(EST_STRATEGY_ENUM)
+#undef EST_STRATEGY_ENUM
+    EST_STRATEGY_COUNT
+} est_strategy;
+
+EST_API const char *est_strategy_name(est_strategy s); /* "ddp", ...; "unknown" out of range */
+EST_API int est_strategy_from_name(const char *name);  /* -1 when unknown */
+
+/* est_options.parallel; all zero: one GPU. */
+typedef struct est_parallel {
+    int64_t world_size;      /* GPUs in the job; 0 or 1: one */
+    est_strategy strategy;   /* needs mode EST_MODE_TRAIN */
+    int64_t shard_group;     /* hsdp: GPUs per shard group; divides
+                                world_size. 0 for the other strategies */
+    uint64_t bucket_bytes;   /* ddp, zero1: DDP's bucket_cap_mb in bytes;
+                                0: 25 MiB */
+    int grad_as_bucket_view; /* ddp, zero1: gradient_as_bucket_view=True,
+                                the .grad tensors are views of the buckets */
+    int offload;             /* fsdp family: CPUOffloadPolicy, the sharded
+                                parameters, their gradients and the
+                                optimizer state live in host memory */
+} est_parallel;
+
+/* Per-GPU communication of one optimizer step (every micro-batch's), in
+ * bytes of the collectives' full buffers; 0 where a collective's group has
+ * one GPU, which sends nothing. */
+typedef struct est_comm {
+    uint64_t all_reduce_bytes;     /* DDP's buckets; HSDP's gradient shards */
+    uint64_t all_gather_bytes;     /* FSDP's parameters, gathered per group */
+    uint64_t reduce_scatter_bytes; /* FSDP's gradients */
+    uint64_t broadcast_bytes;      /* ZeRO-1's updated parameters */
+    uint64_t buckets;              /* DDP's gradient buckets */
+    uint64_t groups;               /* FSDP's parameter groups: the blocks and
+                                      the model's own (the root) */
+} est_comm;
+
 typedef struct est_options {
     est_mode mode;                 /* default EST_MODE_TRAIN */
     est_optimizer optimizer;       /* default EST_OPT_ADAM */
@@ -471,6 +530,7 @@ typedef struct est_options {
                                       peak and every other figure are the
                                       same, and a training estimate takes
                                       about a third of the time. Default 0 */
+    est_parallel parallel;         /* data parallelism; default one GPU */
 } est_options;
 
 /* Sets every option to its default (no batch, no bindings, the declared
@@ -561,6 +621,7 @@ typedef enum est_phase {
     X(ACTIVATIONS, activations) \
     X(TEMP, temp) \
     X(INPUTS, inputs) \
+    X(COMM, comm) \
     X(OTHER, other)
 
 typedef enum est_category {
@@ -664,6 +725,11 @@ EST_API est_mode est_report_mode(const est_report *r);
 EST_API est_optimizer est_report_optimizer(const est_report *r);
 EST_API est_dtype est_report_dtype(const est_report *r);
 EST_API est_amp est_report_amp(const est_report *r);
+
+/* The data parallelism the estimate is of (est_options.parallel, with
+ * world_size at least 1), and its per-GPU communication. */
+EST_API const est_parallel *est_report_parallel(const est_report *r);
+EST_API const est_comm *est_report_comm(const est_report *r);
 
 EST_API size_t est_report_layer_count(const est_report *r);
 /* The i-th layer, or NULL when i is out of range. */

@@ -1,0 +1,504 @@
+/*
+ * parallel.c: what one GPU holds under data parallelism, as PyTorch's
+ * wrappers allocate it (docs/distributed.md has the formulas and sources).
+ *
+ *   ddp     DistributedDataParallel: the Reducer's buckets (one flat tensor
+ *           per bucket, made at construction, as large as the gradients),
+ *           the coalesced broadcasts of the module's state at construction
+ *           and of its buffers before each forward
+ *   zero1   the same, and ZeroRedundancyOptimizer: each GPU keeps the
+ *           optimizer state of its partition (the largest parameters first,
+ *           each to the GPU with the fewest elements so far); the estimate
+ *           is of the GPU with the most
+ *   fsdp    FSDP2: each block, then the model (the root), is a group whose
+ *           parameters are sharded on dim 0, padded to a multiple of the
+ *           shard count. Before a group runs, its shards are all-gathered
+ *           into a flat buffer and copied out to one unsharded tensor per
+ *           parameter; after its forward (reshard_after_forward) and after
+ *           its backward, those are freed. After a group's backward its
+ *           gradients are copied into a flat reduce-scatter input, kept
+ *           until the next group's, and reduced into a flat shard that is
+ *           the sharded .grad. The root is not resharded after forward;
+ *           backward gathers the next group ahead (the default prefetch).
+ *   hsdp    fsdp over shard groups, the gradient shards all-reduced in place
+ */
+#include "parallel.h"
+
+#define DDP_DEFAULT_BUCKET (25ull << 20)   /* bucket_cap_mb=25 */
+#define BROADCAST_BUCKET (250ull << 20)    /* DDP's broadcast_bucket_size */
+#define EST_MAX_WORLD_SIZE (1 << 20)
+
+/* Key slots of the blocks this file allocates (KEY(K_PAR, index, slot)). */
+enum { P_UNSHARDED, P_GATHERED, P_REDUCE_INPUT, P_SHARD_GRADS, P_BUCKET, P_COALESCED, P_HOST_COPY };
+
+typedef struct group {
+    int32_t first, last;        /* the block's nodes; -1 for the root */
+    uint64_t shard_bytes;       /* its parameters' padded shards, summed */
+    uint64_t grad_shard_bytes;  /* the same over those that train */
+    bool unsharded;
+    bool has_grads;             /* its flat gradient shard exists */
+} group;
+
+struct est_par {
+    int64_t shards;             /* GPUs a parameter is sharded over */
+    int64_t replicas;           /* copies of each shard */
+    bool reshard_after_forward;
+    int32_t n_groups;
+    group *groups;              /* [0] the root, then the blocks in order */
+    int32_t *group_of;          /* per tensor: its parameter group, or -1 */
+    int32_t *starts, *ends;     /* per node: the block whose call starts or
+                                   ends there, or -1 */
+    uint64_t *param_bytes;      /* per tensor: kept on this GPU */
+    uint64_t *unsharded_bytes;  /* per tensor: its gathered copy */
+    uint64_t *state_bytes;      /* per tensor: one optimizer-state tensor */
+    int32_t n_buckets;
+    uint64_t *buckets;          /* DDP's, rounded */
+    int32_t held_gather;        /* the group whose gathered flat is kept, or -1 */
+    int32_t held_reduce;        /* the group whose reduce-scatter input is kept, or -1 */
+};
+
+static bool is_fsdp(est_strategy st) {
+    return st == EST_STRATEGY_FSDP || st == EST_STRATEGY_FSDP_GRAD_OP || st == EST_STRATEGY_HSDP;
+}
+static bool is_ddp(est_strategy st) { return st == EST_STRATEGY_DDP || st == EST_STRATEGY_ZERO1; }
+
+/* ---- options ---------------------------------------------------------------- */
+
+est_status est__par_check(const est_report *r, const est_options *opt, est_error *err) {
+    const est_parallel *p = &opt->parallel;
+    const char *name = est_strategy_name(p->strategy);
+    if ((unsigned)p->strategy >= EST_STRATEGY_COUNT)
+        return est__fail(err, EST_EINVAL, "est_estimate: invalid parallel.strategy %d", (int)p->strategy);
+    if (p->world_size < 0 || p->world_size > EST_MAX_WORLD_SIZE)
+        return est__fail(err, EST_EINVAL, "world size %lld: must be between 1 and %d", (long long)p->world_size,
+                         EST_MAX_WORLD_SIZE);
+    if (p->strategy == EST_STRATEGY_NONE) {
+        if (p->world_size > 1)
+            return est__fail(err, EST_EINVAL, "world size %lld needs a strategy: ddp, zero1, fsdp, fsdp-grad-op or "
+                             "hsdp", (long long)p->world_size);
+        if (p->shard_group || p->bucket_bytes || p->grad_as_bucket_view || p->offload)
+            return est__fail(err, EST_EINVAL, "shard group, buckets and offload need a strategy");
+        return EST_OK;
+    }
+    if (r->mode != EST_MODE_TRAIN)
+        return est__fail(err, EST_EINVAL, "strategy %s: data parallelism is for training; an inference pass on each "
+                         "GPU is the one-GPU estimate", name);
+    int64_t world = p->world_size ? p->world_size : 1;
+    if (p->strategy == EST_STRATEGY_HSDP) {
+        if (p->shard_group < 1 || p->shard_group > world || world % p->shard_group)
+            return est__fail(err, EST_EINVAL, "strategy hsdp: the shard group (%lld GPUs) must divide the world size "
+                             "(%lld)", (long long)p->shard_group, (long long)world);
+    } else if (p->shard_group) {
+        return est__fail(err, EST_EINVAL, "strategy %s: a shard group is hsdp's", name);
+    }
+    if (!is_ddp(p->strategy) && (p->bucket_bytes || p->grad_as_bucket_view))
+        return est__fail(err, EST_EINVAL, "strategy %s: buckets are DDP's (ddp, zero1)", name);
+    if (!is_fsdp(p->strategy) && p->offload)
+        return est__fail(err, EST_EINVAL, "strategy %s: CPU offload is FSDP's CPUOffloadPolicy (fsdp, fsdp-grad-op, "
+                         "hsdp); under DDP the optimizer state stays on the GPU", name);
+    if (is_fsdp(p->strategy) && r->optimizer == EST_OPT_ADAFACTOR)
+        return est__fail(err, EST_EINVAL, "strategy %s: Adafactor's factored state of sharded parameters is not "
+                         "modelled; use adam, adamw, sgd or momentum", name);
+    return EST_OK;
+}
+
+/* ---- the plan --------------------------------------------------------------- */
+
+static bool is_param(const sim *s, int32_t t) { return is_param_storage(s, t) && s->g->tensors[t].first_consumer >= 0; }
+
+/* Elements of parameter t's shard, padded (FSDP2 chunks dim 0 into `n`
+ * equal parts), and of the first GPU's unpadded part. */
+static void shard_elements(const sim *s, int32_t t, int64_t n, uint64_t *padded, uint64_t *local) {
+    const est_tval *v = &s->r->tv[t];
+    uint64_t elements = est_tval_elements(v);
+    uint64_t rows = v->rank >= 1 && v->dims[0] > 0 ? (uint64_t)v->dims[0] : 1;
+    uint64_t rest = elements / rows;
+    uint64_t shard_rows = (rows + (uint64_t)n - 1) / (uint64_t)n;
+    *padded = est_mul_sat(shard_rows, rest);
+    *local = est_mul_sat(shard_rows < rows ? shard_rows : rows, rest);
+}
+
+/* FSDP's groups: the blocks (checkpoint.c's block calls) and the root. */
+static est_status plan_groups(sim *s, struct est_par *p, est_error *err) {
+    const est_graph *g = s->g;
+    est_segment *blocks = NULL;
+    int32_t n_blocks = 0;
+    est_error ignored;
+    est_checkpoint every = {.every = 1};
+    est_status st = est__plan_checkpoint(g, &every, &blocks, &n_blocks, &ignored);
+    if (st == EST_ENOMEM) return est__fail(err, EST_ENOMEM, "out of memory planning FSDP's groups");
+    /* no blocks (EST_EINVAL): the model is one group, the root */
+    p->groups = calloc((size_t)n_blocks + 1, sizeof *p->groups);
+    if (!p->groups) {
+        free(blocks);
+        return est__fail(err, EST_ENOMEM, "out of memory planning FSDP's groups");
+    }
+    p->n_groups = n_blocks + 1;
+    p->groups[0] = (group){.first = -1, .last = -1};
+    for (int32_t b = 0; b < n_blocks; b++) {
+        p->groups[b + 1] = (group){.first = blocks[b].first, .last = blocks[b].last};
+        p->starts[blocks[b].first] = b + 1;
+        p->ends[blocks[b].last] = b + 1;
+    }
+    free(blocks);
+    return EST_OK;
+}
+
+/* The group of the node that first reads parameter t. */
+static int32_t group_of_node(const struct est_par *p, int32_t node) {
+    for (int32_t k = 1; k < p->n_groups; k++)
+        if (node >= p->groups[k].first && node <= p->groups[k].last) return k;
+    return 0;
+}
+
+static void plan_fsdp(sim *s, struct est_par *p) {
+    for (int32_t t = 0; t < s->g->n_tensors; t++) {
+        if (!is_param(s, t)) continue;
+        est_dtype dt = stored_dtype(s, t);
+        uint64_t padded, local;
+        shard_elements(s, t, p->shards, &padded, &local);
+        int32_t k = group_of_node(p, s->g->tensors[t].first_consumer);
+        p->group_of[t] = k;
+        bool offload = s->r->parallel.offload != 0;
+        p->param_bytes[t] = offload ? 0 : round_alloc(est_dtype_bytes(dt, padded));
+        p->unsharded_bytes[t] = round_alloc(est_dtype_bytes(dt, est_mul_sat(padded, (uint64_t)p->shards)));
+        p->state_bytes[t] = offload ? 0 : round_alloc(est_dtype_bytes(dt, local));
+        p->groups[k].shard_bytes = sim_add(s, p->groups[k].shard_bytes, est_dtype_bytes(dt, padded));
+        if (s->r->trains[t])
+            p->groups[k].grad_shard_bytes = sim_add(s, p->groups[k].grad_shard_bytes, est_dtype_bytes(dt, padded));
+    }
+}
+
+/* ZeroRedundancyOptimizer._partition_parameters: largest first, each to the
+ * GPU with the fewest elements so far (the lowest rank on a tie). The
+ * estimate keeps the state of the GPU that ends with the most. */
+static bool plan_zero1(sim *s, struct est_par *p, int64_t world) {
+    const est_graph *g = s->g;
+    int32_t n = 0;
+    int32_t *order = malloc(((size_t)g->n_tensors + 1) * sizeof *order);
+    uint64_t *load = calloc((size_t)world, sizeof *load);
+    int32_t *owner = malloc(((size_t)g->n_tensors + 1) * sizeof *owner);
+    if (!order || !load || !owner) {
+        free(order);
+        free(load);
+        free(owner);
+        return false;
+    }
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (is_param(s, t) && s->r->trains[t]) order[n++] = t;
+    /* a stable insertion sort by elements, largest first (Python's sorted) */
+    for (int32_t i = 1; i < n; i++) {
+        int32_t t = order[i], j = i;
+        uint64_t e = est_tval_elements(&s->r->tv[t]);
+        while (j > 0 && est_tval_elements(&s->r->tv[order[j - 1]]) < e) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = t;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int64_t least = 0;
+        for (int64_t r = 1; r < world; r++)
+            if (load[r] < load[least]) least = r;
+        owner[order[i]] = (int32_t)least;
+        load[least] = est_add_sat(load[least], est_tval_elements(&s->r->tv[order[i]]));
+    }
+    int64_t most = 0;
+    for (int64_t r = 1; r < world; r++)
+        if (load[r] > load[most]) most = r;
+    for (int32_t i = 0; i < n; i++)
+        if (owner[order[i]] != most) p->state_bytes[order[i]] = 0;
+    free(order);
+    free(load);
+    free(owner);
+    return true;
+}
+
+/* The Reducer's buckets: parameters that train, in reverse order, a bucket
+ * closing once it holds `cap` bytes or more (compute_bucket_assignment_by_size). */
+static bool plan_buckets(sim *s, struct est_par *p) {
+    const est_graph *g = s->g;
+    uint64_t cap = s->r->parallel.bucket_bytes ? s->r->parallel.bucket_bytes : DDP_DEFAULT_BUCKET;
+    p->buckets = calloc((size_t)g->n_tensors + 1, sizeof *p->buckets);
+    if (!p->buckets) return false;
+    uint64_t open = 0;
+    for (int32_t t = g->n_tensors - 1; t >= 0; t--) {
+        if (!is_param(s, t) || !s->r->trains[t]) continue;
+        open = sim_add(s, open, est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+        if (open >= cap) {
+            p->buckets[p->n_buckets++] = round_alloc(open);
+            open = 0;
+        }
+    }
+    if (open) p->buckets[p->n_buckets++] = round_alloc(open);
+    return true;
+}
+
+/* Per-step communication (est_comm), from the plan. */
+static void count_comm(sim *s, const struct est_par *p) {
+    const est_parallel *o = &s->r->parallel;
+    est_comm *c = &s->r->comm;
+    uint64_t m = (uint64_t)s->r->grad_accum, trained = 0;
+    for (int32_t t = 0; t < s->g->n_tensors; t++)
+        if (is_param(s, t) && s->r->trains[t])
+            trained = sim_add(s, trained, est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+    if (is_ddp(o->strategy)) {
+        c->buckets = (uint64_t)p->n_buckets;
+        if (o->world_size > 1) c->all_reduce_bytes = est_mul_sat(trained, m);
+        if (o->world_size > 1 && o->strategy == EST_STRATEGY_ZERO1) c->broadcast_bytes = trained;
+        return;
+    }
+    c->groups = (uint64_t)p->n_groups;
+    uint64_t gathered = 0, reduced = 0, shards = 0;
+    for (int32_t k = 0; k < p->n_groups; k++) {
+        uint64_t full = est_mul_sat(p->groups[k].shard_bytes, (uint64_t)p->shards);
+        gathered = sim_add(s, gathered, full); /* forward */
+        if (k > 0 && p->reshard_after_forward) gathered = sim_add(s, gathered, full); /* backward, again */
+        reduced = sim_add(s, reduced, est_mul_sat(p->groups[k].grad_shard_bytes, (uint64_t)p->shards));
+        shards = sim_add(s, shards, p->groups[k].grad_shard_bytes);
+    }
+    if (p->shards > 1) {
+        c->all_gather_bytes = est_mul_sat(gathered, m);
+        c->reduce_scatter_bytes = est_mul_sat(reduced, m);
+    }
+    if (p->replicas > 1) c->all_reduce_bytes = est_mul_sat(shards, m);
+}
+
+est_status est__par_plan(sim *s, est_error *err) {
+    const est_parallel *o = &s->r->parallel;
+    if (o->strategy == EST_STRATEGY_NONE) return EST_OK;
+    const est_graph *g = s->g;
+    size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
+    struct est_par *p = calloc(1, sizeof *p);
+    if (!p) return est__fail(err, EST_ENOMEM, "out of memory planning the data parallelism");
+    s->par = p;
+    p->group_of = malloc(nt * sizeof *p->group_of);
+    p->starts = malloc(nn * sizeof *p->starts);
+    p->ends = malloc(nn * sizeof *p->ends);
+    p->param_bytes = calloc(nt, sizeof *p->param_bytes);
+    p->unsharded_bytes = calloc(nt, sizeof *p->unsharded_bytes);
+    p->state_bytes = calloc(nt, sizeof *p->state_bytes);
+    if (!p->group_of || !p->starts || !p->ends || !p->param_bytes || !p->unsharded_bytes || !p->state_bytes)
+        return est__fail(err, EST_ENOMEM, "out of memory planning the data parallelism");
+    for (size_t t = 0; t < nt; t++) p->group_of[t] = -1;
+    for (size_t i = 0; i < nn; i++) p->starts[i] = p->ends[i] = -1;
+    for (int32_t t = 0; t < g->n_tensors; t++) p->param_bytes[t] = p->state_bytes[t] = tensor_alloc(s, t);
+    p->held_gather = p->held_reduce = -1;
+    p->shards = o->strategy == EST_STRATEGY_HSDP ? o->shard_group : o->world_size;
+    p->replicas = o->world_size / p->shards;
+    p->reshard_after_forward = o->strategy != EST_STRATEGY_FSDP_GRAD_OP;
+    s->sharded = is_fsdp(o->strategy);
+    s->grad_views = is_ddp(o->strategy) && o->grad_as_bucket_view;
+    if (s->sharded) {
+        est_status st = plan_groups(s, p, err);
+        if (st != EST_OK) return st;
+        plan_fsdp(s, p);
+    } else if (!plan_buckets(s, p) || (o->strategy == EST_STRATEGY_ZERO1 && !plan_zero1(s, p, o->world_size))) {
+        return est__fail(err, EST_ENOMEM, "out of memory planning the data parallelism");
+    }
+    count_comm(s, p);
+    return EST_OK;
+}
+
+void est__par_free(sim *s) {
+    struct est_par *p = s->par;
+    if (!p) return;
+    free(p->groups);
+    free(p->group_of);
+    free(p->starts);
+    free(p->ends);
+    free(p->param_bytes);
+    free(p->unsharded_bytes);
+    free(p->state_bytes);
+    free(p->buckets);
+    free(p);
+    s->par = NULL;
+}
+
+uint64_t est__par_param_bytes(const sim *s, int32_t t) { return s->par ? s->par->param_bytes[t] : tensor_alloc(s, t); }
+uint64_t est__par_state_bytes(const sim *s, int32_t t) { return s->par ? s->par->state_bytes[t] : tensor_alloc(s, t); }
+
+/* ---- the step --------------------------------------------------------------- */
+
+/* A block allocated, observed as a peak candidate, and freed. */
+static void transient(sim *s, uint64_t bytes, uint64_t key, est_phase phase, const char *layer) {
+    if (!bytes) return;
+    est__sim_alloc(s, EST_CAT_COMM, bytes, key);
+    est__sim_observe(s, phase, layer, 0);
+    est__sim_release(s, EST_CAT_COMM, bytes, key);
+}
+
+/* DDP's _broadcast_coalesced: tensors flattened into buckets that close at
+ * 250 MiB or more; the largest bucket is the transient. */
+static uint64_t coalesced_bytes(const sim *s, bool params, bool buffers) {
+    uint64_t largest = 0, open = 0;
+    for (int32_t t = 0; t < s->g->n_tensors; t++) {
+        const est_tensor *tt = &s->g->tensors[t];
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+        if (!((params && tt->role == EST_ROLE_PARAM) || (buffers && tt->role == EST_ROLE_BUFFER))) continue;
+        open = est_add_sat(open, est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+        if (open >= BROADCAST_BUCKET) {
+            if (open > largest) largest = open;
+            open = 0;
+        }
+    }
+    if (open > largest) largest = open;
+    return round_alloc(largest);
+}
+
+/* fully_shard moves a group's parameters to the GPU whole, then replaces
+ * each with its padded shard: one group whole at a time. */
+static void construct_fsdp(sim *s, struct est_par *p) {
+    for (int32_t j = 1; j <= p->n_groups; j++) { /* the blocks in order, the root last */
+        int32_t k = j % p->n_groups;
+        uint64_t whole = 0;
+        for (int32_t t = 0; t < s->g->n_tensors; t++)
+            if (p->group_of[t] == k) whole = sim_add(s, whole, tensor_alloc(s, t));
+        transient(s, whole, KEY(K_PAR, k, P_COALESCED), EST_PHASE_FORWARD, "");
+    }
+}
+
+void est__par_construct(sim *s) {
+    struct est_par *p = s->par;
+    if (!p) return;
+    if (s->sharded) {
+        construct_fsdp(s, p);
+        return;
+    }
+    est_category c = s->grad_views ? EST_CAT_GRADS : EST_CAT_COMM;
+    for (int32_t b = 0; b < p->n_buckets; b++) est__sim_alloc(s, c, p->buckets[b], KEY(K_PAR, b, P_BUCKET));
+    transient(s, coalesced_bytes(s, true, true), KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
+}
+
+/* All-gathers group k: its flat output, then one unsharded tensor per
+ * parameter (wait_for_unshard's copy-out). In forward the flat output is
+ * kept until the next group's copy-out; otherwise it goes at once. */
+static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const char *layer) {
+    struct est_par *p = s->par;
+    group *G = &p->groups[k];
+    if (G->unsharded) return;
+    uint64_t host = s->r->parallel.offload ? round_alloc(G->shard_bytes) : 0; /* the shards, copied in */
+    uint64_t flat = p->shards > 1 ? round_alloc(est_mul_sat(G->shard_bytes, (uint64_t)p->shards)) : 0;
+    if (host) est__sim_alloc(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
+    if (flat) est__sim_alloc(s, EST_CAT_COMM, flat, KEY(K_PAR, k, P_GATHERED));
+    if (host) {
+        est__sim_observe(s, phase, layer, 0);
+        est__sim_release(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
+    }
+    if (in_forward && p->held_gather >= 0) {
+        int32_t h = p->held_gather;
+        est__sim_release(s, EST_CAT_COMM, round_alloc(est_mul_sat(p->groups[h].shard_bytes, (uint64_t)p->shards)),
+                         KEY(K_PAR, h, P_GATHERED));
+        p->held_gather = -1;
+    }
+    for (int32_t t = 0; t < s->g->n_tensors; t++)
+        if (p->group_of[t] == k) est__sim_alloc(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
+    est__sim_observe(s, phase, layer, 0);
+    if (flat && in_forward) p->held_gather = k;
+    else if (flat) est__sim_release(s, EST_CAT_COMM, flat, KEY(K_PAR, k, P_GATHERED));
+    G->unsharded = true;
+}
+
+static void reshard(sim *s, int32_t k) {
+    struct est_par *p = s->par;
+    if (!p->groups[k].unsharded) return;
+    for (int32_t t = 0; t < s->g->n_tensors; t++)
+        if (p->group_of[t] == k) est__sim_release(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
+    p->groups[k].unsharded = false;
+}
+
+static void release_held_reduce(sim *s) {
+    struct est_par *p = s->par;
+    int32_t h = p->held_reduce;
+    if (h < 0) return;
+    est__sim_release(s, EST_CAT_COMM, round_alloc(est_mul_sat(p->groups[h].grad_shard_bytes, (uint64_t)p->shards)),
+                     KEY(K_PAR, h, P_REDUCE_INPUT));
+    p->held_reduce = -1;
+}
+
+/* post_backward: reshard, then reduce-scatter the group's gradients: the
+ * unsharded ones are copied into a flat input and freed, the output is the
+ * flat shard of .grad (added into it when it exists: gradient accumulation). */
+static void post_backward(sim *s, int32_t k, const char *layer) {
+    struct est_par *p = s->par;
+    group *G = &p->groups[k];
+    reshard(s, k);
+    release_held_reduce(s);
+    bool any = false;
+    for (int32_t t = 0; t < s->g->n_tensors && !any; t++) any = p->group_of[t] == k && s->param_has_grad[t];
+    if (!any) return;
+    uint64_t input = round_alloc(est_mul_sat(G->grad_shard_bytes, (uint64_t)p->shards));
+    est__sim_alloc(s, EST_CAT_COMM, input, KEY(K_PAR, k, P_REDUCE_INPUT));
+    est__sim_observe(s, EST_PHASE_BACKWARD, layer, 0);
+    for (int32_t t = 0; t < s->g->n_tensors; t++)
+        if (p->group_of[t] == k && s->param_has_grad[t]) {
+            est__sim_release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
+            s->param_has_grad[t] = false;
+        }
+    uint64_t shard = round_alloc(G->grad_shard_bytes);
+    if (G->has_grads || s->r->parallel.offload) { /* added in, or copied to the host */
+        transient(s, shard, KEY(K_PAR, k, P_COALESCED), EST_PHASE_BACKWARD, layer);
+    } else {
+        est__sim_alloc(s, EST_CAT_GRADS, shard, KEY(K_PAR, k, P_SHARD_GRADS));
+        est__sim_observe(s, EST_PHASE_BACKWARD, layer, 0);
+        G->has_grads = true;
+    }
+    p->held_reduce = k;
+}
+
+void est__par_forward_begin(sim *s) {
+    struct est_par *p = s->par;
+    if (!p) return;
+    if (s->sharded) unshard(s, 0, true, EST_PHASE_FORWARD, "");
+    else transient(s, coalesced_bytes(s, false, true), KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
+}
+
+void est__par_forward_node(sim *s, int32_t i, bool after) {
+    struct est_par *p = s->par;
+    if (!p || !s->sharded) return;
+    if (!after && p->starts[i] >= 0) unshard(s, p->starts[i], true, EST_PHASE_FORWARD, s->g->nodes[i].name);
+    if (after && p->ends[i] >= 0 && p->reshard_after_forward) reshard(s, p->ends[i]);
+}
+
+void est__par_backward_begin(sim *s) {
+    struct est_par *p = s->par;
+    if (!p || !s->sharded) return;
+    /* the root's pre-backward prefetches the last block */
+    if (p->n_groups > 1) unshard(s, p->n_groups - 1, false, EST_PHASE_BACKWARD, "loss");
+}
+
+void est__par_backward_node(sim *s, int32_t i, bool after) {
+    struct est_par *p = s->par;
+    if (!p || !s->sharded) return;
+    const char *layer = s->g->nodes[i].name;
+    if (!after && p->ends[i] >= 0) {
+        int32_t k = p->ends[i];
+        unshard(s, k, false, EST_PHASE_BACKWARD, layer);
+        if (k > 1) unshard(s, k - 1, false, EST_PHASE_BACKWARD, layer); /* the prefetch */
+    }
+    if (after && p->starts[i] >= 0) post_backward(s, p->starts[i], layer);
+}
+
+void est__par_backward_end(sim *s) {
+    struct est_par *p = s->par;
+    if (!p || !s->sharded) return;
+    post_backward(s, 0, "");
+    release_held_reduce(s);
+    if (p->held_gather >= 0) {
+        int32_t h = p->held_gather;
+        est__sim_release(s, EST_CAT_COMM, round_alloc(est_mul_sat(p->groups[h].shard_bytes, (uint64_t)p->shards)),
+                         KEY(K_PAR, h, P_GATHERED));
+        p->held_gather = -1;
+    }
+}
+
+void est__par_zero_grad(sim *s) {
+    struct est_par *p = s->par;
+    if (!p || !s->sharded) return;
+    for (int32_t k = 0; k < p->n_groups; k++)
+        if (p->groups[k].has_grads) {
+            est__sim_release(s, EST_CAT_GRADS, round_alloc(p->groups[k].grad_shard_bytes),
+                             KEY(K_PAR, k, P_SHARD_GRADS));
+            p->groups[k].has_grads = false;
+        }
+}

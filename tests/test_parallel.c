@@ -1,0 +1,339 @@
+/*
+ * test_parallel: data parallelism (est_options.parallel, libestimate/
+ * parallel.c, docs/distributed.md) on a hand-built graph of two blocks and
+ * a head, through the public API only.
+ *
+ *   x [B, 256] -> blocks.0: Gemm W0 [256, 256] -> h0
+ *              -> blocks.1: Gemm W1 [256, 256] -> h1
+ *              -> head:     Gemm Wh [10, 256]  -> y [B, 10]
+ *
+ * Every expected figure is derived by hand, one term per tensor, each
+ * allocation rounded up to 512 bytes (R()). At B = 1024 float32: x, h0, h1
+ * 1 MiB each; y 40960; W0, W1 262144 each; Wh 10240; P = 534528.
+ *
+ * One GPU, SGD: the peak is fc1's backward: params P, grads dW1 + dWh,
+ * activations h0 (fc1 saves it for dW1), temp dh1 + dh0, inputs x, other
+ * y + the loss (512).
+ *
+ * Checks:
+ *  1. ddp at world size 1 and 4: the Reducer's bucket (P) is allocated at
+ *     construction and lives throughout: the same moment, plus P of comm;
+ *     buckets by size cap; all-reduce volume.
+ *  2. ddp with gradient_as_bucket_view: the bucket is the gradients (P in
+ *     grads from the start, no per-parameter .grad), which moves the peak to
+ *     the head's backward.
+ *  3. zero1 at world size 2: the greedy partition (W0 to rank 0, W1 to
+ *     rank 1, Wh to rank 0) and the state of rank 0, the larger.
+ *  4. fsdp at world size 4: padded dim-0 shards, the unsharded copies of the
+ *     root, the running block and the prefetched one at fc1's backward, the
+ *     held all-gather output, the flat gradient shards, Adam's state of the
+ *     first rank's shards, and the all-gather and reduce-scatter volumes;
+ *     fsdp-grad-op gathers once.
+ *  5. hsdp at world size 4 in shard groups of 2.
+ *  6. fsdp with CPU offload: nothing of the model states stays on the GPU.
+ *  7. the errors: a world size without a strategy, inference, a bad shard
+ *     group, options of another strategy, Adafactor under FSDP.
+ *  8. est_strategy_name and est_strategy_from_name agree on every strategy.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "estimate.h"
+#include "test_util.h"
+
+#define U(x) ((unsigned long long)(x))
+
+static uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+
+static const char graph_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"twoblocks\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 256]}],\n"
+    " \"initializers\": [{\"name\": \"W0\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+    "  {\"name\": \"Wh\", \"dtype\": \"float32\", \"dims\": [10, 256]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"fc0\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W0\"], \"outputs\": [\"h0\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"blocks/blocks.0\"},\n"
+    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"h0\", \"W1\"], \"outputs\": [\"h1\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"blocks/blocks.1\"},\n"
+    "  {\"name\": \"head\", \"op\": \"Gemm\", \"inputs\": [\"h1\", \"Wh\"], \"outputs\": [\"y\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"head\"}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+/* The sizes at B = 1024, float32. */
+static const uint64_t B = 1024;
+#define ACT R(B * 256 * 4)          /* x, h0, h1, and their gradients */
+#define Y R(B * 10 * 4)
+#define LOSS 512
+#define W R(256 * 256 * 4)          /* W0, W1 */
+#define WH R(10 * 256 * 4)
+#define P (W + W + WH)
+
+static est_graph *graph;
+
+static est_report *estimate(est_optimizer o, est_parallel par, const char *what) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.optimizer = o;
+    opt.batch = (int64_t)B;
+    opt.parallel = par;
+    est_error err;
+    est_report *r = NULL;
+    if (est_estimate(graph, &opt, &r, &err) != EST_OK) {
+        CHECK(false, "%s: estimate failed: %s", what, err.message);
+        return NULL;
+    }
+    return r;
+}
+
+typedef struct expect {
+    uint64_t params, grads, optimizer, activations, temp, inputs, comm, other;
+    const char *layer;
+} expect;
+
+static void check_peak(const est_report *r, const expect *e, const char *what) {
+    if (!r) return;
+    const est_peak *p = est_report_peak(r);
+    uint64_t sum = e->params + e->grads + e->optimizer + e->activations + e->temp + e->inputs + e->comm + e->other;
+    CHECK(p->bytes == sum, "%s: peak %llu, expected %llu", what, U(p->bytes), U(sum));
+    CHECK(p->phase == EST_PHASE_BACKWARD && strcmp(p->layer, e->layer) == 0, "%s: peak in %s at '%s', expected "
+          "backward at '%s'", what, est_phase_name(p->phase), p->layer, e->layer);
+    CHECK(p->params == e->params, "%s: params %llu, expected %llu", what, U(p->params), U(e->params));
+    CHECK(p->grads == e->grads, "%s: grads %llu, expected %llu", what, U(p->grads), U(e->grads));
+    CHECK(p->optimizer == e->optimizer, "%s: optimizer %llu, expected %llu", what, U(p->optimizer), U(e->optimizer));
+    CHECK(p->activations == e->activations, "%s: activations %llu, expected %llu", what, U(p->activations),
+          U(e->activations));
+    CHECK(p->temp == e->temp, "%s: temp %llu, expected %llu", what, U(p->temp), U(e->temp));
+    CHECK(p->inputs == e->inputs, "%s: inputs %llu, expected %llu", what, U(p->inputs), U(e->inputs));
+    CHECK(p->comm == e->comm, "%s: comm %llu, expected %llu", what, U(p->comm), U(e->comm));
+    CHECK(p->other == e->other, "%s: other %llu, expected %llu", what, U(p->other), U(e->other));
+}
+
+/* One GPU, SGD: fc1's backward, as the header derives it. */
+static expect one_gpu(void) {
+    return (expect){.params = P, .grads = W + WH, .activations = ACT, .temp = ACT + ACT, .inputs = ACT,
+                    .other = Y + LOSS, .layer = "fc1"};
+}
+
+static void test_one_gpu(void) {
+    CHECK(P == 534528 && ACT == 1048576 && Y == 40960, "derivation: P %llu", U(P));
+    est_report *r = estimate(EST_OPT_SGD, (est_parallel){0}, "one GPU");
+    expect e = one_gpu();
+    check_peak(r, &e, "one GPU");
+    const est_parallel *par = est_report_parallel(r);
+    CHECK(par && par->world_size == 1 && par->strategy == EST_STRATEGY_NONE, "one GPU: parallel world 1, none");
+    est_report_free(r);
+}
+
+/* 1. DDP: one bucket of every gradient (P < 25 MiB), made with the wrapper. */
+static void test_ddp(void) {
+    for (int64_t world = 1; world <= 4; world += 3) {
+        char what[64];
+        snprintf(what, sizeof what, "ddp world %lld", (long long)world);
+        est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = world, .strategy = EST_STRATEGY_DDP}, what);
+        expect e = one_gpu();
+        e.comm = P;
+        check_peak(r, &e, what);
+        const est_comm *c = est_report_comm(r);
+        CHECK(c && c->buckets == 1, "%s: %llu buckets, expected 1", what, U(c ? c->buckets : 0));
+        /* the all-reduce moves every gradient, unrounded: 2 x 65536 + 2560 floats */
+        uint64_t grads = (2 * 65536 + 2560) * 4;
+        CHECK(c && c->all_reduce_bytes == (world > 1 ? grads : 0), "%s: all-reduce %llu", what,
+              U(c ? c->all_reduce_bytes : 0));
+        est_report_free(r);
+    }
+    /* a 256 KiB cap: in reverse order Wh + W1 (272384 >= 262144) close the
+     * first bucket, W0 alone the second */
+    est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_DDP,
+                                                         .bucket_bytes = 262144}, "ddp 256 KiB buckets");
+    CHECK(r && est_report_comm(r)->buckets == 2, "ddp 256 KiB buckets: %llu buckets, expected 2",
+          U(r ? est_report_comm(r)->buckets : 0));
+    CHECK(r && est_report_peak(r)->comm == R(WH + W) + W, "ddp 256 KiB buckets: comm %llu, expected %llu",
+          U(r ? est_report_peak(r)->comm : 0), U(R(WH + W) + W));
+    est_report_free(r);
+}
+
+/* 2. gradient_as_bucket_view: the .grad tensors are the bucket, P of grads
+ * from the start. At the head's backward: activations h1 and h0 (saved by
+ * head and fc1), temp dy + dh1: 3 ACT + Y besides the rest. fc1's moment,
+ * the peak on one GPU, has h0, dh1 and dh0: 3 ACT, less by Y. */
+static void test_ddp_view(void) {
+    est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_DDP,
+                                                         .grad_as_bucket_view = 1}, "ddp view");
+    expect e = {.params = P, .grads = P, .activations = ACT + ACT, .temp = Y + ACT, .inputs = ACT,
+                .other = Y + LOSS, .layer = "head"};
+    check_peak(r, &e, "ddp view");
+    if (r) CHECK(est_report_totals(r)->grads_bytes == P, "ddp view: grads_bytes %llu", U(est_report_totals(r)->grads_bytes));
+    est_report_free(r);
+}
+
+/* 3. ZeRO-1 on 2 GPUs with Adam: W0 (65536 elements) to rank 0, W1 to rank
+ * 1 (the least loaded), Wh to rank 0 (a tie goes to the lower rank). Rank 0
+ * holds 68096 elements, rank 1 65536: the estimate is rank 0's. */
+static void test_zero1(void) {
+    est_report *r = estimate(EST_OPT_ADAM, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_ZERO1}, "zero1");
+    if (!r) return;
+    const est_totals *t = est_report_totals(r);
+    CHECK(t->optimizer_bytes == 2 * (W + WH), "zero1: optimizer %llu, expected %llu", U(t->optimizer_bytes),
+          U(2 * (W + WH)));
+    CHECK(t->params_bytes == P && t->grads_bytes == P, "zero1: params and grads are whole");
+    const est_comm *c = est_report_comm(r);
+    CHECK(c->broadcast_bytes == P && c->all_reduce_bytes == P, "zero1: broadcast %llu, all-reduce %llu",
+          U(c->broadcast_bytes), U(c->all_reduce_bytes));
+    est_report_free(r);
+}
+
+/* 4. FSDP on 4 GPUs: W0 and W1 shard to 64 rows (65536 bytes), Wh to
+ * ceil(10 / 4) = 3 rows (3072); unsharded, Wh is padded to 12 rows (12288).
+ * At fc1's backward: the shards, the root's Wh (never resharded after
+ * forward), blocks.1 (running) and blocks.0 (prefetched) unsharded, and
+ * blocks.1's all-gather output, kept from the forward until backward ends
+ * (4 x 65536). */
+#define SHARD_W R(64 * 256 * 4)
+#define SHARD_WH R(3 * 256 * 4)
+static void test_fsdp(void) {
+    est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP}, "fsdp");
+    uint64_t shards = SHARD_W + SHARD_W + SHARD_WH;
+    expect e = one_gpu();
+    e.params = shards + R(12 * 256 * 4) + W + W;
+    e.comm = 4 * SHARD_W;
+    check_peak(r, &e, "fsdp");
+    if (r) {
+        const est_comm *c = est_report_comm(r);
+        CHECK(c->groups == 3, "fsdp: %llu groups, expected 3 (the root and two blocks)", U(c->groups));
+        /* forward gathers every group, backward the blocks again */
+        uint64_t gathered = 4 * (SHARD_W + SHARD_W + SHARD_WH) + 4 * (SHARD_W + SHARD_W);
+        CHECK(c->all_gather_bytes == gathered, "fsdp: all-gather %llu, expected %llu", U(c->all_gather_bytes),
+              U(gathered));
+        CHECK(c->reduce_scatter_bytes == 4 * shards, "fsdp: reduce-scatter %llu", U(c->reduce_scatter_bytes));
+    }
+    est_report_free(r);
+    r = estimate(EST_OPT_ADAM, (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP}, "fsdp adam");
+    if (r) {
+        const est_totals *t = est_report_totals(r);
+        CHECK(t->params_bytes == shards, "fsdp adam: params %llu, expected the shards %llu", U(t->params_bytes),
+              U(shards));
+        CHECK(t->grads_bytes == shards, "fsdp adam: grads %llu, expected the flat shards %llu", U(t->grads_bytes),
+              U(shards));
+        /* the first rank's shards are whole: 64 of 256 rows, 3 of 10 */
+        CHECK(t->optimizer_bytes == 2 * shards, "fsdp adam: optimizer %llu, expected %llu", U(t->optimizer_bytes),
+              U(2 * shards));
+    }
+    est_report_free(r);
+    r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP_GRAD_OP}, "grad-op");
+    if (r) {
+        uint64_t once = 4 * (SHARD_W + SHARD_W + SHARD_WH);
+        CHECK(est_report_comm(r)->all_gather_bytes == once, "grad-op: all-gather %llu, expected %llu",
+              U(est_report_comm(r)->all_gather_bytes), U(once));
+        /* nothing is resharded before backward: the same moment as fsdp */
+        check_peak(r, &e, "grad-op");
+    }
+    est_report_free(r);
+}
+
+/* 5. HSDP: 4 GPUs in shard groups of 2: W0 and W1 shard to 128 rows, Wh to
+ * 5 (5120, and 10 rows unsharded); the shards are all-reduced across the 2
+ * groups. */
+static void test_hsdp(void) {
+    est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_HSDP,
+                                                         .shard_group = 2}, "hsdp");
+    uint64_t shards = 2 * R(128 * 256 * 4) + R(5 * 256 * 4);
+    expect e = one_gpu();
+    e.params = shards + WH + W + W;
+    e.comm = 2 * R(128 * 256 * 4);
+    check_peak(r, &e, "hsdp");
+    if (r) {
+        const est_comm *c = est_report_comm(r);
+        CHECK(c->all_reduce_bytes == shards, "hsdp: all-reduce %llu, expected the shards %llu", U(c->all_reduce_bytes),
+              U(shards));
+        CHECK(c->reduce_scatter_bytes == 2 * shards, "hsdp: reduce-scatter %llu", U(c->reduce_scatter_bytes));
+    }
+    est_report_free(r);
+}
+
+/* 6. CPUOffloadPolicy: shards, their gradients and the optimizer state on
+ * the host. */
+static void test_offload(void) {
+    est_report *r = estimate(EST_OPT_ADAM, (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP, .offload = 1},
+                             "offload");
+    if (!r) return;
+    const est_totals *t = est_report_totals(r);
+    CHECK(t->params_bytes == 0 && t->grads_bytes == 0 && t->optimizer_bytes == 0,
+          "offload: params %llu, grads %llu, optimizer %llu on the GPU, expected none", U(t->params_bytes),
+          U(t->grads_bytes), U(t->optimizer_bytes));
+    est_report_free(r);
+}
+
+static void expect_error(est_mode mode, est_optimizer o, est_parallel par, const char *part, const char *what) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = mode;
+    opt.optimizer = o;
+    opt.batch = 8;
+    opt.parallel = par;
+    est_error err;
+    est_report *r = NULL;
+    est_status st = est_estimate(graph, &opt, &r, &err);
+    CHECK(st == EST_EINVAL && !r, "%s: status %d, expected EST_EINVAL", what, (int)st);
+    if (st != EST_OK) CHECK(strstr(err.message, part), "%s: message '%s' lacks '%s'", what, err.message, part);
+    est_report_free(r);
+}
+
+/* 7. */
+static void test_errors(void) {
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM, (est_parallel){.world_size = 8}, "needs a strategy", "no strategy");
+    expect_error(EST_MODE_INFER, EST_OPT_ADAM, (est_parallel){.world_size = 8, .strategy = EST_STRATEGY_FSDP},
+                 "for training", "inference");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM, (est_parallel){.world_size = 8, .strategy = EST_STRATEGY_HSDP},
+                 "must divide", "hsdp without a group");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM,
+                 (est_parallel){.world_size = 8, .strategy = EST_STRATEGY_HSDP, .shard_group = 3}, "must divide",
+                 "hsdp group 3 of 8");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM,
+                 (est_parallel){.world_size = 8, .strategy = EST_STRATEGY_FSDP, .shard_group = 2}, "hsdp's",
+                 "fsdp with a group");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM,
+                 (est_parallel){.world_size = 8, .strategy = EST_STRATEGY_DDP, .offload = 1}, "CPUOffloadPolicy",
+                 "ddp offload");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM,
+                 (est_parallel){.world_size = 8, .strategy = EST_STRATEGY_FSDP, .bucket_bytes = 1 << 20}, "DDP's",
+                 "fsdp buckets");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAFACTOR, (est_parallel){.world_size = 8, .strategy = EST_STRATEGY_FSDP},
+                 "Adafactor", "fsdp adafactor");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM, (est_parallel){.world_size = -1, .strategy = EST_STRATEGY_DDP},
+                 "world size", "negative world");
+    expect_error(EST_MODE_TRAIN, EST_OPT_ADAM, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_COUNT},
+                 "strategy", "strategy out of range");
+}
+
+/* 8. */
+static void test_names(void) {
+    for (int s = 0; s < EST_STRATEGY_COUNT; s++)
+        CHECK(est_strategy_from_name(est_strategy_name((est_strategy)s)) == s, "strategy %d: name '%s' round trip", s,
+              est_strategy_name((est_strategy)s));
+    CHECK(strcmp(est_strategy_name(EST_STRATEGY_FSDP_GRAD_OP), "fsdp-grad-op") == 0, "fsdp-grad-op's name");
+    CHECK(est_strategy_from_name("fsdp2") == -1 && est_strategy_from_name(NULL) == -1, "unknown names are -1");
+    CHECK(strcmp(est_strategy_name(EST_STRATEGY_COUNT), "unknown") == 0, "out of range is 'unknown'");
+    CHECK(strcmp(est_category_name(EST_CAT_COMM), "comm") == 0, "the comm category's name");
+}
+
+int main(void) {
+    est_error err;
+    if (est_load_json_buffer(graph_json, strlen(graph_json), "twoblocks", &graph, &err) != EST_OK) {
+        printf("test_parallel: load failed: %s\n", err.message);
+        return 1;
+    }
+    test_one_gpu();
+    test_ddp();
+    test_ddp_view();
+    test_zero1();
+    test_fsdp();
+    test_hsdp();
+    test_offload();
+    test_errors();
+    test_names();
+    est_graph_free(graph);
+    return test_result("test_parallel");
+}
