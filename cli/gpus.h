@@ -20,5 +20,10 @@ bool parse_size(const char *s, uint64_t *out);
 /* The default framework reserve: the CUDA context (~0.5 GiB) plus the
  * caching allocator's slack; an assumption until measured with PyTorch. */
 #define DEFAULT_RESERVE_BYTES ((uint64_t)1 << 30)
+/* What NCCL holds outside PyTorch's allocator once a process group has run
+ * a collective: 564 MiB on an H100 at world size 1, NCCL 2.28.9
+ * (bench/distributed/data/h100_w1_fresh, nccl_init; docs/distributed.md).
+ * Added to the default reserve under --strategy. */
+#define NCCL_RESERVE_BYTES ((uint64_t)564 << 20)
 
 #endif

@@ -141,7 +141,8 @@ static const char help_capacity_text[] =
     "      --reserve SIZE    memory the framework holds beyond the estimate (CUDA\n"
     "                        context, allocator slack); fits when peak <= GPU memory -\n"
     "                        reserve (default: 1GiB: the CUDA context and cuBLAS,\n"
-    "                        0.67 GiB measured on an H200, plus allocator slack)\n"
+    "                        0.67 GiB measured on an H200, plus allocator slack;\n"
+    "                        with --strategy 564 MiB more, NCCL's own memory)\n"
     "      --max-batch       with --gpu or --gpu-memory: the largest batch that fits,\n"
     "                        and the next one, which does not (default: off)\n"
     "      --sweep NAME=V1,V2,...\n"
@@ -637,7 +638,9 @@ static int parse_args(cli *c, int argc, char **argv) {
         return usage_error("--gpu, --gpu-memory, --reserve, --max-batch and --sweep are for estimating, not %s",
                            c->command);
     if (c->reserve_given && !c->fit_given) return usage_error("--reserve needs --gpu or --gpu-memory");
-    if (!c->reserve_given) c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES;
+    if (!c->reserve_given)
+        c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES +
+                               (c->opt.parallel.strategy != EST_STRATEGY_NONE ? NCCL_RESERVE_BYTES : 0);
     /* the allocator's replay runs out where PyTorch would on this GPU */
     if (c->fit_given) c->opt.memory_limit = fit_usable(&c->fit) ? fit_usable(&c->fit) : 1;
     if (c->max_batch && !c->fit_given) return usage_error("--max-batch needs --gpu NAME or --gpu-memory SIZE");
@@ -740,7 +743,7 @@ static int check_model_options(cli *c, const est_graph *g) {
     if (c->opt.amp != EST_AMP_NONE && c->opt.dtype != EST_DT_FLOAT)
         return usage_error("--amp keeps float32 weights, and %s's are %s: add --dtype float32", c->model,
                            est_dtype_name(c->opt.dtype));
-    if (est_check_param_filter(g, &c->opt.params, &err) != EST_OK) {
+    if (est_check_param_filter(g, &c->opt.params, &err) != EST_OK || est_check_parallel(&c->opt, &err) != EST_OK) {
         fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_USAGE;
     }

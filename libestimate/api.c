@@ -260,7 +260,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     else if (opt->grad_accum < 0 || opt->grad_accum > EST_MAX_GRAD_ACCUM)
         st = est__fail(err, EST_EINVAL, "est_estimate: grad_accum %lld is not between 1 and %d",
                        (long long)opt->grad_accum, EST_MAX_GRAD_ACCUM);
-    else if ((st = est__par_check(r, opt, err)) == EST_OK) st = est_check_param_filter(g, &opt->params, err);
+    else if ((st = est_check_parallel(opt, err)) == EST_OK) st = est_check_param_filter(g, &opt->params, err);
     if (st == EST_OK) st = est__infer(r, opt, err);
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__build_params(r, &opt->params, err);

@@ -64,7 +64,7 @@ static bool is_ddp(est_strategy st) { return st == EST_STRATEGY_DDP || st == EST
 
 /* ---- options ---------------------------------------------------------------- */
 
-est_status est__par_check(const est_report *r, const est_options *opt, est_error *err) {
+est_status est_check_parallel(const est_options *opt, est_error *err) {
     const est_parallel *p = &opt->parallel;
     const char *name = est_strategy_name(p->strategy);
     if ((unsigned)p->strategy >= EST_STRATEGY_COUNT)
@@ -80,7 +80,7 @@ est_status est__par_check(const est_report *r, const est_options *opt, est_error
             return est__fail(err, EST_EINVAL, "shard group, buckets and offload need a strategy");
         return EST_OK;
     }
-    if (r->mode != EST_MODE_TRAIN)
+    if (opt->mode != EST_MODE_TRAIN)
         return est__fail(err, EST_EINVAL, "strategy %s: data parallelism is for training; an inference pass on each "
                          "GPU is the one-GPU estimate", name);
     int64_t world = p->world_size ? p->world_size : 1;
@@ -96,7 +96,7 @@ est_status est__par_check(const est_report *r, const est_options *opt, est_error
     if (!is_fsdp(p->strategy) && p->offload)
         return est__fail(err, EST_EINVAL, "strategy %s: CPU offload is FSDP's CPUOffloadPolicy (fsdp, fsdp-grad-op, "
                          "hsdp); under DDP the optimizer state stays on the GPU", name);
-    if (is_fsdp(p->strategy) && r->optimizer == EST_OPT_ADAFACTOR)
+    if (is_fsdp(p->strategy) && opt->optimizer == EST_OPT_ADAFACTOR)
         return est__fail(err, EST_EINVAL, "strategy %s: Adafactor's factored state of sharded parameters is not "
                          "modelled; use adam, adamw, sgd or momentum", name);
     return EST_OK;

@@ -10,9 +10,6 @@
 
 #include "sim.h"
 
-/* Checks est_options.parallel against the rest of the options. */
-est_status est__par_check(const est_report *r, const est_options *opt, est_error *err);
-
 /* Plans s->par (after the step's tensors are sized); EST_ENOMEM, or
  * EST_OK with s->par NULL on one GPU. */
 est_status est__par_plan(sim *s, est_error *err);

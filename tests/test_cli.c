@@ -240,6 +240,56 @@ static void fine_tuning(void) {
     cJSON_Delete(root);
 }
 
+/* --world-size and --strategy: usage errors, the per-GPU lines, the JSON
+ * "parallel" object, and NCCL's memory in the default reserve. */
+static void data_parallel(void) {
+    char args[4096], *out;
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --strategy fsdp2", models);
+    expect_exit(args, 2, "ddp, zero1, fsdp, fsdp-grad-op or hsdp");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 0 --strategy ddp", models);
+    expect_exit(args, 2, "--world-size wants a number of GPUs");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 4", models);
+    expect_exit(args, 2, "world size 4 needs a strategy");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 8 --strategy hsdp --shard-group 3", models);
+    expect_exit(args, 2, "must divide the world size (8)");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 8 --strategy ddp --offload", models);
+    expect_exit(args, 2, "CPUOffloadPolicy");
+    snprintf(args, sizeof args, "verify %s/resnet18.onnx --batch 8 --world-size 2 --strategy ddp", models);
+    expect_exit(args, 2, "verify runs one GPU");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 8 --strategy fsdp", models);
+    expect_exit(args, 0, "per GPU of 8, fsdp: ");
+    expect_exit(args, 0, "communication   a step moves all-gather ");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 2 --strategy ddp --gpu H100-80GB", models);
+    expect_exit(args, 0, "reserve 1.55 GiB"); /* 1 GiB + NCCL's 564 MiB */
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 8 --strategy hsdp --shard-group 4 --format json",
+             models);
+    CHECK(run(args, false, &out) == 0, "hsdp json exit");
+    cJSON *root = cJSON_Parse(out);
+    free(out);
+    CHECK(root != NULL, "hsdp JSON does not parse");
+    if (!root) return;
+    const cJSON *par = field(root, "parallel", is_object, "top level");
+    const cJSON *comm = par ? field(par, "comm_bytes", is_object, "parallel") : NULL;
+    const cJSON *st = par ? cJSON_GetObjectItem(par, "strategy") : NULL;
+    const cJSON *group = par ? cJSON_GetObjectItem(par, "shard_group") : NULL;
+    CHECK(cJSON_IsString(st) && strcmp(st->valuestring, "hsdp") == 0, "parallel.strategy is hsdp");
+    CHECK(cJSON_IsNumber(group) && group->valuedouble == 4, "parallel.shard_group is 4");
+    const char *keys[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+    for (size_t k = 0; comm && k < 4; k++) {
+        const cJSON *v = field(comm, keys[k], is_number, "comm_bytes");
+        CHECK(v && (k == 3 ? v->valuedouble == 0 : v->valuedouble > 0), "comm_bytes.%s", keys[k]);
+    }
+    const cJSON *breakdown = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "peak"), "breakdown");
+    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(breakdown, "comm")), "peak.breakdown.comm");
+    cJSON_Delete(root);
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --format json", models);
+    CHECK(run(args, false, &out) == 0, "one-GPU json exit");
+    root = cJSON_Parse(out);
+    free(out);
+    CHECK(root && cJSON_IsNull(cJSON_GetObjectItem(root, "parallel")), "one GPU: \"parallel\": null");
+    cJSON_Delete(root);
+}
+
 /* convert writes JSON that loads back to the same report. */
 static void convert_round_trip(void) {
     char args[4096], *a, *b;
@@ -509,6 +559,7 @@ int main(int argc, char **argv) {
     json_report();
     csv_and_table();
     fine_tuning();
+    data_parallel();
     dynamo_names();
     convert_round_trip();
     input_shape();

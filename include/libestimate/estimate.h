@@ -537,6 +537,12 @@ typedef struct est_options {
  * input shapes). */
 EST_API void est_options_init(est_options *opt);
 
+/* Checks est_options.parallel against the other options (a strategy needs
+ * training, hsdp a shard group that divides the world size, and so on):
+ * EST_EINVAL with the reason otherwise. est_estimate() makes the same
+ * check. */
+EST_API est_status est_check_parallel(const est_options *opt, est_error *err);
+
 typedef struct est_report est_report;
 
 /* Infers every shape under `opt` and fills a new report owned by the caller
