@@ -25,6 +25,7 @@
 #include "parallel.h"
 
 #define DDP_DEFAULT_BUCKET (25ull << 20)   /* bucket_cap_mb=25 */
+#define DDP_FIRST_BUCKET (1ull << 20)      /* dist._DEFAULT_FIRST_BUCKET_BYTES */
 #define BROADCAST_BUCKET (250ull << 20)    /* DDP's broadcast_bucket_size */
 #define EST_MAX_WORLD_SIZE (1 << 20)
 
@@ -214,11 +215,15 @@ static bool plan_zero1(sim *s, struct est_par *p, int64_t world) {
     return true;
 }
 
-/* The Reducer's buckets: parameters that train, in reverse order, a bucket
- * closing once it holds `cap` bytes or more (compute_bucket_assignment_by_size). */
+/* The Reducer's buckets as the steady state has them, rebuilt after the
+ * first iteration (DDP starts with one bucket of everything): parameters
+ * that train, in reverse order, a bucket closing once it holds its cap or
+ * more (compute_bucket_assignment_by_size); the first bucket's cap is 1 MiB
+ * unless bucket_cap_mb is given. */
 static bool plan_buckets(sim *s, struct est_par *p) {
     const est_graph *g = s->g;
-    uint64_t cap = s->r->parallel.bucket_bytes ? s->r->parallel.bucket_bytes : DDP_DEFAULT_BUCKET;
+    uint64_t later = s->r->parallel.bucket_bytes ? s->r->parallel.bucket_bytes : DDP_DEFAULT_BUCKET;
+    uint64_t cap = s->r->parallel.bucket_bytes ? later : DDP_FIRST_BUCKET;
     p->buckets = calloc((size_t)g->n_tensors + 1, sizeof *p->buckets);
     if (!p->buckets) return false;
     uint64_t open = 0;
@@ -228,6 +233,7 @@ static bool plan_buckets(sim *s, struct est_par *p) {
         if (open >= cap) {
             p->buckets[p->n_buckets++] = round_alloc(open);
             open = 0;
+            cap = later;
         }
     }
     if (open) p->buckets[p->n_buckets++] = round_alloc(open);
@@ -365,9 +371,10 @@ void est__par_construct(sim *s) {
         construct_fsdp(s, p);
         return;
     }
+    /* _sync_module_states' broadcast comes first, then the Reducer */
+    transient(s, coalesced_bytes(s, true, true), KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
     est_category c = s->grad_views ? EST_CAT_GRADS : EST_CAT_COMM;
     for (int32_t b = 0; b < p->n_buckets; b++) est__sim_alloc(s, c, p->buckets[b], KEY(K_PAR, b, P_BUCKET));
-    transient(s, coalesced_bytes(s, true, true), KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
 }
 
 /* All-gathers group k: its flat output, then one unsharded tensor per

@@ -17,6 +17,8 @@ Measurements:
   (checkpoint_h100.json) and of MemTracker's categories
   (measured_harness_h100.json, measured_rest_h100.json);
 - data/finetune/ (committed): fine-tuning runs 3 and 4 (H100, 2026-11-24);
+- ../distributed/data/h100_w1_fresh/ (committed): data parallelism at world
+  size 1 (H100, 2026-11-24; bench/distributed/run_dist.sh);
 - ../shared/truth/truth.json and its onnx/ (the shared truth, H200; read in
   place, never copied).
 Exports (git-ignored, made on a CPU): out/exports by
@@ -48,6 +50,9 @@ CHECKPOINT = os.path.join(CAPACITY, "checkpoint_h100.json")
 HARNESS = os.path.join(CAPACITY, "measured_harness_h100.json")
 REST = os.path.join(CAPACITY, "measured_rest_h100.json")
 TRUTH_JSON = os.path.join(TRUTH, "truth.json")
+# bench/distributed's world-size-1 run (one job per configuration, H100)
+DISTRIBUTED = [os.path.join(ROOT, "bench", "distributed", "data", "h100_w1_fresh", f"dist_w1_{m}.json")
+               for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")]
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 # The 15 models of measured_harness_h100.json (data/capacity/README.md names this list).
 HARNESS_ONLY = ("resnet50,vgg11_bn,alexnet,densenet121,googlenet,shufflenet_v2_x1_0,mobilenet_v3_small,"
@@ -66,6 +71,8 @@ RUNS = {
     "checkpoint": ("compare_checkpoint.py", ["--markdown", CHECKPOINT, EXPORTS], CHECKPOINT, EXPORTS),
     "reserved-summary": ("compare_reserved.py", ["--summary", "--amp", CAP, EXPORTS], CAP, EXPORTS),
     "reserved": ("compare_reserved.py", ["--markdown", "--amp", CAP, EXPORTS], CAP, EXPORTS),
+    "distributed": (os.path.join("..", "distributed", "compare_dist.py"),
+                    ["--markdown"] + DISTRIBUTED + [EXPORTS], DISTRIBUTED[0], EXPORTS),
     "finetune": ("compare_finetune.py", ["--markdown", os.path.join(FINETUNE, "finetune_h100_run3.json"),
                                          os.path.join(FINETUNE, "finetune_h100_run4.json"),
                                          os.path.join(OUT, "finetune", "exports")],
@@ -371,6 +378,7 @@ TABLES = {
     "reserved-summary": (("reserved-summary", "reserved"), view_reserved_summary),
     "reserved": (("reserved",), view_reserved),
     "finetune": (("finetune",), lambda o: view_raw(o, "finetune", source=False)),
+    "distributed": (("distributed",), lambda o: view_raw(o, "distributed", source=False)),
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
 }
 

@@ -14,6 +14,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "accuracy"))
 import memest_run  # noqa: E402
 
@@ -75,6 +76,12 @@ def main():
             json.dump(rows, f, indent=1)
     mib = 2 ** 20
     if a.markdown:
+        sources = sorted({os.path.relpath(os.path.dirname(os.path.abspath(p)), ROOT) for p in files})
+        d = json.load(open(files[0]))
+        print(f"Measured: `{'`, `'.join(sources)}` ({d['machine']['gpus'][0]}, torch {d['versions']['torch']}, "
+              f"NCCL {d['versions']['nccl']}, {d['date']}; {'one job per configuration' if d.get('fresh') else 'one job'}"
+              f"); estimated: the current memest on `{os.path.relpath(os.path.abspath(exports), ROOT)}`.")
+        print()
         print("| model | export | strategy | GPUs | batch | measured | memest | error |")
         print("|---|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
@@ -87,9 +94,10 @@ def main():
             print(f"{r['model']:12} {r['strategy']:13} w{r['world_size']} b{r['batch']:<3} "
                   f"measured {r['measured'] / mib:8.1f} MiB  memest {est:>14}  {err}")
     errs = sorted(abs(r["error_pct"]) for r in rows if "error_pct" in r)
-    if errs and not a.markdown:
-        print(f"{len(errs)} rows: median |error| {errs[len(errs) // 2]:.2f}%, worst {errs[-1]:.2f}%, "
-              f"within 5%: {sum(e <= 5 for e in errs)}")
+    if errs:
+        print()
+        print(f"{'- ' if a.markdown else ''}{len(errs)} rows: median |error| {errs[len(errs) // 2]:.1f}%, "
+              f"worst {errs[-1]:.1f}%, within 5%: {sum(e <= 5 for e in errs)}")
     return 0
 
 
