@@ -128,6 +128,14 @@ static const char help_parallel_text[] =
     "      --offload         fsdp family: CPUOffloadPolicy, sharded parameters,\n"
     "                        gradients and optimizer state in host memory\n"
     "                        (default: off)\n"
+    "      --tp N            tensor parallelism of the transformer blocks over N\n"
+    "                        GPUs (dividing --world-size, which defaults to N):\n"
+    "                        column-wise then row-wise linear pairs (q,k,v -> o;\n"
+    "                        up,gate -> down) found in the graph and split; the\n"
+    "                        strategy runs over --world-size / N (default: 1)\n"
+    "      --sequence-parallel\n"
+    "                        with --tp: the blocks' norms, residuals and dropout\n"
+    "                        split along the sequence too (default: off)\n"
     "\n"
     ;
 
@@ -471,13 +479,18 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (!parse_int64(v, &c->opt.grad_accum) || c->opt.grad_accum <= 0 || c->opt.grad_accum > 1024)
                 return usage_error("--grad-accum wants a number of micro-batches from 1 to 1024, got '%s'", v);
-        } else if (is_flag(a, "--world-size", "--world-size") || is_flag(a, "--shard-group", "--shard-group")) {
-            bool world = strncmp(a, "--world-size", 12) == 0;
-            int64_t *dst = world ? &c->opt.parallel.world_size : &c->opt.parallel.shard_group;
+        } else if (is_flag(a, "--world-size", "--world-size") || is_flag(a, "--shard-group", "--shard-group") ||
+                   is_flag(a, "--tp", "--tp")) {
+            const char *flag = strncmp(a, "--world-size", 12) == 0 ? "--world-size"
+                               : strncmp(a, "--tp", 4) == 0 && (a[4] == '\0' || a[4] == '=') ? "--tp"
+                                                                                               : "--shard-group";
+            int64_t *dst = flag[2] == 'w' ? &c->opt.parallel.world_size
+                           : flag[2] == 't' ? &c->opt.parallel.tp : &c->opt.parallel.shard_group;
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (!parse_int64(v, dst) || *dst <= 0 || *dst > (1 << 20))
-                return usage_error("%s wants a number of GPUs from 1 to 1048576, got '%s'",
-                                   world ? "--world-size" : "--shard-group", v);
+                return usage_error("%s wants a number of GPUs from 1 to 1048576, got '%s'", flag, v);
+        } else if (strcmp(a, "--sequence-parallel") == 0) {
+            c->opt.parallel.sequence_parallel = 1;
         } else if (is_flag(a, "--strategy", "--strategy")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             int st = est_strategy_from_name(v);
@@ -631,8 +644,8 @@ static int parse_args(cli *c, int argc, char **argv) {
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))
         return usage_error("--input and --dump-outputs are verify's");
     if (c->command && strcmp(c->command, "verify") == 0 &&
-        (c->opt.parallel.world_size > 1 || c->opt.parallel.strategy != EST_STRATEGY_NONE))
-        return usage_error("verify runs one GPU: --world-size and --strategy are for estimates");
+        (c->opt.parallel.world_size > 1 || c->opt.parallel.strategy != EST_STRATEGY_NONE || c->opt.parallel.tp > 1))
+        return usage_error("verify runs one GPU: --world-size, --strategy and --tp are for estimates");
     bool capacity = c->fit_given || c->reserve_given || c->max_batch || c->sweep_name;
     if (capacity && c->command)
         return usage_error("--gpu, --gpu-memory, --reserve, --max-batch and --sweep are for estimating, not %s",

@@ -104,13 +104,20 @@ static void print_name(FILE *f, const char *name, int width) {
     else fprintf(f, "...%s", name + len - (width - 3)); /* keep the informative tail */
 }
 
+/* A layer's label within its block: "q_proj" for "layers.0.self_attn.q_proj". */
+static const char *in_block(const char *label, const char *block, size_t len) {
+    return len && strncmp(label, block, len) == 0 && label[len] == '.' ? label + len + 1 : label;
+}
+
 /* The strategy line and the step's communication, under the memory header. */
 static void print_parallel(FILE *f, const est_report *r) {
     const est_parallel *p = est_report_parallel(r);
-    if (p->strategy == EST_STRATEGY_NONE) return;
+    if (p->world_size <= 1 && p->strategy == EST_STRATEGY_NONE) return;
     const est_comm *c = est_report_comm(r);
     char a[64];
-    fprintf(f, "  per GPU of %lld, %s", (long long)p->world_size, est_strategy_name(p->strategy));
+    fprintf(f, "  per GPU of %lld, ", (long long)p->world_size);
+    if (p->strategy != EST_STRATEGY_NONE) fprintf(f, "%s%s", est_strategy_name(p->strategy), p->tp > 1 ? " x " : "");
+    if (p->tp > 1) fprintf(f, "tp %lld%s", (long long)p->tp, p->sequence_parallel ? " (sequence parallel)" : "");
     if (p->strategy == EST_STRATEGY_HSDP) fprintf(f, " (shard groups of %lld)", (long long)p->shard_group);
     if (c->buckets) fprintf(f, ": %" PRIu64 " gradient buckets%s", c->buckets, p->grad_as_bucket_view ? " (the .grad are views)" : "");
     if (c->groups) fprintf(f, ": %" PRIu64 " parameter groups%s", c->groups, p->offload ? ", offloaded to the host" : "");
@@ -127,6 +134,14 @@ static void print_parallel(FILE *f, const est_report *r) {
             any = true;
         }
     fprintf(f, "%s\n", any ? "" : " nothing (one GPU per group)");
+    size_t n = est_report_tp_pair_count(r);
+    for (size_t i = 0; i < n; i++) { /* the pairs --tp split, a line each */
+        const est_tp_pair *pair = est_report_tp_pair(r, i);
+        size_t len = strlen(pair->block);
+        fprintf(f, "%s%s: ", i ? "                  " : "  tp split        ", pair->block[0] ? term(pair->block) : "(model)");
+        for (size_t k = 0; k < pair->n_columns; k++) fprintf(f, "%s%s", k ? ", " : "", term(in_block(pair->columns[k], pair->block, len)));
+        fprintf(f, " -> %s\n", term(in_block(pair->row, pair->block, len)));
+    }
 }
 
 int print_table(FILE *f, const est_report *r, const output_opts *o) {
@@ -450,7 +465,7 @@ static void write_totals(json_writer *w, const est_report *r) {
 /* "parallel": null on one GPU. */
 static void write_parallel(json_writer *w, const est_report *r) {
     const est_parallel *p = est_report_parallel(r);
-    if (p->strategy == EST_STRATEGY_NONE) {
+    if (p->world_size <= 1 && p->strategy == EST_STRATEGY_NONE) {
         jw_null(w, "parallel");
         return;
     }
@@ -462,6 +477,20 @@ static void write_parallel(json_writer *w, const est_report *r) {
     else jw_null(w, "shard_group");
     jw_bool(w, "grad_as_bucket_view", p->grad_as_bucket_view != 0);
     jw_bool(w, "offload", p->offload != 0);
+    jw_i64(w, "tp", p->tp);
+    jw_bool(w, "sequence_parallel", p->sequence_parallel != 0);
+    jw_begin_array(w, "tp_pairs");
+    for (size_t i = 0; i < est_report_tp_pair_count(r); i++) {
+        const est_tp_pair *pair = est_report_tp_pair(r, i);
+        jw_begin_object(w, NULL);
+        jw_string(w, "block", pair->block);
+        jw_begin_array(w, "columns");
+        for (size_t k = 0; k < pair->n_columns; k++) jw_string(w, NULL, pair->columns[k]);
+        jw_end_array(w);
+        jw_string(w, "row", pair->row);
+        jw_end_object(w);
+    }
+    jw_end_array(w);
     jw_u64(w, "buckets", c->buckets);
     jw_u64(w, "groups", c->groups);
     jw_begin_object(w, "comm_bytes");

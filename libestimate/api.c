@@ -76,6 +76,10 @@ void est_report_free(est_report *r) {
     free(r->outputs);
     free(r->params);
     free(r->trains);
+    for (size_t i = 0; i < r->n_tp_pairs; i++) free(r->tp_blocks[i]);
+    free(r->tp_blocks);
+    free(r->tp_pairs);
+    free(r->tp_columns);
     free(r);
 }
 
@@ -243,7 +247,8 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->skip_reserved = opt->skip_reserved != 0;
     r->grad_accum = opt->grad_accum > 1 ? opt->grad_accum : 1;
     r->parallel = opt->parallel;
-    if (r->parallel.world_size < 1) r->parallel.world_size = 1;
+    if (r->parallel.tp < 1) r->parallel.tp = 1;
+    if (r->parallel.world_size < 1) r->parallel.world_size = r->parallel.tp;
     est_status st = EST_OK;
     if ((unsigned)r->mode > EST_MODE_INFER || (unsigned)r->optimizer >= EST_OPT_COUNT ||
         (unsigned)r->kernels > EST_KERNELS_VERIFY)
@@ -296,3 +301,7 @@ est_dtype est_report_dtype(const est_report *r) { return r ? r->dtype : EST_DT_F
 est_amp est_report_amp(const est_report *r) { return r ? r->amp : EST_AMP_NONE; }
 const est_parallel *est_report_parallel(const est_report *r) { return r ? &r->parallel : NULL; }
 const est_comm *est_report_comm(const est_report *r) { return r ? &r->comm : NULL; }
+size_t est_report_tp_pair_count(const est_report *r) { return r ? r->n_tp_pairs : 0; }
+const est_tp_pair *est_report_tp_pair(const est_report *r, size_t i) {
+    return r && i < r->n_tp_pairs ? &r->tp_pairs[i] : NULL;
+}

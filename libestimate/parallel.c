@@ -73,10 +73,23 @@ est_status est_check_parallel(const est_options *opt, est_error *err) {
     if (p->world_size < 0 || p->world_size > EST_MAX_WORLD_SIZE)
         return est__fail(err, EST_EINVAL, "world size %lld: must be between 1 and %d", (long long)p->world_size,
                          EST_MAX_WORLD_SIZE);
+    if (p->tp < 0 || p->tp > EST_MAX_WORLD_SIZE)
+        return est__fail(err, EST_EINVAL, "tensor parallelism %lld: must be between 1 and %d", (long long)p->tp,
+                         EST_MAX_WORLD_SIZE);
+    int64_t tp = p->tp > 1 ? p->tp : 1, world = p->world_size ? p->world_size : tp;
+    if (world % tp)
+        return est__fail(err, EST_EINVAL, "tensor parallelism %lld does not divide the world size %lld", (long long)tp,
+                         (long long)world);
+    int64_t dp = world / tp; /* the data-parallel GPUs */
+    if (p->sequence_parallel && tp == 1)
+        return est__fail(err, EST_EINVAL, "sequence parallelism needs tensor parallelism (tp of 2 or more)");
+    if (tp > 1 && opt->optimizer == EST_OPT_ADAFACTOR && opt->mode == EST_MODE_TRAIN)
+        return est__fail(err, EST_EINVAL, "tensor parallelism: Adafactor's factored state of split matrices is not "
+                         "modelled; use adam, adamw, sgd or momentum");
     if (p->strategy == EST_STRATEGY_NONE) {
-        if (p->world_size > 1)
-            return est__fail(err, EST_EINVAL, "world size %lld needs a strategy: ddp, zero1, fsdp, fsdp-grad-op or "
-                             "hsdp", (long long)p->world_size);
+        if (dp > 1)
+            return est__fail(err, EST_EINVAL, "world size %lld%s needs a strategy: ddp, zero1, fsdp, fsdp-grad-op or "
+                             "hsdp", (long long)world, tp > 1 ? " over tensor parallelism" : "");
         if (p->shard_group || p->bucket_bytes || p->grad_as_bucket_view || p->offload)
             return est__fail(err, EST_EINVAL, "shard group, buckets and offload need a strategy");
         return EST_OK;
@@ -84,11 +97,11 @@ est_status est_check_parallel(const est_options *opt, est_error *err) {
     if (opt->mode != EST_MODE_TRAIN)
         return est__fail(err, EST_EINVAL, "strategy %s: data parallelism is for training; an inference pass on each "
                          "GPU is the one-GPU estimate", name);
-    int64_t world = p->world_size ? p->world_size : 1;
     if (p->strategy == EST_STRATEGY_HSDP) {
-        if (p->shard_group < 1 || p->shard_group > world || world % p->shard_group)
+        if (p->shard_group < 1 || p->shard_group > dp || dp % p->shard_group)
             return est__fail(err, EST_EINVAL, "strategy hsdp: the shard group (%lld GPUs) must divide the world size "
-                             "(%lld)", (long long)p->shard_group, (long long)world);
+                             "(%lld)%s", (long long)p->shard_group, (long long)dp,
+                             tp > 1 ? " over tensor parallelism" : "");
     } else if (p->shard_group) {
         return est__fail(err, EST_EINVAL, "strategy %s: a shard group is hsdp's", name);
     }
@@ -111,8 +124,9 @@ static bool is_param(const sim *s, int32_t t) { return is_param_storage(s, t) &&
  * equal parts), and of the first GPU's unpadded part. */
 static void shard_elements(const sim *s, int32_t t, int64_t n, uint64_t *padded, uint64_t *local) {
     const est_tval *v = &s->r->tv[t];
-    uint64_t elements = est_tval_elements(v);
+    uint64_t elements = local_elements(s, t); /* --tp's part, sharded on dim 0 */
     uint64_t rows = v->rank >= 1 && v->dims[0] > 0 ? (uint64_t)v->dims[0] : 1;
+    if (rows > elements) rows = elements ? elements : 1;
     uint64_t rest = elements / rows;
     uint64_t shard_rows = (rows + (uint64_t)n - 1) / (uint64_t)n;
     *padded = est_mul_sat(shard_rows, rest);
@@ -190,8 +204,8 @@ static bool plan_zero1(sim *s, struct est_par *p, int64_t world) {
     /* a stable insertion sort by elements, largest first (Python's sorted) */
     for (int32_t i = 1; i < n; i++) {
         int32_t t = order[i], j = i;
-        uint64_t e = est_tval_elements(&s->r->tv[t]);
-        while (j > 0 && est_tval_elements(&s->r->tv[order[j - 1]]) < e) {
+        uint64_t e = local_elements(s, t);
+        while (j > 0 && local_elements(s, order[j - 1]) < e) {
             order[j] = order[j - 1];
             j--;
         }
@@ -202,7 +216,7 @@ static bool plan_zero1(sim *s, struct est_par *p, int64_t world) {
         for (int64_t r = 1; r < world; r++)
             if (load[r] < load[least]) least = r;
         owner[order[i]] = (int32_t)least;
-        load[least] = est_add_sat(load[least], est_tval_elements(&s->r->tv[order[i]]));
+        load[least] = est_add_sat(load[least], local_elements(s, order[i]));
     }
     int64_t most = 0;
     for (int64_t r = 1; r < world; r++)
@@ -229,7 +243,7 @@ static bool plan_buckets(sim *s, struct est_par *p) {
     uint64_t open = 0;
     for (int32_t t = g->n_tensors - 1; t >= 0; t--) {
         if (!is_param(s, t) || !s->r->trains[t]) continue;
-        open = sim_add(s, open, est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+        open = sim_add(s, open, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
         if (open >= cap) {
             p->buckets[p->n_buckets++] = round_alloc(open);
             open = 0;
@@ -247,11 +261,12 @@ static void count_comm(sim *s, const struct est_par *p) {
     uint64_t m = (uint64_t)s->r->grad_accum, trained = 0;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (is_param(s, t) && s->r->trains[t])
-            trained = sim_add(s, trained, est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+            trained = sim_add(s, trained, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
     if (is_ddp(o->strategy)) {
+        int64_t dp = o->world_size / o->tp;
         c->buckets = (uint64_t)p->n_buckets;
-        if (o->world_size > 1) c->all_reduce_bytes = est_mul_sat(trained, m);
-        if (o->world_size > 1 && o->strategy == EST_STRATEGY_ZERO1) c->broadcast_bytes = trained;
+        if (dp > 1) c->all_reduce_bytes = est_add_sat(c->all_reduce_bytes, est_mul_sat(trained, m));
+        if (dp > 1 && o->strategy == EST_STRATEGY_ZERO1) c->broadcast_bytes = est_add_sat(c->broadcast_bytes, trained);
         return;
     }
     c->groups = (uint64_t)p->n_groups;
@@ -263,17 +278,18 @@ static void count_comm(sim *s, const struct est_par *p) {
         reduced = sim_add(s, reduced, est_mul_sat(p->groups[k].grad_shard_bytes, (uint64_t)p->shards));
         shards = sim_add(s, shards, p->groups[k].grad_shard_bytes);
     }
-    if (p->shards > 1) {
-        c->all_gather_bytes = est_mul_sat(gathered, m);
-        c->reduce_scatter_bytes = est_mul_sat(reduced, m);
+    if (p->shards > 1) { /* added to --tp's */
+        c->all_gather_bytes = est_add_sat(c->all_gather_bytes, est_mul_sat(gathered, m));
+        c->reduce_scatter_bytes = est_add_sat(c->reduce_scatter_bytes, est_mul_sat(reduced, m));
     }
-    if (p->replicas > 1) c->all_reduce_bytes = est_mul_sat(shards, m);
+    if (p->replicas > 1) c->all_reduce_bytes = est_add_sat(c->all_reduce_bytes, est_mul_sat(shards, m));
 }
 
 est_status est__par_plan(sim *s, est_error *err) {
     const est_parallel *o = &s->r->parallel;
     if (o->strategy == EST_STRATEGY_NONE) return EST_OK;
     const est_graph *g = s->g;
+    int64_t dp = o->world_size / o->tp; /* data parallelism runs over these */
     size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
     struct est_par *p = calloc(1, sizeof *p);
     if (!p) return est__fail(err, EST_ENOMEM, "out of memory planning the data parallelism");
@@ -290,8 +306,8 @@ est_status est__par_plan(sim *s, est_error *err) {
     for (size_t i = 0; i < nn; i++) p->starts[i] = p->ends[i] = -1;
     for (int32_t t = 0; t < g->n_tensors; t++) p->param_bytes[t] = p->state_bytes[t] = tensor_alloc(s, t);
     p->held_gather = p->held_reduce = -1;
-    p->shards = o->strategy == EST_STRATEGY_HSDP ? o->shard_group : o->world_size;
-    p->replicas = o->world_size / p->shards;
+    p->shards = o->strategy == EST_STRATEGY_HSDP ? o->shard_group : dp;
+    p->replicas = dp / p->shards;
     p->reshard_after_forward = o->strategy != EST_STRATEGY_FSDP_GRAD_OP;
     s->sharded = is_fsdp(o->strategy);
     s->grad_views = is_ddp(o->strategy) && o->grad_as_bucket_view;
@@ -299,7 +315,7 @@ est_status est__par_plan(sim *s, est_error *err) {
         est_status st = plan_groups(s, p, err);
         if (st != EST_OK) return st;
         plan_fsdp(s, p);
-    } else if (!plan_buckets(s, p) || (o->strategy == EST_STRATEGY_ZERO1 && !plan_zero1(s, p, o->world_size))) {
+    } else if (!plan_buckets(s, p) || (o->strategy == EST_STRATEGY_ZERO1 && !plan_zero1(s, p, dp))) {
         return est__fail(err, EST_ENOMEM, "out of memory planning the data parallelism");
     }
     count_comm(s, p);
@@ -342,7 +358,7 @@ static uint64_t coalesced_bytes(const sim *s, bool params, bool buffers) {
         const est_tensor *tt = &s->g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
         if (!((params && tt->role == EST_ROLE_PARAM) || (buffers && tt->role == EST_ROLE_BUFFER))) continue;
-        open = est_add_sat(open, est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+        open = est_add_sat(open, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
         if (open >= BROADCAST_BUCKET) {
             if (open > largest) largest = open;
             open = 0;

@@ -18,6 +18,10 @@ void est__par_free(sim *s);
 /* Bytes of parameter t this GPU keeps between steps: an FSDP shard, padded;
  * 0 when offloaded to the host. */
 uint64_t est__par_param_bytes(const sim *s, int32_t t);
+/* tensor_parallel.c: finds the pairs --tp splits and marks s->tp_split and
+ * s->tp_node (after the lifetimes are planned, before the step's sizes);
+ * EST_EINVAL when it finds none. */
+est_status est__tp_plan(sim *s, est_error *err);
 /* Bytes of one optimizer-state tensor of parameter t on this GPU: the
  * shard's under FSDP; 0 for ZeRO-1's other partitions and under offload. */
 uint64_t est__par_state_bytes(const sim *s, int32_t t);

@@ -36,6 +36,11 @@ struct est_report {
     int64_t grad_accum;         /* micro-batches per optimizer step, >= 1 */
     est_parallel parallel;      /* est_options.parallel, world_size >= 1 */
     est_comm comm;              /* its per-step communication (parallel.c) */
+    est_tp_pair *tp_pairs;      /* what --tp split (tensor_parallel.c) */
+    size_t n_tp_pairs;
+    char **tp_blocks;           /* per pair: its block's name, owned */
+    const char **tp_columns;    /* the pairs' columns, one after another */
+    size_t n_tp_columns;
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;

@@ -108,6 +108,10 @@ typedef struct sim {
     bool sharded;           /* the FSDP family: parameters are sharded, and
                                each group's gradients are reduce-scattered
                                after its backward */
+    /* --tp (tensor_parallel.c); NULL without */
+    bool *tp_split;         /* per tensor: each GPU keeps 1/tp of it */
+    bool *tp_node;          /* per node: each GPU runs 1/tp of it */
+    bool *tp_column_input;  /* per tensor: a column-wise layer's input */
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */
@@ -129,9 +133,16 @@ static inline est_dtype stored_dtype(const sim *s, int32_t t) {
 static inline bool is_param_storage(const sim *s, int32_t b) {
     return s->g->tensors[b].kind == EST_T_INITIALIZER && s->g->tensors[b].role == EST_ROLE_PARAM;
 }
+/* Elements of tensor t one GPU holds: 1/tp of a tensor --tp splits. */
+static inline uint64_t local_elements(const sim *s, int32_t t) {
+    uint64_t e = est_tval_elements(&s->r->tv[t]);
+    if (!s->tp_split || !s->tp_split[t]) return e;
+    uint64_t tp = (uint64_t)s->r->parallel.tp;
+    return e / tp + (e % tp != 0);
+}
 /* Bytes of the autocast copy node i makes of its input k. */
 static inline uint64_t cast_bytes(const sim *s, int32_t i, int k) {
-    return round_alloc(est_dtype_bytes(s->cast_to[i], est_tval_elements(&s->r->tv[s->g->nodes[i].inputs[k]])));
+    return round_alloc(est_dtype_bytes(s->cast_to[i], local_elements(s, s->g->nodes[i].inputs[k])));
 }
 /* A low copy of a parameter, which autocast caches until it exits. */
 static inline bool cached_cast(const sim *s, int32_t i, int k) {

@@ -111,7 +111,7 @@ static void amp_exit(sim *s) {
     if (!s->dt) return;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->pcast_live[t] && s->pcast_until[t] == INT32_MAX) {
-            est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(est_dtype_bytes(s->low, est_tval_elements(&s->r->tv[t]))),
+            est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(est_dtype_bytes(s->low, local_elements(s, t))),
                     KEY(K_PCAST, t, 0));
             s->pcast_live[t] = false;
         }
@@ -449,6 +449,9 @@ static void free_sim(sim *s) {
     free(s->rc_pcast_live);
     free(s->inplace_slot);
     est__par_free(s);
+    free(s->tp_split);
+    free(s->tp_node);
+    free(s->tp_column_input);
     est__cache_destroy(s->cache);
     free(s->blocks.keys);
     free(s->blocks.handles);
@@ -460,11 +463,13 @@ static void free_sim(sim *s) {
 static void size_tensors_and_workspaces(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++)
-        s->alloc_bytes[t] = round_alloc(est_dtype_bytes(stored_dtype(s, t), est_tval_elements(&s->r->tv[t])));
+        s->alloc_bytes[t] = round_alloc(est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+    uint64_t tp = (uint64_t)s->r->parallel.tp;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_op_def *op = g->nodes[i].op;
-        s->ws_forward[i] = op->workspace ? round_alloc(op->workspace(&s->ctx[i])) : 0;
-        s->ws_backward[i] = op->backward_workspace ? round_alloc(op->backward_workspace(&s->ctx[i])) : 0;
+        uint64_t split = s->tp_node && s->tp_node[i] ? tp : 1; /* --tp: a GPU runs 1/tp of the op */
+        s->ws_forward[i] = op->workspace ? round_alloc(op->workspace(&s->ctx[i]) / split) : 0;
+        s->ws_backward[i] = op->backward_workspace ? round_alloc(op->backward_workspace(&s->ctx[i]) / split) : 0;
     }
 }
 
@@ -476,6 +481,10 @@ static void fill_layer_costs(sim *s) {
         est_layer *L = &s->r->layers[i];
         est_flops f = {0, 0};
         if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
+        if (s->tp_node && s->tp_node[i]) { /* --tp: one GPU's share */
+            f.fwd /= (uint64_t)s->r->parallel.tp;
+            f.bwd /= (uint64_t)s->r->parallel.tp;
+        }
         L->flops_forward = f.fwd;
         L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
         tot->flops_forward = est_add_sat(tot->flops_forward, L->flops_forward); /* FLOPs saturate */
@@ -557,6 +566,11 @@ est_status est__simulate(est_report *r, est_error *err) {
     if (s.dt) est__sim_assign_amp_dtypes(&s);
     est__sim_mark_strided_inputs(&s);
     est__sim_plan_lifetimes(&s);
+    est_status tp_st = est__tp_plan(&s, err);
+    if (tp_st != EST_OK) {
+        free_sim(&s);
+        return tp_st;
+    }
     size_tensors_and_workspaces(&s);
     fill_layer_costs(&s);
     est_status par_st = est__par_plan(&s, err);

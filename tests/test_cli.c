@@ -261,6 +261,12 @@ static void data_parallel(void) {
     expect_exit(args, 0, "communication   a step moves all-gather ");
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 2 --strategy ddp --gpu H100-80GB", models);
     expect_exit(args, 0, "reserve 1.55 GiB"); /* 1 GiB + NCCL's 564 MiB */
+    snprintf(args, sizeof args, "%s/transformer_block.json --batch 2 --dim seq=64 --tp 2", models);
+    expect_exit(args, 0, "per GPU of 2, tp 2");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --tp 2", models);
+    expect_exit(args, 1, "no block has a pair of linear layers");
+    snprintf(args, sizeof args, "verify %s/resnet18.onnx --batch 8 --tp 2", models);
+    expect_exit(args, 2, "verify runs one GPU");
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 8 --strategy hsdp --shard-group 4 --format json",
              models);
     CHECK(run(args, false, &out) == 0, "hsdp json exit");

@@ -34,6 +34,10 @@
  *  7. the errors: a world size without a strategy, inference, a bad shard
  *     group, options of another strategy, Adafactor under FSDP.
  *  8. est_strategy_name and est_strategy_from_name agree on every strategy.
+ *  9. tensor parallelism (--tp 2) of an MLP block, up -> relu -> down plus a
+ *     residual: the pair found and named, the split weights, activations and
+ *     FLOPs, the all-reduces; with sequence parallelism the residual's
+ *     output split too; FSDP over the remaining GPUs; and the errors.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -319,6 +323,117 @@ static void test_names(void) {
     CHECK(strcmp(est_category_name(EST_CAT_COMM), "comm") == 0, "the comm category's name");
 }
 
+/* 9. x [B, 256] -> blocks.0: up (Gemm Wu [512, 256]) -> h -> relu -> a ->
+ * down (Gemm Wd [256, 512]) -> o; y0 = o + x -> head (Gemm Wh [10, 256]) -> y */
+static const char mlp_block_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mlpblock\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 256]}],\n"
+    " \"initializers\": [{\"name\": \"Wu\", \"dtype\": \"float32\", \"dims\": [512, 256]},\n"
+    "  {\"name\": \"Wd\", \"dtype\": \"float32\", \"dims\": [256, 512]},\n"
+    "  {\"name\": \"Wh\", \"dtype\": \"float32\", \"dims\": [10, 256]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"up\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"Wu\"], \"outputs\": [\"h\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"blocks/blocks.0/up\"},\n"
+    "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"a\"], \"scope\": \"blocks/blocks.0/act\"},\n"
+    "  {\"name\": \"down\", \"op\": \"Gemm\", \"inputs\": [\"a\", \"Wd\"], \"outputs\": [\"o\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"blocks/blocks.0/down\"},\n"
+    "  {\"name\": \"res\", \"op\": \"Add\", \"inputs\": [\"o\", \"x\"], \"outputs\": [\"y0\"], \"scope\": \"blocks/blocks.0\"},\n"
+    "  {\"name\": \"head\", \"op\": \"Gemm\", \"inputs\": [\"y0\", \"Wh\"], \"outputs\": [\"y\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"head\"}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+static est_report *estimate_on(est_graph *g, est_optimizer o, est_parallel par, est_error *err) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.optimizer = o;
+    opt.batch = (int64_t)B;
+    opt.parallel = par;
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, err) != EST_OK) return NULL;
+    return r;
+}
+
+static const est_layer *layer(const est_report *r, const char *name) {
+    for (size_t i = 0; i < est_report_layer_count(r); i++)
+        if (strcmp(est_report_layer(r, i)->name, name) == 0) return est_report_layer(r, i);
+    return NULL;
+}
+
+static void test_tensor_parallel(void) {
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(mlp_block_json, strlen(mlp_block_json), "mlpblock", &g, &err) != EST_OK) {
+        CHECK(false, "mlpblock: %s", err.message);
+        return;
+    }
+    est_report *one = estimate_on(g, EST_OPT_ADAM, (est_parallel){0}, &err);
+    est_report *tp = estimate_on(g, EST_OPT_ADAM, (est_parallel){.tp = 2}, &err);
+    CHECK(one && tp, "mlpblock tp 2: %s", err.message);
+    if (one && tp) {
+        const uint64_t WU = R(512 * 256 * 4), WHB = R(10 * 256 * 4), HID = R(B * 512 * 4), RES = R(B * 256 * 4);
+        CHECK(est_report_tp_pair_count(tp) == 1, "tp: %zu pairs, expected 1", est_report_tp_pair_count(tp));
+        const est_tp_pair *p = est_report_tp_pair(tp, 0);
+        CHECK(p && strcmp(p->block, "blocks.0") == 0 && p->n_columns == 1 && strcmp(p->columns[0], "blocks.0.up") == 0 &&
+              strcmp(p->row, "blocks.0.down") == 0, "tp: the pair is blocks.0: up -> down");
+        CHECK(est_report_parallel(tp)->world_size == 2, "tp 2 alone: world size 2");
+        /* Wu and Wd halve; Wh stays whole */
+        uint64_t params = WU / 2 + WU / 2 + WHB;
+        const est_totals *t = est_report_totals(tp), *t1 = est_report_totals(one);
+        CHECK(t->params_bytes == params && t->grads_bytes == params && t->optimizer_bytes == 2 * params,
+              "tp: params %llu grads %llu optimizer %llu, expected %llu, %llu, %llu", U(t->params_bytes),
+              U(t->grads_bytes), U(t->optimizer_bytes), U(params), U(params), U(2 * params));
+        /* saved at the end of the forward: a (relu's output, half), y0 (head's
+         * input, whole) and y */
+        CHECK(t1->activations_bytes == HID + RES + Y && t->activations_bytes == HID / 2 + RES + Y,
+              "tp: activations %llu (one GPU %llu), expected %llu", U(t->activations_bytes), U(t1->activations_bytes),
+              U(HID / 2 + RES + Y));
+        const est_layer *up1 = layer(one, "up"), *up2 = layer(tp, "up"), *head2 = layer(tp, "head");
+        CHECK(up1 && up2 && up2->flops_forward * 2 == up1->flops_forward && head2 &&
+              head2->flops_forward == layer(one, "head")->flops_forward, "tp: up's FLOPs halve, head's do not");
+        /* down's output all-reduced forward, up's input gradient backward */
+        CHECK(est_report_comm(tp)->all_reduce_bytes == 2 * B * 256 * 4, "tp: all-reduce %llu",
+              U(est_report_comm(tp)->all_reduce_bytes));
+    }
+    est_report_free(tp);
+    tp = estimate_on(g, EST_OPT_SGD, (est_parallel){.tp = 2, .sequence_parallel = 1}, &err);
+    if (tp && one) {
+        const uint64_t HID = R(B * 512 * 4), RES = R(B * 256 * 4);
+        CHECK(est_report_totals(tp)->activations_bytes == HID / 2 + RES / 2 + Y,
+              "sequence parallel: activations %llu, expected the residual's output split too %llu",
+              U(est_report_totals(tp)->activations_bytes), U(HID / 2 + RES / 2 + Y));
+        CHECK(est_report_comm(tp)->all_gather_bytes && est_report_comm(tp)->reduce_scatter_bytes &&
+              !est_report_comm(tp)->all_reduce_bytes, "sequence parallel: all-gathers and reduce-scatters");
+    }
+    est_report_free(tp);
+    /* 8 GPUs: tp 2, FSDP over 4: the split weights' shards are a quarter of their halves */
+    tp = estimate_on(g, EST_OPT_SGD, (est_parallel){.world_size = 8, .tp = 2, .strategy = EST_STRATEGY_FSDP}, &err);
+    CHECK(tp != NULL, "fsdp x tp: %s", err.message);
+    if (tp) {
+        uint64_t shards = R(512 * 256 * 4 / 2 / 4) * 2 + R(3 * 256 * 4);
+        CHECK(est_report_totals(tp)->params_bytes == shards, "fsdp x tp: params %llu, expected %llu",
+              U(est_report_totals(tp)->params_bytes), U(shards));
+    }
+    est_report_free(tp);
+    est_report_free(one);
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 8;
+    opt.parallel = (est_parallel){.tp = 3};
+    est_report *r = NULL;
+    CHECK(est_estimate(g, &opt, &r, &err) == EST_EINVAL && strstr(err.message, "no block has a pair"),
+          "tp 3 divides nothing: %s", err.message);
+    opt.parallel = (est_parallel){.world_size = 4, .tp = 2};
+    CHECK(est_estimate(g, &opt, &r, &err) == EST_EINVAL && strstr(err.message, "needs a strategy"),
+          "tp 2 of 4 without a strategy: %s", err.message);
+    opt.parallel = (est_parallel){.world_size = 6, .tp = 4, .strategy = EST_STRATEGY_DDP};
+    CHECK(est_estimate(g, &opt, &r, &err) == EST_EINVAL && strstr(err.message, "does not divide"),
+          "tp 4 of 6: %s", err.message);
+    opt.parallel = (est_parallel){.sequence_parallel = 1};
+    CHECK(est_estimate(g, &opt, &r, &err) == EST_EINVAL && strstr(err.message, "needs tensor parallelism"),
+          "sequence parallel alone: %s", err.message);
+    est_graph_free(g);
+}
+
 int main(void) {
     est_error err;
     if (est_load_json_buffer(graph_json, strlen(graph_json), "twoblocks", &graph, &err) != EST_OK) {
@@ -334,6 +449,7 @@ int main(void) {
     test_offload();
     test_errors();
     test_names();
+    test_tensor_parallel();
     est_graph_free(graph);
     return test_result("test_parallel");
 }

@@ -463,7 +463,25 @@ typedef struct est_parallel {
     int offload;             /* fsdp family: CPUOffloadPolicy, the sharded
                                 parameters, their gradients and the
                                 optimizer state live in host memory */
+    int64_t tp;              /* tensor parallelism of the transformer
+                                blocks over this many GPUs (dividing
+                                world_size; the strategy then runs over
+                                world_size / tp); 0 or 1: none */
+    int sequence_parallel;   /* with tp: the blocks' other activations
+                                split along the sequence too */
 } est_parallel;
+
+/* A pair of linear layers tensor parallelism split: the column-wise ones
+ * (their output features split) and the row-wise one they feed (its input
+ * features split). Owned by the report. */
+typedef struct est_tp_pair {
+    const char *block;           /* the module holding them ("layers.0.self_attn") */
+    size_t n_columns;
+    const char *const *columns;  /* the column-wise layers: each one's module
+                                    (est_layer.module), or its label where the
+                                    module is no more than the block */
+    const char *row;             /* the row-wise layer, named the same way */
+} est_tp_pair;
 
 /* Per-GPU communication of one optimizer step (every micro-batch's), in
  * bytes of the collectives' full buffers; 0 where a collective's group has
@@ -736,6 +754,9 @@ EST_API est_amp est_report_amp(const est_report *r);
  * world_size at least 1), and its per-GPU communication. */
 EST_API const est_parallel *est_report_parallel(const est_report *r);
 EST_API const est_comm *est_report_comm(const est_report *r);
+/* The pairs --tp split, in node order; 0 without tensor parallelism. */
+EST_API size_t est_report_tp_pair_count(const est_report *r);
+EST_API const est_tp_pair *est_report_tp_pair(const est_report *r, size_t i);
 
 EST_API size_t est_report_layer_count(const est_report *r);
 /* The i-th layer, or NULL when i is out of range. */
