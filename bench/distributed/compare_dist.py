@@ -7,7 +7,8 @@ usage: compare_dist.py [--memest build/cli/memest] [--markdown] [--json OUT]
 For every measured (model, strategy, batch), the largest peak over the ranks
 against memest's per-GPU peak, on the model's TorchScript training export
 (EXPORTS_DIR/<model>.legacy-train.onnx), else its dynamo one. "ddp-view" is
---strategy ddp --grad-as-bucket-view; "none" is the one-GPU estimate.
+--strategy ddp --grad-as-bucket-view; "tp" is --tp over every GPU; "none" is
+the one-GPU estimate.
 """
 import json
 import os
@@ -35,6 +36,8 @@ def strategy_args(strategy, world, shard_group):
         return args + ["--strategy", "ddp", "--grad-as-bucket-view"]
     if strategy == "hsdp":
         return args + ["--strategy", "hsdp", "--shard-group", str(shard_group)]
+    if strategy == "tp":
+        return args + ["--tp", str(world)]
     return args + ["--strategy", strategy]
 
 

@@ -15,6 +15,10 @@ Strategies, as `memest --strategy` names them (docs/distributed.md):
   fsdp-grad-op  the same with reshard_after_forward=False
   hsdp          FSDP2 on a 2-D mesh (replicate, shard), --shard-group GPUs
                 per shard group (default: all of them)
+  tp            tensor parallelism over every GPU (parallelize_module with
+                ColwiseParallel and RowwiseParallel on each decoder layer's
+                attention and MLP): the models of TP_PLANS only, others are
+                skipped
 
 BERT's pooler, which last_hidden_state never reads, is removed first: DDP
 refuses parameters that get no gradient, and the ONNX export has none of it.
@@ -67,7 +71,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "accuracy"))
 import zoo  # noqa: E402
 
-STRATEGIES = ["none", "ddp", "ddp-view", "zero1", "fsdp", "fsdp-grad-op", "hsdp"]
+STRATEGIES = ["none", "ddp", "ddp-view", "zero1", "fsdp", "fsdp-grad-op", "hsdp", "tp"]
+# tensor parallelism: the linear pairs of each decoder layer, as memest --tp finds them
+TP_PLANS = {
+    "llama_4l": ("m.layers", {"self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col",
+                              "self_attn.o_proj": "row", "mlp.gate_proj": "col", "mlp.up_proj": "col",
+                              "mlp.down_proj": "row"}),
+    "qwen2_4l": ("m.layers", {"self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col",
+                              "self_attn.o_proj": "row", "mlp.gate_proj": "col", "mlp.up_proj": "col",
+                              "mlp.down_proj": "row"}),
+}
 ITERATIONS = 3
 
 
@@ -107,7 +120,7 @@ def used_outside_allocator(dev):
     return (total - free) - torch.cuda.memory_reserved(dev)
 
 
-def wrap(strategy, model, dev, world, shard_group):
+def wrap(strategy, model, dev, world, shard_group, name=None):
     """The model wrapped for the strategy, and its optimizer."""
     from torch.nn.parallel import DistributedDataParallel as DDP
     ids = [dev.index] if dev.type == "cuda" else None
@@ -122,6 +135,15 @@ def wrap(strategy, model, dev, world, shard_group):
         return model, torch.optim.Adam(model.parameters(), lr=1e-4)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    if strategy == "tp":
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = init_device_mesh(dev.type, (world,))
+        container, plan = TP_PLANS[name]
+        model = model.to(dev)
+        styles = {"col": ColwiseParallel, "row": RowwiseParallel}
+        for layer in model.get_submodule(container):
+            parallelize_module(layer, mesh, {k: styles[v]() for k, v in plan.items()})
+        return model, torch.optim.Adam(model.parameters(), lr=1e-4)
     if strategy == "hsdp":
         mesh = init_device_mesh(dev.type, (world // shard_group, shard_group), mesh_dim_names=("replicate", "shard"))
     else:
@@ -160,7 +182,7 @@ def measure(name, strategy, batch, dev, world, shard_group, outside0):
     cpu_model = zoo.build(name).train()
     if getattr(getattr(cpu_model, "m", None), "pooler", None) is not None:
         cpu_model.m.pooler = None  # unused by last_hidden_state: DDP would refuse it, memest's export lacks it
-    model, opt = wrap(strategy, copy.deepcopy(cpu_model), dev, world, shard_group)
+    model, opt = wrap(strategy, copy.deepcopy(cpu_model), dev, world, shard_group, name)
     x = zoo.make_input(name, batch).to(dev)
     construct = peak(dev) - base
     phases = {"constructed": allocated(dev) - base, "after_forward": [], "after_backward": [], "after_step": []}
@@ -213,6 +235,8 @@ def worker(rank, world, args, port):
     shard_group = args.shard_group or world
     for name in args.models:
         for strategy in args.strategies:
+            if strategy == "tp" and name not in TP_PLANS:
+                continue
             for batch in args.batches:
                 t0 = time.time()
                 try:
@@ -280,7 +304,8 @@ def main():
         return 0
     # one job of `world` processes per configuration, as a user runs one
     merged, out = None, args.out
-    for name, strategy, batch in ((m, s, b) for m in args.models for s in args.strategies for b in args.batches):
+    for name, strategy, batch in ((m, s, b) for m in args.models for s in args.strategies for b in args.batches
+                                  if s != "tp" or m in TP_PLANS):
         one = copy.copy(args)
         one.models, one.strategies, one.batches, one.out = [name], [strategy], [batch], out + ".part"
         mp.spawn(worker, args=(world, one, free_port()), nprocs=world, join=True)
