@@ -18,9 +18,16 @@ static bool point_fits(const fit_info *fit, const point *pt) {
 static void header_lines(FILE *f, const est_options *opt, const output_opts *o) {
     char a[64], b[64], c[64];
     fprintf(f, "model: %s\n", term(o->model));
-    fprintf(f, "memory: %s, %s%s%s\n", est_mode_name(opt->mode), est_dtype_name(opt->dtype),
+    fprintf(f, "memory: %s, %s%s%s", est_mode_name(opt->mode), est_dtype_name(opt->dtype),
             opt->mode == EST_MODE_TRAIN ? ", optimizer " : "",
             opt->mode == EST_MODE_TRAIN ? est_optimizer_name(opt->optimizer) : "");
+    const est_parallel *p = &opt->parallel;
+    int64_t tp = p->tp > 1 ? p->tp : 1, world = p->world_size > 0 ? p->world_size : tp;
+    if (world > 1 || p->strategy != EST_STRATEGY_NONE) /* the batch and every figure are one GPU's */
+        fprintf(f, ", per GPU of %lld (%s%s%s)", (long long)world,
+                p->strategy != EST_STRATEGY_NONE ? est_strategy_name(p->strategy) : "",
+                p->strategy != EST_STRATEGY_NONE && tp > 1 ? " x " : "", tp > 1 ? "tp" : "");
+    fputc('\n', f);
     if (o->fit)
         fprintf(f, "GPU: %s%s%s, reserve %s, usable %s\n", o->fit->gpu ? o->fit->gpu : "", o->fit->gpu ? " " : "",
                 human_bytes(a, sizeof a, o->fit->gpu_bytes), human_bytes(b, sizeof b, o->fit->reserve_bytes),

@@ -34,6 +34,9 @@
  *  7. the errors: a world size without a strategy, inference, a bad shard
  *     group, options of another strategy, Adafactor under FSDP.
  *  8. est_strategy_name and est_strategy_from_name agree on every strategy.
+ * 10. combinations: DDP with a frozen W0 buckets only what trains; FSDP under
+ *     checkpointing (of the MLP block of 9.) keeps less, under bf16
+ *     autocast its shards and state stay float32.
  *  9. tensor parallelism (--tp 2) of an MLP block, up -> relu -> down plus a
  *     residual: the pair found and named, the split weights, activations and
  *     FLOPs, the all-reduces; with sequence parallelism the residual's
@@ -359,6 +362,35 @@ static const est_layer *layer(const est_report *r, const char *name) {
     return NULL;
 }
 
+/* 10. FSDP with checkpointing and with autocast, on the MLP block. */
+static void fsdp_combinations(est_graph *g) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = (int64_t)B;
+    opt.parallel = (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP};
+    est_error err;
+    est_report *plain = NULL, *ckpt = NULL, *amp = NULL;
+    CHECK(est_estimate(g, &opt, &plain, &err) == EST_OK, "fsdp: %s", err.message);
+    opt.checkpoint = (est_checkpoint){.every = 1};
+    CHECK(est_estimate(g, &opt, &ckpt, &err) == EST_OK, "fsdp checkpoint: %s", err.message);
+    opt.checkpoint = (est_checkpoint){0};
+    opt.amp = EST_AMP_BF16;
+    CHECK(est_estimate(g, &opt, &amp, &err) == EST_OK, "fsdp amp: %s", err.message);
+    if (plain && ckpt) /* the block keeps x only, not relu's a */
+        CHECK(est_report_totals(ckpt)->activations_bytes + R(B * 512 * 4) ==
+                  est_report_totals(plain)->activations_bytes &&
+              est_report_totals(ckpt)->params_bytes == est_report_totals(plain)->params_bytes,
+              "fsdp checkpoint: activations %llu, without %llu", U(est_report_totals(ckpt)->activations_bytes),
+              U(est_report_totals(plain)->activations_bytes));
+    if (plain && amp)
+        CHECK(est_report_totals(amp)->params_bytes == est_report_totals(plain)->params_bytes &&
+              est_report_totals(amp)->optimizer_bytes == est_report_totals(plain)->optimizer_bytes,
+              "fsdp amp: params or optimizer state changed");
+    est_report_free(plain);
+    est_report_free(ckpt);
+    est_report_free(amp);
+}
+
 static void test_tensor_parallel(void) {
     est_error err;
     est_graph *g = NULL;
@@ -415,6 +447,7 @@ static void test_tensor_parallel(void) {
     }
     est_report_free(tp);
     est_report_free(one);
+    fsdp_combinations(g);
     est_options opt;
     est_options_init(&opt);
     opt.batch = 8;
@@ -434,6 +467,28 @@ static void test_tensor_parallel(void) {
     est_graph_free(g);
 }
 
+/* 10. */
+static void test_combinations(void) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.optimizer = EST_OPT_SGD;
+    opt.batch = (int64_t)B;
+    const char *frozen[] = {"W0"};
+    opt.params = (est_param_filter){.frozen = frozen, .n_frozen = 1};
+    opt.parallel = (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_DDP};
+    est_error err;
+    est_report *r = NULL;
+    CHECK(est_estimate(graph, &opt, &r, &err) == EST_OK, "ddp frozen W0: %s", err.message);
+    if (r) {
+        /* one bucket of W1 + Wh, from construction on */
+        CHECK(est_report_peak(r)->comm == R(W + WH), "ddp frozen W0: comm %llu, expected %llu",
+              U(est_report_peak(r)->comm), U(R(W + WH)));
+        CHECK(est_report_comm(r)->all_reduce_bytes == (65536 + 2560) * 4, "ddp frozen W0: all-reduce %llu",
+              U(est_report_comm(r)->all_reduce_bytes));
+    }
+    est_report_free(r);
+}
+
 int main(void) {
     est_error err;
     if (est_load_json_buffer(graph_json, strlen(graph_json), "twoblocks", &graph, &err) != EST_OK) {
@@ -449,6 +504,7 @@ int main(void) {
     test_offload();
     test_errors();
     test_names();
+    test_combinations();
     test_tensor_parallel();
     est_graph_free(graph);
     return test_result("test_parallel");
