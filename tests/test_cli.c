@@ -65,6 +65,18 @@ static void check_tensor_json(const cJSON *t) {
     field(t, "bytes", is_number, "tensor");
 }
 
+/* memest ARGS, which must exit 0 and print JSON: the parsed report (the
+ * caller frees it), or NULL after a failed check naming `what`. */
+static cJSON *run_json(const char *args, const char *what) {
+    char *out;
+    int rc = run(args, false, &out);
+    CHECK(rc == 0, "%s: exit %d", what, rc);
+    cJSON *root = rc == 0 ? cJSON_Parse(out) : NULL;
+    CHECK(rc != 0 || root != NULL, "%s: not valid JSON: %.200s", what, out ? out : "");
+    free(out);
+    return root;
+}
+
 static void json_report(void) {
     char args[4096], *out;
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --format json", models);
@@ -132,10 +144,7 @@ static void dynamo_names(void) {
     char model[4096], args[8192], *out;
     snprintf(model, sizeof model, "%s/../tests/data/rotary_block.dynamo.onnx", models);
     snprintf(args, sizeof args, "'%s' --batch 64 --format json", model);
-    CHECK(run(args, false, &out) == 0, "rotary block: json exit code");
-    cJSON *root = cJSON_Parse(out);
-    free(out);
-    CHECK(root != NULL, "rotary block: --format json is not valid JSON");
+    cJSON *root = run_json(args, "rotary block: --format json");
     if (!root) return;
     const cJSON *q = layer_named(root, "node_MatMul_7"), *pow = layer_named(root, "node_pow_1");
     const cJSON *qm = cJSON_GetObjectItem(q, "module"), *pm = cJSON_GetObjectItem(pow, "module");
@@ -186,7 +195,7 @@ static void csv_and_table(void) {
 /* --trainable, --freeze, --grad-accum, --optimizer adafactor on the LoRA
  * block (models/lora_block.json): errors, the table line and the JSON. */
 static void fine_tuning(void) {
-    char args[4096], *out;
+    char args[4096];
     snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --trainable nosuch", models);
     expect_exit(args, 2, "'nosuch' matches no parameter");
     expect_exit(args, 2, "'head.weight'"); /* and lists real names */
@@ -211,10 +220,7 @@ static void fine_tuning(void) {
     expect_exit(args, 0, "optimizer adafactor, 2 micro-batches a step");
     snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --trainable=lora_ --freeze '*lora_A*' --format json",
              models);
-    CHECK(run(args, false, &out) == 0, "json exit");
-    cJSON *root = cJSON_Parse(out);
-    free(out);
-    CHECK(root != NULL, "fine-tuning JSON does not parse");
+    cJSON *root = run_json(args, "fine-tuning JSON");
     if (!root) return;
     const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "totals"), "trainable_param_count");
     CHECK(cJSON_IsNumber(t) && t->valuedouble == 512, "trainable_param_count: only lora_B's 512");
@@ -243,7 +249,7 @@ static void fine_tuning(void) {
 /* --world-size and --strategy: usage errors, the per-GPU lines, the JSON
  * "parallel" object, and NCCL's memory in the default reserve. */
 static void data_parallel(void) {
-    char args[4096], *out;
+    char args[4096];
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --strategy fsdp2", models);
     expect_exit(args, 2, "ddp, zero1, fsdp, fsdp-grad-op or hsdp");
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 0 --strategy ddp", models);
@@ -271,10 +277,7 @@ static void data_parallel(void) {
     expect_exit(args, 2, "verify runs one GPU");
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 8 --strategy hsdp --shard-group 4 --format json",
              models);
-    CHECK(run(args, false, &out) == 0, "hsdp json exit");
-    cJSON *root = cJSON_Parse(out);
-    free(out);
-    CHECK(root != NULL, "hsdp JSON does not parse");
+    cJSON *root = run_json(args, "hsdp JSON");
     if (!root) return;
     const cJSON *par = field(root, "parallel", is_object, "top level");
     const cJSON *comm = par ? field(par, "comm_bytes", is_object, "parallel") : NULL;
@@ -291,9 +294,7 @@ static void data_parallel(void) {
     CHECK(cJSON_IsNumber(cJSON_GetObjectItem(breakdown, "comm")), "peak.breakdown.comm");
     cJSON_Delete(root);
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --format json", models);
-    CHECK(run(args, false, &out) == 0, "one-GPU json exit");
-    root = cJSON_Parse(out);
-    free(out);
+    root = run_json(args, "one-GPU JSON");
     CHECK(root && cJSON_IsNull(cJSON_GetObjectItem(root, "parallel")), "one GPU: \"parallel\": null");
     cJSON_Delete(root);
 }
