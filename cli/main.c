@@ -64,6 +64,8 @@ typedef struct cli {
     const char *out_path;
     output_format format;
     bool all_layers;
+    bool timeline;                     /* --timeline */
+    int64_t top;                       /* --top N */
     est_options opt;
     est_limits limits;     /* docs/robustness.md */
     est_binding dims[MAX_DIM_FLAGS];
@@ -411,6 +413,12 @@ static int parse_args(cli *c, int argc, char **argv) {
         } else if (is_flag(a, "-o", "--output")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a file name", a);
             c->out_path = v;
+        } else if (strcmp(a, "--timeline") == 0) {
+            c->timeline = true;
+        } else if (is_flag(a, "--top", "--top")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, &c->top) || c->top <= 0 || c->top > 1000000)
+                return usage_error("--top wants a positive count of tensors, got '%s'", v);
         } else if (strcmp(a, "-a") == 0 || strcmp(a, "--all") == 0) {
             c->all_layers = true;
         } else if (a[0] == '-' && a[1]) {
@@ -471,6 +479,14 @@ static int parse_args(cli *c, int argc, char **argv) {
         return usage_error("--gpu, --gpu-memory, --reserve, --max-batch and --sweep are for estimating, not %s",
                            c->command);
     if (c->reserve_given && !c->fit_given) return usage_error("--reserve needs --gpu or --gpu-memory");
+    if (c->timeline && c->format != FORMAT_JSON) return usage_error("--timeline is JSON's: add --format json");
+    if (c->top && c->format != FORMAT_TABLE)
+        return usage_error("--top is the table's (JSON lists every tensor live at the peak under peak.live)");
+    if ((c->timeline || c->top) && (c->max_batch || c->sweep_name || c->command))
+        return usage_error("--timeline and --top are for one estimate, not --max-batch, --sweep or %s",
+                           c->command ? c->command : "a search");
+    /* JSON always says what is live at the peak; the table with --top */
+    if (!c->max_batch && !c->sweep_name && !c->command && (c->format == FORMAT_JSON || c->top)) c->opt.timeline = 1;
     if (!c->reserve_given)
         c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES +
                                (c->opt.parallel.strategy != EST_STRATEGY_NONE ? NCCL_RESERVE_BYTES : 0);
@@ -546,7 +562,8 @@ static int estimate(const cli *c, const est_graph *g) {
         return EXIT_FAIL;
     }
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
-                     .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum};
+                     .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum,
+                     .timeline = c->timeline, .top = (size_t)c->top};
     int bad = c->format == FORMAT_JSON  ? print_json(out.f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(out.f, r, &o)
                                         : print_table(out.f, r, &o);

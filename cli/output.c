@@ -230,6 +230,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  RESERVED        %s  the caching allocator's segments (max_memory_reserved; PEAK is\n"
                "                  max_memory_allocated), beyond what the process held before\n",
             human_bytes(a, sizeof a, t->reserved_bytes));
+    print_live(f, r, o->top);
     if (o->fit) print_fit_lines(f, o->fit, p->bytes, t);
     return ferror(f) ? 1 : 0;
 }
@@ -502,7 +503,8 @@ static void write_parallel(json_writer *w, const est_report *r) {
     jw_end_object(w);
 }
 
-static void write_peak(json_writer *w, const est_peak *p) {
+static void write_peak(json_writer *w, const est_report *r) {
+    const est_peak *p = est_report_peak(r);
     jw_begin_object(w, "peak");
     jw_u64(w, "bytes", p->bytes);
     jw_string(w, "phase", est_phase_name(p->phase));
@@ -511,6 +513,7 @@ static void write_peak(json_writer *w, const est_peak *p) {
     jw_begin_object(w, "breakdown");
     for (int c = 0; c < EST_CAT_COUNT; c++) jw_u64(w, est_category_name((est_category)c), est_peak_category(p, (est_category)c));
     jw_end_object(w);
+    write_live(w, r);
     jw_end_object(w);
 }
 
@@ -539,6 +542,7 @@ void write_report_members(json_writer *w, const est_report *r, const output_opts
     for (size_t k = 0; k < est_report_output_count(r); k++) write_tensor(w, est_report_output(r, k));
     jw_end_array(w);
     write_totals(w, r);
-    write_peak(w, est_report_peak(r));
+    write_peak(w, r);
+    write_step(w, r, o->timeline);
     if (o->fit) write_fit(w, "fit", o->fit, est_report_peak(r)->bytes, est_report_totals(r));
 }

@@ -32,6 +32,8 @@ typedef struct output_opts {
     const est_checkpoint *checkpoint; /* --checkpoint as given; NULL or all zero: none */
     const est_param_filter *params;   /* --trainable / --freeze as given; NULL: none */
     int64_t grad_accum;               /* --grad-accum; 0 or 1: none */
+    bool timeline;                    /* json: the "timeline" array (--timeline) */
+    size_t top;                       /* table: the largest N live at the peak (--top) */
 } output_opts;
 
 /* "every=2" or "layer1,layer2" (writes into buf and returns it); "" when
@@ -60,6 +62,12 @@ void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_tota
 
 /* "1.50 MiB"; writes into buf and returns it. */
 const char *human_bytes(char *buf, size_t n, uint64_t bytes);
+
+/* output_step.c: the step over time, when the estimate recorded it
+ * (est_options.timeline). */
+void write_live(json_writer *w, const est_report *r);            /* peak's "live" */
+void write_step(json_writer *w, const est_report *r, bool timeline); /* "snapshots", "timeline" */
+void print_live(FILE *f, const est_report *r, size_t top);        /* the table's largest N */
 /* "3.63G" (decimal units; "-" for 0); writes into buf and returns it. */
 const char *human_count(char *buf, size_t n, uint64_t v);
 /* "1x3x224x224" (or "scalar"); writes into buf and returns it. */

@@ -80,6 +80,8 @@ void est_report_free(est_report *r) {
     free(r->tp_blocks);
     free(r->tp_pairs);
     free(r->tp_columns);
+    free(r->events);
+    free(r->live);
     free(r);
 }
 
@@ -245,6 +247,7 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     r->checkpoint = opt->checkpoint;
     r->memory_limit = opt->memory_limit;
     r->skip_reserved = opt->skip_reserved != 0;
+    r->timeline = opt->timeline != 0;
     r->grad_accum = opt->grad_accum > 1 ? opt->grad_accum : 1;
     r->parallel = opt->parallel;
     if (r->parallel.tp < 1) r->parallel.tp = 1;
@@ -301,6 +304,13 @@ est_dtype est_report_dtype(const est_report *r) { return r ? r->dtype : EST_DT_F
 est_amp est_report_amp(const est_report *r) { return r ? r->amp : EST_AMP_NONE; }
 const est_parallel *est_report_parallel(const est_report *r) { return r ? &r->parallel : NULL; }
 const est_comm *est_report_comm(const est_report *r) { return r ? &r->comm : NULL; }
+size_t est_report_event_count(const est_report *r) { return r ? r->n_events : 0; }
+const est_event *est_report_event(const est_report *r, size_t i) { return r && i < r->n_events ? &r->events[i] : NULL; }
+size_t est_report_live_count(const est_report *r) { return r ? r->n_live : 0; }
+const est_live *est_report_live(const est_report *r, size_t i) { return r && i < r->n_live ? &r->live[i] : NULL; }
+const est_snapshot *est_report_snapshot(const est_report *r, est_snapshot_at at) {
+    return r && r->have_snapshots && (unsigned)at < EST_SNAPSHOT_COUNT ? &r->snapshots[at] : NULL;
+}
 size_t est_report_tp_pair_count(const est_report *r) { return r ? r->n_tp_pairs : 0; }
 const est_tp_pair *est_report_tp_pair(const est_report *r, size_t i) {
     return r && i < r->n_tp_pairs ? &r->tp_pairs[i] : NULL;

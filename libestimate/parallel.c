@@ -29,8 +29,6 @@
 #define BROADCAST_BUCKET (250ull << 20)    /* DDP's broadcast_bucket_size */
 #define EST_MAX_WORLD_SIZE (1 << 20)
 
-/* Key slots of the blocks this file allocates (KEY(K_PAR, index, slot)). */
-enum { P_UNSHARDED, P_GATHERED, P_REDUCE_INPUT, P_SHARD_GRADS, P_BUCKET, P_COALESCED, P_HOST_COPY };
 
 typedef struct group {
     int32_t first, last;        /* the block's nodes; -1 for the root */
@@ -403,7 +401,10 @@ static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const c
     uint64_t host = s->r->parallel.offload ? round_alloc(G->shard_bytes) : 0; /* the shards, copied in */
     uint64_t flat = p->shards > 1 ? round_alloc(est_mul_sat(G->shard_bytes, (uint64_t)p->shards)) : 0;
     if (host) est__sim_alloc(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
-    if (flat) est__sim_alloc(s, EST_CAT_COMM, flat, KEY(K_PAR, k, P_GATHERED));
+    /* forward's output is kept, backward's freed at once: two keys, since
+     * forward's may still be held when backward gathers the group again */
+    uint64_t flat_key = KEY(K_PAR, k, in_forward ? P_GATHERED : P_GATHERED_BACKWARD);
+    if (flat) est__sim_alloc(s, EST_CAT_COMM, flat, flat_key);
     if (host) {
         est__sim_observe(s, phase, layer, 0);
         est__sim_release(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
@@ -418,7 +419,7 @@ static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const c
         if (p->group_of[t] == k) est__sim_alloc(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
     est__sim_observe(s, phase, layer, 0);
     if (flat && in_forward) p->held_gather = k;
-    else if (flat) est__sim_release(s, EST_CAT_COMM, flat, KEY(K_PAR, k, P_GATHERED));
+    else if (flat) est__sim_release(s, EST_CAT_COMM, flat, flat_key);
     G->unsharded = true;
 }
 

@@ -103,7 +103,7 @@ void est__sim_recompute_segment(sim *s, int32_t seg) {
         const est_node *n = &s->g->nodes[j];
         est_layer *L = &s->r->layers[j];
         if (L->shape_only) continue;
-        est__sim_moment(s, EST_PHASE_BACKWARD, n->name);
+        est__sim_moment(s, EST_PHASE_BACKWARD, j, NULL);
         if (s->recording) {
             L->recomputed = 1;
             s->r->totals.flops_recompute = est_add_sat(s->r->totals.flops_recompute, L->flops_forward);

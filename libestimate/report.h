@@ -41,6 +41,13 @@ struct est_report {
     char **tp_blocks;           /* per pair: its block's name, owned */
     const char **tp_columns;    /* the pairs' columns, one after another */
     size_t n_tp_columns;
+    bool timeline;              /* est_options.timeline */
+    est_event *events;          /* the recorded step (timeline.c) */
+    size_t n_events;
+    est_live *live;             /* live at the peak, the largest first */
+    size_t n_live;
+    est_snapshot snapshots[EST_SNAPSHOT_COUNT];
+    bool have_snapshots;
     est_tval *tv;               /* inferred state of every graph tensor */
     est_const **owned;          /* folded constants */
     int64_t n_owned, cap_owned;

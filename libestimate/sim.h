@@ -17,6 +17,8 @@
 /* What a block is, for the caching allocator's replay: one key per live
  * block, so that a free finds the block its allocation made. */
 enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP, K_PAR };
+/* The slots of K_PAR keys (parallel.c): what a data-parallel block is. */
+enum { P_UNSHARDED, P_GATHERED, P_GATHERED_BACKWARD, P_REDUCE_INPUT, P_SHARD_GRADS, P_BUCKET, P_COALESCED, P_HOST_COPY };
 #define KEY(kind, index, slot) (((uint64_t)(kind) << 56) | ((uint64_t)(uint32_t)(index) << 16) | (uint64_t)(slot))
 
 /* Live blocks by key: open addressing, linear probing, 0 = empty. */
@@ -101,6 +103,8 @@ typedef struct sim {
     const char *too_large_at;
     est_phase at_phase;     /* the moment the step is at, for device_oom */
     const char *at_layer;
+    int32_t at_node;        /* the node running then, or -1 */
+    struct est_timeline *tl; /* est_options.timeline (timeline.c); NULL without */
     /* est_options.parallel (parallel.c); NULL and false on one GPU */
     struct est_par *par;
     bool grad_views;        /* DDP's gradient_as_bucket_view: a parameter's
@@ -116,6 +120,11 @@ typedef struct sim {
                                steady-state iteration; the first one only
                                feeds the replay) */
 } sim;
+/* handle_map (sim_memory.c): key -> handle; false when out of memory. */
+bool est__map_put(handle_map *m, uint64_t key, int64_t handle);
+/* Removes key; returns its handle, or -1 when it is not there. */
+int64_t est__map_take(handle_map *m, uint64_t key);
+
 /* The block size of `bytes`; UINT64_MAX (a count too large to be exact)
  * stays UINT64_MAX. */
 static inline uint64_t round_alloc(uint64_t bytes) {
@@ -183,11 +192,14 @@ static inline uint64_t sim_add(sim *s, uint64_t a, uint64_t b) {
 
 /* sim_memory.c: the books of the step. A block is named by a key (KEY());
  * bytes are already rounded (round_alloc). */
-void est__sim_moment(sim *s, est_phase phase, const char *layer); /* where the step is, for an out-of-memory */
+/* Where the step is (node, or -1 with a label such as "loss"), for an
+ * out-of-memory and the timeline. */
+void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer);
 void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
 void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
-void est__sim_rekey(sim *s, uint64_t from, uint64_t to);  /* the same block under another key */
-void est__sim_recategorize(sim *s, est_category from, est_category to, uint64_t bytes);
+/* The same block under another key and category (the step's output, kept
+ * as the next step's "other"). */
+void est__sim_move(sim *s, est_category from, est_category to, uint64_t bytes, uint64_t from_key, uint64_t to_key);
 /* A peak candidate: what is live plus a transient of `extra` bytes. */
 void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra);
 /* A transient block (a workspace): allocated, observed, freed at once. */
@@ -196,6 +208,16 @@ void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint
  * extra): its handle, or 0 when the replay is off or has stopped. */
 int64_t est__sim_block_alloc(sim *s, uint64_t bytes);
 void est__sim_block_release(sim *s, int64_t handle);
+
+/* timeline.c: the step's events (est_options.timeline). */
+bool est__tl_new(sim *s);                       /* before the model is made; false: out of memory */
+void est__tl_start(sim *s);                     /* the recorded step begins */
+void est__tl_push(sim *s, est_event_kind kind, est_category c, uint64_t bytes, uint64_t key);
+void est__tl_transient(sim *s, uint64_t bytes); /* an observed transient: alloc, then free */
+void est__tl_end(sim *s);                       /* the recorded step ends */
+/* Moves the events, the live list at the peak and the snapshots into the
+ * report; frees the rest. EST_ENOMEM when the host runs out. */
+est_status est__tl_finish(sim *s, est_error *err);
 
 /* recompute.c: activation checkpointing. */
 est_status est__sim_plan_segments(sim *s, size_t nt, size_t nn, est_error *err); /* the segments; their state */

@@ -34,7 +34,7 @@ static bool map_grow(handle_map *m) {
     return true;
 }
 
-static bool map_put(handle_map *m, uint64_t key, int64_t handle) {
+bool est__map_put(handle_map *m, uint64_t key, int64_t handle) {
     if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
     uint64_t j = slot_of(m, key);
     while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
@@ -44,8 +44,7 @@ static bool map_put(handle_map *m, uint64_t key, int64_t handle) {
     return true;
 }
 
-/* Removes key; returns its handle, or -1 when it is not there. */
-static int64_t map_take(handle_map *m, uint64_t key) {
+int64_t est__map_take(handle_map *m, uint64_t key) {
     if (!m->cap) return -1;
     uint64_t j = slot_of(m, key);
     while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
@@ -82,9 +81,10 @@ static int64_t replay_alloc(sim *s, uint64_t bytes) {
     return h > 0 ? h : 0;
 }
 
-void est__sim_moment(sim *s, est_phase phase, const char *layer) {
+void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
     s->at_phase = phase;
-    s->at_layer = layer;
+    s->at_node = node;
+    s->at_layer = node >= 0 ? s->g->nodes[node].name : layer;
 }
 
 /* The direct slot of a block's key: a tensor's storage, gradient or
@@ -98,7 +98,7 @@ static int64_t *direct_slot(const sim *s, uint64_t key) {
 
 static bool block_put(sim *s, uint64_t key, int64_t handle) {
     int64_t *d = direct_slot(s, key);
-    if (!d) return map_put(&s->blocks, key, handle);
+    if (!d) return est__map_put(&s->blocks, key, handle);
     *d = handle;
     return true;
 }
@@ -106,7 +106,7 @@ static bool block_put(sim *s, uint64_t key, int64_t handle) {
 /* Removes key; returns its handle, or -1 when it is not there. */
 static int64_t block_take(sim *s, uint64_t key) {
     int64_t *d = direct_slot(s, key);
-    if (!d) return map_take(&s->blocks, key);
+    if (!d) return est__map_take(&s->blocks, key);
     int64_t h = *d ? *d : -1;
     *d = 0;
     return h;
@@ -127,29 +127,37 @@ void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (s->overflow) return; /* the estimate fails; the books stop */
     int64_t h = replay_alloc(s, bytes);
     if (h > 0 && !block_put(s, key, h)) s->cache_failed = true;
+    if (s->tl) est__tl_push(s, EST_EVENT_ALLOC, c, bytes, key);
 }
 
 void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (s->overflow) return;
     s->live[c] -= bytes;
     s->total -= bytes;
-    if (!replaying(s) || !bytes) return;
-    int64_t h = block_take(s, key);
-    if (h >= 0) est__cache_release(s->cache, h);
+    if (replaying(s) && bytes) {
+        int64_t h = block_take(s, key);
+        if (h >= 0) est__cache_release(s->cache, h);
+    }
+    if (s->tl) est__tl_push(s, EST_EVENT_FREE, c, bytes, key);
 }
 
 /* The same block under another key (a view's gradient, y kept past its
  * step), or in another category. */
-void est__sim_rekey(sim *s, uint64_t from, uint64_t to) {
+static void rekey(sim *s, uint64_t from, uint64_t to) {
     if (!replaying(s)) return;
     int64_t h = block_take(s, from);
     if (h >= 0 && !block_put(s, to, h)) s->cache_failed = true;
 }
 
-void est__sim_recategorize(sim *s, est_category from, est_category to, uint64_t bytes) {
+void est__sim_move(sim *s, est_category from, est_category to, uint64_t bytes, uint64_t from_key, uint64_t to_key) {
     if (s->overflow) return;
     s->live[from] -= bytes;
     s->live[to] += bytes;
+    rekey(s, from_key, to_key);
+    if (s->tl) {
+        est__tl_push(s, EST_EVENT_MOVE, to, bytes, from_key);
+        est__tl_push(s, EST_EVENT_MOVE, to, bytes, to_key); /* a MOVE pair: the old key, then the new */
+    }
 }
 
 /* Records a peak candidate: what is live plus a transient of `extra` bytes. */
@@ -157,6 +165,7 @@ void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra
     if (!s->recording) return;
     if (extra > s->max_transient) s->max_transient = extra;
     if (s->live[EST_CAT_ACTIVATIONS] > s->max_activations) s->max_activations = s->live[EST_CAT_ACTIVATIONS];
+    if (s->tl && extra) est__tl_transient(s, extra);
     est_peak *p = &s->r->peak;
     uint64_t at = sim_add(s, s->total, extra);
     if (s->overflow || at <= p->bytes) return;

@@ -72,7 +72,7 @@ static bool output_needed(const sim *s, int32_t i, int k) {
  * workspace. */
 static void run_forward_node(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
-    est__sim_moment(s, EST_PHASE_FORWARD, n->name);
+    est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
     /* autocast's copies of the inputs, read while the op runs */
     for (int k = 0; k < n->n_inputs; k++) {
         if (!is_cast(s, i, k)) continue;
@@ -120,6 +120,7 @@ static void amp_exit(sim *s) {
 static void forward(sim *s) {
     const est_graph *g = s->g;
     for (int32_t i = 0; i < g->n_nodes; i++) {
+        est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
         est__par_forward_node(s, i, false);
         if (!s->r->layers[i].shape_only) run_forward_node(s, i);
         /* free what no later op reads, no module call still holds and no
@@ -155,7 +156,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     if (view && same_size && s->grad_bytes[out] && !s->grad_bytes[t]) {
         s->grad_bytes[t] = s->grad_bytes[out]; /* a view of the incoming gradient */
         s->grad_bytes[out] = 0;
-        est__sim_rekey(s, KEY(K_GRAD, out, 0), KEY(K_GRAD, t, 0));
+        est__sim_move(s, EST_CAT_TEMP, EST_CAT_TEMP, s->grad_bytes[t], KEY(K_GRAD, out, 0), KEY(K_GRAD, t, 0));
         return;
     }
     if (s->grad_bytes[t]) *transient = sim_add(s, *transient, bytes); /* summed into the existing gradient */
@@ -224,7 +225,7 @@ static uint64_t loss_upcast_bytes(sim *s) {
 static void backward(sim *s) {
     const est_graph *g = s->g;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
-    est__sim_moment(s, EST_PHASE_BACKWARD, "loss");
+    est__sim_moment(s, EST_PHASE_BACKWARD, -1, "loss");
     est__sim_alloc(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t y = g->outputs[k];
@@ -239,7 +240,7 @@ static void backward(sim *s) {
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
-        est__sim_moment(s, EST_PHASE_BACKWARD, n->name);
+        est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
         est__par_backward_node(s, i, false);
         if (s->ctx[i].any_grad && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
@@ -325,7 +326,7 @@ static void adafactor_step(sim *s, bool first) {
  * parameter before the addcdiv. */
 static void optimizer_step(sim *s, bool first) {
     const est_graph *g = s->g;
-    est__sim_moment(s, EST_PHASE_OPTIMIZER, "");
+    est__sim_moment(s, EST_PHASE_OPTIMIZER, -1, "");
     if (s->r->optimizer == EST_OPT_ADAFACTOR) {
         adafactor_step(s, first);
         return;
@@ -377,11 +378,10 @@ static void forward_backward(sim *s, bool previous_y) {
         int32_t b = s->base[g->outputs[k]];
         if (!s->allocated[b] || !is_activation_storage(s, b)) continue;
         if (previous_y) est__sim_release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
-        est__sim_recategorize(s, EST_CAT_ACTIVATIONS, EST_CAT_OTHER, tensor_alloc(s, b));
-        est__sim_rekey(s, KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
+        est__sim_move(s, EST_CAT_ACTIVATIONS, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
         s->allocated[b] = false;
     }
-    est__sim_moment(s, EST_PHASE_FORWARD, "loss");
+    est__sim_moment(s, EST_PHASE_FORWARD, -1, "loss");
     est__sim_alloc(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     /* loss = y.float().mean() under autocast; then autocast exits */
     est__sim_observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
@@ -449,6 +449,7 @@ static void free_sim(sim *s) {
     free(s->rc_pcast_live);
     free(s->inplace_slot);
     est__par_free(s);
+    if (s->tl) est__tl_finish(s, &(est_error){0}); /* a failed estimate's: frees it */
     free(s->tp_split);
     free(s->tp_node);
     free(s->tp_column_input);
@@ -589,22 +590,30 @@ est_status est__simulate(est_report *r, est_error *err) {
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     if (s.cache && r->memory_limit) est__cache_set_limit(s.cache, r->memory_limit);
-    est__sim_moment(&s, EST_PHASE_FORWARD, "");
+    if (r->timeline && !est__tl_new(&s)) {
+        free_sim(&s);
+        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+    }
+    est__sim_moment(&s, EST_PHASE_FORWARD, -1, "");
     create_model_and_input(&s);
     if (s.train) {
         training_iteration(&s, true);
         s.recording = true;
+        est__tl_start(&s);
         training_iteration(&s, false);
+        est__tl_end(&s);
         s.recording = false; /* the protocol's third: segments may still grow */
         if (s.cache) training_iteration(&s, false);
     } else {
         s.recording = true;
+        est__tl_start(&s);
         tot->params_bytes = s.live[EST_CAT_PARAMS];
         tot->buffers_bytes = s.live[EST_CAT_BUFFERS];
         est__sim_observe(&s, EST_PHASE_FORWARD, g->n_nodes ? g->nodes[0].name : "", 0);
         forward(&s);
         tot->activations_bytes = s.max_activations; /* the largest set alive at once */
         amp_exit(&s);
+        est__tl_end(&s);
     }
     if (s.cache_failed) {
         free_sim(&s);
@@ -624,6 +633,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     tot->reserved_bytes = s.cache ? est__cache_peak_reserved(s.cache) : 0;
     tot->temp_bytes = s.max_transient;
     tot->peak_bytes = r->peak.bytes;
+    if (st == EST_OK && s.tl) st = est__tl_finish(&s, err);
     free_sim(&s);
     return st;
 }

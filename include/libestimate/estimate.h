@@ -549,6 +549,12 @@ typedef struct est_options {
                                       same, and a training estimate takes
                                       about a third of the time. Default 0 */
     est_parallel parallel;         /* data parallelism; default one GPU */
+    int timeline;                  /* 1: record every allocation and free of
+                                      the step (est_report_event), and with
+                                      them what is live at the peak
+                                      (est_report_live) and the snapshots
+                                      (est_report_snapshot). Default 0: none
+                                      of the three, and a faster estimate */
 } est_options;
 
 /* Sets every option to its default (no batch, no bindings, the declared
@@ -754,6 +760,71 @@ EST_API est_amp est_report_amp(const est_report *r);
  * world_size at least 1), and its per-GPU communication. */
 EST_API const est_parallel *est_report_parallel(const est_report *r);
 EST_API const est_comm *est_report_comm(const est_report *r);
+/* ---- the step over time (est_options.timeline) ---- */
+
+/* One allocation or free of the simulated step, in order. Training
+ * records the steady-state iteration (zero_grad to the optimizer step),
+ * inference the forward pass. */
+typedef enum est_event_kind {
+    EST_EVENT_ALLOC = 0,
+    EST_EVENT_FREE,
+    EST_EVENT_MOVE,   /* the same block changes what it is (the step's
+                         output, kept as the next step's "other") */
+} est_event_kind;
+
+typedef struct est_event {
+    est_event_kind kind;
+    est_phase phase;
+    int64_t layer;          /* the layer running (est_report_layer), -1 at
+                               none: the loss, the optimizer step */
+    est_category category;  /* a MOVE's: the category it moves to */
+    uint64_t bytes;         /* the block's, rounded as the allocator rounds */
+    uint64_t block;         /* the same on a block's alloc, moves and free;
+                               0 for a transient, freed by the next event */
+    const char *tensor;     /* the graph tensor it holds, or NULL (a
+                               workspace, a saved mask, a bucket) */
+    const char *what;       /* "activation", "parameter gradient",
+                               "exp_avg", "workspace and temporaries", ... */
+    uint64_t allocated;     /* bytes allocated after the event */
+    uint64_t reserved;      /* the caching allocator's reserved bytes after
+                               it; 0 with est_options.skip_reserved */
+} est_event;
+
+EST_API size_t est_report_event_count(const est_report *r);
+EST_API const est_event *est_report_event(const est_report *r, size_t i);
+
+/* A block live at the peak. Their bytes sum to the peak. */
+typedef struct est_live {
+    const char *tensor;     /* as est_event.tensor */
+    const char *what;
+    int64_t layer;          /* the layer that allocated it, -1 at none */
+    est_category category;
+    uint64_t bytes;
+    est_dtype dtype;        /* the tensor's, as the step stores it; */
+    int rank;               /* -1 without a tensor */
+    const int64_t *shape;   /* the tensor's whole shape */
+} est_live;
+
+/* What is live at the peak, the largest first. */
+EST_API size_t est_report_live_count(const est_report *r);
+EST_API const est_live *est_report_live(const est_report *r, size_t i);
+
+/* Memory by category at three moments of the recorded step. */
+typedef enum est_snapshot_at {
+    EST_SNAPSHOT_BEFORE = 0,  /* before it: what the previous step left */
+    EST_SNAPSHOT_PEAK,        /* at the peak (est_report_peak) */
+    EST_SNAPSHOT_AFTER,       /* after it: the steady state */
+    EST_SNAPSHOT_COUNT
+} est_snapshot_at;
+
+typedef struct est_snapshot {
+    uint64_t bytes;
+    uint64_t category[EST_CAT_COUNT];
+} est_snapshot;
+
+/* NULL without est_options.timeline, or for `at` out of range. */
+EST_API const est_snapshot *est_report_snapshot(const est_report *r, est_snapshot_at at);
+
 /* The pairs --tp split, in node order; 0 without tensor parallelism. */
 EST_API size_t est_report_tp_pair_count(const est_report *r);
 EST_API const est_tp_pair *est_report_tp_pair(const est_report *r, size_t i);
