@@ -396,6 +396,7 @@ static void forward_backward(sim *s, bool previous_y) {
  * has no optimizer state until its step and no previous y. */
 static void training_iteration(sim *s, bool first) {
     est_totals *tot = &s->r->totals;
+    est__sim_moment(s, EST_PHASE_FORWARD, -1, "zero_grad"); /* the step begins */
     zero_grad(s);
     if (s->recording) {
         tot->params_bytes = s->live[EST_CAT_PARAMS];

@@ -299,6 +299,39 @@ static void data_parallel(void) {
     cJSON_Delete(root);
 }
 
+/* --top and --timeline: the table's largest live blocks, the JSON's
+ * timeline, whose largest "allocated" is the peak, and the usage errors. */
+static void step_over_time(void) {
+    char args[4096];
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --top 3", models);
+    expect_exit(args, 0, "live at the peak, the largest 3 of ");
+    expect_exit(args, 0, "98.00 MiB  activations  activation                32x64x112x112");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --timeline", models);
+    expect_exit(args, 2, "--timeline is JSON's");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --top 3 --format json", models);
+    expect_exit(args, 2, "--top is the table's");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --top 3 --max-batch --gpu T4", models);
+    expect_exit(args, 2, "not --max-batch");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --format json --timeline", models);
+    cJSON *root = run_json(args, "timeline JSON");
+    if (!root) return;
+    const cJSON *peak = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "peak"), "bytes");
+    const cJSON *tl = field(root, "timeline", is_array, "top level"), *e;
+    double max = 0;
+    int n = 0;
+    cJSON_ArrayForEach(e, tl) {
+        const cJSON *a = field(e, "allocated", is_number, "event");
+        field(e, "what", is_string, "event");
+        if (a && a->valuedouble > max) max = a->valuedouble;
+        n++;
+    }
+    CHECK(n > 100 && cJSON_IsNumber(peak) && max == peak->valuedouble, "timeline: %d events, max %.0f, peak %.0f", n,
+          max, cJSON_IsNumber(peak) ? peak->valuedouble : -1);
+    const cJSON *snap = field(root, "snapshots", is_object, "top level");
+    CHECK(snap && cJSON_GetObjectItem(snap, "before") && cJSON_GetObjectItem(snap, "after"), "snapshots before, after");
+    cJSON_Delete(root);
+}
+
 /* convert writes JSON that loads back to the same report. */
 static void convert_round_trip(void) {
     char args[4096], *a, *b;
@@ -569,6 +602,7 @@ int main(int argc, char **argv) {
     csv_and_table();
     fine_tuning();
     data_parallel();
+    step_over_time();
     dynamo_names();
     convert_round_trip();
     input_shape();
