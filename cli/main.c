@@ -66,6 +66,7 @@ typedef struct cli {
     bool all_layers;
     bool timeline;                     /* --timeline */
     int64_t top;                       /* --top N */
+    int64_t depth;                     /* --depth N */
     est_options opt;
     est_limits limits;     /* docs/robustness.md */
     est_binding dims[MAX_DIM_FLAGS];
@@ -413,6 +414,10 @@ static int parse_args(cli *c, int argc, char **argv) {
         } else if (is_flag(a, "-o", "--output")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a file name", a);
             c->out_path = v;
+        } else if (is_flag(a, "--depth", "--depth")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, &c->depth) || c->depth <= 0 || c->depth > 64)
+                return usage_error("--depth wants a module depth from 1 to 64, got '%s'", v);
         } else if (strcmp(a, "--timeline") == 0) {
             c->timeline = true;
         } else if (is_flag(a, "--top", "--top")) {
@@ -482,8 +487,8 @@ static int parse_args(cli *c, int argc, char **argv) {
     if (c->timeline && c->format != FORMAT_JSON) return usage_error("--timeline is JSON's: add --format json");
     if (c->top && c->format != FORMAT_TABLE)
         return usage_error("--top is the table's (JSON lists every tensor live at the peak under peak.live)");
-    if ((c->timeline || c->top) && (c->max_batch || c->sweep_name || c->command))
-        return usage_error("--timeline and --top are for one estimate, not --max-batch, --sweep or %s",
+    if ((c->timeline || c->top || c->depth) && (c->max_batch || c->sweep_name || c->command))
+        return usage_error("--timeline, --top and --depth are for one estimate, not --max-batch, --sweep or %s",
                            c->command ? c->command : "a search");
     /* JSON always says what is live at the peak; the table with --top */
     if (!c->max_batch && !c->sweep_name && !c->command && (c->format == FORMAT_JSON || c->top)) c->opt.timeline = 1;
@@ -563,7 +568,7 @@ static int estimate(const cli *c, const est_graph *g) {
     }
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
                      .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum,
-                     .timeline = c->timeline, .top = (size_t)c->top};
+                     .timeline = c->timeline, .top = (size_t)c->top, .depth = c->depth};
     int bad = c->format == FORMAT_JSON  ? print_json(out.f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(out.f, r, &o)
                                         : print_table(out.f, r, &o);

@@ -182,6 +182,9 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "\n");
     if (hidden)
         fprintf(f, "%zu shape-only layers (folded to constants) not shown; --all lists them.\n\n", hidden);
+    module_rollup m = {0};
+    if (o->depth && rollup_modules(r, o->depth, &m)) print_modules(f, &m, o->depth);
+    free_rollup(&m);
     fprintf(f, "totals\n");
     fprintf(f, "  layers          %zu\n", est_report_layer_count(r));
     fprintf(f, "  parameters      %" PRIu64 " (%s)", t->param_count, human_bytes(a, sizeof a, t->param_bytes));
@@ -235,7 +238,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     return ferror(f) ? 1 : 0;
 }
 
-static void csv_field(FILE *f, const char *s) {
+void csv_field(FILE *f, const char *s) {
     s = term(s); /* no control byte, so no newline either */
     if (!strpbrk(s, ",\"")) {
         fputs(s, f);
@@ -247,6 +250,25 @@ static void csv_field(FILE *f, const char *s) {
         fputc(*s, f);
     }
     fputc('"', f);
+}
+
+/* param,NAME,,,SHAPE,DTYPE,COUNT,BYTES,,GRAD_BYTES,TRAINABLE,,,,,TORCH_NAME: one row per parameter,
+ * laid out like a layer row (its gradient's bytes under output_bytes, 1 or
+ * 0 under shape_only, PyTorch's name under module). */
+static void csv_params(FILE *f, const est_report *r) {
+    bool train = est_report_mode(r) == EST_MODE_TRAIN;
+    for (size_t i = 0; i < est_report_param_count(r); i++) {
+        const est_param_info *p = est_report_param(r, i);
+        char shape[256] = "";
+        for (int d = 0; d < p->rank && strlen(shape) + 24 < sizeof shape; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRId64, d ? "x" : "", p->shape[d]);
+        fputs("param,", f);
+        csv_field(f, p->name);
+        fprintf(f, ",,,%s,%s,%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%d,,,,,", shape, est_dtype_name(p->dtype), p->elements,
+                p->bytes, train && p->trainable ? p->bytes : 0, p->trainable);
+        csv_field(f, p->torch_name);
+        fputc('\n', f);
+    }
 }
 
 int print_csv(FILE *f, const est_report *r, const output_opts *o) {
@@ -278,6 +300,9 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
         csv_field(f, L->module ? L->module : "");
         fputc('\n', f);
     }
+    module_rollup m = {0};
+    if (o->depth && rollup_modules(r, o->depth, &m)) csv_modules(f, &m);
+    free_rollup(&m);
     const est_totals *t = est_report_totals(r);
     fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%" PRIu64 ",%" PRIu64
                ",%" PRIu64 ",\n",
@@ -290,14 +315,27 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, ",,,,,,,%" PRIu64 ",,,,,,", p->bytes);
     csv_field(f, p->module ? p->module : "");
     fputc('\n', f);
+    /* breakdown,CATEGORY,,,,,,,,BYTES: the peak's categories, laid out like it */
+    for (int c = 0; c < EST_CAT_COUNT; c++)
+        fprintf(f, "breakdown,%s,,,,,,,,%" PRIu64 ",,,,,,\n", est_category_name((est_category)c),
+                est_peak_category(p, (est_category)c));
     /* reserved,,,,,,,,,BYTES: laid out like the peak row */
     fprintf(f, "reserved,,,,,,,,,%" PRIu64 ",,,,,,\n", t->reserved_bytes);
+    if (t->checkpoint_segments) {
+        /* checkpoint,SPEC,SEGMENTS,,,,,,,,,RECOMPUTED_FLOPS: the FLOPs under flops_forward */
+        char spec[512];
+        fputs("checkpoint,", f);
+        csv_field(f, checkpoint_string(spec, sizeof spec, o->checkpoint));
+        fprintf(f, ",%" PRIu64 ",,,,,,,,,%" PRIu64 ",,,,\n", t->checkpoint_segments, t->flops_recompute);
+    }
+    csv_params(f, r);
     if (o->fit) {
-        /* fit,GPU,yes|no,,,,,,,HEADROOM_BYTES: laid out like the peak row */
+        /* fit,GPU,yes|no|frag,,,,,,,HEADROOM_BYTES: laid out like the peak row; frag: the peak is
+         * within the usable memory, the allocator's segments are not */
+        const char *verdict = fit_ok(o->fit, p->bytes, t) ? "yes" : fit_headroom(o->fit, p->bytes) >= 0 ? "frag" : "no";
         fputs("fit,", f);
         csv_field(f, o->fit->gpu ? o->fit->gpu : "");
-        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,,\n", fit_ok(o->fit, p->bytes, t) ? "yes" : "no",
-                fit_headroom(o->fit, p->bytes));
+        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,,\n", verdict, fit_headroom(o->fit, p->bytes));
     }
     return ferror(f) ? 1 : 0;
 }
@@ -385,6 +423,8 @@ static void write_params(json_writer *w, const est_report *r) {
         jw_string(w, "dtype", est_dtype_name(p->dtype));
         jw_u64(w, "count", p->elements);
         jw_u64(w, "bytes", p->bytes);
+        /* the gradient the step keeps for it (its .grad); 0 when frozen or in inference */
+        jw_u64(w, "grad_bytes", est_report_mode(r) == EST_MODE_TRAIN && p->trainable ? p->bytes : 0);
         jw_bool(w, "trainable", p->trainable);
         jw_end_object(w);
     }
@@ -538,6 +578,9 @@ void write_report_members(json_writer *w, const est_report *r, const output_opts
     for (size_t i = 0; i < est_report_layer_count(r); i++) write_layer(w, est_report_layer(r, i));
     jw_end_array(w);
     write_params(w, r);
+    module_rollup m = {0};
+    if (o->depth && rollup_modules(r, o->depth, &m)) write_modules(w, &m, o->depth);
+    free_rollup(&m);
     jw_begin_array(w, "outputs");
     for (size_t k = 0; k < est_report_output_count(r); k++) write_tensor(w, est_report_output(r, k));
     jw_end_array(w);

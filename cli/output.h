@@ -34,7 +34,26 @@ typedef struct output_opts {
     int64_t grad_accum;               /* --grad-accum; 0 or 1: none */
     bool timeline;                    /* json: the "timeline" array (--timeline) */
     size_t top;                       /* table: the largest N live at the peak (--top) */
+    int64_t depth;                    /* --depth N: the layers rolled up by module; 0: not */
 } output_opts;
+
+/* modules.c: --depth N. */
+typedef struct module_row {
+    char *name;                       /* the module path's first N parts */
+    size_t layers;
+    uint64_t param_count, param_bytes, output_bytes, saved_bytes, flops_forward, flops_backward;
+} module_row;
+typedef struct module_rollup {
+    module_row *rows;                 /* in order of first appearance */
+    size_t n;
+} module_rollup;
+bool rollup_modules(const est_report *r, int64_t depth, module_rollup *out); /* false: out of memory */
+void free_rollup(module_rollup *m);
+void print_modules(FILE *f, const module_rollup *m, int64_t depth);
+void write_modules(json_writer *w, const module_rollup *m, int64_t depth);
+void csv_modules(FILE *f, const module_rollup *m);
+/* A CSV field, quoted where it must be. */
+void csv_field(FILE *f, const char *s);
 
 /* "every=2" or "layer1,layer2" (writes into buf and returns it); "" when
  * there is no checkpointing. */

@@ -327,9 +327,45 @@ static void step_over_time(void) {
     }
     CHECK(n > 100 && cJSON_IsNumber(peak) && max == peak->valuedouble, "timeline: %d events, max %.0f, peak %.0f", n,
           max, cJSON_IsNumber(peak) ? peak->valuedouble : -1);
+    const cJSON *params = field(root, "parameters", is_array, "top level"), *prm;
+    cJSON_ArrayForEach(prm, params) field(prm, "grad_bytes", is_number, "parameter");
     const cJSON *snap = field(root, "snapshots", is_object, "top level");
     CHECK(snap && cJSON_GetObjectItem(snap, "before") && cJSON_GetObjectItem(snap, "after"), "snapshots before, after");
     cJSON_Delete(root);
+}
+
+/* --depth N: the modules' sums are the totals; CSV's module, breakdown and
+ * param rows. */
+static void module_rollup(void) {
+    char args[4096], *out;
+    static const char *const sums[][2] = {{"param_count", "param_count"}, {"param_bytes", "param_bytes"},
+                                          {"output_bytes", "output_bytes"}, {"flops_forward", "flops_forward"},
+                                          {"flops_backward", "flops_backward"}};
+    for (int depth = 1; depth <= 3; depth++) {
+        snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --depth %d --format json", models, depth);
+        cJSON *root = run_json(args, "--depth JSON");
+        if (!root) return;
+        const cJSON *mods = field(root, "modules", is_array, "top level"), *m;
+        const cJSON *totals = cJSON_GetObjectItem(root, "totals");
+        for (size_t k = 0; k < sizeof sums / sizeof *sums; k++) {
+            double sum = 0;
+            cJSON_ArrayForEach(m, mods) sum += cJSON_GetObjectItem(m, sums[k][0])->valuedouble;
+            const cJSON *t = cJSON_GetObjectItem(totals, sums[k][1]);
+            CHECK(cJSON_IsNumber(t) && t->valuedouble == sum, "depth %d: modules' %s sum to %.0f, totals %.0f", depth,
+                  sums[k][0], sum, cJSON_IsNumber(t) ? t->valuedouble : -1);
+        }
+        if (depth == 1) CHECK(cJSON_GetArraySize(mods) == 11, "depth 1: %d modules, expected 11", cJSON_GetArraySize(mods));
+        cJSON_Delete(root);
+    }
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --depth 1", models);
+    expect_exit(args, 0, "  layer1       14        147968   578.00 KiB");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --depth 1 --format csv --checkpoint every=1", models);
+    CHECK(run(args, false, &out) == 0, "csv exit");
+    CHECK(out && strstr(out, "\nmodule,layer1,,,,,147968,591872,,") && strstr(out, "\nbreakdown,comm,,,,,,,,0,,,,,,\n") &&
+              strstr(out, "\nparam,conv1.weight,,,64x3x7x7,float32,9408,37632,,37632,1,,,,,conv1.weight\n") &&
+              strstr(out, "\ncheckpoint,every=1,8,,"),
+          "csv: module, breakdown, param and checkpoint rows");
+    free(out);
 }
 
 /* convert writes JSON that loads back to the same report. */
@@ -603,6 +639,7 @@ int main(int argc, char **argv) {
     fine_tuning();
     data_parallel();
     step_over_time();
+    module_rollup();
     dynamo_names();
     convert_round_trip();
     input_shape();
