@@ -11,7 +11,10 @@ matmul (aten::mm, addmm, bmm, baddbmm, scaled dot-product attention and
 their backwards), other (everything else: element-wise, norms, softmax, the
 optimizer's foreach kernels), with the number of kernels. The top level
 has `launch_s`: the time of one tiny op (an add of two 1-element tensors)
-in a loop of 2000, synchronised once: eager PyTorch's per-op floor.
+in a loop of 2000, synchronised once: eager PyTorch's per-op floor; and
+`eager`: the host's cost per forward op, per backward op and per parameter
+of Adam's step, from a chain of 200 Linear(8, 8) + ReLU at batch 1, where
+the GPU waits on the host (eager_probe).
 cudnn.benchmark is left off, TF32 as PyTorch defaults (convolutions on,
 matmuls off).
 """
@@ -53,6 +56,40 @@ def launch_floor():
         a = a + 1
     torch.cuda.synchronize()
     return (time.perf_counter() - t) / 2000
+
+
+def eager_probe(layers=200, repeat=20):
+    """Eager PyTorch's host cost per op, where the GPU is idle: a chain of
+    `layers` Linear(8, 8) + ReLU at batch 1, Adam. Seconds per forward op
+    (2 a layer), per backward op, and per parameter in the optimizer step,
+    each the median of `repeat` synchronised runs."""
+    model = torch.nn.Sequential(*[m for _ in range(layers) for m in (torch.nn.Linear(8, 8), torch.nn.ReLU())]).cuda()
+    x = torch.randn(1, 8, device="cuda")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    fwd, bwd, step = [], [], []
+    for i in range(repeat + 3):
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        y = model(x)
+        loss = y.float().mean()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        loss.backward()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        opt.step()
+        torch.cuda.synchronize()
+        t3 = time.perf_counter()
+        if i >= 3:
+            fwd.append(t1 - t0)
+            bwd.append(t2 - t1)
+            step.append(t3 - t2)
+    n_ops, n_params = 2 * layers, 2 * layers
+    return {"layers": layers, "forward_op_s": statistics.median(fwd) / n_ops,
+            "backward_op_s": statistics.median(bwd) / n_ops, "optimizer_param_s": statistics.median(step) / n_params,
+            "forward_s": statistics.median(fwd), "backward_s": statistics.median(bwd),
+            "optimizer_s": statistics.median(step)}
 
 
 def time_model(name, batch):
@@ -100,8 +137,11 @@ def main():
     out = sys.argv[1]
     names = sys.argv[2:] or TIMED
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-           "date": time.strftime("%Y-%m-%d"), "launch_s": launch_floor(), "models": {}}
-    print(f"{res['device']}: one tiny op {res['launch_s'] * 1e6:.1f} us", flush=True)
+           "date": time.strftime("%Y-%m-%d"), "launch_s": launch_floor(), "eager": eager_probe(), "models": {}}
+    e = res["eager"]
+    print(f"{res['device']}: one tiny op {res['launch_s'] * 1e6:.1f} us; eager forward op "
+          f"{e['forward_op_s'] * 1e6:.1f} us, backward op {e['backward_op_s'] * 1e6:.1f} us, Adam per parameter "
+          f"{e['optimizer_param_s'] * 1e6:.2f} us", flush=True)
     for name in names:
         res["models"][name] = {}
         for b in BATCHES:
