@@ -21,9 +21,10 @@ bool parse_size(const char *s, uint64_t *out);
  * caching allocator's slack; an assumption until measured with PyTorch. */
 #define DEFAULT_RESERVE_BYTES ((uint64_t)1 << 30)
 /* What NCCL holds outside PyTorch's allocator once a process group has run
- * a collective: 564 MiB on an H100 at world size 1, NCCL 2.28.9
- * (bench/distributed/data/h100_w1_fresh, nccl_init; docs/distributed.md).
- * Added to the default reserve under --strategy. */
-#define NCCL_RESERVE_BYTES ((uint64_t)564 << 20)
+ * a collective (NCCL 2.28.9, torch 2.11; nccl_init in bench/distributed/
+ * data/): 564 MiB on an H100 at world size 1, 840 MiB on each of 2 H200s
+ * (docs/distributed.md). Added to the default reserve under --strategy or
+ * --tp; more GPUs are not measured and take the 2-GPU figure. */
+#define NCCL_RESERVE_BYTES(world) ((uint64_t)((world) > 1 ? 840 : 564) << 20)
 
 #endif

@@ -492,9 +492,12 @@ static int parse_args(cli *c, int argc, char **argv) {
                            c->command ? c->command : "a search");
     /* JSON always says what is live at the peak; the table with --top */
     if (!c->max_batch && !c->sweep_name && !c->command && (c->format == FORMAT_JSON || c->top)) c->opt.timeline = 1;
-    if (!c->reserve_given)
-        c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES +
-                               (c->opt.parallel.strategy != EST_STRATEGY_NONE ? NCCL_RESERVE_BYTES : 0);
+    if (!c->reserve_given) {
+        int64_t tp = c->opt.parallel.tp > 1 ? c->opt.parallel.tp : 1;
+        int64_t world = c->opt.parallel.world_size > 0 ? c->opt.parallel.world_size : tp;
+        bool nccl = c->opt.parallel.strategy != EST_STRATEGY_NONE || world > 1;
+        c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES + (nccl ? NCCL_RESERVE_BYTES(world) : 0);
+    }
     /* the allocator's replay runs out where PyTorch would on this GPU */
     if (c->fit_given) c->opt.memory_limit = fit_usable(&c->fit) ? fit_usable(&c->fit) : 1;
     if (c->max_batch && !c->fit_given) return usage_error("--max-batch needs --gpu NAME or --gpu-memory SIZE");

@@ -50,9 +50,15 @@ CHECKPOINT = os.path.join(CAPACITY, "checkpoint_h100.json")
 HARNESS = os.path.join(CAPACITY, "measured_harness_h100.json")
 REST = os.path.join(CAPACITY, "measured_rest_h100.json")
 TRUTH_JSON = os.path.join(TRUTH, "truth.json")
-# bench/distributed's world-size-1 run (one job per configuration, H100)
+# bench/distributed's runs: world size 1 (one job per configuration, H100);
+# world size 2 (H200 x2): every configuration in one job per model, and the
+# DDP, ZeRO-1 and FSDP ones at batch 8 again, one job each
 DISTRIBUTED = [os.path.join(ROOT, "bench", "distributed", "data", "h100_w1_fresh", f"dist_w1_{m}.json")
                for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")]
+DISTRIBUTED_W2 = [os.path.join(ROOT, "bench", "distributed", "data", "h200x2_w2", f"dist_w2_{m}.json")
+                  for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")]
+DISTRIBUTED_W2_FRESH = [os.path.join(ROOT, "bench", "distributed", "data", "h200x2_w2_fresh", f"dist_w2_fresh_{m}.json")
+                        for m in ("bert_base", "llama_4l")]
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 # The 15 models of measured_harness_h100.json (data/capacity/README.md names this list).
 HARNESS_ONLY = ("resnet50,vgg11_bn,alexnet,densenet121,googlenet,shufflenet_v2_x1_0,mobilenet_v3_small,"
@@ -73,6 +79,10 @@ RUNS = {
     "reserved": ("compare_reserved.py", ["--markdown", "--amp", CAP, EXPORTS], CAP, EXPORTS),
     "distributed": (os.path.join("..", "distributed", "compare_dist.py"),
                     ["--markdown"] + DISTRIBUTED + [EXPORTS], DISTRIBUTED[0], EXPORTS),
+    "distributed-w2": (os.path.join("..", "distributed", "compare_dist.py"),
+                       ["--markdown"] + DISTRIBUTED_W2 + [EXPORTS], DISTRIBUTED_W2[0], EXPORTS),
+    "distributed-w2-fresh": (os.path.join("..", "distributed", "compare_dist.py"),
+                             ["--markdown"] + DISTRIBUTED_W2_FRESH + [EXPORTS], DISTRIBUTED_W2_FRESH[0], EXPORTS),
     "finetune": ("compare_finetune.py", ["--markdown", os.path.join(FINETUNE, "finetune_h100_run3.json"),
                                          os.path.join(FINETUNE, "finetune_h100_run4.json"),
                                          os.path.join(OUT, "finetune", "exports")],
@@ -379,6 +389,8 @@ TABLES = {
     "reserved": (("reserved",), view_reserved),
     "finetune": (("finetune",), lambda o: view_raw(o, "finetune", source=False)),
     "distributed": (("distributed",), lambda o: view_raw(o, "distributed", source=False)),
+    "distributed-w2": (("distributed-w2",), lambda o: view_raw(o, "distributed-w2", source=False)),
+    "distributed-w2-fresh": (("distributed-w2-fresh",), lambda o: view_raw(o, "distributed-w2-fresh", source=False)),
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
 }
 
