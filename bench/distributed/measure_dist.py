@@ -18,7 +18,9 @@ Strategies, as `memest --strategy` names them (docs/distributed.md):
   tp            tensor parallelism over every GPU (parallelize_module with
                 ColwiseParallel and RowwiseParallel on each decoder layer's
                 attention and MLP): the models of TP_PLANS only, others are
-                skipped
+                skipped. Adam has two parameter groups, the split DTensors
+                and the plain rest, since foreach Adam takes one kind per
+                list; its step's temporaries are then the larger group's
 
 BERT's pooler, which last_hidden_state never reads, is removed first: DDP
 refuses parameters that get no gradient, and the ONNX export has none of it.
@@ -143,7 +145,12 @@ def wrap(strategy, model, dev, world, shard_group, name=None):
         styles = {"col": ColwiseParallel, "row": RowwiseParallel}
         for layer in model.get_submodule(container):
             parallelize_module(layer, mesh, {k: styles[v]() for k, v in plan.items()})
-        return model, torch.optim.Adam(model.parameters(), lr=1e-4)
+        # foreach Adam takes one kind of tensor per list: the plan's DTensors
+        # and the plain rest (embeddings, norms) are two parameter groups
+        from torch.distributed.tensor import DTensor
+        split = [p for p in model.parameters() if isinstance(p, DTensor)]
+        plain = [p for p in model.parameters() if not isinstance(p, DTensor)]
+        return model, torch.optim.Adam([{"params": split}, {"params": plain}], lr=1e-4)
     if strategy == "hsdp":
         mesh = init_device_mesh(dev.type, (world // shard_group, shard_group), mesh_dim_names=("replicate", "shard"))
     else:
