@@ -67,6 +67,7 @@ typedef struct cli {
     bool timeline;                     /* --timeline */
     int64_t top;                       /* --top N */
     int64_t depth;                     /* --depth N */
+    const char *plot_path;             /* --plot FILE.svg|.html */
     est_options opt;
     est_limits limits;     /* docs/robustness.md */
     est_binding dims[MAX_DIM_FLAGS];
@@ -418,6 +419,12 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (!parse_int64(v, &c->depth) || c->depth <= 0 || c->depth > 64)
                 return usage_error("--depth wants a module depth from 1 to 64, got '%s'", v);
+        } else if (is_flag(a, "--plot", "--plot")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a file name", a);
+            size_t len = strlen(v);
+            if (len < 5 || (strcmp(v + len - 4, ".svg") != 0 && strcmp(v + len - 5, ".html") != 0))
+                return usage_error("--plot wants a file name ending in .svg or .html, got '%s'", v);
+            c->plot_path = v;
         } else if (strcmp(a, "--timeline") == 0) {
             c->timeline = true;
         } else if (is_flag(a, "--top", "--top")) {
@@ -487,11 +494,12 @@ static int parse_args(cli *c, int argc, char **argv) {
     if (c->timeline && c->format != FORMAT_JSON) return usage_error("--timeline is JSON's: add --format json");
     if (c->top && c->format != FORMAT_TABLE)
         return usage_error("--top is the table's (JSON lists every tensor live at the peak under peak.live)");
-    if ((c->timeline || c->top || c->depth) && (c->max_batch || c->sweep_name || c->command))
-        return usage_error("--timeline, --top and --depth are for one estimate, not --max-batch, --sweep or %s",
+    if ((c->timeline || c->top || c->depth || c->plot_path) && (c->max_batch || c->sweep_name || c->command))
+        return usage_error("--timeline, --top, --depth and --plot are for one estimate, not --max-batch, --sweep or %s",
                            c->command ? c->command : "a search");
     /* JSON always says what is live at the peak; the table with --top */
-    if (!c->max_batch && !c->sweep_name && !c->command && (c->format == FORMAT_JSON || c->top)) c->opt.timeline = 1;
+    if (!c->max_batch && !c->sweep_name && !c->command && (c->format == FORMAT_JSON || c->top || c->plot_path))
+        c->opt.timeline = 1;
     if (!c->reserve_given) {
         int64_t tp = c->opt.parallel.tp > 1 ? c->opt.parallel.tp : 1;
         int64_t world = c->opt.parallel.world_size > 0 ? c->opt.parallel.world_size : tp;
@@ -575,8 +583,15 @@ static int estimate(const cli *c, const est_graph *g) {
     int bad = c->format == FORMAT_JSON  ? print_json(out.f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(out.f, r, &o)
                                         : print_table(out.f, r, &o);
+    bool ok = out_close(&out, bad != 0);
+    if (ok && c->plot_path) {
+        out_file plot;
+        size_t len = strlen(c->plot_path);
+        ok = out_open(&plot, c->plot_path);
+        if (ok) ok = out_close(&plot, write_plot(plot.f, r, &o, strcmp(c->plot_path + len - 5, ".html") == 0) != 0);
+    }
     est_report_free(r);
-    return out_close(&out, bad != 0) ? EXIT_OK : EXIT_FAIL;
+    return ok ? EXIT_OK : EXIT_FAIL;
 }
 
 /* A PEFT export estimated as full fine-tuning is a different job from the

@@ -52,6 +52,9 @@ void free_rollup(module_rollup *m);
 void print_modules(FILE *f, const module_rollup *m, int64_t depth);
 void write_modules(json_writer *w, const module_rollup *m, int64_t depth);
 void csv_modules(FILE *f, const module_rollup *m);
+/* plot.c: --plot, the step as an SVG picture (html: inside a page); 1
+ * when the report has no timeline or writing failed. */
+int write_plot(FILE *f, const est_report *r, const output_opts *o, bool html);
 /* A CSV field, quoted where it must be. */
 void csv_field(FILE *f, const char *s);
 

@@ -155,7 +155,7 @@ void est__sim_move(sim *s, est_category from, est_category to, uint64_t bytes, u
     s->live[to] += bytes;
     rekey(s, from_key, to_key);
     if (s->tl) {
-        est__tl_push(s, EST_EVENT_MOVE, to, bytes, from_key);
+        est__tl_push(s, EST_EVENT_MOVE, from, bytes, from_key);
         est__tl_push(s, EST_EVENT_MOVE, to, bytes, to_key); /* a MOVE pair: the old key, then the new */
     }
 }

@@ -10,7 +10,7 @@
 struct est_timeline {
     est_event *events;       /* every event since the model was made */
     size_t n, cap;
-    size_t first;            /* where the recorded step's begin */
+    size_t first, last;      /* where the recorded step's begin and end */
     bool failed;             /* the host ran out: the estimate fails */
     uint64_t before[EST_CAT_COUNT];
 };
@@ -115,6 +115,7 @@ void est__tl_transient(sim *s, uint64_t bytes) {
 
 void est__tl_end(sim *s) {
     if (!s->tl) return;
+    s->tl->last = s->tl->n;
     est_snapshot *after = &s->r->snapshots[EST_SNAPSHOT_AFTER];
     est_snapshot *before = &s->r->snapshots[EST_SNAPSHOT_BEFORE];
     *after = *before = (est_snapshot){0};
@@ -131,7 +132,7 @@ void est__tl_end(sim *s) {
 /* The first event of the recorded step at which its allocated bytes reach
  * the peak, or n. */
 static size_t peak_event(const struct est_timeline *tl, uint64_t peak) {
-    for (size_t i = tl->first; i < tl->n; i++)
+    for (size_t i = tl->first; i < tl->last; i++)
         if (tl->events[i].kind == EST_EVENT_ALLOC && tl->events[i].allocated == peak) return i;
     return tl->n;
 }
@@ -197,8 +198,8 @@ est_status est__tl_finish(sim *s, est_error *err) {
     if (!tl) return EST_OK;
     est_report *r = s->r;
     bool ok = !tl->failed && live_at_peak(s, r);
-    if (ok && (r->events = malloc((tl->n - tl->first + 1) * sizeof *r->events))) {
-        r->n_events = tl->n - tl->first;
+    if (ok && (r->events = malloc((tl->last - tl->first + 1) * sizeof *r->events))) {
+        r->n_events = tl->last - tl->first;
         memcpy(r->events, tl->events + tl->first, r->n_events * sizeof *r->events);
         r->snapshots[EST_SNAPSHOT_PEAK].bytes = r->peak.bytes;
         for (int c = 0; c < EST_CAT_COUNT; c++)

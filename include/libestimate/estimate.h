@@ -769,7 +769,8 @@ typedef enum est_event_kind {
     EST_EVENT_ALLOC = 0,
     EST_EVENT_FREE,
     EST_EVENT_MOVE,   /* the same block changes what it is (the step's
-                         output, kept as the next step's "other") */
+                         output, kept as the next step's "other"): a pair,
+                         the old block and category, then the new */
 } est_event_kind;
 
 typedef struct est_event {
@@ -777,7 +778,8 @@ typedef struct est_event {
     est_phase phase;
     int64_t layer;          /* the layer running (est_report_layer), -1 at
                                none: the loss, the optimizer step */
-    est_category category;  /* a MOVE's: the category it moves to */
+    est_category category;  /* a MOVE pair's: the block's category before
+                               (the first event), then after (the second) */
     uint64_t bytes;         /* the block's, rounded as the allocator rounds */
     uint64_t block;         /* the same on a block's alloc, moves and free;
                                0 for a transient, freed by the next event */
