@@ -22,6 +22,31 @@ import zoo  # noqa: E402
 from measure import optimizer  # noqa: E402
 
 
+def protocol_step(model, x, opt):
+    """The truth protocol's step, as a function of no arguments."""
+    def step():
+        opt.zero_grad(set_to_none=True)
+        y = model(x)
+        loss = y.float().mean()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def timed_steps(step, warm=3, timed=20):
+    """Seconds of each of `timed` synchronised steps, after `warm` of them."""
+    for _ in range(warm):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(timed):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def main():
     name = sys.argv[1] if len(sys.argv) > 1 else "resnet18"
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 32
@@ -29,23 +54,7 @@ def main():
     model = zoo.build(name).cuda().train()
     x = zoo.make_input(name, batch).cuda()
     opt = optimizer(kind, model.parameters())
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        y = model(x)
-        loss = y.float().mean()
-        loss.backward()
-        opt.step()
-
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(20):
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
+    times = timed_steps(protocol_step(model, x, opt))
     print(json.dumps({"model": name, "batch": batch, "optimizer": kind, "device": torch.cuda.get_device_name(),
                       "torch": torch.__version__, "median_ms": 1000 * statistics.median(times),
                       "min_ms": 1000 * min(times)}))

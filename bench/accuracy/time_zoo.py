@@ -29,6 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zoo  # noqa: E402
+from time_step import protocol_step, timed_steps  # noqa: E402
 
 TIMED = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "densenet121", "vgg11_bn",
          "vit_b_16", "swin_t", "bert_base", "gpt2_6l", "llama_4l"]
@@ -96,23 +97,8 @@ def time_model(name, batch):
     model = zoo.build(name).cuda().train()
     x = zoo.make_input(name, batch).cuda()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        y = model(x)
-        loss = y.float().mean()
-        loss.backward()
-        opt.step()
-
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(10):
-        t = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
+    step = protocol_step(model, x, opt)
+    times = timed_steps(step, warm=3, timed=10)
     with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
         step()
         torch.cuda.synchronize()
