@@ -53,6 +53,9 @@ group), as a user runs one; otherwise one job runs them all in turn. Either
 way cuBLAS and cuDNN are warmed up before the first baseline (as
 ../accuracy/measure.py does), so their workspaces are not counted.
 
+--pause S makes the host sleep S seconds after each step (a probe of the
+DDP race of docs/accuracy.md, not part of the protocol).
+
 --dry-run checks the harness on a CPU: gloo backend, 2 processes unless
 --nproc says otherwise, batch 2, no memory figures.
 """
@@ -84,6 +87,7 @@ TP_PLANS = {
                               "mlp.down_proj": "row"}),
 }
 ITERATIONS = 3
+PAUSE = 0.0  # --pause S
 
 
 def is_block_name(name):
@@ -207,6 +211,8 @@ def measure(name, strategy, batch, dev, world, shard_group, outside0):
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         phases["after_step"].append(allocated(dev) - base)
+        if PAUSE:
+            time.sleep(PAUSE)  # --pause: the host idles between steps
         peaks.append(peak(dev) - base)
         if dev.type == "cuda":
             reserved = max(reserved, torch.cuda.max_memory_reserved(dev))
@@ -220,6 +226,8 @@ def measure(name, strategy, batch, dev, world, shard_group, outside0):
 
 
 def worker(rank, world, args, port):
+    global PAUSE
+    PAUSE = args.pause  # a spawned process starts from the module's default
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
     if args.dry_run:
         dev = torch.device("cpu")
@@ -295,7 +303,10 @@ def main():
     ap.add_argument("--shard-group", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--fresh", action="store_true", help="a new job (processes, process group) per configuration")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds the host sleeps after each step")
     args = ap.parse_args()
+    global PAUSE
+    PAUSE = args.pause
     args.models = args.models.split(",")
     args.strategies = args.strategies.split(",")
     for s in args.strategies:
