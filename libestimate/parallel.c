@@ -391,6 +391,26 @@ void est__par_construct(sim *s) {
     for (int32_t b = 0; b < p->n_buckets; b++) est__sim_alloc(s, c, p->buckets[b], KEY(K_PAR, b, P_BUCKET));
 }
 
+/* Group k's flat all-gather output: every GPU's shards (none with one GPU:
+ * the shards are the parameters). */
+static uint64_t gathered_bytes(const struct est_par *p, int32_t k) {
+    return p->shards > 1 ? round_alloc(est_mul_sat(p->groups[k].shard_bytes, (uint64_t)p->shards)) : 0;
+}
+
+/* Group k's flat reduce-scatter input: every GPU's gradient shards. */
+static uint64_t reduce_input_bytes(const struct est_par *p, int32_t k) {
+    return round_alloc(est_mul_sat(p->groups[k].grad_shard_bytes, (uint64_t)p->shards));
+}
+
+/* Frees the all-gather output forward keeps, if any. */
+static void release_held_gather(sim *s) {
+    struct est_par *p = s->par;
+    int32_t h = p->held_gather;
+    if (h < 0) return;
+    est__sim_release(s, EST_CAT_COMM, gathered_bytes(p, h), KEY(K_PAR, h, P_GATHERED));
+    p->held_gather = -1;
+}
+
 /* All-gathers group k: its flat output, then one unsharded tensor per
  * parameter (wait_for_unshard's copy-out). In forward the flat output is
  * kept until the next group's copy-out; otherwise it goes at once. */
@@ -399,7 +419,7 @@ static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const c
     group *G = &p->groups[k];
     if (G->unsharded) return;
     uint64_t host = s->r->parallel.offload ? round_alloc(G->shard_bytes) : 0; /* the shards, copied in */
-    uint64_t flat = p->shards > 1 ? round_alloc(est_mul_sat(G->shard_bytes, (uint64_t)p->shards)) : 0;
+    uint64_t flat = gathered_bytes(p, k);
     if (host) est__sim_alloc(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
     /* forward's output is kept, backward's freed at once: two keys, since
      * forward's may still be held when backward gathers the group again */
@@ -409,12 +429,7 @@ static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const c
         est__sim_observe(s, phase, layer, 0);
         est__sim_release(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
     }
-    if (in_forward && p->held_gather >= 0) {
-        int32_t h = p->held_gather;
-        est__sim_release(s, EST_CAT_COMM, round_alloc(est_mul_sat(p->groups[h].shard_bytes, (uint64_t)p->shards)),
-                         KEY(K_PAR, h, P_GATHERED));
-        p->held_gather = -1;
-    }
+    if (in_forward) release_held_gather(s);
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (p->group_of[t] == k) est__sim_alloc(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
     est__sim_observe(s, phase, layer, 0);
@@ -435,8 +450,7 @@ static void release_held_reduce(sim *s) {
     struct est_par *p = s->par;
     int32_t h = p->held_reduce;
     if (h < 0) return;
-    est__sim_release(s, EST_CAT_COMM, round_alloc(est_mul_sat(p->groups[h].grad_shard_bytes, (uint64_t)p->shards)),
-                     KEY(K_PAR, h, P_REDUCE_INPUT));
+    est__sim_release(s, EST_CAT_COMM, reduce_input_bytes(p, h), KEY(K_PAR, h, P_REDUCE_INPUT));
     p->held_reduce = -1;
 }
 
@@ -451,7 +465,7 @@ static void post_backward(sim *s, int32_t k, const char *layer) {
     bool any = false;
     for (int32_t t = 0; t < s->g->n_tensors && !any; t++) any = p->group_of[t] == k && s->param_has_grad[t];
     if (!any) return;
-    uint64_t input = round_alloc(est_mul_sat(G->grad_shard_bytes, (uint64_t)p->shards));
+    uint64_t input = reduce_input_bytes(p, k);
     est__sim_alloc(s, EST_CAT_COMM, input, KEY(K_PAR, k, P_REDUCE_INPUT));
     est__sim_observe(s, EST_PHASE_BACKWARD, layer, 0);
     for (int32_t t = 0; t < s->g->n_tensors; t++)
@@ -508,12 +522,7 @@ void est__par_backward_end(sim *s) {
     if (!p || !s->sharded) return;
     post_backward(s, 0, "");
     release_held_reduce(s);
-    if (p->held_gather >= 0) {
-        int32_t h = p->held_gather;
-        est__sim_release(s, EST_CAT_COMM, round_alloc(est_mul_sat(p->groups[h].shard_bytes, (uint64_t)p->shards)),
-                         KEY(K_PAR, h, P_GATHERED));
-        p->held_gather = -1;
-    }
+    release_held_gather(s);
 }
 
 void est__par_zero_grad(sim *s) {
