@@ -154,11 +154,19 @@ static void legend(FILE *f, const column *cols, size_t n) {
 }
 
 int write_plot(FILE *f, const est_report *r, const output_opts *o, bool html) {
-    if (!est_report_snapshot(r, EST_SNAPSHOT_BEFORE) || !est_report_event_count(r)) return 1;
+    const est_snapshot *before = est_report_snapshot(r, EST_SNAPSHOT_BEFORE);
+    if (!before) return 1;
     column *cols = calloc(COLUMNS, sizeof *cols);
     if (!cols) return 1;
-    size_t n = est_report_event_count(r) < COLUMNS ? est_report_event_count(r) : COLUMNS, peak_col;
-    fill_columns(r, cols, n, &peak_col);
+    size_t n = est_report_event_count(r) < COLUMNS ? est_report_event_count(r) : COLUMNS, peak_col = 0;
+    if (n) {
+        fill_columns(r, cols, n, &peak_col);
+    } else { /* a step of no allocation: what it began with */
+        n = 1;
+        memcpy(cols[0].cat, before->category, sizeof cols[0].cat);
+        cols[0].total = before->bytes;
+        cols[0].phase = est_report_peak(r)->phase;
+    }
     const est_peak *p = est_report_peak(r);
     uint64_t top = p->bytes;
     for (size_t k = 0; k < n; k++)

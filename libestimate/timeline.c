@@ -130,11 +130,13 @@ void est__tl_end(sim *s) {
 /* ---- what is live at the peak ------------------------------------------------ */
 
 /* The first event of the recorded step at which its allocated bytes reach
- * the peak, or n. */
+ * the peak; when none does, the peak is the step's start (an inference pass
+ * of views allocates nothing): the event before it, or SIZE_MAX when there
+ * is none. */
 static size_t peak_event(const struct est_timeline *tl, uint64_t peak) {
     for (size_t i = tl->first; i < tl->last; i++)
         if (tl->events[i].kind == EST_EVENT_ALLOC && tl->events[i].allocated == peak) return i;
-    return tl->n;
+    return tl->first ? tl->first - 1 : SIZE_MAX;
 }
 
 static int by_bytes(const void *a, const void *b) {
@@ -159,11 +161,10 @@ static est_live live_of(const sim *s, const est_event *e) {
 static bool live_at_peak(sim *s, est_report *r) {
     struct est_timeline *tl = s->tl;
     size_t at = peak_event(tl, r->peak.bytes);
-    if (at == tl->n) return true; /* the peak came before the step: nothing to list */
     handle_map alive = {0}; /* block -> its event's index + 1 */
     est_live *live = NULL;
     bool ok = true;
-    for (size_t i = 0; ok && i <= at; i++) {
+    for (size_t i = 0; ok && at != SIZE_MAX && i <= at; i++) {
         est_event *e = &tl->events[i];
         if (!e->block) continue; /* a transient, freed by the next event */
         if (e->kind == EST_EVENT_ALLOC) {
@@ -183,7 +184,8 @@ static bool live_at_peak(sim *s, est_report *r) {
     if (ok && (live = calloc(alive.count + 2, sizeof *live))) {
         for (uint64_t k = 0; k < alive.cap; k++)
             if (alive.keys[k]) live[n++] = live_of(s, &tl->events[alive.handles[k] - 1]);
-        if (!tl->events[at].block) live[n++] = live_of(s, &tl->events[at]); /* the peak's transient */
+        if (at != SIZE_MAX && at >= tl->first && !tl->events[at].block)
+            live[n++] = live_of(s, &tl->events[at]); /* the peak's transient */
         qsort(live, n, sizeof *live, by_bytes);
     }
     free(alive.keys);

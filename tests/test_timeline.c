@@ -14,6 +14,8 @@
  *     free or move names a block that is live; a steady training step ends
  *     as it began (the snapshots before and after are equal).
  *  3. without est_options.timeline nothing is recorded.
+ *  4. a step of no allocation (an Identity in inference, a view): no event,
+ *     and the peak's live list is what the step began with, the input.
  *
  * usage: test_timeline MODELS_DIR TRUTH_ONNX_DIR
  */
@@ -202,6 +204,35 @@ static void check_folder(const char *dir, const char *suffix) {
     closedir(d);
 }
 
+/* 4. */
+static void test_no_events(void) {
+    static const char ident_json[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"ident\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 4]}],\n"
+        " \"nodes\": [{\"name\": \"id\", \"op\": \"Identity\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(ident_json, strlen(ident_json), "ident", &g, &err) != EST_OK) {
+        CHECK(false, "ident: %s", err.message);
+        return;
+    }
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = EST_MODE_INFER;
+    opt.batch = 2;
+    est_report *r = estimate(g, opt, "ident");
+    if (r) {
+        const est_live *l = est_report_live(r, 0);
+        CHECK(est_report_event_count(r) == 0, "ident: %zu events, expected none", est_report_event_count(r));
+        CHECK(est_report_live_count(r) == 1 && l && l->bytes == 512 && l->category == EST_CAT_INPUTS &&
+                  est_report_peak(r)->bytes == 512,
+              "ident: the input's 512 bytes are the peak and all that is live");
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 /* 3. */
 static void test_off(const char *models) {
     char path[4096];
@@ -230,6 +261,7 @@ int main(int argc, char **argv) {
     check_folder(argv[1], ".json");
     check_folder(argv[2], "-train.onnx");
     test_off(argv[1]);
+    test_no_events();
     printf("test_timeline: invariants checked on %d estimates\n", checked);
     CHECK(checked >= 30, "only %d estimates checked", checked);
     return test_result("test_timeline");
