@@ -25,32 +25,6 @@
 
 #include "parallel.h"
 
-typedef struct consumers {
-    int32_t *first; /* per tensor (n + 1): where its readers start in node */
-    int32_t *node;
-} consumers;
-
-static bool build_consumers(const est_graph *g, consumers *c) {
-    size_t total = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) total += (size_t)g->nodes[i].n_inputs;
-    c->first = calloc((size_t)g->n_tensors + 2, sizeof *c->first);
-    c->node = malloc((total + 1) * sizeof *c->node);
-    if (!c->first || !c->node) return false;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) c->first[g->nodes[i].inputs[k] + 1]++;
-    for (int32_t t = 0; t < g->n_tensors; t++) c->first[t + 1] += c->first[t];
-    int32_t *fill = calloc((size_t)g->n_tensors + 1, sizeof *fill);
-    if (!fill) return false;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_inputs; k++) {
-            int32_t t = g->nodes[i].inputs[k];
-            if (t >= 0) c->node[c->first[t] + fill[t]++] = i;
-        }
-    free(fill);
-    return true;
-}
-
 static int64_t attr_int(const est_node *n, const char *name) {
     for (int32_t a = 0; a < n->n_attrs; a++)
         if (strcmp(n->attrs[a].name, name) == 0) return n->attrs[a].i;
@@ -108,7 +82,7 @@ static bool merges_whole(const sim *s, const walk *w, int32_t j) {
  * `mark`, their outputs as region. Returns the row linear reached, or -1 when
  * there is none, there are two, or the walk leaves the block, reaches a
  * graph output or (checked when not `mark`) merges with a whole tensor. */
-static int32_t walk_from(const sim *s, const consumers *c, walk *w, int32_t col, int32_t last, bool mark) {
+static int32_t walk_from(const sim *s, const est_readers *c, walk *w, int32_t col, int32_t last, bool mark) {
     const est_graph *g = s->g;
     int32_t head = 0, tail = 0, row = -1;
     const est_node *cn = &g->nodes[col];
@@ -119,8 +93,8 @@ static int32_t walk_from(const sim *s, const consumers *c, walk *w, int32_t col,
         if (mark) w->region[t] = true;
         for (int32_t o = 0; o < g->n_outputs; o++)
             if (g->outputs[o] == t) return -1; /* leaves the model */
-        for (int32_t e = c->first[t]; e < c->first[t + 1]; e++) {
-            int32_t j = c->node[e];
+        for (int32_t e = c->start[t]; e < c->start[t + 1]; e++) {
+            int32_t j = c->nodes[e];
             if (j > last) return -1; /* leaves the block */
             int dim;
             if (linear_weight(s, j, &dim) >= 0 && g->nodes[j].inputs[0] == t) {
@@ -175,7 +149,7 @@ static void split_tensor(sim *s, int32_t t) {
 }
 
 /* Marks the pair (the columns whose walk reached `row`) split, and records it. */
-static bool split_pair(sim *s, const consumers *c, walk *w, int32_t first, int32_t last, int32_t row) {
+static bool split_pair(sim *s, const est_readers *c, walk *w, int32_t first, int32_t last, int32_t row) {
     const est_graph *g = s->g;
     est_report *r = s->r;
     int64_t tp = r->parallel.tp;
@@ -248,7 +222,7 @@ static void split_sequence(sim *s, int32_t first, int32_t last) {
     }
 }
 
-static est_status plan_block(sim *s, const consumers *c, walk *w, int32_t first, int32_t last) {
+static est_status plan_block(sim *s, const est_readers *c, walk *w, int32_t first, int32_t last) {
     int dim;
     for (int32_t i = first; i <= last; i++) /* what the linears' walks reach, together */
         if (linear_weight(s, i, &dim) >= 0) walk_from(s, c, w, i, last, true);
@@ -277,7 +251,7 @@ est_status est__tp_plan(sim *s, est_error *err) {
         blocks[0] = (est_segment){.first = 0, .last = g->n_nodes - 1};
         n_blocks = 1;
     }
-    consumers c = {0};
+    est_readers c = {0};
     walk w = {.stamp = calloc(nn, sizeof *w.stamp), .queue = malloc(nt * sizeof *w.queue),
               .reach = malloc(nn * sizeof *w.reach), .region = calloc(nt, sizeof *w.region)};
     s->tp_split = calloc(nt, sizeof *s->tp_split);
@@ -288,7 +262,7 @@ est_status est__tp_plan(sim *s, est_error *err) {
     r->tp_columns = calloc(nn, sizeof *r->tp_columns);
     st = EST_OK;
     if (!w.stamp || !w.queue || !w.reach || !w.region || !s->tp_split || !s->tp_node || !s->tp_column_input || !r->tp_pairs ||
-        !r->tp_blocks || !r->tp_columns || !build_consumers(g, &c))
+        !r->tp_blocks || !r->tp_columns || !est__graph_readers(g, &c))
         st = EST_ENOMEM;
     for (int32_t b = 0; st == EST_OK && b < n_blocks; b++) {
         size_t before = r->n_tp_pairs;
@@ -297,8 +271,7 @@ est_status est__tp_plan(sim *s, est_error *err) {
             split_sequence(s, blocks[b].first, blocks[b].last);
     }
     free(blocks);
-    free(c.first);
-    free(c.node);
+    est__readers_free(&c);
     free(w.stamp);
     free(w.queue);
     free(w.reach);
