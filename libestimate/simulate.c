@@ -72,7 +72,6 @@ static bool output_needed(const sim *s, int32_t i, int k) {
  * workspace. */
 static void run_forward_node(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
-    est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
     /* autocast's copies of the inputs, read while the op runs */
     for (int k = 0; k < n->n_inputs; k++) {
         if (!is_cast(s, i, k)) continue;
