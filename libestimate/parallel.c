@@ -45,6 +45,9 @@ struct est_par {
     int32_t n_groups;
     group *groups;              /* [0] the root, then the blocks in order */
     int32_t *group_of;          /* per tensor: its parameter group, or -1 */
+    int32_t *member_start;      /* per group (n_groups + 1): where its
+                                   parameters start in members */
+    int32_t *members;           /* the parameters, group after group */
     int32_t *starts, *ends;     /* per node: the block whose call starts or
                                    ends there, or -1 */
     uint64_t *param_bytes;      /* per tensor: kept on this GPU */
@@ -52,6 +55,8 @@ struct est_par {
     uint64_t *state_bytes;      /* per tensor: one optimizer-state tensor */
     int32_t n_buckets;
     uint64_t *buckets;          /* DDP's, rounded */
+    uint64_t broadcast_states;  /* DDP's construction broadcast, its largest flat buffer */
+    uint64_t broadcast_buffers; /* the same of the buffers, before each forward */
     int32_t held_gather;        /* the group whose gathered flat is kept, or -1 */
     int32_t held_reduce;        /* the group whose reduce-scatter input is kept, or -1 */
 };
@@ -164,7 +169,22 @@ static int32_t group_of_node(const struct est_par *p, int32_t node) {
     return 0;
 }
 
-static void plan_fsdp(sim *s, struct est_par *p) {
+/* Lists each group's parameters (counting sort by group). */
+static bool list_members(sim *s, struct est_par *p) {
+    p->member_start = calloc((size_t)p->n_groups + 2, sizeof *p->member_start);
+    p->members = malloc(((size_t)s->g->n_tensors + 1) * sizeof *p->members);
+    int32_t *fill = calloc((size_t)p->n_groups + 1, sizeof *fill);
+    bool ok = p->member_start && p->members && fill;
+    for (int32_t t = 0; ok && t < s->g->n_tensors; t++)
+        if (p->group_of[t] >= 0) p->member_start[p->group_of[t] + 1]++;
+    for (int32_t k = 0; ok && k < p->n_groups; k++) p->member_start[k + 1] += p->member_start[k];
+    for (int32_t t = 0; ok && t < s->g->n_tensors; t++)
+        if (p->group_of[t] >= 0) p->members[p->member_start[p->group_of[t]] + fill[p->group_of[t]]++] = t;
+    free(fill);
+    return ok;
+}
+
+static bool plan_fsdp(sim *s, struct est_par *p) {
     for (int32_t t = 0; t < s->g->n_tensors; t++) {
         if (!is_param(s, t)) continue;
         est_dtype dt = stored_dtype(s, t);
@@ -180,6 +200,37 @@ static void plan_fsdp(sim *s, struct est_par *p) {
         if (s->r->trains[t])
             p->groups[k].grad_shard_bytes = sim_add(s, p->groups[k].grad_shard_bytes, est_dtype_bytes(dt, padded));
     }
+    return list_members(s, p);
+}
+
+/* A parameter to place: its elements, and its index for a stable order. */
+typedef struct sized {
+    uint64_t elements;
+    int32_t t;
+} sized;
+
+/* Largest first; equal sizes keep the file's order (Python's sorted). */
+static int largest_first(const void *a, const void *b) {
+    const sized *x = a, *y = b;
+    if (x->elements != y->elements) return x->elements < y->elements ? 1 : -1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* A min-heap of the GPUs by (load, rank): the least loaded, the lowest rank
+ * on a tie, at its top. */
+static bool lighter(const uint64_t *load, int64_t a, int64_t b) { return load[a] < load[b] || (load[a] == load[b] && a < b); }
+
+static void sift_down(int64_t *heap, int64_t n, const uint64_t *load, int64_t i) {
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && lighter(load, heap[l], heap[m])) m = l;
+        if (r < n && lighter(load, heap[r], heap[m])) m = r;
+        if (m == i) return;
+        int64_t tmp = heap[i];
+        heap[i] = heap[m];
+        heap[m] = tmp;
+        i = m;
+    }
 }
 
 /* ZeroRedundancyOptimizer._partition_parameters: largest first, each to the
@@ -188,43 +239,31 @@ static void plan_fsdp(sim *s, struct est_par *p) {
 static bool plan_zero1(sim *s, struct est_par *p, int64_t world) {
     const est_graph *g = s->g;
     int32_t n = 0;
-    int32_t *order = malloc(((size_t)g->n_tensors + 1) * sizeof *order);
+    sized *order = malloc(((size_t)g->n_tensors + 1) * sizeof *order);
     uint64_t *load = calloc((size_t)world, sizeof *load);
+    int64_t *heap = malloc((size_t)world * sizeof *heap);
     int32_t *owner = malloc(((size_t)g->n_tensors + 1) * sizeof *owner);
-    if (!order || !load || !owner) {
-        free(order);
-        free(load);
-        free(owner);
-        return false;
-    }
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (is_param(s, t) && s->r->trains[t]) order[n++] = t;
-    /* a stable insertion sort by elements, largest first (Python's sorted) */
-    for (int32_t i = 1; i < n; i++) {
-        int32_t t = order[i], j = i;
-        uint64_t e = local_elements(s, t);
-        while (j > 0 && local_elements(s, order[j - 1]) < e) {
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = t;
-    }
-    for (int32_t i = 0; i < n; i++) {
-        int64_t least = 0;
-        for (int64_t r = 1; r < world; r++)
-            if (load[r] < load[least]) least = r;
-        owner[order[i]] = (int32_t)least;
-        load[least] = est_add_sat(load[least], local_elements(s, order[i]));
+    bool ok = order && load && heap && owner;
+    for (int32_t t = 0; ok && t < g->n_tensors; t++)
+        if (is_param(s, t) && s->r->trains[t]) order[n++] = (sized){local_elements(s, t), t};
+    if (ok) qsort(order, (size_t)n, sizeof *order, largest_first);
+    for (int64_t r = 0; ok && r < world; r++) heap[r] = r; /* all at 0: already a heap */
+    for (int32_t i = 0; ok && i < n; i++) {
+        int64_t least = heap[0];
+        owner[order[i].t] = (int32_t)least;
+        load[least] = est_add_sat(load[least], order[i].elements);
+        sift_down(heap, world, load, 0);
     }
     int64_t most = 0;
-    for (int64_t r = 1; r < world; r++)
+    for (int64_t r = 1; ok && r < world; r++)
         if (load[r] > load[most]) most = r;
-    for (int32_t i = 0; i < n; i++)
-        if (owner[order[i]] != most) p->state_bytes[order[i]] = 0;
+    for (int32_t i = 0; ok && i < n; i++)
+        if (owner[order[i].t] != most) p->state_bytes[order[i].t] = 0;
     free(order);
     free(load);
+    free(heap);
     free(owner);
-    return true;
+    return ok;
 }
 
 /* The Reducer's buckets as the steady state has them, rebuilt after the
@@ -283,6 +322,24 @@ static void count_comm(sim *s, const struct est_par *p) {
     if (p->replicas > 1) c->all_reduce_bytes = est_add_sat(c->all_reduce_bytes, est_mul_sat(shards, m));
 }
 
+/* DDP's _broadcast_coalesced: tensors flattened into buckets that close at
+ * 250 MiB or more; the largest bucket is the transient. */
+static uint64_t coalesced_bytes(const sim *s, bool params, bool buffers) {
+    uint64_t largest = 0, open = 0;
+    for (int32_t t = 0; t < s->g->n_tensors; t++) {
+        const est_tensor *tt = &s->g->tensors[t];
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+        if (!((params && tt->role == EST_ROLE_PARAM) || (buffers && tt->role == EST_ROLE_BUFFER))) continue;
+        open = est_add_sat(open, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+        if (open >= BROADCAST_BUCKET) {
+            if (open > largest) largest = open;
+            open = 0;
+        }
+    }
+    if (open > largest) largest = open;
+    return round_alloc(largest);
+}
+
 est_status est__par_plan(sim *s, est_error *err) {
     const est_parallel *o = &s->r->parallel;
     if (o->strategy == EST_STRATEGY_NONE) return EST_OK;
@@ -312,9 +369,12 @@ est_status est__par_plan(sim *s, est_error *err) {
     if (s->sharded) {
         est_status st = plan_groups(s, p, err);
         if (st != EST_OK) return st;
-        plan_fsdp(s, p);
+        if (!plan_fsdp(s, p)) return est__fail(err, EST_ENOMEM, "out of memory planning the data parallelism");
     } else if (!plan_buckets(s, p) || (o->strategy == EST_STRATEGY_ZERO1 && !plan_zero1(s, p, dp))) {
         return est__fail(err, EST_ENOMEM, "out of memory planning the data parallelism");
+    } else {
+        p->broadcast_states = coalesced_bytes(s, true, true);
+        p->broadcast_buffers = coalesced_bytes(s, false, true);
     }
     count_comm(s, p);
     return EST_OK;
@@ -325,6 +385,8 @@ void est__par_free(sim *s) {
     if (!p) return;
     free(p->groups);
     free(p->group_of);
+    free(p->member_start);
+    free(p->members);
     free(p->starts);
     free(p->ends);
     free(p->param_bytes);
@@ -348,32 +410,14 @@ static void transient(sim *s, uint64_t bytes, uint64_t key, est_phase phase, con
     est__sim_release(s, EST_CAT_COMM, bytes, key);
 }
 
-/* DDP's _broadcast_coalesced: tensors flattened into buckets that close at
- * 250 MiB or more; the largest bucket is the transient. */
-static uint64_t coalesced_bytes(const sim *s, bool params, bool buffers) {
-    uint64_t largest = 0, open = 0;
-    for (int32_t t = 0; t < s->g->n_tensors; t++) {
-        const est_tensor *tt = &s->g->tensors[t];
-        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (!((params && tt->role == EST_ROLE_PARAM) || (buffers && tt->role == EST_ROLE_BUFFER))) continue;
-        open = est_add_sat(open, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
-        if (open >= BROADCAST_BUCKET) {
-            if (open > largest) largest = open;
-            open = 0;
-        }
-    }
-    if (open > largest) largest = open;
-    return round_alloc(largest);
-}
-
 /* fully_shard moves a group's parameters to the GPU whole, then replaces
  * each with its padded shard: one group whole at a time. */
 static void construct_fsdp(sim *s, struct est_par *p) {
     for (int32_t j = 1; j <= p->n_groups; j++) { /* the blocks in order, the root last */
         int32_t k = j % p->n_groups;
         uint64_t whole = 0;
-        for (int32_t t = 0; t < s->g->n_tensors; t++)
-            if (p->group_of[t] == k) whole = sim_add(s, whole, tensor_alloc(s, t));
+        for (int32_t m = p->member_start[k]; m < p->member_start[k + 1]; m++)
+            whole = sim_add(s, whole, tensor_alloc(s, p->members[m]));
         transient(s, whole, KEY(K_PAR, k, P_COALESCED), EST_PHASE_FORWARD, "");
     }
 }
@@ -386,7 +430,7 @@ void est__par_construct(sim *s) {
         return;
     }
     /* _sync_module_states' broadcast comes first, then the Reducer */
-    transient(s, coalesced_bytes(s, true, true), KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
+    transient(s, p->broadcast_states, KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
     est_category c = s->grad_views ? EST_CAT_GRADS : EST_CAT_COMM;
     for (int32_t b = 0; b < p->n_buckets; b++) est__sim_alloc(s, c, p->buckets[b], KEY(K_PAR, b, P_BUCKET));
 }
@@ -430,8 +474,10 @@ static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const c
         est__sim_release(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
     }
     if (in_forward) release_held_gather(s);
-    for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (p->group_of[t] == k) est__sim_alloc(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
+    for (int32_t m = p->member_start[k]; m < p->member_start[k + 1]; m++) {
+        int32_t t = p->members[m];
+        est__sim_alloc(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
+    }
     est__sim_observe(s, phase, layer, 0);
     if (flat && in_forward) p->held_gather = k;
     else if (flat) est__sim_release(s, EST_CAT_COMM, flat, flat_key);
@@ -441,8 +487,10 @@ static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const c
 static void reshard(sim *s, int32_t k) {
     struct est_par *p = s->par;
     if (!p->groups[k].unsharded) return;
-    for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (p->group_of[t] == k) est__sim_release(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
+    for (int32_t m = p->member_start[k]; m < p->member_start[k + 1]; m++) {
+        int32_t t = p->members[m];
+        est__sim_release(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
+    }
     p->groups[k].unsharded = false;
 }
 
@@ -463,16 +511,18 @@ static void post_backward(sim *s, int32_t k, const char *layer) {
     reshard(s, k);
     release_held_reduce(s);
     bool any = false;
-    for (int32_t t = 0; t < s->g->n_tensors && !any; t++) any = p->group_of[t] == k && s->param_has_grad[t];
+    for (int32_t m = p->member_start[k]; m < p->member_start[k + 1]; m++) any |= s->param_has_grad[p->members[m]];
     if (!any) return;
     uint64_t input = reduce_input_bytes(p, k);
     est__sim_alloc(s, EST_CAT_COMM, input, KEY(K_PAR, k, P_REDUCE_INPUT));
     est__sim_observe(s, EST_PHASE_BACKWARD, layer, 0);
-    for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (p->group_of[t] == k && s->param_has_grad[t]) {
+    for (int32_t m = p->member_start[k]; m < p->member_start[k + 1]; m++) {
+        int32_t t = p->members[m];
+        if (s->param_has_grad[t]) {
             est__sim_release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = false;
         }
+    }
     uint64_t shard = round_alloc(G->grad_shard_bytes);
     if (G->has_grads || s->r->parallel.offload) { /* added in, or copied to the host */
         transient(s, shard, KEY(K_PAR, k, P_COALESCED), EST_PHASE_BACKWARD, layer);
@@ -488,7 +538,7 @@ void est__par_forward_begin(sim *s) {
     struct est_par *p = s->par;
     if (!p) return;
     if (s->sharded) unshard(s, 0, true, EST_PHASE_FORWARD, "");
-    else transient(s, coalesced_bytes(s, false, true), KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
+    else transient(s, p->broadcast_buffers, KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
 }
 
 void est__par_forward_node(sim *s, int32_t i, bool after) {
