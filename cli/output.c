@@ -33,15 +33,17 @@ const char *human_count(char *buf, size_t n, uint64_t v) {
     return buf;
 }
 
-const char *shape_string(char *buf, size_t n, const est_tensor_info *t) {
+const char *dims_string(char *buf, size_t n, int rank, const int64_t *shape) {
     size_t used = 0;
     buf[0] = '\0';
-    if (t->rank == 0) {
-        snprintf(buf, n, "scalar");
-        return buf;
-    }
-    for (int d = 0; d < t->rank && used < n; d++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, d ? "x" : "", t->shape[d]);
+    for (int d = 0; d < rank && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, d ? "x" : "", shape[d]);
+    return buf;
+}
+
+const char *shape_string(char *buf, size_t n, const est_tensor_info *t) {
+    if (t->rank != 0) return dims_string(buf, n, t->rank, t->shape);
+    snprintf(buf, n, "scalar");
     return buf;
 }
 
@@ -259,9 +261,8 @@ static void csv_params(FILE *f, const est_report *r) {
     bool train = est_report_mode(r) == EST_MODE_TRAIN;
     for (size_t i = 0; i < est_report_param_count(r); i++) {
         const est_param_info *p = est_report_param(r, i);
-        char shape[256] = "";
-        for (int d = 0; d < p->rank && strlen(shape) + 24 < sizeof shape; d++)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRId64, d ? "x" : "", p->shape[d]);
+        char shape[256];
+        dims_string(shape, sizeof shape, p->rank, p->shape);
         fputs("param,", f);
         csv_field(f, p->name);
         fprintf(f, ",,,%s,%s,%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%d,,,,,", shape, est_dtype_name(p->dtype), p->elements,

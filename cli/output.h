@@ -94,5 +94,7 @@ void print_live(FILE *f, const est_report *r, size_t top);        /* the table's
 const char *human_count(char *buf, size_t n, uint64_t v);
 /* "1x3x224x224" (or "scalar"); writes into buf and returns it. */
 const char *shape_string(char *buf, size_t n, const est_tensor_info *t);
+/* "2x3x4" (also "" for rank 0, which shape_string writes "scalar"). */
+const char *dims_string(char *buf, size_t n, int rank, const int64_t *shape);
 
 #endif

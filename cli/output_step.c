@@ -91,10 +91,8 @@ void print_live(FILE *f, const est_report *r, size_t top) {
     fprintf(f, "  %11s  %-11s  %-24s  %-20s  %s\n", "bytes", "category", "what", "shape", "tensor (layer)");
     for (size_t i = 0; i < n && i < top; i++) {
         const est_live *l = est_report_live(r, i);
-        shape[0] = '\0';
-        for (int d = 0; d < l->rank && strlen(shape) + 24 < sizeof shape; d++)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRId64, d ? "x" : "", l->shape[d]);
         if (l->rank == 0) snprintf(shape, sizeof shape, "scalar");
+        else dims_string(shape, sizeof shape, l->rank, l->shape);
         const char *layer = layer_label(r, l->layer);
         fprintf(f, "  %11s  %-11s  %-24s  %-20s  %s", human_bytes(a, sizeof a, l->bytes),
                 est_category_name(l->category), l->what, shape, l->tensor ? term(l->tensor) : "-");
