@@ -138,6 +138,16 @@ static int parse_checkpoint(cli *c, const char *v) {
     return st;
 }
 
+/* A count of GPUs for `flag` (--world-size, --shard-group, --tp) into
+ * *dst: -1 to go on, or the usage error's exit code. */
+static int parse_gpus(int argc, char **argv, int *i, const char *a, const char *flag, int64_t *dst) {
+    const char *v = flag_value(argc, argv, i, a);
+    if (!v) return usage_error("%s needs a value", a);
+    if (!parse_int64(v, dst) || *dst <= 0 || *dst > (1 << 20))
+        return usage_error("%s wants a number of GPUs from 1 to 1048576, got '%s'", flag, v);
+    return -1;
+}
+
 /* --trainable or --freeze PATTERN[,PATTERN...]; repeatable. Returns -1 to go
  * on, or an exit code. */
 static int parse_patterns(cli *c, const char *v, bool freeze) {
@@ -303,16 +313,15 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (!parse_int64(v, &c->opt.grad_accum) || c->opt.grad_accum <= 0 || c->opt.grad_accum > 1024)
                 return usage_error("--grad-accum wants a number of micro-batches from 1 to 1024, got '%s'", v);
-        } else if (is_flag(a, "--world-size", "--world-size") || is_flag(a, "--shard-group", "--shard-group") ||
-                   is_flag(a, "--tp", "--tp")) {
-            const char *flag = strncmp(a, "--world-size", 12) == 0 ? "--world-size"
-                               : strncmp(a, "--tp", 4) == 0 && (a[4] == '\0' || a[4] == '=') ? "--tp"
-                                                                                               : "--shard-group";
-            int64_t *dst = flag[2] == 'w' ? &c->opt.parallel.world_size
-                           : flag[2] == 't' ? &c->opt.parallel.tp : &c->opt.parallel.shard_group;
-            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
-            if (!parse_int64(v, dst) || *dst <= 0 || *dst > (1 << 20))
-                return usage_error("%s wants a number of GPUs from 1 to 1048576, got '%s'", flag, v);
+        } else if (is_flag(a, "--world-size", "--world-size")) {
+            int st = parse_gpus(argc, argv, &i, a, "--world-size", &c->opt.parallel.world_size);
+            if (st >= 0) return st;
+        } else if (is_flag(a, "--shard-group", "--shard-group")) {
+            int st = parse_gpus(argc, argv, &i, a, "--shard-group", &c->opt.parallel.shard_group);
+            if (st >= 0) return st;
+        } else if (is_flag(a, "--tp", "--tp")) {
+            int st = parse_gpus(argc, argv, &i, a, "--tp", &c->opt.parallel.tp);
+            if (st >= 0) return st;
         } else if (strcmp(a, "--sequence-parallel") == 0) {
             c->opt.parallel.sequence_parallel = 1;
         } else if (is_flag(a, "--strategy", "--strategy")) {
