@@ -44,19 +44,26 @@ static est_report *estimate(const est_graph *g, est_options opt, const char *wha
     return r;
 }
 
-/* 1. x [4, 100] float32: 1600 bytes, one block of 2048; y the same. */
-static void test_relu(void) {
+/* An inference pass at `batch` of the JSON graph `json`, with its timeline;
+ * *g gets the graph (the caller frees both). NULL after a failed check. */
+static est_report *infer_json(const char *json, const char *name, int64_t batch, est_graph **g) {
     est_error err;
-    est_graph *g = NULL;
-    if (est_load_json_buffer(relu_json, strlen(relu_json), "relu", &g, &err) != EST_OK) {
-        CHECK(false, "relu: %s", err.message);
-        return;
+    *g = NULL;
+    if (est_load_json_buffer(json, strlen(json), name, g, &err) != EST_OK) {
+        CHECK(false, "%s: %s", name, err.message);
+        return NULL;
     }
     est_options opt;
     est_options_init(&opt);
     opt.mode = EST_MODE_INFER;
-    opt.batch = 4;
-    est_report *r = estimate(g, opt, "relu");
+    opt.batch = batch;
+    return estimate(*g, opt, name);
+}
+
+/* 1. x [4, 100] float32: 1600 bytes, one block of 2048; y the same. */
+static void test_relu(void) {
+    est_graph *g;
+    est_report *r = infer_json(relu_json, "relu", 4, &g);
     if (r) {
         CHECK(est_report_event_count(r) == 1, "relu: %zu events, expected y's allocation", est_report_event_count(r));
         const est_event *e = est_report_event(r, 0);
@@ -211,17 +218,8 @@ static void test_no_events(void) {
         " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 4]}],\n"
         " \"nodes\": [{\"name\": \"id\", \"op\": \"Identity\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}],\n"
         " \"outputs\": [\"y\"]}\n";
-    est_error err;
-    est_graph *g = NULL;
-    if (est_load_json_buffer(ident_json, strlen(ident_json), "ident", &g, &err) != EST_OK) {
-        CHECK(false, "ident: %s", err.message);
-        return;
-    }
-    est_options opt;
-    est_options_init(&opt);
-    opt.mode = EST_MODE_INFER;
-    opt.batch = 2;
-    est_report *r = estimate(g, opt, "ident");
+    est_graph *g;
+    est_report *r = infer_json(ident_json, "ident", 2, &g);
     if (r) {
         const est_live *l = est_report_live(r, 0);
         CHECK(est_report_event_count(r) == 0, "ident: %zu events, expected none", est_report_event_count(r));
