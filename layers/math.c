@@ -160,19 +160,6 @@ static est_status broadcast_inputs(est_infer_ctx *ctx, int *rank, int64_t *dims)
     return EST_OK;
 }
 
-/* Flat index into t of element k of a broadcast output of shape (rank, dims):
- * t's dims of 1 repeat, its missing leading dims are implicit 1s. */
-static int64_t broadcast_index(const est_tval *t, int rank, const int64_t *dims, int64_t k) {
-    int64_t index = 0, stride = 1;
-    for (int d = rank - 1, td = t->rank - 1; td >= 0; d--, td--) {
-        int64_t coord = k % dims[d];
-        k /= dims[d];
-        if (t->dims[td] != 1) index += coord * stride;
-        stride *= t->dims[td];
-    }
-    return index;
-}
-
 /* ---- broadcasting ops ---------------------------------------------------- */
 
 typedef enum ew_kind {
@@ -308,39 +295,76 @@ static bool ew_apply(const ew_op *op, num a, num b, num *r) {
     return int_arith(op, a.i, b.i, r);
 }
 
-/* Input i's element that lands on output element k. */
-static num input_elem(const est_infer_ctx *ctx, int i, int64_t k) {
-    const est_tval *t = ctx->in[i], *out = ctx->out[0];
-    /* the common cases need no coordinates: a scalar, or a full-size input */
-    if (t->elements == 1) return num_get(t->value, 0);
-    if (t->elements == out->elements) return num_get(t->value, k);
-    return num_get(t->value, broadcast_index(t, out->rank, out->dims, k));
+/* Where each input's element for the current output element is: an
+ * odometer over the output's coordinates that moves every input's flat
+ * index by its own strides (0 along a broadcast dim), so a fold over a
+ * broadcast needs no division per element. */
+enum { EW_CURSOR_INPUTS = 8 };
+typedef struct ew_cursor {
+    int rank, n_in;
+    int64_t coord[EST_MAX_RANK];
+    int64_t stride[EW_CURSOR_INPUTS][EST_MAX_RANK];
+    int64_t index[EW_CURSOR_INPUTS];
+} ew_cursor;
+
+static void cursor_start(ew_cursor *cur, const est_infer_ctx *ctx, const est_tval *out) {
+    cur->rank = out->rank;
+    cur->n_in = ctx->n_in;
+    for (int d = 0; d < out->rank; d++) cur->coord[d] = 0;
+    for (int i = 0; i < ctx->n_in; i++) {
+        const est_tval *t = ctx->in[i];
+        int64_t stride = 1;
+        cur->index[i] = 0;
+        for (int d = out->rank - 1, td = t->rank - 1; d >= 0; d--, td--) {
+            bool broadcast = td < 0 || t->dims[td] == 1;
+            cur->stride[i][d] = broadcast ? 0 : stride;
+            if (td >= 0) stride *= t->dims[td];
+        }
+    }
 }
 
-/* Output element k: Where selects, the others fold their inputs left to right
- * (a binary op is the two-input case of Max/Min/Sum/Mean). */
-static bool fold_element(const est_infer_ctx *ctx, const ew_op *op, int64_t k, num *r) {
+static void cursor_next(ew_cursor *cur, const int64_t *dims) {
+    for (int d = cur->rank - 1; d >= 0; d--) {
+        bool wrap = ++cur->coord[d] == dims[d];
+        for (int i = 0; i < cur->n_in; i++)
+            cur->index[i] += wrap ? -cur->stride[i][d] * (dims[d] - 1) : cur->stride[i][d];
+        if (!wrap) return;
+        cur->coord[d] = 0;
+    }
+}
+
+static num input_elem(const est_infer_ctx *ctx, const ew_cursor *cur, int i) {
+    return num_get(ctx->in[i]->value, cur->index[i]);
+}
+
+/* The current output element: Where selects, the others fold their inputs
+ * left to right (a binary op is the two-input case of Max/Min/Sum/Mean). */
+static bool fold_element(const est_infer_ctx *ctx, const ew_op *op, const ew_cursor *cur, num *r) {
     if (op->kind == EW_WHERE) {
-        *r = input_elem(ctx, num_truth(input_elem(ctx, 0, k)) ? 1 : 2, k);
+        *r = input_elem(ctx, cur, num_truth(input_elem(ctx, cur, 0)) ? 1 : 2);
         return true;
     }
-    *r = input_elem(ctx, 0, k);
+    *r = input_elem(ctx, cur, 0);
     for (int i = 1; i < ctx->n_in; i++)
-        if (!ew_apply(op, *r, input_elem(ctx, i, k), r)) return false;
+        if (!ew_apply(op, *r, input_elem(ctx, cur, i), r)) return false;
     if (op->kind == EW_MEAN) *r = num_of_float(num_as_f(*r) / ctx->n_in);
     return true;
 }
 
-/* One loop over the output for every broadcasting op. */
+/* One loop over the output for every broadcasting op. Variadic ops with more
+ * inputs than the cursor tracks stay unfolded (shape tensors never have). */
 static void fold_elementwise(est_infer_ctx *ctx, const ew_op *op) {
+    if (ctx->n_in > EW_CURSOR_INPUTS) return;
     for (int i = 0; i < ctx->n_in; i++)
         if (!known(ctx->in[i])) return;
     est_tval *out = ctx->out[0];
     est_const *c = out ? fold_out(ctx, out->dtype) : NULL;
     if (!c) return;
-    for (int64_t k = 0; k < out->elements; k++) {
+    ew_cursor cur;
+    cursor_start(&cur, ctx, out);
+    for (int64_t k = 0; k < out->elements; k++, cursor_next(&cur, out->dims)) {
         num r;
-        if (!fold_element(ctx, op, k, &r)) {
+        if (!fold_element(ctx, op, &cur, &r)) {
             out->value = NULL; /* the constant stays owned by the run */
             return;
         }

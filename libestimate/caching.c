@@ -68,13 +68,18 @@
  *
  * Data structures: blocks live in one growable array (slots, reused through a
  * free list); a handle names a slot and a generation, so a stale handle is
- * refused. The free blocks of each pool are a treap keyed (size, address),
- * with the links inside the slots: best fit, insert and erase are O(log n)
- * expected, with no allocation. A slot's treap priority is a hash of its
- * index, so a run is deterministic.
+ * refused. Free blocks sit in treaps keyed (size, address), with the links
+ * inside the slots: insert and erase are O(log n) expected, with no
+ * allocation. A slot's treap priority is a hash of its index, so a run is
+ * deterministic. The large pool is one treap. The small pool, where most
+ * requests of a training step go and few sizes recur, has a treap per size
+ * (the 4,096 multiples of 512 up to its 2 MiB segments) and a bitmap of the sizes that have a free block:
+ * best fit is the first set bit at or above the request's size, then that
+ * treap's lowest address.
  */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "caching.h"
 #include "estimate.h" /* EST_ALLOC_ROUND */
@@ -100,12 +105,18 @@ typedef struct blk {
     uint8_t small;        /* pool: 1 small, 0 large */
 } blk;
 
+/* The small pool's size classes: a block of s bytes (a multiple of 512, no
+ * larger than its 2 MiB segment) is in class s / 512 - 1. */
+enum { N_SMALL_CLASSES = (int)(K_SMALL_BUFFER / K_MIN_BLOCK_SIZE), CLASS_WORDS = N_SMALL_CLASSES / 64 };
+
 struct est_cache {
     blk *b;
     int32_t cap, used;    /* slots allocated / slots ever handed out */
     int32_t free_slot;    /* head of the dead-slot list, -1 none */
     int32_t nfree_slots;
-    int32_t root[2];      /* treap roots: [0] large pool, [1] small pool */
+    int32_t large_root;   /* the large pool's free blocks; -1 none */
+    int32_t small_root[N_SMALL_CLASSES]; /* the small pool's, by class */
+    uint64_t small_nonempty[CLASS_WORDS]; /* bit c: small_root[c] >= 0 */
     uint64_t next_addr;   /* address of the next new segment */
     uint64_t limit;       /* 0: none */
     uint64_t reserved, peak_reserved;
@@ -180,6 +191,47 @@ static int32_t treap_lower_bound(const blk *b, int32_t t, uint64_t size) {
     return best;
 }
 
+/* ---- the pools' free sets ------------------------------------------------- */
+
+static inline int small_class(uint64_t size) { return (int)(size / K_MIN_BLOCK_SIZE) - 1; }
+
+/* The treap free block x belongs in. */
+static inline int32_t *free_root(est_cache *c, int32_t x) {
+    return c->b[x].small ? &c->small_root[small_class(c->b[x].size)] : &c->large_root;
+}
+
+static void free_insert(est_cache *c, int32_t x) {
+    treap_insert(c->b, free_root(c, x), x);
+    if (c->b[x].small) {
+        int k = small_class(c->b[x].size);
+        c->small_nonempty[k / 64] |= (uint64_t)1 << (k % 64);
+    }
+}
+
+static void free_erase(est_cache *c, int32_t x) {
+    int32_t *root = free_root(c, x);
+    treap_erase(c->b, root, x);
+    if (c->b[x].small && *root < 0) {
+        int k = small_class(c->b[x].size);
+        c->small_nonempty[k / 64] &= ~((uint64_t)1 << (k % 64));
+    }
+}
+
+/* get_free_block's lower_bound in the small pool: the lowest address of the
+ * first non-empty class at or above size's; -1 when none. */
+static int32_t small_lower_bound(const est_cache *c, uint64_t size) {
+    int k = small_class(size);
+    int w = k / 64;
+    uint64_t bits = c->small_nonempty[w] & (~(uint64_t)0 << (k % 64));
+    while (!bits) {
+        if (++w == CLASS_WORDS) return -1;
+        bits = c->small_nonempty[w];
+    }
+    int32_t t = c->small_root[w * 64 + __builtin_ctzll(bits)];
+    while (c->b[t].ch[0] >= 0) t = c->b[t].ch[0];
+    return t;
+}
+
 /* ---- slots --------------------------------------------------------------- */
 
 /* Makes sure `n` slots can be taken without allocating. false: out of host
@@ -243,7 +295,8 @@ est_cache *est__cache_new(void) {
     est_cache *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->free_slot = -1;
-    c->root[0] = c->root[1] = -1;
+    c->large_root = -1;
+    memset(c->small_root, 0xff, sizeof c->small_root); /* every class empty: -1 */
     return c;
 }
 
@@ -270,9 +323,9 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
     uint64_t size = est__cache_round_size(bytes);
     int small = size <= K_SMALL_SIZE;
     blk *b = c->b;
-    int32_t r = treap_lower_bound(b, c->root[small], size);
+    int32_t r = small ? small_lower_bound(c, size) : treap_lower_bound(b, c->large_root, size);
     if (r >= 0) {
-        treap_erase(b, &c->root[small], r);
+        free_erase(c, r);
     } else {
         uint64_t seg = allocation_size(size);
         if (!segment_fits(c, seg)) {
@@ -306,7 +359,7 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
         b[r].addr += size;
         b[r].size = remaining;
         b[r].state = SLOT_FREE;
-        treap_insert(b, &c->root[small], r);
+        free_insert(c, r);
     }
     b[a].state = SLOT_ALLOC;
     c->allocated += b[a].size;
@@ -339,10 +392,9 @@ int est__cache_release(est_cache *c, int64_t handle) {
     b[x].state = SLOT_FREE;
     b[x].gen++;
     c->allocated -= b[x].size;
-    int32_t *root = &c->root[b[x].small];
     int32_t p = b[x].prev;
     if (p >= 0 && b[p].state == SLOT_FREE) { /* [p x] */
-        treap_erase(b, root, p);
+        free_erase(c, p);
         b[x].addr = b[p].addr;
         b[x].size += b[p].size;
         b[x].prev = b[p].prev;
@@ -351,13 +403,13 @@ int est__cache_release(est_cache *c, int64_t handle) {
     }
     int32_t n = b[x].next;
     if (n >= 0 && b[n].state == SLOT_FREE) { /* [x n] */
-        treap_erase(b, root, n);
+        free_erase(c, n);
         b[x].size += b[n].size;
         b[x].next = b[n].next;
         if (b[x].next >= 0) b[b[x].next].prev = x;
         kill_slot(c, n);
     }
-    treap_insert(b, root, x);
+    free_insert(c, x);
     return 0;
 }
 
@@ -365,7 +417,7 @@ void est__cache_empty(est_cache *c) {
     blk *b = c->b;
     for (int32_t i = 0; i < c->used; i++) {
         if (b[i].state != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
-        treap_erase(b, &c->root[b[i].small], i);
+        free_erase(c, i);
         c->reserved -= b[i].size;
         c->segments--;
         kill_slot(c, i);

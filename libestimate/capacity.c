@@ -4,6 +4,7 @@
  * estimated again and again, never re-parsed, and the graph's plan makes the
  * later estimates cheaper.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -47,8 +48,66 @@ int est_point_fits(const est_fit *fit, const est_point *pt) {
     return pt && !pt->overflow && est_fit_ok(fit, pt->peak.bytes, &pt->totals);
 }
 
-/* Doubling from batch 1 until a batch does not fit or the cap is reached,
- * then bisecting between the last that fits and the first that does not. */
+/* What the fit compares with the usable memory: the peak, or the segments
+ * the caching allocator reserved when they are more (fragmentation). */
+static uint64_t pressure(const est_point *pt) {
+    return pt->peak.bytes > pt->totals.reserved_bytes ? pt->peak.bytes : pt->totals.reserved_bytes;
+}
+
+/* The largest batch at which the line through (b0, p0) and (b1, p1) stays
+ * within `usable` bytes; 0 when the line does not rise or starts above it. */
+static int64_t line_reaches(int64_t b0, uint64_t p0, int64_t b1, uint64_t p1, uint64_t usable) {
+    if (b1 < b0) {
+        int64_t tb = b0;
+        uint64_t tp = p0;
+        b0 = b1, p0 = p1, b1 = tb, p1 = tp;
+    }
+    if (b1 == b0 || p1 <= p0 || p0 > usable || p1 == UINT64_MAX) return 0;
+    double slope = (double)(p1 - p0) / (double)(b1 - b0);
+    double b = (double)b0 + floor((double)(usable - p0) / slope);
+    return b >= 9.0e18 ? INT64_MAX : (int64_t)b;
+}
+
+/* The search for the boundary between lo (fits) and hi (does not; 0 while no
+ * batch has failed). The memory a step needs is nearly affine in the batch,
+ * so a line through batch 1 and batch 16 names the boundary, and a second
+ * line, through 16 and that guess, names it to within a few percent (the
+ * pressure at small batches bends with workspaces and the allocator's
+ * segments, and a line through nearby batches is noise). From there the
+ * search gallops, 1, 2, 4, ... batches up while batches fit or down while
+ * they do not, then bisects the bracket it found: about 3 + 2 log2(the
+ * guess's error) estimates where doubling and bisection take 2 log2(batch).
+ * Points where the allocator's replay ran out of memory stopped early and
+ * say nothing of the slope: no line goes through them. With no line (memory
+ * that does not grow with the batch, an overflow) the gallop starts from
+ * where the search is, which is doubling. */
+typedef struct search {
+    int64_t lo, hi, cap;
+    int64_t step;     /* the gallop's next stride; 0 once the bracket is bisected */
+    bool up;          /* the gallop's direction: up from lo, or down from hi */
+} search;
+
+/* A line's guess, clamped into the bracket. */
+static int64_t clamp_guess(const search *s, int64_t b) {
+    int64_t top = s->hi ? s->hi - 1 : s->cap;
+    return b <= s->lo ? s->lo + 1 : b > top ? top : b;
+}
+
+static int64_t gallop_guess(const search *s) {
+    if (!s->step) return s->lo + (s->hi - s->lo) / 2;
+    if (s->up) return clamp_guess(s, s->step > INT64_MAX - s->lo ? INT64_MAX : s->lo + s->step);
+    return s->step >= s->hi - s->lo ? s->lo + 1 : s->hi - s->step;
+}
+
+/* Takes batch b's result into the bracket; a gallop that crosses the
+ * boundary turns into bisection. */
+static void record(search *s, int64_t b, bool fits) {
+    if (fits) s->lo = b;
+    else s->hi = b;
+    if (s->step && fits != s->up) s->step = 0;
+    else if (s->step) s->step = s->step > INT64_MAX / 2 ? INT64_MAX : s->step * 2;
+}
+
 est_status est_max_batch(const est_graph *g, const est_options *opt, const est_fit *fit, int64_t cap,
                          est_max_batch_result *out, est_error *err) {
     if (!g || !opt || !fit || !out || cap < 1)
@@ -64,25 +123,35 @@ est_status est_max_batch(const est_graph *g, const est_options *opt, const est_f
         out->next_batch = 1;
         return EST_OK;
     }
-    int64_t lo = 1, hi = 0;
-    while (lo < cap) {
-        int64_t b = lo > cap / 2 ? cap : lo * 2;
+    uint64_t usable = est_fit_usable(fit);
+    search s = {.lo = 1, .cap = cap, .step = 1, .up = true};
+    int64_t line_b[2] = {0, 1}; /* the last two points a line may go through */
+    uint64_t line_m[2] = {0, pressure(&out->fits)};
+    for (int k = 0; s.hi ? s.hi - s.lo > 1 : s.lo < cap; k++) {
+        int64_t b;
+        if (k < 3) { /* batch 16, then up to two lines */
+            b = k == 0 ? 16 : line_b[0] ? line_reaches(line_b[0], line_m[0], line_b[1], line_m[1], usable) : 0;
+            if (b == 0) k = 3; /* no line: gallop from here */
+        }
+        b = k < 3 ? clamp_guess(&s, b) : gallop_guess(&s);
         o.batch = b;
         if ((st = est_estimate_point(g, &o, b, &pt, err)) != EST_OK) return st;
-        if (!est_point_fits(fit, &pt)) {
-            hi = b, out->next = pt;
-            break;
+        bool fits = est_point_fits(fit, &pt);
+        if (fits) out->fits = pt;
+        else out->next = pt;
+        if (k < 3) {
+            if (fits) s.lo = b;
+            else s.hi = b;
+            s.up = fits;
+            if (!pt.totals.out_of_memory && !pt.overflow) {
+                line_b[0] = line_b[1], line_m[0] = line_m[1];
+                line_b[1] = b, line_m[1] = pressure(&pt);
+            }
+        } else {
+            record(&s, b, fits);
         }
-        lo = b, out->fits = pt;
     }
-    while (hi && hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        o.batch = mid;
-        if ((st = est_estimate_point(g, &o, mid, &pt, err)) != EST_OK) return st;
-        if (est_point_fits(fit, &pt)) lo = mid, out->fits = pt;
-        else hi = mid, out->next = pt;
-    }
-    out->batch = lo;
-    out->next_batch = hi;
+    out->batch = s.lo;
+    out->next_batch = s.hi;
     return EST_OK;
 }

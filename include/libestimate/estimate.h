@@ -900,9 +900,11 @@ typedef struct est_max_batch_result {
 } est_max_batch_result;
 
 /* The largest batch in 1..cap whose step fits `fit` under `opt` (its batch
- * is ignored; set its memory_limit to est_fit_usable(fit)): doubling from 1,
- * then bisecting, so about 2 log2(batch) estimates. A graph without a
- * symbolic batch fails as est_estimate does. */
+ * is ignored; set its memory_limit to est_fit_usable(fit)): a line through
+ * the estimates at batches 1 and 16 guesses the boundary, a second line
+ * refines it, and the search gallops from there and bisects (docs/
+ * capacity.md), so usually 6 to 14 estimates. A graph without a symbolic
+ * batch fails as est_estimate does. */
 EST_API est_status est_max_batch(const est_graph *g, const est_options *opt, const est_fit *fit, int64_t cap,
                                  est_max_batch_result *out, est_error *err);
 
