@@ -47,3 +47,20 @@ bool parse_size(const char *s, uint64_t *out) {
     }
     return false;
 }
+
+bool parse_host_us(const char *s, est_host *out) {
+    double v[5];
+    for (int i = 0; i < 5; i++) {
+        if (!s || !isdigit((unsigned char)*s)) return false;
+        char *end;
+        errno = 0;
+        v[i] = strtod(s, &end);
+        for (const char *p = s; p < end; p++) /* no exponents, no hex, no inf */
+            if (!isdigit((unsigned char)*p) && *p != '.') return false;
+        if (errno || !isfinite(v[i])) return false;
+        if (*end != (i < 4 ? ',' : '\0')) return false;
+        s = end + 1;
+    }
+    *out = (est_host){v[0] * 1e-6, v[1] * 1e-6, v[2] * 1e-6, v[3] * 1e-6, v[4] * 1e-6};
+    return true;
+}

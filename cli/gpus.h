@@ -25,6 +25,12 @@ bool parse_size(const char *s, uint64_t *out);
  * data/): 564 MiB on an H100 at world size 1, 840 MiB on each of 2 H200s
  * (docs/distributed.md). Added to the default reserve under --strategy or
  * --tp; more GPUs are not measured and take the 2-GPU figure. */
+/* Parses --host-us: five costs in microseconds, "FWD,FWD_PARAM,BWD,
+ * BWD_PARAM,OPT_PARAM" (est_host's fields in order), each a plain
+ * non-negative decimal number. Returns false on anything else. */
+struct est_host;
+bool parse_host_us(const char *s, struct est_host *out);
+
 #define NCCL_RESERVE_BYTES(world) ((uint64_t)((world) > 1 ? 840 : 564) << 20)
 
 #endif

@@ -83,6 +83,8 @@ typedef struct cli {
     const char *dump_dir;              /* verify --dump-outputs */
     fit_info fit;                      /* --gpu, --gpu-memory, --reserve */
     bool fit_given, reserve_given;
+    est_host host;                     /* --host-us, else est_host_init's */
+    bool host_given;
     bool max_batch;                    /* --max-batch */
     sweep_spec sweep;                  /* --sweep NAME=V1,V2,... */
     char *sweep_name;
@@ -437,6 +439,12 @@ static int parse_args(cli *c, int argc, char **argv) {
             if (len < 5 || (strcmp(v + len - 4, ".svg") != 0 && strcmp(v + len - 5, ".html") != 0))
                 return usage_error("--plot wants a file name ending in .svg or .html, got '%s'", v);
             c->plot_path = v;
+        } else if (is_flag(a, "--host-us", "--host-us")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs five costs", a);
+            if (!parse_host_us(v, &c->host))
+                return usage_error("--host-us wants five costs in microseconds, FWD,FWD_PARAM,BWD,BWD_PARAM,OPT_PARAM, "
+                                   "got '%s'", v);
+            c->host_given = true;
         } else if (strcmp(a, "--timeline") == 0) {
             c->timeline = true;
         } else if (is_flag(a, "--top", "--top")) {
@@ -503,6 +511,9 @@ static int parse_args(cli *c, int argc, char **argv) {
         return usage_error("--gpu, --gpu-memory, --reserve, --max-batch and --sweep are for estimating, not %s",
                            c->command);
     if (c->reserve_given && !c->fit_given) return usage_error("--reserve needs --gpu or --gpu-memory");
+    if (c->host_given && (!c->fit_given || !c->fit.gpu || c->max_batch || c->sweep_name))
+        return usage_error("--host-us times one estimate's step: it needs --gpu NAME, not --gpu-memory, "
+                           "--max-batch or --sweep");
     if (c->timeline && c->format != FORMAT_JSON) return usage_error("--timeline is JSON's: add --format json");
     if (c->top && c->format != FORMAT_TABLE)
         return usage_error("--top is the table's (JSON lists every tensor live at the peak under peak.live)");
@@ -577,6 +588,18 @@ static int capacity(cli *c, const est_graph *g) {
     return rc || !written ? EXIT_FAIL : EXIT_OK;
 }
 
+/* With --gpu NAME: the step's time on it (docs/time-model.md). */
+static bool time_step(const cli *c, const est_report *r, est_host *host, est_time **out) {
+    *out = NULL;
+    if (!c->fit_given || !c->fit.gpu) return true;
+    if (c->host_given) *host = c->host;
+    else est_host_init(host);
+    est_error err;
+    if (est_time_estimate(r, est_device_find(c->fit.gpu), host, out, &err) == EST_OK) return true;
+    fprintf(stderr, "memest: %s\n", err.message);
+    return false;
+}
+
 static int estimate(const cli *c, const est_graph *g) {
     est_error err;
     est_report *r = NULL;
@@ -584,14 +607,21 @@ static int estimate(const cli *c, const est_graph *g) {
         fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_FAIL;
     }
+    est_host host;
+    est_time *time = NULL;
+    if (!time_step(c, r, &host, &time)) {
+        est_report_free(r);
+        return EXIT_FAIL;
+    }
     out_file out;
     if (!out_open(&out, c->out_path)) {
+        est_time_free(time);
         est_report_free(r);
         return EXIT_FAIL;
     }
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
                      .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum,
-                     .timeline = c->timeline, .top = (size_t)c->top, .depth = c->depth};
+                     .timeline = c->timeline, .top = (size_t)c->top, .depth = c->depth, .time = time, .host = &host};
     int bad = c->format == FORMAT_JSON  ? print_json(out.f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(out.f, r, &o)
                                         : print_table(out.f, r, &o);
@@ -602,6 +632,7 @@ static int estimate(const cli *c, const est_graph *g) {
         ok = out_open(&plot, c->plot_path);
         if (ok) ok = out_close(&plot, write_plot(plot.f, r, &o, strcmp(c->plot_path + len - 5, ".html") == 0) != 0);
     }
+    est_time_free(time);
     est_report_free(r);
     return ok ? EXIT_OK : EXIT_FAIL;
 }

@@ -160,8 +160,10 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     }
     fprintf(f, "\n");
     int w = name_width(r, o->all_layers);
-    fprintf(f, "%5s  %-*s  %-20s  %-24s  %10s  %11s  %11s  %10s  %10s  %11s  %10s\n", "#", w, "layer", "op",
+    fprintf(f, "%5s  %-*s  %-20s  %-24s  %10s  %11s  %11s  %10s  %10s  %11s  %10s", "#", w, "layer", "op",
             "output shape", "params", "param bytes", "output", "fwd flops", "bwd flops", "saved", "temp");
+    if (o->time) fprintf(f, "  %10s  %10s", "fwd time", "bwd time");
+    fputc('\n', f);
     size_t hidden = 0;
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
@@ -174,18 +176,22 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
         fprintf(f, "%5zu  ", i);
         print_name(f, L->label, w);
         char fw[32], bw[32], sv[64], tp[64];
-        fprintf(f, "  %-20.20s  %-24s  %10" PRIu64 "  %11s  %11s  %10s  %10s  %11s  %10s\n", term(L->op), shapes,
+        fprintf(f, "  %-20.20s  %-24s  %10" PRIu64 "  %11s  %11s  %10s  %10s  %11s  %10s", term(L->op), shapes,
                 L->param_count, L->param_bytes ? human_bytes(a, sizeof a, L->param_bytes) : "-",
                 human_bytes(b, sizeof b, L->output_bytes), human_count(fw, sizeof fw, L->flops_forward),
                 human_count(bw, sizeof bw, L->flops_backward),
                 L->saved_bytes ? human_bytes(sv, sizeof sv, L->saved_bytes) : "-",
                 L->temp_bytes ? human_bytes(tp, sizeof tp, L->temp_bytes) : "-");
+        const est_layer_time *lt = est_time_layer(o->time, i);
+        if (lt)
+            fprintf(f, "  %10s  %10s", human_time(fw, sizeof fw, lt->forward_s), human_time(bw, sizeof bw, lt->backward_s));
+        fputc('\n', f);
     }
     fprintf(f, "\n");
     if (hidden)
         fprintf(f, "%zu shape-only layers (folded to constants) not shown; --all lists them.\n\n", hidden);
     module_rollup m = {0};
-    if (o->depth && rollup_modules(r, o->depth, &m)) print_modules(f, &m, o->depth);
+    if (o->depth && rollup_modules(r, o->depth, o->time, &m)) print_modules(f, &m, o->depth, o->time != NULL);
     free_rollup(&m);
     fprintf(f, "totals\n");
     fprintf(f, "  layers          %zu\n", est_report_layer_count(r));
@@ -237,6 +243,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
             human_bytes(a, sizeof a, t->reserved_bytes));
     print_live(f, r, o->top);
     if (o->fit) print_fit_lines(f, o->fit, p->bytes, t);
+    if (o->time) print_time(f, o->time);
     return ferror(f) ? 1 : 0;
 }
 
@@ -254,10 +261,17 @@ void csv_field(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* Ends a row: with a time, two more fields (empty, or a layer's times). */
+static void csv_eol(FILE *f, const output_opts *o, const est_layer_time *lt) {
+    if (lt) fprintf(f, ",%.9g,%.9g", lt->forward_s, lt->backward_s);
+    else if (o->time) fputs(",,", f);
+    fputc('\n', f);
+}
+
 /* param,NAME,,,SHAPE,DTYPE,COUNT,BYTES,,GRAD_BYTES,TRAINABLE,,,,,TORCH_NAME: one row per parameter,
  * laid out like a layer row (its gradient's bytes under output_bytes, 1 or
  * 0 under shape_only, PyTorch's name under module). */
-static void csv_params(FILE *f, const est_report *r) {
+static void csv_params(FILE *f, const est_report *r, const output_opts *o) {
     bool train = est_report_mode(r) == EST_MODE_TRAIN;
     for (size_t i = 0; i < est_report_param_count(r); i++) {
         const est_param_info *p = est_report_param(r, i);
@@ -268,13 +282,15 @@ static void csv_params(FILE *f, const est_report *r) {
         fprintf(f, ",,,%s,%s,%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%d,,,,,", shape, est_dtype_name(p->dtype), p->elements,
                 p->bytes, train && p->trainable ? p->bytes : 0, p->trainable);
         csv_field(f, p->torch_name);
-        fputc('\n', f);
+        csv_eol(f, o, NULL);
     }
 }
 
 int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "index,name,op,domain,output_shapes,output_dtypes,param_count,param_bytes,buffer_bytes,output_bytes,shape_only,"
-               "flops_forward,flops_backward,saved_bytes,temp_bytes,module\n");
+               "flops_forward,flops_backward,saved_bytes,temp_bytes,module");
+    if (o->time) fputs(",time_forward_s,time_backward_s", f);
+    fputc('\n', f);
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
         char shapes[1024] = "", dtypes[512] = "";
@@ -299,45 +315,52 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
                 shapes, dtypes, L->param_count, L->param_bytes, L->buffer_bytes, L->output_bytes, L->shape_only,
                 L->flops_forward, L->flops_backward, L->saved_bytes, L->temp_bytes);
         csv_field(f, L->module ? L->module : "");
-        fputc('\n', f);
+        csv_eol(f, o, est_time_layer(o->time, i));
     }
     module_rollup m = {0};
-    if (o->depth && rollup_modules(r, o->depth, &m)) csv_modules(f, &m);
+    if (o->depth && rollup_modules(r, o->depth, o->time, &m)) csv_modules(f, &m, o->time != NULL);
     free_rollup(&m);
     const est_totals *t = est_report_totals(r);
     fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%" PRIu64 ",%" PRIu64
-               ",%" PRIu64 ",\n",
+               ",%" PRIu64 ",",
             t->param_count, t->param_bytes, t->buffer_bytes, t->output_bytes, t->flops_forward, t->flops_backward,
             t->activations_bytes, t->temp_bytes);
+    csv_eol(f, o, NULL);
     const est_peak *p = est_report_peak(r);
     fputs("peak,", f);
     fprintf(f, "%s,", est_phase_name(p->phase));
     csv_field(f, p->layer);
     fprintf(f, ",,,,,,,%" PRIu64 ",,,,,,", p->bytes);
     csv_field(f, p->module ? p->module : "");
-    fputc('\n', f);
+    csv_eol(f, o, NULL);
     /* breakdown,CATEGORY,,,,,,,,BYTES: the peak's categories, laid out like it */
-    for (int c = 0; c < EST_CAT_COUNT; c++)
-        fprintf(f, "breakdown,%s,,,,,,,,%" PRIu64 ",,,,,,\n", est_category_name((est_category)c),
+    for (int c = 0; c < EST_CAT_COUNT; c++) {
+        fprintf(f, "breakdown,%s,,,,,,,,%" PRIu64 ",,,,,,", est_category_name((est_category)c),
                 est_peak_category(p, (est_category)c));
+        csv_eol(f, o, NULL);
+    }
     /* reserved,,,,,,,,,BYTES: laid out like the peak row */
-    fprintf(f, "reserved,,,,,,,,,%" PRIu64 ",,,,,,\n", t->reserved_bytes);
+    fprintf(f, "reserved,,,,,,,,,%" PRIu64 ",,,,,,", t->reserved_bytes);
+    csv_eol(f, o, NULL);
     if (t->checkpoint_segments) {
         /* checkpoint,SPEC,SEGMENTS,,,,,,,,,RECOMPUTED_FLOPS: the FLOPs under flops_forward */
         char spec[512];
         fputs("checkpoint,", f);
         csv_field(f, checkpoint_string(spec, sizeof spec, o->checkpoint));
-        fprintf(f, ",%" PRIu64 ",,,,,,,,,%" PRIu64 ",,,,\n", t->checkpoint_segments, t->flops_recompute);
+        fprintf(f, ",%" PRIu64 ",,,,,,,,,%" PRIu64 ",,,,", t->checkpoint_segments, t->flops_recompute);
+        csv_eol(f, o, NULL);
     }
-    csv_params(f, r);
+    csv_params(f, r, o);
     if (o->fit) {
         /* fit,GPU,yes|no|frag,,,,,,,HEADROOM_BYTES: laid out like the peak row; frag: the peak is
          * within the usable memory, the allocator's segments are not */
         const char *verdict = fit_ok(o->fit, p->bytes, t) ? "yes" : fit_headroom(o->fit, p->bytes) >= 0 ? "frag" : "no";
         fputs("fit,", f);
         csv_field(f, o->fit->gpu ? o->fit->gpu : "");
-        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,,\n", verdict, fit_headroom(o->fit, p->bytes));
+        fprintf(f, ",%s,,,,,,,%" PRId64 ",,,,,,", verdict, fit_headroom(o->fit, p->bytes));
+        csv_eol(f, o, NULL);
     }
+    if (o->time) csv_time(f, o->time);
     return ferror(f) ? 1 : 0;
 }
 
@@ -450,7 +473,7 @@ static void write_checkpoint(json_writer *w, const est_report *r, const output_o
     jw_end_object(w);
 }
 
-static void write_layer(json_writer *w, const est_layer *L) {
+static void write_layer(json_writer *w, const est_layer *L, const est_time *time, size_t i) {
     jw_begin_object(w, NULL);
     jw_string(w, "name", L->name);
     jw_string(w, "op", L->op);
@@ -474,6 +497,7 @@ static void write_layer(json_writer *w, const est_layer *L) {
     if (L->segment >= 0) jw_i64(w, "segment", L->segment);
     else jw_null(w, "segment");
     jw_bool(w, "recomputed", L->recomputed);
+    if (time) write_layer_time(w, time, i);
     jw_end_object(w);
 }
 
@@ -576,11 +600,11 @@ void write_report_members(json_writer *w, const est_report *r, const output_opts
     for (size_t i = 0; i < est_report_dim_count(r); i++) jw_i64(w, est_report_dim(r, i)->name, est_report_dim(r, i)->value);
     jw_end_object(w);
     jw_begin_array(w, "layers");
-    for (size_t i = 0; i < est_report_layer_count(r); i++) write_layer(w, est_report_layer(r, i));
+    for (size_t i = 0; i < est_report_layer_count(r); i++) write_layer(w, est_report_layer(r, i), o->time, i);
     jw_end_array(w);
     write_params(w, r);
     module_rollup m = {0};
-    if (o->depth && rollup_modules(r, o->depth, &m)) write_modules(w, &m, o->depth);
+    if (o->depth && rollup_modules(r, o->depth, o->time, &m)) write_modules(w, &m, o->depth, o->time != NULL);
     free_rollup(&m);
     jw_begin_array(w, "outputs");
     for (size_t k = 0; k < est_report_output_count(r); k++) write_tensor(w, est_report_output(r, k));
@@ -589,4 +613,5 @@ void write_report_members(json_writer *w, const est_report *r, const output_opts
     write_peak(w, r);
     write_step(w, r, o->timeline);
     if (o->fit) write_fit(w, "fit", o->fit, est_report_peak(r)->bytes, est_report_totals(r));
+    if (o->time) write_time(w, o->time, o->host);
 }

@@ -35,6 +35,8 @@ typedef struct output_opts {
     bool timeline;                    /* json: the "timeline" array (--timeline) */
     size_t top;                       /* table: the largest N live at the peak (--top) */
     int64_t depth;                    /* --depth N: the layers rolled up by module; 0: not */
+    const est_time *time;             /* the step's time (--gpu NAME); NULL: none */
+    const est_host *host;             /* the host costs it was timed with */
 } output_opts;
 
 /* modules.c: --depth N. */
@@ -42,16 +44,24 @@ typedef struct module_row {
     char *name;                       /* the module path's first N parts */
     size_t layers;
     uint64_t param_count, param_bytes, output_bytes, saved_bytes, flops_forward, flops_backward;
+    double time_forward_s, time_backward_s; /* its layers' kernels (with a time) */
 } module_row;
 typedef struct module_rollup {
     module_row *rows;                 /* in order of first appearance */
     size_t n;
 } module_rollup;
-bool rollup_modules(const est_report *r, int64_t depth, module_rollup *out); /* false: out of memory */
+/* false: out of memory. `time` may be NULL (no time columns). */
+bool rollup_modules(const est_report *r, int64_t depth, const est_time *time, module_rollup *out);
 void free_rollup(module_rollup *m);
-void print_modules(FILE *f, const module_rollup *m, int64_t depth);
-void write_modules(json_writer *w, const module_rollup *m, int64_t depth);
-void csv_modules(FILE *f, const module_rollup *m);
+void print_modules(FILE *f, const module_rollup *m, int64_t depth, bool time);
+void write_modules(json_writer *w, const module_rollup *m, int64_t depth, bool time);
+void csv_modules(FILE *f, const module_rollup *m, bool time);
+/* output_time.c: the step's time. */
+const char *human_time(char *buf, size_t n, double s); /* "1.23 ms"; "-" for 0 */
+void print_time(FILE *f, const est_time *t);            /* the table's block */
+void write_layer_time(json_writer *w, const est_time *t, size_t i); /* a layer's time_* members */
+void write_time(json_writer *w, const est_time *t, const est_host *h); /* "time" */
+void csv_time(FILE *f, const est_time *t);              /* the time rows */
 /* plot.c: --plot, the step as an SVG picture (html: inside a page); 1
  * when the report has no timeline or writing failed. */
 int write_plot(FILE *f, const est_report *r, const output_opts *o, bool html);

@@ -908,6 +908,68 @@ typedef struct est_max_batch_result {
 EST_API est_status est_max_batch(const est_graph *g, const est_options *opt, const est_fit *fit, int64_t cap,
                                  est_max_batch_result *out, est_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Time: the step on a GPU, issued by an eager PyTorch host                 */
+/* ------------------------------------------------------------------------ */
+
+/* What the host (Python and PyTorch's eager dispatch) spends issuing the
+ * step's work, in seconds: the GPU cannot start a kernel before the host
+ * has issued it (docs/time-model.md). est_host_init() fills the defaults. */
+typedef struct est_host {
+    double forward_op_s;      /* per layer the forward pass runs */
+    double forward_param_s;   /* per parameter a forward layer reads */
+    double backward_op_s;     /* per layer backward runs (autograd's node) */
+    double backward_param_s;  /* per trainable parameter (AccumulateGrad) */
+    double optimizer_param_s; /* per trainable parameter in the optimizer step */
+} est_host;
+
+/* The defaults: the eager probe of bench/accuracy/time_layers.py on the
+ * nvidia-h100-x1 machine, scaled as docs/time-model.md says. */
+EST_API void est_host_init(est_host *h);
+
+/* What limits a kernel's time in the roofline. */
+typedef enum est_bound {
+    EST_BOUND_NONE = 0,   /* no kernel: a view, a shape-only layer, no backward */
+    EST_BOUND_COMPUTE,    /* FLOPs over the unit's FLOP/s */
+    EST_BOUND_MEMORY,     /* bytes over the memory bandwidth */
+    EST_BOUND_LAUNCH,     /* the shortest time a kernel takes */
+} est_bound;
+EST_API const char *est_bound_name(est_bound b); /* "none", "compute", "memory", "launch" */
+
+/* One layer's kernels on the device (the GPU's time, not the host's). */
+typedef struct est_layer_time {
+    double forward_s;         /* its forward kernels (recomputation not included) */
+    double backward_s;        /* its backward kernels; 0 in inference */
+    est_bound forward_bound, backward_bound;
+} est_layer_time;
+
+/* The step's time, per micro-batch summed over est_options.grad_accum. */
+typedef struct est_step_time {
+    double step_s;            /* from the first issue to the last kernel's end */
+    double phase_s[EST_PHASE_COUNT];  /* wall time of forward, backward and
+                                         optimizer, each ending when its last
+                                         kernel does (recomputation is backward's) */
+    double device_s[EST_PHASE_COUNT]; /* kernel time in each phase */
+    double host_s;            /* the host's issue time, all phases */
+    double device_total_s;    /* kernel time, all phases */
+    const est_device *device; /* the GPU it ran on */
+} est_step_time;
+
+typedef struct est_time est_time;
+
+/* Times the estimate's step on `dev` (NULL: the report's device,
+ * est_options.device or the H100) with the host `host` (NULL: the
+ * defaults): every kernel's roofline time, and the step as two clocks, the
+ * host issuing and the GPU running (docs/time-model.md). On success *out is
+ * owned by the caller (est_time_free). EST_EINVAL for a host cost that is
+ * negative or not finite. */
+EST_API est_status est_time_estimate(const est_report *r, const est_device *dev, const est_host *host,
+                                     est_time **out, est_error *err);
+EST_API const est_step_time *est_time_step(const est_time *t);
+/* Layer i's time (the report's layer order), NULL when out of range. */
+EST_API const est_layer_time *est_time_layer(const est_time *t, size_t i);
+EST_API void est_time_free(est_time *t);
+
 #ifdef __cplusplus
 }
 #endif
