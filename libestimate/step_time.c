@@ -67,11 +67,11 @@ static bool is_op(const char *op, const char *const *names) {
 }
 
 /* The dtype a layer computes in: autocast's low dtype for the ops it
- * lowers, else its first output's. */
+ * lowers, else its first output's as the step stores it (--dtype). */
 static est_dtype compute_dtype(const est_report *r, const est_node *n, const est_layer *L) {
     if (r->amp != EST_AMP_NONE && n->op && est_amp_class_of(n->op) == EST_AMP_LOW)
         return r->amp == EST_AMP_BF16 ? EST_DT_BFLOAT16 : EST_DT_FLOAT16;
-    return L->n_outputs ? L->outputs[0].dtype : EST_DT_FLOAT;
+    return L->n_outputs ? est__stored_dtype(r, L->outputs[0].dtype) : EST_DT_FLOAT;
 }
 
 /* FLOP/s of the unit PyTorch runs the layer on. Matrix products in float32
@@ -112,13 +112,19 @@ static int param_inputs(const est_report *r, const est_node *n, bool trainable_o
     return count;
 }
 
+/* A tensor's bytes as the step stores it (the report's are as declared). */
+static double stored_bytes(const est_report *r, const est_tensor_info *t) {
+    return (double)est_dtype_bytes(est__stored_dtype(r, t->dtype), t->elements);
+}
+
 /* Bytes a layer's forward kernel moves: what it reads and writes; an op
  * that computes nothing (a gather, a concatenation) reads what it writes. */
-static double forward_bytes(const est_layer *L) {
-    if (L->flops_forward == 0) return 2.0 * (double)L->output_bytes;
-    double bytes = (double)L->output_bytes;
-    for (size_t k = 0; k < L->n_inputs; k++) bytes += (double)L->inputs[k].bytes;
-    return bytes;
+static double forward_bytes(const est_report *r, const est_layer *L) {
+    double out = 0, in = 0;
+    for (size_t k = 0; k < L->n_outputs; k++) out += stored_bytes(r, &L->outputs[k]);
+    if (L->flops_forward == 0) return 2 * out;
+    for (size_t k = 0; k < L->n_inputs; k++) in += stored_bytes(r, &L->inputs[k]);
+    return in + out;
 }
 
 /* The layer's kernels: none for a view or a shape-only layer. Backward
@@ -131,7 +137,7 @@ static void layer_time(const est_report *r, const est_device *d, size_t i, est_l
     *lt = (est_layer_time){0};
     if (L->shape_only || (n->op && n->op->view != EST_VIEW_NONE)) return;
     double rate = flops_rate(d, L->op, compute_dtype(r, n, L));
-    double bytes = forward_bytes(L);
+    double bytes = forward_bytes(r, L);
     lt->forward_s = roofline(d, rate, (double)L->flops_forward, bytes, 1, &lt->forward_bound);
     if (r->mode == EST_MODE_TRAIN && L->flops_backward > 0)
         lt->backward_s = roofline(d, rate, (double)L->flops_backward, 2 * bytes, 1 + param_inputs(r, n, true),
@@ -188,7 +194,7 @@ static void optimizer_step(est_time *t, const est_report *r, const est_device *d
     for (size_t p = 0; p < r->n_params; p++)
         if (r->params[p].trainable) {
             params++;
-            bytes += (double)r->params[p].bytes;
+            bytes += (double)r->params[p].bytes; /* as the step stores them */
         }
     est_bound unused;
     double kernels = params ? roofline(d, 0, 0, optimizer_passes(r->optimizer) * bytes, 1, &unused) : 0;
