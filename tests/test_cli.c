@@ -4,6 +4,7 @@
  *
  * usage: test_cli MEMEST MODELS_DIR TMP_DIR
  */
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -626,6 +627,78 @@ static void option_edges(void) {
     }
 }
 
+/* The step's time with --gpu NAME (docs/output-format.md, "Time"). conv1 of
+ * resnet18 at batch 32 on the H100 is bound by memory: it reads 19267584 +
+ * 37632 bytes and writes 102760448, over 0.86 of 3.35 TB/s: 42.4 us; its
+ * backward twice the bytes: 84.7 us (its 7.55 GFLOPs at 0.55 of TF32's
+ * 494.7 TFLOP/s take 27.8 us). */
+static void step_time(void) {
+    char args[4096], *out = NULL;
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --gpu H100-80GB --depth 1", models);
+    expect_exit(args, 0, "    temp    fwd time    bwd time\n");
+    expect_exit(args, 0, "118.74 MiB     42.4 us     84.7 us\n");
+    expect_exit(args, 0, "time (H100-80GB: kernels at their roofline, issued by an eager PyTorch host)\n  STEP   ");
+    expect_exit(args, 0, "bwd flops    fwd time    bwd time\n  conv1 ");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --gpu-memory 80GB", models);
+    CHECK(run(args, false, &out) == 0 && out && !strstr(out, "fwd time") && !strstr(out, "\ntime ("),
+          "no time without --gpu NAME");
+    free(out);
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --host-us 1,2,3", models);
+    expect_exit(args, 2, "--host-us wants five costs");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --host-us 1,2,3,4,1e3 --gpu T4", models);
+    expect_exit(args, 2, "--host-us wants five costs");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --host-us 1,2,3,4,-5 --gpu T4", models);
+    expect_exit(args, 2, "--host-us wants five costs");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --host-us 1,2,3,4,5", models);
+    expect_exit(args, 2, "--host-us times one estimate's step: it needs --gpu NAME");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --max-batch --host-us 1,2,3,4,5 --gpu T4", models);
+    expect_exit(args, 2, "--host-us times one estimate's step");
+    /* a free host: the step is its kernels, one after another */
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --gpu H200 --host-us 0,0,0,0,0 --depth 2 --format json",
+             models);
+    cJSON *root = run_json(args, "--gpu JSON");
+    if (!root) return;
+    const cJSON *t = field(root, "time", is_object, "top level");
+    const cJSON *phases = field(t, "phases", is_object, "time"), *ph, *L, *m;
+    double step = cJSON_GetObjectItem(t, "step_s")->valuedouble, dev = cJSON_GetObjectItem(t, "device_s")->valuedouble;
+    double walls = 0, kernels = 0, layers = 0, modules = 0;
+    cJSON_ArrayForEach(ph, phases) {
+        walls += field(ph, "wall_s", is_number, "phase")->valuedouble;
+        kernels += field(ph, "device_s", is_number, "phase")->valuedouble;
+    }
+    cJSON_ArrayForEach(L, cJSON_GetObjectItem(root, "layers")) {
+        layers += field(L, "time_forward_s", is_number, "layer")->valuedouble +
+                  field(L, "time_backward_s", is_number, "layer")->valuedouble;
+        field(L, "time_forward_bound", is_string, "layer");
+    }
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(root, "modules"))
+        modules += field(m, "time_forward_s", is_number, "module")->valuedouble +
+                   field(m, "time_backward_s", is_number, "module")->valuedouble;
+    double opt = cJSON_GetObjectItem(cJSON_GetObjectItem(phases, "optimizer"), "device_s")->valuedouble;
+    CHECK(fabs(step - dev) < 1e-12 && fabs(walls - step) < 1e-12 && fabs(kernels - dev) < 1e-12,
+          "free host: step %g, kernels %g, phases %g and %g", step, dev, walls, kernels);
+    CHECK(fabs(layers + opt - dev) < 1e-12 && fabs(modules - layers) < 1e-12, "layers %g + optimizer %g, modules %g, "
+          "kernels %g", layers, opt, modules, dev);
+    CHECK(!strcmp(cJSON_GetObjectItem(t, "gpu")->valuestring, "H200") &&
+              !strcmp(cJSON_GetObjectItem(t, "bound")->valuestring, "gpu") &&
+              cJSON_GetObjectItem(cJSON_GetObjectItem(t, "host"), "forward_op_s")->valuedouble == 0,
+          "time's gpu, bound and host");
+    cJSON_Delete(root);
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 32 --gpu H100-80GB --depth 1 --format csv", models);
+    CHECK(run(args, false, &out) == 0 && out, "csv with --gpu");
+    CHECK(out && strstr(out, ",temp_bytes,module,time_forward_s,time_backward_s\n") &&
+              strstr(out, ",conv1,4.23") && strstr(out, "\ntime,step,H100-80GB,host,,,,,,,,,,,,,0.0"),
+          "csv: time columns and rows: %.300s", out ? strstr(out, "\ntime,") : "");
+    for (char *line = out; line && *line;) { /* every row has the header's 18 fields */
+        char *end = strchr(line, '\n');
+        int commas = 0;
+        for (char *c = line; c < end; c++) commas += *c == ',';
+        CHECK(commas == 17, "csv row of %d fields: %.*s", commas + 1, (int)(end - line), line);
+        line = end + 1;
+    }
+    free(out);
+}
+
 int main(int argc, char **argv) {
     if (!cli_test_args(argc, argv)) return 2;
     option_edges();
@@ -640,6 +713,7 @@ int main(int argc, char **argv) {
     data_parallel();
     step_over_time();
     module_rollup();
+    step_time();
     dynamo_names();
     convert_round_trip();
     input_shape();
