@@ -17,6 +17,7 @@ static void exit_codes(void) {
     char args[4096];
     expect_exit("--help", 0, "--batch N");
     expect_exit("--help", 0, "default: table");
+    expect_exit("--help", 0, "--host-us F,FP,B,BP,OP");
     expect_exit("--version", 0, "memest ");
     expect_exit("", 2, "no model given");
     expect_exit("--bogus", 2, "unknown option '--bogus'");
