@@ -19,7 +19,8 @@
     X(reduce)           \
     X(softmax)          \
     X(dropout)          \
-    X(random)
+    X(random)           \
+    X(recurrent)
 
 #define EST_DECLARE_FAMILY(fam) extern const est_family est_family_##fam;
 EST_FAMILIES(EST_DECLARE_FAMILY)

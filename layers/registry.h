@@ -136,6 +136,7 @@ struct est_cost_ctx {
     bool *in_param;                   /* input i is a trainable parameter */
     bool *in_strided;                 /* input i is a non-contiguous view (of a Transpose) */
     bool any_grad;                    /* some input needs a gradient: backward runs */
+    bool train;                       /* the estimate is of a training step */
     est_dtype float_dtype;            /* the dtype tensors of export_dtype take in this
                                          estimate (the node's under --amp) */
     est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */

@@ -20,7 +20,8 @@
 #include "estimate.h"
 
 #define EST_MAX_RANK 12
-#define EST_MAX_IO 64      /* inputs or outputs a single node may have */
+#define EST_MAX_IO 1024    /* inputs or outputs a single node may have (the dynamo
+                              exporter unrolls an RNN into a Concat of every step) */
 /* memest's own op domain: ops that say what PyTorch did where ONNX has no op
  * for it (Detach: tensor.detach()). */
 #define EST_DOMAIN_MEMEST "ai.memest"
@@ -126,6 +127,13 @@ typedef enum est_fx_args {
     EST_FX_NO_PARAM,     /* the call reads no parameter */
     EST_FX_READS_PARAM,  /* one of its arguments is a parameter */
 } est_fx_args;
+
+/* INT attributes the loader sets on each LSTM, GRU and RNN node of a stacked
+ * PyTorch module (onnx/rnn_weights.c), which size the module's one cuDNN
+ * call's workspace (layers/recurrent.c): how many layers the call runs, */
+#define EST_RNN_CALL_LAYERS "memest.call_layers"
+/* And the input size of the call's first layer, where its W gives it. */
+#define EST_RNN_CALL_INPUT "memest.call_input"
 
 typedef struct est_node {
     char *name;         /* never NULL: "<op>_<index>" when the model has none */

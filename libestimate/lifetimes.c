@@ -45,6 +45,7 @@ bool est__sim_build_contexts(sim *s) {
             .export_dtype = s->g->dtype,
             .kernels = s->r->kernels,
             .device = s->r->device,
+            .train = s->train,
         };
         tv += n->n_inputs + n->n_outputs;
         flags += 3 * n->n_inputs;
@@ -124,6 +125,23 @@ static void bias_add_in_place(sim *s, int32_t i) {
 }
 
 /* Which storage each tensor uses: views share their input's. */
+/* A recurrent layer's Y in ONNX's [seq, directions, batch, hidden], turned
+ * by Transpose(perm 0, 2, 1, 3) into [seq, batch, directions, hidden]: that
+ * is the layout cuDNN writes PyTorch's output in ([seq, batch, directions *
+ * hidden]), so the exporter's Transpose and the Reshape after it are views of
+ * one contiguous tensor, as in PyTorch, not a copy. */
+static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    int32_t y = n->inputs[0], p = s->g->tensors[y].producer;
+    if (p < 0) return false;
+    const est_node *rnn = &s->g->nodes[p];
+    bool recurrent = est__node_is(rnn, "LSTM") || est__node_is(rnn, "GRU") || est__node_is(rnn, "RNN");
+    if (!recurrent || rnn->outputs[0] != y || est_node_attr_int(rnn, "layout", 0) != 0) return false;
+    int64_t count;
+    const int64_t *perm = est_node_attr_ints(n, "perm", &count);
+    return perm && count == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+}
+
 void est__sim_assign_storage(sim *s) {
     const est_graph *g = s->g;
     memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
@@ -145,7 +163,7 @@ void est__sim_assign_storage(sim *s) {
             break;
         case EST_VIEW_PERMUTE:
             s->base[out] = s->base[in];
-            s->contiguous[out] = false;
+            s->contiguous[out] = rnn_output_in_torch_layout(s, i);
             break;
         case EST_VIEW_RESHAPE:
             if (s->contiguous[in]) s->base[out] = s->base[in];

@@ -21,6 +21,7 @@
 #include "slim.h"
 #include "tensor_values.h"
 #include "onnx_loader.h"
+#include "rnn_weights.h"
 #include "unfold_batchnorm.h"
 
 typedef struct loader {
@@ -519,6 +520,7 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
         else if (folded) st = est__onnx_unfold_batchnorm(L->g, L->g->n_nodes - 1, training, dynamo, L->err);
     }
     if (st == EST_OK && L->g->unfolded_batchnorms) st = est__onnx_drop_dead_identities(L->g, L->err);
+    if (st == EST_OK) st = est__onnx_rnn_weights(L->g, L->err);
     if (st != EST_OK) return st;
     g->outputs = malloc((gp->n_output ? gp->n_output : 1) * sizeof *g->outputs);
     if (!g->outputs) return oom(L);

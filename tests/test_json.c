@@ -633,7 +633,9 @@ static void check_io_limit(void) {
     strcat(inputs, "]");
     char *doc = apply_case("\"inputs\": [\"x\", \"w\"]", inputs);
     CHECK(doc != NULL, "io limit case");
-    if (doc) expect_failure("io limit", doc, strlen(doc), EST_ELIMIT, "node 0 'mm'", "more than 64 inputs");
+    char limit[64];
+    snprintf(limit, sizeof limit, "more than %d inputs", EST_MAX_IO);
+    if (doc) expect_failure("io limit", doc, strlen(doc), EST_ELIMIT, "node 0 'mm'", limit);
     free(doc);
 }
 

@@ -240,6 +240,47 @@ def _roberta():
                                                  use_cache=False), add_pooling_layer=False))
 
 
+class LSTMTagger(nn.Module):
+    """A sequence tagger: token embeddings, a 2-layer bidirectional LSTM, a
+    linear head on every step."""
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10000, 128)
+        self.lstm = nn.LSTM(128, 256, num_layers=2, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(512, 32)
+
+    def forward(self, x):
+        y, _ = self.lstm(self.emb(x))
+        return self.head(y)
+
+
+class GRUClassifier(nn.Module):
+    """A keyword spotter: a 2-layer GRU over 80-dim audio frames, the last
+    layer's final state into a linear head."""
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(80, 384, num_layers=2, batch_first=True)
+        self.head = nn.Linear(384, 35)
+
+    def forward(self, x):
+        _, h = self.gru(x)
+        return self.head(h[-1])
+
+
+class CharRNN(nn.Module):
+    """A character-level language model: embeddings, a 3-layer Elman RNN
+    (tanh), logits on every step."""
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(128, 64)
+        self.rnn = nn.RNN(64, 512, num_layers=3, batch_first=True)
+        self.head = nn.Linear(512, 128)
+
+    def forward(self, x):
+        y, _ = self.rnn(self.emb(x))
+        return self.head(y)
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -311,6 +352,10 @@ MODELS = {
     "cifar_lenet": (CifarLeNet, lambda b: torch.randn(b, 3, 32, 32), [1, 64, 256], False),
     "m5_audio": (M5, lambda b: torch.randn(b, 1, 8000), [1, 8, 64], False),
     "resnet34": (_tv("resnet34"), image, [1, 8, 32], False),
+    # recurrent nets: cuDNN's LSTM, GRU and Elman RNN
+    "lstm_tagger": (LSTMTagger, lambda b: tokens(b, 10000, 64), [1, 8, 64], False),
+    "gru_kws": (GRUClassifier, lambda b: torch.randn(b, 100, 80), [1, 8, 64], False),
+    "char_rnn": (CharRNN, lambda b: tokens(b, 128, 256), [1, 8, 64], False),
 }
 
 
