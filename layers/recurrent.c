@@ -10,24 +10,24 @@
  * directions * hidden] output, and onnx/rnn_weights.c records how many layers
  * the module's call runs (the node attribute EST_RNN_CALL_LAYERS).
  *
- * Memory, fitted to bench/accuracy/probe_rnn.py's grid (cuDNN 9.19, H100;
- * bench/accuracy/data/rnn/, docs/memory-model.md "Recurrent layers"):
+ * Memory, from bench/accuracy/probe_rnn.py's two grids on the H100 (cuDNN
+ * 9.19; bench/accuracy/data/rnn/, fitted by fit_rnn.py; docs/memory-model.md,
+ * "Recurrent layers"):
  *  - saved for backward (derivatives.yaml, _cudnn_rnn: input, weight, hx, cx,
  *    output, reserve): X, the initial states, Y, and cuDNN's reserve space.
  *    Per layer, float32: 4 * D * (k * T * N * H + m * N * H) bytes, k = 5, 6,
- *    1 and m = 2, 1, 1 for LSTM, GRU and RNN (the gates, the cell, the
- *    final states); exact on 96 of the grid's 96 float32 records but 7 (a
- *    stacked call's other algorithm). Between layers, PyTorch keeps each
- *    layer's output in the reserve: here it is the layer's own Y, which the
- *    next layer saves as its input.
- *    Half precision: 14, 15 and 3 bytes per D * T * N * H instead (two
- *    records a mode; small calls add 45 to 200 KiB this leaves out).
+ *    1 and m = 2, 1, 1 for LSTM, GRU and RNN (the gates, the cell, the final
+ *    states): within 1% on 146 of the 168 float32 calls probed; the others
+ *    (mostly small stacked calls, where cuDNN picks another algorithm)
+ *    reserve up to 20% (LSTM), 7% (GRU) and 48% (RNN) more. Between layers PyTorch keeps each layer's output in the reserve;
+ *    here it is the layer's own Y, which the next layer saves as its input.
+ *    Half precision: 14, 15 and 3 bytes per D * T * N * H instead (two calls
+ *    a mode; small calls add 45 to 200 KiB this leaves out).
  *  - workspace: a linear fit of the whole call's transient bytes (forward
- *    in training and in eval mode, backward) in 1, L * D, the call's weight bytes
- *    (the transient holds about one copy of them), D * T * N * H and
- *    T * N * I bytes: the median error over the 168 calls probed is 7-18%,
- *    the worst 40-86% (small calls); on the zoo's own calls within 20% at
- *    batches 8 and 64. Each layer's node carries the whole call's
+ *    in training and in eval mode, backward) in 1, L * D, the call's weight
+ *    bytes (the transient holds about one copy of them), D * T * N * H and
+ *    T * N * I bytes: median errors 7-18% over the calls probed, the worst
+ *    30-63% (small calls). Each layer's node carries the whole call's
  *    workspace, since the call holds it while it runs every layer.
  *
  * FLOPs per step, batch row and direction (docs/flops.md): the two products
