@@ -21,6 +21,8 @@ Measurements:
   size 1 (H100, 2026-11-24; bench/distributed/run_dist.sh);
 - ../shared/truth/truth.json and its onnx/ (the shared truth, H200; read in
   place, never copied);
+- data/rnn/ (committed): the recurrent zoo models (H100, 2026-11-24;
+  run_rnn.sh);
 - data/time/ (committed): time_layers.py's runs on the H100 and the H200
   machines (2026-11-24), against which compare_time.py sets the step time.
 Exports (git-ignored, made on a CPU): out/exports by
@@ -62,6 +64,7 @@ DISTRIBUTED_W2 = [os.path.join(ROOT, "bench", "distributed", "data", "h200x2_w2"
 DISTRIBUTED_W2_FRESH = [os.path.join(ROOT, "bench", "distributed", "data", "h200x2_w2_fresh", f"dist_w2_fresh_{m}.json")
                         for m in ("bert_base", "llama_4l")]
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
+RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 TIME_H100 = os.path.join(HERE, "data", "time", "time_layers_h100_run1.json")
 TIME_H200 = os.path.join(HERE, "data", "time", "time_layers_h200_run1.json")
 # The 15 models of measured_harness_h100.json (data/capacity/README.md names this list).
@@ -87,6 +90,7 @@ RUNS = {
                        ["--markdown"] + DISTRIBUTED_W2 + [EXPORTS], DISTRIBUTED_W2[0], EXPORTS),
     "distributed-w2-fresh": (os.path.join("..", "distributed", "compare_dist.py"),
                              ["--markdown"] + DISTRIBUTED_W2_FRESH + [EXPORTS], DISTRIBUTED_W2_FRESH[0], EXPORTS),
+    "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "time-h100": ("compare_time.py", ["--markdown", TIME_H100, EXPORTS], TIME_H100, EXPORTS),
     "time-h200": ("compare_time.py", ["--markdown", TIME_H200, EXPORTS], TIME_H200, EXPORTS),
     "time-ops-h100": ("compare_time.py", ["--markdown", "--by-op", TIME_H100, EXPORTS], TIME_H100, EXPORTS),
@@ -399,6 +403,7 @@ TABLES = {
     "distributed-w2": (("distributed-w2",), lambda o: view_raw(o, "distributed-w2", source=False)),
     "distributed-w2-fresh": (("distributed-w2-fresh",), lambda o: view_raw(o, "distributed-w2-fresh", source=False)),
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
+    "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "time-h100": (("time-h100",), lambda o: view_raw(o, "time-h100")),
     "time-h200": (("time-h200",), lambda o: view_raw(o, "time-h200")),
     "time-ops-h100": (("time-ops-h100",), lambda o: view_raw(o, "time-ops-h100")),
