@@ -281,6 +281,158 @@ class CharRNN(nn.Module):
         return self.head(y)
 
 
+def _conv_bn_relu(cin, cout, dims=2):
+    conv, bn = (nn.Conv2d, nn.BatchNorm2d) if dims == 2 else (nn.Conv3d, nn.BatchNorm3d)
+    return nn.Sequential(conv(cin, cout, 3, padding=1, bias=False), bn(cout), nn.ReLU())
+
+
+class UNet(nn.Module):
+    """A U-Net (Ronneberger et al. 2015) for 3x128x128 images: four levels of
+    two 3x3 conv-BN-ReLU, max pooling down, 2x2 transposed convolutions up,
+    the skips concatenated, a 1x1 head of 4 classes."""
+    def __init__(self, widths=(32, 64, 128, 256)):
+        super().__init__()
+        self.down, cin = nn.ModuleList(), 3
+        for w in widths:
+            self.down.append(nn.Sequential(_conv_bn_relu(cin, w), _conv_bn_relu(w, w)))
+            cin = w
+        self.bottom = nn.Sequential(_conv_bn_relu(cin, 2 * cin), _conv_bn_relu(2 * cin, 2 * cin))
+        self.up, self.merge, cin = nn.ModuleList(), nn.ModuleList(), 2 * cin
+        for w in reversed(widths):
+            self.up.append(nn.ConvTranspose2d(cin, w, 2, stride=2))
+            self.merge.append(nn.Sequential(_conv_bn_relu(2 * w, w), _conv_bn_relu(w, w)))
+            cin = w
+        self.head = nn.Conv2d(cin, 4, 1)
+
+    def forward(self, x):
+        skips = []
+        for block in self.down:
+            x = block(x)
+            skips.append(x)
+            x = F.max_pool2d(x, 2)
+        x = self.bottom(x)
+        for up, merge, skip in zip(self.up, self.merge, reversed(skips)):
+            x = merge(torch.cat([up(x), skip], dim=1))
+        return self.head(x)
+
+
+class FCNHead(nn.Module):
+    """torchvision's FCN-ResNet50 (dilated backbone, FCN head, bilinear
+    upsampling to the input), its "out" map."""
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.segmentation import fcn_resnet50
+        self.m = fcn_resnet50(weights=None, weights_backbone=None, aux_loss=False, num_classes=21)
+
+    def forward(self, x):
+        return self.m(x)["out"]
+
+
+class MobileViTLike(nn.Module):
+    """A hybrid conv-attention net in MobileViT's pattern (Mehta and Rastegari
+    2022): a strided conv stem and inverted-residual depthwise blocks, then at
+    two scales a block that unfolds 2x2 patches into tokens, runs two
+    transformer encoder layers over them and folds them back, fused with the
+    input by a 3x3 conv; global pooling and a linear head."""
+    class MV2(nn.Module):
+        def __init__(self, cin, cout, stride, expand=4):
+            super().__init__()
+            h = cin * expand
+            self.body = nn.Sequential(nn.Conv2d(cin, h, 1, bias=False), nn.BatchNorm2d(h), nn.SiLU(),
+                                      nn.Conv2d(h, h, 3, stride, 1, groups=h, bias=False), nn.BatchNorm2d(h),
+                                      nn.SiLU(), nn.Conv2d(h, cout, 1, bias=False), nn.BatchNorm2d(cout))
+            self.residual = stride == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.residual else self.body(x)
+
+    class ViTBlock(nn.Module):
+        def __init__(self, c, d, layers=2, heads=4):
+            super().__init__()
+            self.local = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.SiLU(), nn.Conv2d(c, d, 1))
+            layer = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.0, activation="gelu", batch_first=True,
+                                               norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.project = nn.Conv2d(d, c, 1)
+            self.fuse = nn.Conv2d(2 * c, c, 3, padding=1)
+
+        def forward(self, x):
+            y = self.local(x)
+            b, d, h, w = y.shape
+            t = y.reshape(b, d, h // 2, 2, w // 2, 2).permute(0, 3, 5, 2, 4, 1).reshape(b * 4, h * w // 4, d)
+            t = self.encoder(t)
+            y = t.reshape(b, 2, 2, h // 2, w // 2, d).permute(0, 5, 3, 1, 4, 2).reshape(b, d, h, w)
+            return self.fuse(torch.cat([x, self.project(y)], dim=1))
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU(),
+            self.MV2(16, 32, 1), self.MV2(32, 48, 2), self.MV2(48, 48, 1), self.MV2(48, 64, 2),
+            self.ViTBlock(64, 96), self.MV2(64, 80, 2), self.ViTBlock(80, 120),
+            nn.Conv2d(80, 320, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(320, 1000))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class PoolFormerLike(nn.Module):
+    """A pooling mixer in PoolFormer's pattern (Yu et al. 2022): patch
+    embeddings by strided convs, then blocks whose token mixer is
+    avgpool(norm(x)) - norm(x) and whose MLP is two 1x1 convs, at four
+    scales; global pooling and a linear head."""
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.norm1, self.norm2 = nn.GroupNorm(1, c), nn.GroupNorm(1, c)
+            self.pool = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+            self.mlp = nn.Sequential(nn.Conv2d(c, 4 * c, 1), nn.GELU(), nn.Conv2d(4 * c, c, 1))
+
+        def forward(self, x):
+            y = self.norm1(x)
+            x = x + self.pool(y) - y
+            return x + self.mlp(self.norm2(x))
+
+    def __init__(self, widths=(64, 128, 320, 512), depths=(2, 2, 4, 2)):
+        super().__init__()
+        layers, cin = [], 3
+        for i, (w, d) in enumerate(zip(widths, depths)):
+            layers.append(nn.Conv2d(cin, w, 7 if i == 0 else 3, 4 if i == 0 else 2, 2 if i == 0 else 1))
+            layers += [self.Block(w) for _ in range(d)]
+            cin = w
+        self.net = nn.Sequential(*layers, nn.GroupNorm(1, cin), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                 nn.Linear(cin, 1000))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class Seq2Seq(nn.Module):
+    """An encoder-decoder transformer with cross-attention: token embeddings,
+    nn.Transformer (d_model 512, 8 heads, 4 + 4 layers, causal decoder mask),
+    the same tokens shifted as the decoder's input, a vocabulary head."""
+    def __init__(self, vocab=16000, d=512):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.t = nn.Transformer(d, 8, 4, 4, 2048, dropout=0.1, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, src):
+        tgt = torch.roll(src, 1, dims=1)
+        mask = torch.triu(torch.full((src.shape[1], src.shape[1]), float("-inf"), device=src.device), 1)
+        return self.head(self.t(self.emb(src), self.emb(tgt), tgt_mask=mask))
+
+
+def _r3d():
+    from torchvision.models.video import r3d_18
+    return r3d_18(weights=None)
+
+
+def _gpt2_long():
+    from transformers import GPT2Config, GPT2Model
+    return LastHidden(GPT2Model(GPT2Config(attn_implementation="sdpa", use_cache=False, n_layer=4, n_positions=2048)))
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -356,6 +508,17 @@ MODELS = {
     "lstm_tagger": (LSTMTagger, lambda b: tokens(b, 10000, 64), [1, 8, 64], False),
     "gru_kws": (GRUClassifier, lambda b: torch.randn(b, 100, 80), [1, 8, 64], False),
     "char_rnn": (CharRNN, lambda b: tokens(b, 128, 256), [1, 8, 64], False),
+    # families the zoo lacked: an encoder-decoder CNN with transposed convs
+    # and concatenated skips, a segmentation head, 3-D convs, a hybrid
+    # conv-attention net, a pooling mixer, an encoder-decoder transformer
+    # with cross-attention, a long-sequence decoder
+    "unet": (UNet, lambda b: torch.randn(b, 3, 128, 128), [1, 8, 32], False),
+    "fcn_resnet50": (FCNHead, image, [1, 4, 8], False),
+    "r3d_18": (_r3d, lambda b: torch.randn(b, 3, 16, 112, 112), [1, 4, 8], False),
+    "mobilevit_like": (MobileViTLike, lambda b: torch.randn(b, 3, 256, 256), [1, 8, 32], False),
+    "poolformer_like": (PoolFormerLike, image, [1, 8, 32], False),
+    "seq2seq": (Seq2Seq, lambda b: tokens(b, 16000, 128), [1, 8, 32], False),
+    "gpt2_long": (_gpt2_long, lambda b: tokens(b, 50257, 1024), [1, 4, 8], False),
 }
 
 
