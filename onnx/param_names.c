@@ -132,6 +132,9 @@ bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node) {
             g->tensors[t].torch_buffer = true;
             continue;
         }
+        /* parameters are floating point; an integer initializer the call
+         * reads is a shape or an index (aten.group_norm's Reshape targets) */
+        if (!est__dtype_is_float(g->tensors[t].dtype)) continue;
         /* a module's own name can still stand for merged parameters (equal
          * norm weights), which the FX call tells apart */
         bool generated = is_generated_name(g->tensors[t].name);

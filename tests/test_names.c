@@ -146,6 +146,29 @@ static void check_rotary_block(void) {
     est_graph_free(g);
 }
 
+/* An int64 shape that every GroupNorm's Reshape reads, under FX calls that
+ * name each GroupNorm's weight (tests/data/make_group_norm_shape.py): the
+ * shape is no parameter and keeps its values, while the weights the
+ * optimizer merged are split back by their FX calls. */
+static void check_group_norm_shape(void) {
+    est_graph *g = load_file(TEST_DATA_DIR, "group_norm_shape.dynamo.onnx");
+    est_report *r = estimate(g, 4, NULL);
+    if (r) {
+        CHECK(est_report_param_count(r) == 2, "%zu parameters, expected norm1.weight and norm2.weight",
+              est_report_param_count(r));
+        for (size_t i = 0; i < est_report_param_count(r); i++) {
+            const est_param_info *p = est_report_param(r, i);
+            CHECK(same(p->name, i ? "norm2.weight" : "norm1.weight") && p->elements == 32,
+                  "parameter %zu is %s of %llu elements", i, p->name, (unsigned long long)p->elements);
+        }
+        const est_layer *reshape = layer_named(r, "node_Reshape_29");
+        CHECK(reshape && reshape->n_inputs == 2 && same(reshape->inputs[1].name, "val_5"),
+              "the second Reshape reads its shape as %s", reshape && reshape->n_inputs == 2 ? reshape->inputs[1].name : "?");
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 /* The Conv and BatchNorm layers of r, in order, into out (at most cap). */
 static size_t conv_and_bn_layers(const est_report *r, const est_layer **out, size_t cap) {
     size_t n = 0;
@@ -239,5 +262,6 @@ int main(int argc, char **argv) {
     check_module_names();
     check_labels();
     check_rotary_block();
+    check_group_norm_shape();
     return test_result("test_names");
 }
