@@ -223,10 +223,12 @@ static uint64_t strided_pointwise_workspace(const est_cost_ctx *c) {
 
 /* A conv whose output has its input's channels and size (a 3x3 "same" conv
  * of a VGG or ResNet stage). Over LARGE_OUTPUT bytes of output cuDNN's
- * heuristics pick a forward algorithm that takes twice the output (batch
+ * heuristics pick a 2-D forward algorithm that takes twice the output (batch
  * sweep on an H100, bench/accuracy/probe_wgrad.py: 64 channels at 56x56 and
  * 128 at 28x28 ask for 1.0-1.1x the output up to 25.7 MB and 2.0x from
- * 51.4 MB on; vgg16's 64-channel 224x224 conv 2.0x at batch 8 and 32). */
+ * 51.4 MB on; vgg16's 64-channel 224x224 conv 2.0x at batch 8 and 32). A 3-D
+ * one does not: r3d_18's 64-channel 3x3x3 conv at 16x56x56 asks for 1.0x
+ * its 49 MiB output at batch 4 (bench/accuracy/data/families/, the probe). */
 enum { LARGE_OUTPUT = 48 << 20 };
 
 static bool keeps_channels_and_size(const est_cost_ctx *c) {
@@ -245,7 +247,16 @@ static uint64_t conv_workspace(const est_cost_ctx *c) {
     if (conv_workspace_kind(c) != CONV_SPATIAL || w->dims[0] < 32) return 0;
     uint64_t out = est_cost_bytes(c, est_cost_out(c, 0));
     if (is_grouped(c)) return est_cost_bytes(c, est_cost_in(c, 0)) + out; /* channels-last copies */
-    if (keeps_channels_and_size(c) && out >= LARGE_OUTPUT) return 2 * out;
+    bool keeps = keeps_channels_and_size(c);
+    if (keeps && out >= LARGE_OUTPUT && w->rank == 4) return 2 * out;
+    /* A conv that changes the channels or the size, of 8 input channels or
+     * more, runs on channels-last copies of its input, output and weight:
+     * of the 18 such convs in the H100 probes of unet, fcn_resnet50,
+     * mobilevit_like, poolformer_like and r3d_18 (bench/accuracy/data/
+     * families/), 10 take exactly that, 4 less and 4 more; convnet1d's
+     * Conv1d layers too (its inference from -9% to 0%). */
+    const est_tval *x = est_cost_in(c, 0);
+    if (!keeps && x->dims[1] >= 8) return est_cost_bytes(c, x) + out + est_cost_bytes(c, w);
     return out + out / 5 + est_cost_bytes(c, w);
 }
 

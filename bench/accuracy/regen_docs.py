@@ -23,6 +23,8 @@ Measurements:
   place, never copied);
 - data/rnn/ (committed): the recurrent zoo models (H100, 2026-11-24;
   run_rnn.sh);
+- data/families/ (committed): seven models of families the zoo lacked
+  (H100, 2026-11-24; run_models.sh);
 - data/time/ (committed): time_layers.py's runs on the H100 and the H200
   machines (2026-11-24), against which compare_time.py sets the step time.
 Exports (git-ignored, made on a CPU): out/exports by
@@ -65,6 +67,7 @@ DISTRIBUTED_W2_FRESH = [os.path.join(ROOT, "bench", "distributed", "data", "h200
                         for m in ("bert_base", "llama_4l")]
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
+FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
 TIME_H100 = os.path.join(HERE, "data", "time", "time_layers_h100_run1.json")
 TIME_H200 = os.path.join(HERE, "data", "time", "time_layers_h200_run1.json")
 # The 15 models of measured_harness_h100.json (data/capacity/README.md names this list).
@@ -91,6 +94,7 @@ RUNS = {
     "distributed-w2-fresh": (os.path.join("..", "distributed", "compare_dist.py"),
                              ["--markdown"] + DISTRIBUTED_W2_FRESH + [EXPORTS], DISTRIBUTED_W2_FRESH[0], EXPORTS),
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
+    "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "time-h100": ("compare_time.py", ["--markdown", TIME_H100, EXPORTS], TIME_H100, EXPORTS),
     "time-h200": ("compare_time.py", ["--markdown", TIME_H200, EXPORTS], TIME_H200, EXPORTS),
     "time-ops-h100": ("compare_time.py", ["--markdown", "--by-op", TIME_H100, EXPORTS], TIME_H100, EXPORTS),
@@ -404,6 +408,7 @@ TABLES = {
     "distributed-w2-fresh": (("distributed-w2-fresh",), lambda o: view_raw(o, "distributed-w2-fresh", source=False)),
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
+    "families": (("families",), lambda o: view_zoo(o, "families")),
     "time-h100": (("time-h100",), lambda o: view_raw(o, "time-h100")),
     "time-h200": (("time-h200",), lambda o: view_raw(o, "time-h200")),
     "time-ops-h100": (("time-ops-h100",), lambda o: view_raw(o, "time-ops-h100")),
