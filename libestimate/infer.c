@@ -301,8 +301,19 @@ static est_status check_arity(est_infer_ctx *ctx) {
 
 static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
     const est_graph *g = r->graph;
-    est_infer_ctx ctx = {.graph = g, .node = n, .opset = n->opset, .err = err,
-                         .owned = r->owned, .n_owned = r->n_owned, .cap_owned = r->cap_owned};
+    /* Field by field: an initializer would zero all EST_MAX_IO slots of in
+     * and out (16 KiB) for every node; only the first n_in and n_out are
+     * read (est_in, est_set_out). */
+    est_infer_ctx ctx;
+    ctx.graph = g;
+    ctx.node = n;
+    ctx.opset = n->opset;
+    ctx.err = err;
+    ctx.owned = r->owned;
+    ctx.n_owned = r->n_owned;
+    ctx.cap_owned = r->cap_owned;
+    ctx.out_of_memory = false;
+    ctx.n_in = ctx.n_out = 0;
     if (!n->op)
         return est__fail(err, EST_EUNSUPPORTED, "%s: node '%s': op '%s' of domain '%s' is not supported",
                          g->source, n->name, n->op_type, n->domain[0] ? n->domain : "ai.onnx");
