@@ -117,7 +117,7 @@ def main():
     ap.add_argument("--start", type=int, default=32)
     ap.add_argument("--limit", type=float, default=240)
     ap.add_argument("models", nargs="*")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     torch.backends.cudnn.benchmark = False
     settle()
     free, total = torch.cuda.mem_get_info()
