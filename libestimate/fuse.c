@@ -41,6 +41,18 @@
  *   q, k, v (and the mask). Attention written out by hand (eager BERT,
  *   nn.MultiheadAttention with need_weights) scales the product, or only q,
  *   and is not touched: PyTorch keeps its matrix.
+ *
+ *   GroupNorm. Both exporters write aten::group_norm(x, G, weight, bias)
+ *   (torch/onnx/symbolic_opset9.py, group_norm; onnxscript's torchlib,
+ *   aten_group_norm) as
+ *       Reshape(x, [0, G, -1]) -> InstanceNormalization(., ones, zeros)
+ *           -> Reshape(., shape of x) -> Mul(., w) -> Add(., b)
+ *   with w and b the weight and bias as [C, 1, 1] (an Unsqueeze of the
+ *   parameter, or the dynamo exporter's folded initializer). PyTorch's
+ *   native_group_norm keeps x and two statistics per (sample, group); the
+ *   chain would also keep the normalized tensor for the weight's gradient.
+ *   Fused into one GroupNormalization node (opset 21: scale and bias of C)
+ *   on x and the [C] parameters.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -88,6 +100,9 @@ static int32_t other_input(const est_node *n, int32_t t) {
     if (n->n_inputs != 2) return -1;
     return n->inputs[0] == t ? n->inputs[1] : n->inputs[1] == t ? n->inputs[0] : -1;
 }
+
+/* The tensor t is only read once, by the node that reads it in the pattern. */
+static bool single_use(const fuse_ctx *f, int32_t t) { return t >= 0 && f->uses[t] == 1; }
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
 
@@ -155,6 +170,101 @@ static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
     return true;
 }
 
+/* Every value of a constant is `v` (count: how many). */
+static bool all_equal(const est_graph *g, int32_t t, double v, int64_t *count) {
+    const est_const *c = est__graph_known_value(g, t, NULL);
+    if (!c || c->count < 1) return false;
+    for (int64_t k = 0; k < c->count; k++)
+        if ((c->f64 ? c->f64[k] : (double)c->i64[k]) != v) return false;
+    *count = c->count;
+    return true;
+}
+
+/* The [C] parameter behind a GroupNorm's [C, 1, 1] weight or bias: the
+ * Unsqueeze's input (*unsqueeze set, to drop), or the initializer itself,
+ * declared [C] from now on (the dynamo exporter folded the unsqueeze into
+ * it). -1 when it is neither. */
+static int32_t channel_param(fuse_ctx *f, int32_t t, int32_t *unsqueeze) {
+    est_graph *g = f->g;
+    *unsqueeze = -1;
+    int32_t p = producer(g, t);
+    if (p >= 0 && is_op(g, p, "Unsqueeze") && single_use(f, t)) {
+        int32_t param = g->nodes[p].inputs[0];
+        if (param < 0 || g->tensors[param].kind != EST_T_INITIALIZER || g->tensors[param].rank != 1) return -1;
+        *unsqueeze = p;
+        return param;
+    }
+    est_tensor *w = &g->tensors[t];
+    if (p >= 0 || w->kind != EST_T_INITIALIZER || !single_use(f, t) || w->rank != 3 || w->dims[1].value != 1 ||
+        w->dims[2].value != 1)
+        return -1;
+    w->rank = 1; /* [C, 1, 1] -> [C]: the same parameter, as the module holds it */
+    return t;
+}
+
+static bool rewrite_group_norm(est_graph *g, est_node *n, int32_t x, int32_t w, int32_t b, int64_t groups,
+                               double epsilon, int32_t out) {
+    const char *op = est__graph_intern(g, "GroupNormalization");
+    int32_t *inputs = malloc(3 * sizeof *inputs);
+    est_attr *attrs = calloc(2, sizeof *attrs);
+    char *a0 = est__strdup("num_groups"), *a1 = est__strdup("epsilon");
+    if (!op || !inputs || !attrs || !a0 || !a1) {
+        free(inputs), free(attrs), free(a0), free(a1);
+        return false;
+    }
+    inputs[0] = x, inputs[1] = w, inputs[2] = b;
+    attrs[0] = (est_attr){.name = a0, .type = EST_ATTR_INT, .i = groups};
+    attrs[1] = (est_attr){.name = a1, .type = EST_ATTR_FLOAT, .f = epsilon};
+    free(n->inputs);
+    for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
+    free(n->attrs);
+    n->op_type = op;
+    n->inputs = inputs;
+    n->n_inputs = 3;
+    n->n_attrs = 2;
+    n->attrs = attrs;
+    n->outputs[0] = out;
+    n->opset = n->opset < 21 ? 21 : n->opset;
+    n->op = NULL;
+    return true;
+}
+
+/* Reshape(x, [0, G, -1]) -> InstanceNormalization(ones, zeros) -> Reshape
+ * -> Mul(w) -> Add(b): the InstanceNormalization node becomes
+ * GroupNormalization(x, w, b) writing the Add's output. */
+static bool match_group_norm(fuse_ctx *f, int32_t in, bool *drop) {
+    est_graph *g = f->g;
+    const est_node *n = &g->nodes[in];
+    if (!is_op(g, in, "InstanceNormalization") || n->n_inputs != 3 || n->n_outputs != 1) return false;
+    int64_t groups, zeros;
+    if (!all_equal(g, n->inputs[1], 1.0, &groups) || !all_equal(g, n->inputs[2], 0.0, &zeros) || zeros != groups)
+        return false;
+    int32_t before = producer(g, n->inputs[0]);
+    if (!is_op(g, before, "Reshape") || !single_use(f, n->inputs[0])) return false;
+    const est_const *shape = est__graph_known_value(g, g->nodes[before].inputs[1], NULL);
+    if (!shape || shape->count != 3 || !shape->i64 || shape->i64[1] != groups || shape->i64[2] != -1) return false;
+    int32_t x = g->nodes[before].inputs[0];
+    int32_t after = only_consumer(f, n->outputs[0], "Reshape", in);
+    int32_t mul = after >= 0 ? only_consumer(f, g->nodes[after].outputs[0], "Mul", after) : -1;
+    int32_t add = mul >= 0 ? only_consumer(f, g->nodes[mul].outputs[0], "Add", mul) : -1;
+    if (add < 0 || g->nodes[add].n_outputs != 1) return false;
+    int32_t w_t = other_input(&g->nodes[mul], g->nodes[after].outputs[0]);
+    int32_t b_t = other_input(&g->nodes[add], g->nodes[mul].outputs[0]);
+    int32_t w_un, b_un;
+    if (w_t < 0 || b_t < 0 || w_t == b_t) return false;
+    int32_t w = channel_param(f, w_t, &w_un), b = w >= 0 ? channel_param(f, b_t, &b_un) : -1;
+    if (w < 0 || b < 0) return false;
+    double epsilon = 1e-5;
+    for (int32_t j = 0; j < n->n_attrs; j++)
+        if (strcmp(n->attrs[j].name, "epsilon") == 0 && n->attrs[j].type == EST_ATTR_FLOAT) epsilon = n->attrs[j].f;
+    if (!rewrite_group_norm(g, &g->nodes[in], x, w, b, groups, epsilon, g->nodes[add].outputs[0]))
+        return f->out_of_memory = true, false;
+    drop[before] = drop[after] = drop[mul] = drop[add] = true;
+    if (w_un >= 0) drop[w_un] = true;
+    if (b_un >= 0) drop[b_un] = true;
+    return true;
+}
+
 /* A Transpose swapping the last two of `rank` axes. */
 static bool swaps_last_two(const est_graph *g, int32_t node, int64_t rank) {
     int64_t n;
@@ -165,8 +275,6 @@ static bool swaps_last_two(const est_graph *g, int32_t node, int64_t rank) {
     return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
 }
 
-/* The tensor t is only read once, by the node that reads it in the pattern. */
-static bool single_use(const fuse_ctx *f, int32_t t) { return t >= 0 && f->uses[t] == 1; }
 
 /* k, given kT = k with its last two axes swapped as an exporter writes it:
  * Transpose [0,1,3,2] (TorchScript), or Reshape(Transpose [0,2,1](Reshape(k)))
@@ -464,7 +572,8 @@ int32_t est__fuse_exporter_patterns(est_graph *g) {
     int32_t fused = 0;
     f.out_of_memory = !indexed || !drop;
     for (int32_t i = 0; !f.out_of_memory && i < g->n_nodes; i++)
-        if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop) || match_sdpa(&f, i, drop)))
+        if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop) || match_sdpa(&f, i, drop) ||
+                         match_group_norm(&f, i, drop)))
             fused++;
     if (fused && !f.out_of_memory) {
         est__graph_drop_nodes(g, drop);

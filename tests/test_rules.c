@@ -1502,6 +1502,73 @@ static void check_folded_tables(void) {
     est_graph_free(g);
 }
 
+/* The TorchScript exporter's GroupNorm (fuse.c, match_group_norm): Relu on
+ * x [4, 64, 8, 8], then Reshape to [0, 2, -1], InstanceNormalization with
+ * ones and zeros, Reshape back, Mul by Unsqueeze(w), Add Unsqueeze(b). One
+ * GroupNormalization node remains, on the [64] parameters; it saves its
+ * input (4 x 64 x 8 x 8 x 4 = 65536) and two float32 statistics per
+ * (sample, group), each 32 bytes rounded to 512: 66560. With a scale that is
+ * not all ones the chain is a different computation and stays. */
+static const char *group_norm_graph(const char *ones) {
+    static char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"gn\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 64, 8, 8]}],\n"
+             " \"initializers\": [\n"
+             "  {\"name\": \"groups_shape\", \"dtype\": \"int64\", \"dims\": [3], \"values\": [0, 2, -1]},\n"
+             "  {\"name\": \"ones\", \"dtype\": \"float32\", \"dims\": [2], \"values\": [%s]},\n"
+             "  {\"name\": \"zeros\", \"dtype\": \"float32\", \"dims\": [2], \"values\": [0, 0]},\n"
+             "  {\"name\": \"axes\", \"dtype\": \"int64\", \"dims\": [2], \"values\": [1, 2]},\n"
+             "  {\"name\": \"gn.weight\", \"dtype\": \"float32\", \"dims\": [64]},\n"
+             "  {\"name\": \"gn.bias\", \"dtype\": \"float32\", \"dims\": [64]}],\n"
+             " \"nodes\": [\n"
+             "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"a\"]},\n"
+             "  {\"name\": \"r1\", \"op\": \"Reshape\", \"inputs\": [\"a\", \"groups_shape\"], \"outputs\": [\"r\"]},\n"
+             "  {\"name\": \"in\", \"op\": \"InstanceNormalization\", \"inputs\": [\"r\", \"ones\", \"zeros\"],\n"
+             "   \"outputs\": [\"n\"], \"attributes\": {\"epsilon\": {\"float\": 1e-05}}},\n"
+             "  {\"name\": \"shape\", \"op\": \"Shape\", \"inputs\": [\"a\"], \"outputs\": [\"s\"]},\n"
+             "  {\"name\": \"r2\", \"op\": \"Reshape\", \"inputs\": [\"n\", \"s\"], \"outputs\": [\"nb\"]},\n"
+             "  {\"name\": \"uw\", \"op\": \"Unsqueeze\", \"inputs\": [\"gn.weight\", \"axes\"], \"outputs\": [\"wu\"]},\n"
+             "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"nb\", \"wu\"], \"outputs\": [\"m\"]},\n"
+             "  {\"name\": \"ub\", \"op\": \"Unsqueeze\", \"inputs\": [\"gn.bias\", \"axes\"], \"outputs\": [\"bu\"]},\n"
+             "  {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"m\", \"bu\"], \"outputs\": [\"y\"]},\n"
+             "  {\"name\": \"out\", \"op\": \"Relu\", \"inputs\": [\"y\"], \"outputs\": [\"z\"]}],\n"
+             " \"outputs\": [\"z\"]}\n",
+             ones);
+    return doc;
+}
+
+static void check_group_norm(void) {
+    est_graph *g = load_json(group_norm_graph("1, 1"), "group norm");
+    est_report *r = run(g, EST_MODE_TRAIN, 4);
+    if (r) {
+        const est_layer *gn = layer_named(r, "in", "group norm");
+        CHECK(gn && strcmp(gn->op, "GroupNormalization") == 0, "group norm: node 'in' is %s", gn ? gn->op : "?");
+        CHECK(gn && gn->saved_bytes == 65536 + 2 * 512, "group norm: saves %llu, expected 66560",
+              U(gn ? gn->saved_bytes : 0));
+        CHECK(gn && gn->n_outputs == 1 && strcmp(gn->outputs[0].name, "y") == 0, "group norm: writes %s",
+              gn && gn->n_outputs ? gn->outputs[0].name : "?");
+        bool chain_left = false;
+        for (size_t i = 0; i < est_report_layer_count(r); i++) {
+            const char *op = est_report_layer(r, i)->op;
+            chain_left |= !strcmp(op, "Mul") || !strcmp(op, "Add") || !strcmp(op, "Unsqueeze") ||
+                          !strcmp(op, "InstanceNormalization");
+        }
+        CHECK(!chain_left, "group norm: the exporter's chain is left");
+        CHECK(est_report_totals(r)->param_count == 128, "group norm: %llu parameters, expected 128",
+              U(est_report_totals(r)->param_count));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+    g = load_json(group_norm_graph("1, 2"), "scaled instance norm");
+    r = run(g, EST_MODE_TRAIN, 4);
+    const est_layer *in = r ? layer_named(r, "in", "scaled instance norm") : NULL;
+    CHECK(in && strcmp(in->op, "InstanceNormalization") == 0, "scaled instance norm: node 'in' is %s",
+          in ? in->op : "?");
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -1530,5 +1597,6 @@ int main(int argc, char **argv) {
     check_bias_add_in_place();
     check_dropout_identity();
     check_folded_tables();
+    check_group_norm();
     return test_result("test_rules");
 }
