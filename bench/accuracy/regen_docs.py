@@ -68,6 +68,8 @@ DISTRIBUTED_W2_FRESH = [os.path.join(ROOT, "bench", "distributed", "data", "h200
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
+MAX_BATCH_H100 = os.path.join(CAPACITY, "max_batch_h100_run1.json")
+MAX_BATCH_H200 = os.path.join(CAPACITY, "max_batch_h200_run1.json")
 TIME_H100 = os.path.join(HERE, "data", "time", "time_layers_h100_run1.json")
 TIME_H200 = os.path.join(HERE, "data", "time", "time_layers_h200_run1.json")
 # The 15 models of measured_harness_h100.json (data/capacity/README.md names this list).
@@ -95,6 +97,10 @@ RUNS = {
                              ["--markdown"] + DISTRIBUTED_W2_FRESH + [EXPORTS], DISTRIBUTED_W2_FRESH[0], EXPORTS),
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
+    "max-batch-h100": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H100, "H100-80GB", EXPORTS], MAX_BATCH_H100,
+                       EXPORTS),
+    "max-batch-h200": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H200, "H200", EXPORTS], MAX_BATCH_H200,
+                       EXPORTS),
     "time-h100": ("compare_time.py", ["--markdown", TIME_H100, EXPORTS], TIME_H100, EXPORTS),
     "time-h200": ("compare_time.py", ["--markdown", TIME_H200, EXPORTS], TIME_H200, EXPORTS),
     "time-ops-h100": ("compare_time.py", ["--markdown", "--by-op", TIME_H100, EXPORTS], TIME_H100, EXPORTS),
@@ -409,6 +415,8 @@ TABLES = {
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
+    "max-batch-h100": (("max-batch-h100",), lambda o: view_raw(o, "max-batch-h100", source=False)),
+    "max-batch-h200": (("max-batch-h200",), lambda o: view_raw(o, "max-batch-h200", source=False)),
     "time-h100": (("time-h100",), lambda o: view_raw(o, "time-h100")),
     "time-h200": (("time-h200",), lambda o: view_raw(o, "time-h200")),
     "time-ops-h100": (("time-ops-h100",), lambda o: view_raw(o, "time-ops-h100")),
