@@ -465,18 +465,17 @@ MODELS = {
     "distilbert": (_distilbert, tokens, [1, 8, 32], False),
     "convnet1d": (ConvNet1d, lambda b: torch.randn(b, 16, 1024), [1, 8, 64], False),
     "mixer_mlp": (MixerMLP, lambda b: torch.randn(b, 64, 48), [1, 8, 64], False),
-    # added in session 4 to test that session's rules on models they were not
-    # written against: grouped and strided 1x1 convs (ResNeXt), Hugging Face's
-    # default sdpa attention, windowed attention with an explicit softmax (Swin)
+    # grouped and strided 1x1 convs (ResNeXt), Hugging Face's default sdpa
+    # attention, windowed attention with an explicit softmax (Swin)
     "resnext50_32x4d": (_tv("resnext50_32x4d"), image, [1, 8, 32], False),
     "bert_sdpa": (_bert_sdpa, tokens, [1, 8, 32], False),
     "swin_t": (_tv("swin_t"), image, [1, 8, 32], False),
-    # and three measured after the last rule, as a blind check
+    # a blind check: measured before the rules that touch them were changed
     "regnet_y_400mf": (_tv("regnet_y_400mf"), image, [1, 8, 32], False),
     "mobilenet_v3_large": (_tv("mobilenet_v3_large"), image, [1, 8, 32], False),
     "gpt2_sdpa": (_gpt2_sdpa, lambda b: tokens(b, 50257), [1, 8, 32], False),
-    # session 5: a blind set, measured before any rule of that session:
-    # plain and wide residual nets without and with BN, NAS-found depthwise
+    # a blind set, measured before the rules they test were written: plain
+    # and wide residual nets without and with BN, NAS-found depthwise
     # nets, a decoder with rotary embeddings, RMSNorm and gated MLPs (Llama,
     # sdpa), T5's encoder (relative position bias, no biases) and ALBERT
     # (one layer's weights shared by all twelve)
@@ -487,8 +486,7 @@ MODELS = {
     "llama_4l": (_llama, lambda b: tokens(b, 32000), [1, 8, 32], False),
     "t5_encoder": (_t5_encoder, lambda b: tokens(b, 32128), [1, 8, 32], False),
     "albert_base": (_albert, lambda b: tokens(b, 30000), [1, 8, 32], False),
-    # session 5, second blind set, measured after that session's rules:
-    # grouped-query attention (Qwen2: 8 query heads over 2 key/value heads),
+    # a second blind set, measured after those rules: grouped-query attention (Qwen2: 8 query heads over 2 key/value heads),
     # OPT's decoder (learned positions, ReLU), RoBERTa with Hugging Face's
     # default attention, and two more torchvision CNNs
     "qwen2_4l": (_qwen2, lambda b: tokens(b, 32000), [1, 8, 32], False),
@@ -496,8 +494,8 @@ MODELS = {
     "roberta_base": (_roberta, lambda b: tokens(b, 50265), [1, 8, 32], False),
     "efficientnet_b3": (_tv("efficientnet_b3"), image, [1, 8, 32], False),
     "squeezenet1_1": (_tv("squeezenet1_1"), image, [1, 8, 32], False),
-    # session 6, a third blind set, measured after that session's conv
-    # weight-gradient rule: small CNNs, where a conv's workspace is a large
+    # a third blind set, measured after the conv weight-gradient rule: small
+    # CNNs, where a conv's workspace is a large
     # part of the peak (32x32 images, raw audio), and one more torchvision net
     "cifar_resnet20": (CifarResNet, lambda b: torch.randn(b, 3, 32, 32), [1, 32, 128], False),
     "cifar_vgg": (CifarVGG, lambda b: torch.randn(b, 3, 32, 32), [1, 32, 128], False),
