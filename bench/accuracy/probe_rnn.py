@@ -63,47 +63,36 @@ def outputs_of(mode, out):
     return [y, *h] if mode == "LSTM" else [y, h]
 
 
+def forward(mode, m, x, grad):
+    """The outputs of one forward from a settled allocator, what the forward
+    left beyond them and its transient above what it left: (outputs, out
+    bytes, kept, transient)."""
+    settle()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.set_grad_enabled(grad):
+        outs = outputs_of(mode, m(x))
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_allocated()
+    out_bytes = sum(tensor_bytes(t) for t in outs)
+    return outs, out_bytes, after - before - out_bytes, torch.cuda.max_memory_allocated() - after
+
+
 def probe(mode, T, N, inp, hidden, layers, bidir, dtype):
     m = make(mode, inp, hidden, layers, bidir, dtype)
     x = torch.randn(T, N, inp, device="cuda", dtype=dtype)
     param_bytes = sum(tensor_bytes(p) for p in m.parameters())
     rec = {"mode": mode, "T": T, "N": N, "I": inp, "H": hidden, "L": layers, "D": 2 if bidir else 1,
            "dtype": str(dtype).replace("torch.", ""), "param_bytes": param_bytes}
-    # inference
-    settle()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    with torch.no_grad():
-        outs = outputs_of(mode, m(x))
-    torch.cuda.synchronize()
-    after = torch.cuda.memory_allocated()
-    out_bytes = sum(tensor_bytes(t) for t in outs)
-    rec["out_bytes"] = out_bytes
-    rec["infer_kept"] = after - before - out_bytes
-    rec["infer_transient"] = torch.cuda.max_memory_allocated() - after
+    # inference in training mode, then in eval mode (as an inference pass
+    # runs it: no reserve), then the training forward
+    outs, rec["out_bytes"], rec["infer_kept"], rec["infer_transient"] = forward(mode, m, x, False)
     del outs
-    # eval mode (module.eval(), as an inference pass runs it): no reserve
     m.eval()
-    settle()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    with torch.no_grad():
-        outs = outputs_of(mode, m(x))
-    torch.cuda.synchronize()
-    after = torch.cuda.memory_allocated()
-    rec["eval_kept"] = after - before - out_bytes
-    rec["eval_transient"] = torch.cuda.max_memory_allocated() - after
+    outs, _, rec["eval_kept"], rec["eval_transient"] = forward(mode, m, x, False)
     del outs
     m.train()
-    # training forward
-    settle()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    outs = outputs_of(mode, m(x))
-    torch.cuda.synchronize()
-    after = torch.cuda.memory_allocated()
-    rec["kept"] = after - before - out_bytes
-    rec["fwd_transient"] = torch.cuda.max_memory_allocated() - after
+    outs, _, rec["kept"], rec["fwd_transient"] = forward(mode, m, x, True)
     # backward
     loss = sum(t.float().sum() for t in outs)
     torch.cuda.synchronize()
