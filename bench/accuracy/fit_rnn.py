@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Fits layers/recurrent.c's cuDNN rules to probe_rnn.py's runs.
 
-usage: fit_rnn.py [DATA.json ...]   (default: data/rnn/rnn_grid_h100_run2.json
-                                      and data/rnn/rnn_axes_h100_run2.json)
+usage: fit_rnn.py [DATA.json ...]   (default: data/rnn/rnn_grid_h100_run2.json,
+                                      rnn_axes_h100_run2.json, rnn_large_h100_run3.json)
 
 Prints, per mode (LSTM, GRU, RNN_TANH):
   - the reserve space rule's error on every record: float32
     4 * (T*N*H * (L*D*k + (L-1)*D) + L*D*m*N*H), half precision
     h * L*D*T*N*H + 2 * (L-1)*D*T*N*H + 2 * L*D*m*N*H, rounded to 512;
-  - least-squares coefficients of the call's transient bytes (training
+  - least-squares coefficients (in bytes, what a peak adds up) of the
+    call's transient bytes (training
     forward, eval-mode forward, backward) in 1, L*D, the call's weight bytes,
     D*T*N*H*es and T*N*I*es, with their median, 90th-percentile and largest
     relative errors, and the errors on the zoo's own calls (lstm_tagger,
@@ -21,7 +22,8 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT = [os.path.join(HERE, "data/rnn", f) for f in ("rnn_grid_h100_run2.json", "rnn_axes_h100_run2.json")]
+DEFAULT = [os.path.join(HERE, "data/rnn", f)
+           for f in ("rnn_grid_h100_run2.json", "rnn_axes_h100_run2.json", "rnn_large_h100_run3.json")]
 RESERVE = {"LSTM": (5, 2, 14), "GRU": (6, 1, 15), "RNN_TANH": (1, 1, 3)}  # k, m, h
 ZOO_CALLS = [(64, 128, 256, 2), (100, 80, 384, 2), (256, 64, 512, 3)]  # T, I, H, L
 
@@ -56,7 +58,7 @@ def main():
         for key in ("fwd_transient", "eval_transient", "bwd_transient"):
             A = np.array([features(r) for r in rs], float)
             y = np.array([r[key] for r in rs], float)
-            c, *_ = np.linalg.lstsq(A, y, rcond=None)
+            c, *_ = np.linalg.lstsq(A, y, rcond=None)  # bytes: what a peak is made of
             e = np.abs(A @ c - y) / y
             zoo = [f"N{r['N']}:{(np.array(features(r)) @ c - r[key]) / r[key]:+.2f}" for r in rs
                    if (r["T"], r["I"], r["H"], r["L"]) in ZOO_CALLS]

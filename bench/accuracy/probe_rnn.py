@@ -2,7 +2,7 @@
 """What PyTorch's cuDNN recurrent layers allocate: the evidence for the LSTM,
 GRU and RNN rules of layers/recurrent.c.
 
-usage (on a GPU machine): probe_rnn.py OUT.json [axes]
+usage (on a GPU machine): probe_rnn.py OUT.json [axes | large]
 
 For every configuration of a grid (mode LSTM / GRU / RNN_TANH, seq T, batch
 N, input I, hidden H, layers L, one or two directions D, float32 and
@@ -25,7 +25,8 @@ weights, as nn.Module.cuda() leaves them) runs:
                   eval_transient and eval_kept
 
 With `axes`, the grid is axes_grid()'s instead: one size at a time over
-wide ranges, and the zoo's own recurrent calls.
+wide ranges, and the zoo's own recurrent calls; with `large`, the zoo's
+calls at large batches (large_grid()).
 
 Every figure is in bytes as the caching allocator counts them (blocks of
 512). The JSON has the machine, torch and cuDNN versions, and one record per
@@ -130,12 +131,23 @@ def axes_grid():
     return grid
 
 
+def large_grid():
+    """The zoo's recurrent calls at large batches, where --max-batch looks."""
+    grid = []
+    for n in [512, 2048, 8192]:
+        grid.append(("LSTM", 64, n, 128, 256, 2, True, torch.float32))
+        grid.append(("GRU", 100, n, 80, 384, 2, False, torch.float32))
+    for n in [256, 1024]:
+        grid.append(("RNN_TANH", 256, n, 64, 512, 3, False, torch.float32))
+    return grid
+
+
 def main():
     out_path = sys.argv[1]
     torch.backends.cudnn.benchmark = False
-    if len(sys.argv) > 2 and sys.argv[2] == "axes":
-        grid = axes_grid()
-        run(out_path, grid)
+    grids = {"axes": axes_grid, "large": large_grid}
+    if len(sys.argv) > 2 and sys.argv[2] in grids:
+        run(out_path, grids[sys.argv[2]]())
         return
     grid = []
     for mode in ["LSTM", "GRU", "RNN_TANH"]:
