@@ -181,12 +181,13 @@ static bool all_equal(const est_graph *g, int32_t t, double v, int64_t *count) {
 }
 
 /* The [C] parameter behind a GroupNorm's [C, 1, 1] weight or bias: the
- * Unsqueeze's input (*unsqueeze set, to drop), or the initializer itself,
- * declared [C] from now on (the dynamo exporter folded the unsqueeze into
- * it). -1 when it is neither. */
-static int32_t channel_param(fuse_ctx *f, int32_t t, int32_t *unsqueeze) {
-    est_graph *g = f->g;
+ * Unsqueeze's input (*unsqueeze set, to drop), or the initializer itself
+ * (*folded set: the dynamo exporter folded the unsqueeze into it, and it is
+ * declared [C] once the fusion is sure). -1 when it is neither. */
+static int32_t channel_param(const fuse_ctx *f, int32_t t, int32_t *unsqueeze, bool *folded) {
+    const est_graph *g = f->g;
     *unsqueeze = -1;
+    *folded = false;
     int32_t p = producer(g, t);
     if (p >= 0 && is_op(g, p, "Unsqueeze") && single_use(f, t)) {
         int32_t param = g->nodes[p].inputs[0];
@@ -194,11 +195,11 @@ static int32_t channel_param(fuse_ctx *f, int32_t t, int32_t *unsqueeze) {
         *unsqueeze = p;
         return param;
     }
-    est_tensor *w = &g->tensors[t];
+    const est_tensor *w = &g->tensors[t];
     if (p >= 0 || w->kind != EST_T_INITIALIZER || !single_use(f, t) || w->rank != 3 || w->dims[1].value != 1 ||
         w->dims[2].value != 1)
         return -1;
-    w->rank = 1; /* [C, 1, 1] -> [C]: the same parameter, as the module holds it */
+    *folded = true;
     return t;
 }
 
@@ -251,14 +252,18 @@ static bool match_group_norm(fuse_ctx *f, int32_t in, bool *drop) {
     int32_t w_t = other_input(&g->nodes[mul], g->nodes[after].outputs[0]);
     int32_t b_t = other_input(&g->nodes[add], g->nodes[mul].outputs[0]);
     int32_t w_un, b_un;
+    bool w_folded, b_folded;
     if (w_t < 0 || b_t < 0 || w_t == b_t) return false;
-    int32_t w = channel_param(f, w_t, &w_un), b = w >= 0 ? channel_param(f, b_t, &b_un) : -1;
+    int32_t w = channel_param(f, w_t, &w_un, &w_folded), b = w >= 0 ? channel_param(f, b_t, &b_un, &b_folded) : -1;
     if (w < 0 || b < 0) return false;
     double epsilon = 1e-5;
     for (int32_t j = 0; j < n->n_attrs; j++)
         if (strcmp(n->attrs[j].name, "epsilon") == 0 && n->attrs[j].type == EST_ATTR_FLOAT) epsilon = n->attrs[j].f;
     if (!rewrite_group_norm(g, &g->nodes[in], x, w, b, groups, epsilon, g->nodes[add].outputs[0]))
         return f->out_of_memory = true, false;
+    /* [C, 1, 1] -> [C]: the same parameter, as the module holds it */
+    if (w_folded) g->tensors[w].rank = 1;
+    if (b_folded) g->tensors[b].rank = 1;
     drop[before] = drop[after] = drop[mul] = drop[add] = true;
     if (w_un >= 0) drop[w_un] = true;
     if (b_un >= 0) drop[b_un] = true;

@@ -1560,6 +1560,36 @@ static void check_group_norm(void) {
     }
     est_report_free(r);
     est_graph_free(g);
+    /* the weight as the dynamo exporter folds it ([64, 1, 1], read by the
+     * Mul), the bias's [64, 1, 1] also a graph output: no fusion, and the
+     * weight keeps its shape (declared [64], the Mul would not broadcast) */
+    {
+        char doc[4096];
+        snprintf(doc, sizeof doc, "%s", group_norm_graph("1, 1"));
+        const char *from[] = {"{\"name\": \"gn.weight\", \"dtype\": \"float32\", \"dims\": [64]}",
+                              "[\"gn.weight\", \"axes\"]", "[\"nb\", \"wu\"]", "\"outputs\": [\"z\"]}\n"};
+        const char *to[] = {"{\"name\": \"gn.weight\", \"dtype\": \"float32\", \"dims\": [64, 1, 1]}",
+                            "[\"gn.bias\", \"axes\"]", "[\"nb\", \"gn.weight\"]", "\"outputs\": [\"z\", \"bu\"]}\n"};
+        bool edited = true;
+        for (int k = 0; k < 4; k++) {
+            char *at = strstr(doc, from[k]);
+            if (!at) {
+                edited = false;
+                break;
+            }
+            char rest[4096];
+            snprintf(rest, sizeof rest, "%s", at + strlen(from[k]));
+            snprintf(at, sizeof doc - (size_t)(at - doc), "%s%s", to[k], rest);
+        }
+        CHECK(edited, "group norm (unfused): the graph could not be edited");
+        est_graph *g2 = edited ? load_json(doc, "group norm, bias read twice") : NULL;
+        est_report *r2 = run(g2, EST_MODE_TRAIN, 4);
+        const est_layer *in2 = r2 ? layer_named(r2, "in", "group norm, bias read twice") : NULL;
+        CHECK(in2 && strcmp(in2->op, "InstanceNormalization") == 0, "group norm, bias read twice: node 'in' is %s",
+              in2 ? in2->op : "?");
+        est_report_free(r2);
+        est_graph_free(g2);
+    }
     g = load_json(group_norm_graph("1, 2"), "scaled instance norm");
     r = run(g, EST_MODE_TRAIN, 4);
     const est_layer *in = r ? layer_named(r, "in", "scaled instance norm") : NULL;
