@@ -19,6 +19,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -298,36 +299,52 @@ static bool ew_apply(const ew_op *op, num a, num b, num *r) {
 /* Where each input's element for the current output element is: an
  * odometer over the output's coordinates that moves every input's flat
  * index by its own strides (0 along a broadcast dim), so a fold over a
- * broadcast needs no division per element. */
-enum { EW_CURSOR_INPUTS = 8 };
+ * broadcast needs no division per element. Up to CURSOR_LOCAL inputs the
+ * strides live in the cursor; a variadic op with more takes them from the
+ * heap. */
+enum { CURSOR_LOCAL = 8 };
 typedef struct ew_cursor {
     int rank, n_in;
     int64_t coord[EST_MAX_RANK];
-    int64_t stride[EW_CURSOR_INPUTS][EST_MAX_RANK];
-    int64_t index[EW_CURSOR_INPUTS];
+    int64_t *stride;  /* n_in x EST_MAX_RANK */
+    int64_t *index;   /* n_in */
+    int64_t local[CURSOR_LOCAL * (EST_MAX_RANK + 1)];
 } ew_cursor;
 
-static void cursor_start(ew_cursor *cur, const est_infer_ctx *ctx, const est_tval *out) {
+/* false when out of host memory */
+static bool cursor_start(ew_cursor *cur, const est_infer_ctx *ctx, const est_tval *out) {
+    size_t slots = (size_t)ctx->n_in * (EST_MAX_RANK + 1);
+    int64_t *mem = ctx->n_in <= CURSOR_LOCAL ? cur->local : malloc(slots * sizeof *mem);
+    if (!mem) return false;
+    cur->stride = mem;
+    cur->index = mem + (size_t)ctx->n_in * EST_MAX_RANK;
     cur->rank = out->rank;
     cur->n_in = ctx->n_in;
     for (int d = 0; d < out->rank; d++) cur->coord[d] = 0;
     for (int i = 0; i < ctx->n_in; i++) {
         const est_tval *t = ctx->in[i];
-        int64_t stride = 1;
+        int64_t stride = 1, *st = cur->stride + (size_t)i * EST_MAX_RANK;
         cur->index[i] = 0;
         for (int d = out->rank - 1, td = t->rank - 1; d >= 0; d--, td--) {
             bool broadcast = td < 0 || t->dims[td] == 1;
-            cur->stride[i][d] = broadcast ? 0 : stride;
+            st[d] = broadcast ? 0 : stride;
             if (td >= 0) stride *= t->dims[td];
         }
     }
+    return true;
+}
+
+static void cursor_free(ew_cursor *cur) {
+    if (cur->stride != cur->local) free(cur->stride);
 }
 
 static void cursor_next(ew_cursor *cur, const int64_t *dims) {
     for (int d = cur->rank - 1; d >= 0; d--) {
         bool wrap = ++cur->coord[d] == dims[d];
-        for (int i = 0; i < cur->n_in; i++)
-            cur->index[i] += wrap ? -cur->stride[i][d] * (dims[d] - 1) : cur->stride[i][d];
+        for (int i = 0; i < cur->n_in; i++) {
+            int64_t st = cur->stride[(size_t)i * EST_MAX_RANK + d];
+            cur->index[i] += wrap ? -st * (dims[d] - 1) : st;
+        }
         if (!wrap) return;
         cur->coord[d] = 0;
     }
@@ -351,25 +368,28 @@ static bool fold_element(const est_infer_ctx *ctx, const ew_op *op, const ew_cur
     return true;
 }
 
-/* One loop over the output for every broadcasting op. Variadic ops with more
- * inputs than the cursor tracks stay unfolded (shape tensors never have). */
+/* One loop over the output for every broadcasting op. */
 static void fold_elementwise(est_infer_ctx *ctx, const ew_op *op) {
-    if (ctx->n_in > EW_CURSOR_INPUTS) return;
     for (int i = 0; i < ctx->n_in; i++)
         if (!known(ctx->in[i])) return;
     est_tval *out = ctx->out[0];
     est_const *c = out ? fold_out(ctx, out->dtype) : NULL;
     if (!c) return;
     ew_cursor cur;
-    cursor_start(&cur, ctx, out);
+    if (!cursor_start(&cur, ctx, out)) {
+        ctx->out_of_memory = true;
+        out->value = NULL;
+        return;
+    }
     for (int64_t k = 0; k < out->elements; k++, cursor_next(&cur, out->dims)) {
         num r;
         if (!fold_element(ctx, op, &cur, &r)) {
             out->value = NULL; /* the constant stays owned by the run */
-            return;
+            break;
         }
         num_put(c, k, r);
     }
+    cursor_free(&cur);
 }
 
 /* Checks element types: Where takes a bool condition and two equal types,

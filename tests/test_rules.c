@@ -1599,6 +1599,37 @@ static void check_group_norm(void) {
     est_graph_free(g);
 }
 
+/* A Sum of nine constant shapes folds like a Sum of two (layers/math.c keeps
+ * the strides of more than eight inputs on the heap): [0, 4] + 8 x [0, 1]
+ * = [0, 12], which Reshape needs known. */
+static void check_sum_of_many_folds(void) {
+    char inits[2048] = "", names[512] = "";
+    size_t ui = 0, un = 0;
+    for (int k = 0; k < 9; k++) {
+        ui += (size_t)snprintf(inits + ui, sizeof inits - ui,
+                               "%s{\"name\": \"c%d\", \"dtype\": \"int64\", \"dims\": [2], \"values\": [0, %d]}",
+                               k ? ", " : "", k, k ? 1 : 4);
+        un += (size_t)snprintf(names + un, sizeof names - un, "%s\"c%d\"", k ? ", " : "", k);
+    }
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"sum9\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 3, 4]}],\n"
+             " \"initializers\": [%s],\n"
+             " \"nodes\": [{\"name\": \"sum\", \"op\": \"Sum\", \"inputs\": [%s], \"outputs\": [\"shape\"]},\n"
+             "  {\"name\": \"reshape\", \"op\": \"Reshape\", \"inputs\": [\"x\", \"shape\"], \"outputs\": [\"y\"]}],\n"
+             " \"outputs\": [\"y\"]}\n",
+             inits, names);
+    est_graph *g = load_json(doc, "sum of nine");
+    est_report *r = run(g, EST_MODE_INFER, 5);
+    const est_layer *L = r ? layer_named(r, "reshape", "sum of nine") : NULL;
+    CHECK(L && L->n_outputs == 1 && L->outputs[0].rank == 2 && L->outputs[0].shape[0] == 5 &&
+              L->outputs[0].shape[1] == 12,
+          "sum of nine: the Reshape's output is not [5, 12]");
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -1628,5 +1659,6 @@ int main(int argc, char **argv) {
     check_dropout_identity();
     check_folded_tables();
     check_group_norm();
+    check_sum_of_many_folds();
     return test_result("test_rules");
 }
