@@ -137,6 +137,7 @@ static est_status rnn_infer(est_infer_ctx *ctx) {
 typedef struct rnn_dims {
     uint64_t seq, batch, input, hidden, dirs;
     uint64_t call_layers, call_input; /* the PyTorch call's layers and first input size */
+    double elem_bytes;                /* of Y as the step stores it; 0 when Y is empty */
 } rnn_dims;
 
 static rnn_dims dims_of(const est_cost_ctx *c) {
@@ -153,6 +154,8 @@ static rnn_dims dims_of(const est_cost_ctx *c) {
     r.call_layers = layers > 0 ? (uint64_t)layers : 1;
     int64_t call_input = est_node_attr_int(c->node, EST_RNN_CALL_INPUT, 0);
     r.call_input = call_input > 0 ? (uint64_t)call_input : r.input;
+    uint64_t n = est_tval_elements(y);
+    r.elem_bytes = n ? (double)est_cost_bytes(c, y) / (double)n : 0;
     return r;
 }
 
@@ -170,7 +173,7 @@ static void rnn_flops(const est_cost_ctx *c, est_flops *f) {
 /* cuDNN's reserve space of one layer. */
 static uint64_t reserve_bytes(const est_cost_ctx *c, const rnn_dims *d) {
     const rnn_rule *rule = &rules[mode_of(c->node)];
-    uint64_t es = est_cost_bytes(c, est_cost_out(c, 0)) / (est_tval_elements(est_cost_out(c, 0)) ? est_tval_elements(est_cost_out(c, 0)) : 1);
+    uint64_t es = (uint64_t)d->elem_bytes;
     uint64_t tnh = est_mul_sat(est_mul_sat(d->seq, d->batch), est_mul_sat(d->hidden, d->dirs));
     uint64_t rows = est_mul_sat(est_mul_sat(d->batch, d->hidden), d->dirs);
     uint64_t per_step = es >= 4 ? est_mul_sat(es * (uint64_t)rule->reserve_per_step, tnh)
@@ -193,9 +196,7 @@ static void rnn_saves(const est_cost_ctx *c, est_saved *s) {
  * taken as this layer's times the call's layers. */
 static uint64_t fitted(const est_cost_ctx *c, const double *fit) {
     rnn_dims d = dims_of(c);
-    const est_tval *y = est_cost_out(c, 0);
-    uint64_t n = est_tval_elements(y);
-    double es = n ? (double)est_cost_bytes(c, y) / (double)n : 4.0;
+    double es = d.elem_bytes > 0 ? d.elem_bytes : 4.0;
     double weights = 0;
     for (int k = 1; k <= 3; k++) weights += (double)est_cost_bytes(c, est_cost_in(c, k));
     double tn = (double)d.seq * (double)d.batch;

@@ -109,6 +109,10 @@ bool est__node_is(const est_node *n, const char *op) {
     return n->op_type && n->op_type[0] == op[0] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
 }
 
+bool est__node_is_recurrent(const est_node *n) {
+    return est__node_is(n, "LSTM") || est__node_is(n, "GRU") || est__node_is(n, "RNN");
+}
+
 void est__graph_drop_nodes(est_graph *g, const bool *drop) {
     int32_t kept = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {

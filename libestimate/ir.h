@@ -264,6 +264,8 @@ bool est__graph_readers(const est_graph *g, est_readers *out);
 void est__readers_free(est_readers *r);
 /* Whether node n is op `op` of the standard domain. */
 bool est__node_is(const est_node *n, const char *op);
+/* Whether node n is an LSTM, GRU or RNN of the standard domain. */
+bool est__node_is_recurrent(const est_node *n);
 
 /* Clears the nodes marked in drop[] and closes the gaps, keeping the order. */
 void est__graph_drop_nodes(est_graph *g, const bool *drop);

@@ -135,8 +135,7 @@ static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
     int32_t y = n->inputs[0], p = s->g->tensors[y].producer;
     if (p < 0) return false;
     const est_node *rnn = &s->g->nodes[p];
-    bool recurrent = est__node_is(rnn, "LSTM") || est__node_is(rnn, "GRU") || est__node_is(rnn, "RNN");
-    if (!recurrent || rnn->outputs[0] != y || est_node_attr_int(rnn, "layout", 0) != 0) return false;
+    if (!est__node_is_recurrent(rnn) || rnn->outputs[0] != y || est_node_attr_int(rnn, "layout", 0) != 0) return false;
     int64_t count;
     const int64_t *perm = est_node_attr_ints(n, "perm", &count);
     return perm && count == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;

@@ -25,10 +25,6 @@
 
 #include "rnn_weights.h"
 
-static bool is_rnn(const est_node *n) {
-    return est__node_is(n, "LSTM") || est__node_is(n, "GRU") || est__node_is(n, "RNN");
-}
-
 /* Ops that only rearrange their input 0 (Concat: every input); the other
  * inputs are shapes, axes and bounds. */
 static bool rearranges(const est_node *n) {
@@ -141,14 +137,14 @@ static int merge_weight(est_graph *g, const int32_t *producer, const int32_t *re
     int32_t t = merged_param(g, &w, rank, dims);
     if (t == -1) return -1;
     if (t < 0) return 0;
-    g->nodes[i].inputs[slot] = t; /* g->nodes may not move, but re-read it: merged_param grew the tensors */
+    n->inputs[slot] = t;
     for (int32_t p = 0; p < g->n_nodes; p++) drop_candidates[p] |= in_tree[p];
     return 0;
 }
 
 /* Drops the candidates nothing reads any more, repeatedly (a Concat's
  * inputs go once the Concat has). false when out of memory. */
-static bool drop_unread(est_graph *g, const bool *candidates) {
+static bool drop_unread(est_graph *g, bool *candidates) {
     for (;;) {
         int32_t *reads = est__graph_count_reads(g);
         bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
@@ -168,10 +164,9 @@ static bool drop_unread(est_graph *g, const bool *candidates) {
         }
         if (any) {
             /* keep the candidates' flags lined up with the nodes that stay */
-            bool *c = (bool *)candidates;
             int32_t kept = 0;
             for (int32_t i = 0; i < g->n_nodes; i++)
-                if (!drop[i]) c[kept++] = c[i];
+                if (!drop[i]) candidates[kept++] = candidates[i];
             est__graph_drop_nodes(g, drop);
         }
         free(reads);
@@ -188,7 +183,7 @@ static int32_t previous_layer(const est_graph *g, const int32_t *producer, const
     int32_t t = n->n_inputs ? n->inputs[0] : -1;
     for (int hops = 0; t >= 0 && producer[t] >= 0 && hops < 8; hops++) {
         const est_node *p = &g->nodes[producer[t]];
-        if (is_rnn(p)) return p->scope && n->scope && p->scope == n->scope && p->outputs[0] == t ? producer[t] : -1;
+        if (est__node_is_recurrent(p)) return p->scope && n->scope && p->scope == n->scope && p->outputs[0] == t ? producer[t] : -1;
         bool passes = est__node_is(p, "Transpose") || est__node_is(p, "Reshape") || est__node_is(p, "Squeeze") ||
                       est__node_is(p, "Unsqueeze") || est__node_is(p, "Identity") || est__node_is(p, "Dropout");
         if (!passes || p->n_inputs < 1) return -1;
@@ -230,13 +225,13 @@ static bool mark_call_layers(est_graph *g, const int32_t *producer) {
     bool ok = first && count;
     for (int32_t i = 0; ok && i < g->n_nodes; i++) {
         first[i] = i;
-        if (!is_rnn(&g->nodes[i])) continue;
+        if (!est__node_is_recurrent(&g->nodes[i])) continue;
         int32_t prev = previous_layer(g, producer, &g->nodes[i]);
         if (prev >= 0) first[i] = first[prev]; /* nodes come in file order: prev is done */
         count[first[i]]++;
     }
     for (int32_t i = 0; ok && i < g->n_nodes; i++) {
-        if (!is_rnn(&g->nodes[i]) || count[first[i]] < 2) continue;
+        if (!est__node_is_recurrent(&g->nodes[i]) || count[first[i]] < 2) continue;
         int64_t input = declared_input(g, producer, &g->nodes[first[i]]);
         ok = add_int_attr(&g->nodes[i], EST_RNN_CALL_LAYERS, count[first[i]]) &&
              (input <= 0 || add_int_attr(&g->nodes[i], EST_RNN_CALL_INPUT, input));
@@ -258,14 +253,14 @@ static int32_t *producers(const est_graph *g) {
 
 est_status est__onnx_rnn_weights(est_graph *g, est_error *err) {
     bool any = false;
-    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = is_rnn(&g->nodes[i]);
+    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = est__node_is_recurrent(&g->nodes[i]);
     if (!any) return EST_OK;
     int32_t *producer = producers(g), *reads = est__graph_count_reads(g);
     bool *in_tree = calloc((size_t)g->n_nodes + 1, sizeof *in_tree);
     bool *candidates = calloc((size_t)g->n_nodes + 1, sizeof *candidates);
     bool ok = producer && reads && in_tree && candidates;
     for (int32_t i = 0; ok && i < g->n_nodes; i++)
-        for (int slot = 1; ok && slot <= 3 && is_rnn(&g->nodes[i]); slot++)
+        for (int slot = 1; ok && slot <= 3 && est__node_is_recurrent(&g->nodes[i]); slot++)
             ok = merge_weight(g, producer, reads, i, slot, in_tree, candidates) == 0;
     if (ok) ok = drop_unread(g, candidates);
     free(producer);
