@@ -127,28 +127,29 @@ est_status est_max_batch(const est_graph *g, const est_options *opt, const est_f
     search s = {.lo = 1, .cap = cap, .step = 1, .up = true};
     int64_t line_b[2] = {0, 1}; /* the last two points a line may go through */
     uint64_t line_m[2] = {0, pressure(&out->fits)};
-    for (int k = 0; s.hi ? s.hi - s.lo > 1 : s.lo < cap; k++) {
-        int64_t b;
-        if (k < 3) { /* batch 16, then up to two lines */
-            b = k == 0 ? 16 : line_b[0] ? line_reaches(line_b[0], line_m[0], line_b[1], line_m[1], usable) : 0;
-            if (b == 0) k = 3; /* no line: gallop from here */
-        }
-        b = k < 3 ? clamp_guess(&s, b) : gallop_guess(&s);
+    int guided = 0;             /* estimates placed by batch 16 or a line: at most 3 */
+    while (s.hi ? s.hi - s.lo > 1 : s.lo < cap) {
+        int64_t b = 0;
+        if (guided < 3) /* batch 16, then up to two lines */
+            b = guided == 0 ? 16 : line_b[0] ? line_reaches(line_b[0], line_m[0], line_b[1], line_m[1], usable) : 0;
+        if (b == 0) guided = 3; /* no line: gallop from here */
+        b = guided < 3 ? clamp_guess(&s, b) : gallop_guess(&s);
         o.batch = b;
         if ((st = est_estimate_point(g, &o, b, &pt, err)) != EST_OK) return st;
         bool fits = est_point_fits(fit, &pt);
         if (fits) out->fits = pt;
         else out->next = pt;
-        if (k < 3) {
-            if (fits) s.lo = b;
-            else s.hi = b;
-            s.up = fits;
-            if (!pt.totals.out_of_memory && !pt.overflow) {
-                line_b[0] = line_b[1], line_m[0] = line_m[1];
-                line_b[1] = b, line_m[1] = pressure(&pt);
-            }
-        } else {
+        if (guided == 3) {
             record(&s, b, fits);
+            continue;
+        }
+        guided++;
+        if (fits) s.lo = b;
+        else s.hi = b;
+        s.up = fits; /* the gallop after the lines goes on from this side */
+        if (!pt.totals.out_of_memory && !pt.overflow) {
+            line_b[0] = line_b[1], line_m[0] = line_m[1];
+            line_b[1] = b, line_m[1] = pressure(&pt);
         }
     }
     out->batch = s.lo;
