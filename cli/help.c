@@ -155,7 +155,7 @@ static const char help_capacity_text[] =
     "                        bytes; GiB/MiB/KiB binary, GB/MB/KB decimal (default: none)\n"
     "      --reserve SIZE    memory the framework holds beyond the estimate (CUDA\n"
     "                        context, allocator slack); fits when peak <= GPU memory -\n"
-    "                        reserve (default: 1GiB + 1% of the GPU's memory: the\n"
+    "                        reserve (default: 1GiB + 1.5% of the GPU's memory: the\n"
     "                        CUDA context and what CUDA cannot allocate, then a\n"
     "                        margin for the estimate at the limit; with --strategy\n"
     "                        or --tp 564 MiB more on one GPU, 840 MiB on more:\n"

@@ -198,7 +198,7 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
     char *copy = est__strdup(name);
     if (!copy) return -1;
     t = g->n_tensors++;
-    g->tensors[t] = (est_tensor){.name = copy, .rank = -1, .producer = -1, .first_consumer = -1};
+    g->tensors[t] = (est_tensor){.name = copy, .rank = -1, .producer = -1, .first_consumer = -1, .frame_held_until = -1};
     g->names.hash[t] = hash;
     uint64_t mask = g->names.cap - 1;
     uint64_t h = hash & mask;
@@ -317,61 +317,56 @@ static bool already_sorted(const est_graph *g) {
     return true;
 }
 
-/* Kahn's algorithm over node -> consumer edges; reports a node on a cycle. */
+/* Orders the nodes so that every node follows the producers of its inputs,
+ * keeping the file's order otherwise: a node out of place (one a rewrite
+ * appended, or one the file lists late) moves up to just before its first
+ * reader, and nothing else moves. The order is the execution order that the
+ * simulation and the module calls (module_calls.c) read. A depth-first
+ * walk, without recursion; reports a node on a cycle. */
 static est_status sort_nodes(est_graph *g, est_error *err) {
     if (already_sorted(g)) return EST_OK;
     int32_t nn = g->n_nodes;
-    int64_t n_edges = 0;
-    for (int32_t i = 0; i < nn; i++) n_edges += g->nodes[i].n_inputs;
-    int32_t *indeg = calloc((size_t)nn + 1, sizeof *indeg);
-    int32_t *start = calloc((size_t)nn + 1, sizeof *start);
-    int32_t *edges = malloc((size_t)(n_edges ? n_edges : 1) * sizeof *edges);
-    int32_t *order = malloc((size_t)(nn ? nn : 1) * sizeof *order);
-    est_node *sorted = malloc((size_t)(nn ? nn : 1) * sizeof *sorted);
+    enum { UNSEEN = 0, OPEN, DONE };
+    uint8_t *state = calloc((size_t)nn + 1, 1);
+    int32_t *stack = malloc(((size_t)nn + 1) * sizeof *stack);
+    int32_t *cursor = calloc((size_t)nn + 1, sizeof *cursor); /* the next input to look at */
+    int32_t *order = malloc(((size_t)nn + 1) * sizeof *order);
+    est_node *sorted = malloc(((size_t)nn + 1) * sizeof *sorted);
     est_status st = EST_OK;
-    if (!indeg || !start || !edges || !order || !sorted) {
+    if (!state || !stack || !cursor || !order || !sorted) {
         st = est__fail(err, EST_ENOMEM, "%s: out of memory sorting nodes", g->source);
         goto out;
     }
-    for (int32_t i = 0; i < nn; i++)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
-            int32_t t = g->nodes[i].inputs[k];
-            if (t >= 0 && g->tensors[t].producer >= 0) {
-                start[g->tensors[t].producer + 1]++;
-                indeg[i]++;
-            }
-        }
-    for (int32_t i = 0; i < nn; i++) start[i + 1] += start[i];
-    {
-        int32_t *fill = calloc((size_t)nn + 1, sizeof *fill);
-        if (!fill) {
-            st = est__fail(err, EST_ENOMEM, "%s: out of memory sorting nodes", g->source);
-            goto out;
-        }
-        for (int32_t i = 0; i < nn; i++)
-            for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
-                int32_t t = g->nodes[i].inputs[k];
-                if (t >= 0 && g->tensors[t].producer >= 0) {
-                    int32_t p = g->tensors[t].producer;
-                    edges[start[p] + fill[p]++] = i;
+    int32_t n_order = 0;
+    for (int32_t root = 0; root < nn && st == EST_OK; root++) {
+        if (state[root] != UNSEEN) continue;
+        int32_t top = 0;
+        stack[top++] = root;
+        state[root] = OPEN;
+        while (top > 0) {
+            int32_t x = stack[top - 1];
+            const est_node *n = &g->nodes[x];
+            int32_t next = -1;
+            while (cursor[x] < n->n_inputs && next < 0) {
+                int32_t t = n->inputs[cursor[x]++];
+                int32_t p = t >= 0 ? g->tensors[t].producer : -1;
+                if (p < 0 || state[p] == DONE) continue;
+                if (state[p] == OPEN) {
+                    st = est__fail(err, EST_EGRAPH, "%s: node '%s' (%s): the graph has a cycle through this node",
+                                   g->source, g->nodes[p].name, g->nodes[p].op_type);
+                    goto out;
                 }
+                next = p;
             }
-        free(fill);
-    }
-    int32_t head = 0, tail = 0;
-    for (int32_t i = 0; i < nn; i++)
-        if (indeg[i] == 0) order[tail++] = i;
-    while (head < tail) {
-        int32_t p = order[head++];
-        for (int32_t e = start[p]; e < start[p + 1]; e++)
-            if (--indeg[edges[e]] == 0) order[tail++] = edges[e];
-    }
-    if (tail < nn) {
-        int32_t bad = 0;
-        while (bad < nn && indeg[bad] == 0) bad++;
-        st = est__fail(err, EST_EGRAPH, "%s: node '%s' (%s): the graph has a cycle through this node",
-                       g->source, g->nodes[bad].name, g->nodes[bad].op_type);
-        goto out;
+            if (next >= 0) {
+                state[next] = OPEN;
+                stack[top++] = next;
+                continue;
+            }
+            state[x] = DONE;
+            order[n_order++] = x;
+            top--;
+        }
     }
     for (int32_t i = 0; i < nn; i++) sorted[i] = g->nodes[order[i]];
     free(g->nodes);
@@ -383,9 +378,9 @@ static est_status sort_nodes(est_graph *g, est_error *err) {
         for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
             if (g->nodes[i].outputs[k] >= 0) g->tensors[g->nodes[i].outputs[k]].producer = i;
 out:
-    free(indeg);
-    free(start);
-    free(edges);
+    free(state);
+    free(stack);
+    free(cursor);
     free(order);
     free(sorted);
     return st;
@@ -453,207 +448,6 @@ static void resolve_ops(est_graph *g) {
     }
 }
 
-/* ---- module calls ------------------------------------------------------------
- * PyTorch eager keeps a module's arguments referenced (by the caller's frame
- * and the call's argument tuple) until the module returns, even after its
- * forward has read them for the last time. The exporters name the module each
- * node ran in (est_node.scope); one call of a module is a maximal run of
- * consecutive nodes inside its scope. Nodes of unknown scope neither extend
- * nor end a run. */
-
-static int32_t scope_depth(const char *s) {
-    if (!*s) return 0;
-    int32_t depth = 1;
-    for (; *s; s++) depth += *s == '/';
-    return depth;
-}
-
-/* The last node of the innermost block call around node n (last_of[d]: the
- * end of n's depth-d call), or -1 when n runs in no block. */
-static int32_t innermost_block_end(const est_node *n, const int32_t *last_of) {
-    int32_t end = -1, d = 0;
-    for (const char *c = n->scope ? n->scope : ""; *c; d++) {
-        size_t len = strcspn(c, "/");
-        if (est__is_block_name(c, len)) end = last_of[d];
-        c += len;
-        if (*c == '/') c++;
-    }
-    return end;
-}
-
-/* Component d of node i's scope: len[offset[i] + d] characters at
- * scope + start[offset[i] + d]. */
-typedef struct scope_parts {
-    const int32_t *offset; /* node i's components: [offset[i], offset[i + 1]) */
-    const int32_t *start;
-    const int32_t *len;
-} scope_parts;
-
-/* How many leading components the scopes of nodes a and b share (an empty
- * component ends the match). */
-static int32_t common_depth(const est_graph *g, const scope_parts *sp, int32_t a, int32_t b) {
-    int32_t da = sp->offset[a + 1] - sp->offset[a], db = sp->offset[b + 1] - sp->offset[b];
-    int32_t depth = 0;
-    for (int32_t oa = sp->offset[a], ob = sp->offset[b]; depth < da && depth < db; depth++) {
-        int32_t la = sp->len[oa + depth];
-        if (la == 0 || la != sp->len[ob + depth] ||
-            memcmp(g->nodes[a].scope + sp->start[oa + depth], g->nodes[b].scope + sp->start[ob + depth],
-                   (size_t)la) != 0)
-            break;
-    }
-    return depth;
-}
-
-/* A unit of a call: a run of consecutive nodes that ran in the same
- * submodule, or one op of the module's own. */
-typedef struct call_unit {
-    const char *key;
-    size_t len;
-    bool own_op;
-    int32_t first;
-} call_unit;
-
-static bool same_unit(const call_unit *a, const call_unit *b) {
-    return a->own_op == b->own_op && a->len == b->len && memcmp(a->key, b->key, a->len) == 0;
-}
-
-/* Node j's unit inside a depth-d run: its component d + 1, or its op. */
-static call_unit unit_of(const est_graph *g, const scope_parts *sp, int32_t j, int32_t d) {
-    const est_node *n = &g->nodes[j];
-    int32_t depth = sp->offset[j + 1] - sp->offset[j];
-    if (depth <= d + 1) return (call_unit){n->op_type, strlen(n->op_type), true, j};
-    int32_t o = sp->offset[j] + d + 1;
-    return (call_unit){n->scope + sp->start[o], (size_t)sp->len[o], false, j};
-}
-
-/* The scopes name a module, not a call: a module called several times in a
- * row (ALBERT's one shared layer, a loop over one block) gives one run for
- * all its calls in the dynamo exporter's scopes. Every call visits the
- * module's submodules in the same order, so a run whose sequence of units is
- * k > 1 repeats of one period that enters a submodule holds k calls; mark
- * the first node of each later call: break_at[i] = the shallowest depth at
- * which node i starts a new call. */
-static void split_repeated_calls(const est_graph *g, const scope_parts *sp, const int32_t *first,
-                                 const int32_t *last, call_unit *units, int32_t *prefix, int32_t *break_at) {
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        if (!g->nodes[i].scope) continue;
-        for (int32_t d = 0; d < sp->offset[i + 1] - sp->offset[i]; d++) {
-            if (first[sp->offset[i] + d] != i) continue; /* not the start of a run */
-            int32_t m = 0;
-            for (int32_t j = i; j <= last[sp->offset[i] + d]; j++) {
-                if (!g->nodes[j].scope) continue;
-                call_unit u = unit_of(g, sp, j, d);
-                if (m == 0 || !same_unit(&units[m - 1], &u)) units[m++] = u;
-            }
-            /* the shortest period: m - the longest proper border (KMP) */
-            prefix[0] = 0;
-            for (int32_t q = 1, k = 0; q < m; q++) {
-                while (k > 0 && !same_unit(&units[q], &units[k])) k = prefix[k - 1];
-                if (same_unit(&units[q], &units[k])) k++;
-                prefix[q] = k;
-            }
-            int32_t period = m > 0 ? m - prefix[m - 1] : 0;
-            if (m < 2 || period == m || m % period != 0) continue;
-            bool enters_submodule = false;
-            for (int32_t q = 0; q < period; q++) enters_submodule |= !units[q].own_op;
-            if (!enters_submodule) continue;
-            for (int32_t q = period; q < m; q += period)
-                if (break_at[units[q].first] > d) break_at[units[q].first] = d;
-        }
-    }
-}
-
-/* first/last[offset[i] + d]: the first and last node of the call that node i
- * runs in at depth d; a call ends where the scopes part or break_at says a
- * new call starts. */
-static void find_calls(const est_graph *g, const scope_parts *sp, const int32_t *break_at, int32_t *first,
-                       int32_t *last) {
-    int32_t nn = g->n_nodes;
-    const int32_t *offset = sp->offset;
-    for (int32_t i = 0, prev = -1; i < nn; i++) {
-        if (!g->nodes[i].scope) continue;
-        int32_t depth = offset[i + 1] - offset[i];
-        int32_t shared = prev >= 0 ? common_depth(g, sp, prev, i) : 0;
-        if (shared > break_at[i]) shared = break_at[i];
-        for (int32_t d = 0; d < depth; d++) first[offset[i] + d] = d < shared ? first[offset[prev] + d] : i;
-        prev = i;
-    }
-    for (int32_t i = nn - 1, next = -1; i >= 0; i--) {
-        if (!g->nodes[i].scope) continue;
-        int32_t depth = offset[i + 1] - offset[i];
-        int32_t shared = next >= 0 ? common_depth(g, sp, next, i) : 0;
-        if (next >= 0 && shared > break_at[next]) shared = break_at[next];
-        for (int32_t d = 0; d < depth; d++) last[offset[i] + d] = d < shared ? last[offset[next] + d] : i;
-        next = i;
-    }
-}
-
-static est_status plan_module_calls(est_graph *g, est_error *err) {
-    int32_t nn = g->n_nodes;
-    int64_t total = 0;
-    int32_t *offset = malloc(((size_t)nn + 1) * sizeof *offset);
-    if (!offset) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
-    for (int32_t i = 0; i < nn; i++) {
-        offset[i] = (int32_t)total;
-        total += g->nodes[i].scope ? scope_depth(g->nodes[i].scope) : 0;
-    }
-    offset[nn] = (int32_t)total;
-    size_t cells = (size_t)(total ? total : 1), nodes = (size_t)(nn ? nn : 1);
-    int32_t *first = malloc(cells * sizeof *first), *last = malloc(cells * sizeof *last);
-    int32_t *start = malloc(cells * sizeof *start), *len = malloc(cells * sizeof *len);
-    int32_t *break_at = calloc(nodes, sizeof *break_at);
-    int32_t *prefix = malloc(nodes * sizeof *prefix);
-    call_unit *units = malloc(nodes * sizeof *units);
-    est_status st = EST_OK;
-    if (!first || !last || !start || !len || !break_at || !prefix || !units) {
-        st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
-        goto out;
-    }
-    for (int32_t i = 0; i < nn; i++) {
-        break_at[i] = INT32_MAX;
-        const char *s = g->nodes[i].scope;
-        for (int32_t d = 0, pos = 0; s && d < offset[i + 1] - offset[i]; d++) {
-            start[offset[i] + d] = pos;
-            len[offset[i] + d] = (int32_t)strcspn(s + pos, "/");
-            pos += len[offset[i] + d] + 1;
-        }
-    }
-    scope_parts sp = {offset, start, len};
-    find_calls(g, &sp, break_at, first, last);
-    split_repeated_calls(g, &sp, first, last, units, prefix, break_at);
-    find_calls(g, &sp, break_at, first, last);
-    for (int32_t i = 0; i < nn; i++) {
-        est_node *n = &g->nodes[i];
-        free(n->input_held_until);
-        if (!(n->input_held_until = malloc((size_t)(n->n_inputs ? n->n_inputs : 1) * sizeof(int32_t)))) {
-            st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
-            goto out;
-        }
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            int32_t t = n->inputs[k], producer = t >= 0 ? g->tensors[t].producer : -1, held = -1;
-            /* the outermost call that reads t without having produced it */
-            for (int32_t d = 0; producer >= 0 && d < offset[i + 1] - offset[i]; d++)
-                if (first[offset[i] + d] > producer) {
-                    held = last[offset[i] + d];
-                    break;
-                }
-            n->input_held_until[k] = held > i ? held : -1;
-        }
-        n->output_held_until = n->op && n->op->held_by_block ? innermost_block_end(n, &last[offset[i]]) : -1;
-        if (n->output_held_until <= i) n->output_held_until = -1;
-    }
-out:
-    free(offset);
-    free(first);
-    free(last);
-    free(start);
-    free(len);
-    free(break_at);
-    free(prefix);
-    free(units);
-    return st;
-}
-
 /* Caps that both loaders share; checked on the built graph, so the nodes the
  * ONNX loader adds (unfolded BatchNorms) count too. */
 static est_status check_limits(const est_graph *g, est_error *err) {
@@ -699,7 +493,7 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
             if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
     if (!classify_initializers(g)) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
     st = est__graph_list_params(g, err);
-    if (st == EST_OK) st = plan_module_calls(g, err);
+    if (st == EST_OK) st = est__plan_module_calls(g, err);
     return st == EST_OK ? est__name_modules(g, err) : st;
 }
 

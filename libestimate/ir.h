@@ -82,6 +82,10 @@ typedef struct est_tensor {
                                exporter renamed it, else NULL (params.c) */
     bool torch_buffer;      /* the model registered it as a buffer (a dynamo
                                export's FX call reads it as one) */
+    int32_t frame_held_until; /* set by est__graph_finish (module_calls.c):
+                               the last node of the module call whose frame
+                               keeps this submodule output (a name, a list),
+                               -1 for none */
 } est_tensor;
 
 typedef enum est_attr_type {
@@ -239,6 +243,10 @@ est_node *est__graph_add_node(est_graph *g);
 /* Validates structure (unique producers, no cycles, every input produced),
  * sorts nodes topologically, resolves ops and classifies initializers. */
 est_status est__graph_finish(est_graph *g, est_error *err);
+/* module_calls.c: sets each node's input_held_until and output_held_until
+ * and each tensor's frame_held_until from the scopes (graph.c runs it last
+ * but one in est__graph_finish). */
+est_status est__plan_module_calls(est_graph *g, est_error *err);
 /* Frees what an attribute owns (not the struct). */
 void est__attr_free(est_attr *a);
 /* Frees what a node owns and zeroes it. */

@@ -312,10 +312,15 @@ void est__sim_plan_lifetimes(sim *s) {
             if (s->last_use[b] < i) s->last_use[b] = i;
             if (s->last_use[b] < held) s->last_use[b] = held;
         }
-        /* a view's storage must outlive the view's own readers */
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] < i)
-                s->last_use[s->base[n->outputs[k]]] = i;
+        /* a view's storage must outlive the view's own readers; a forward's
+         * frame may keep a submodule's output (module_calls.c), which memest
+         * verify's executor does not */
+        for (int k = 0; k < n->n_outputs; k++) {
+            if (n->outputs[k] < 0) continue;
+            int32_t b = s->base[n->outputs[k]], frame = g->tensors[n->outputs[k]].frame_held_until;
+            if (s->last_use[b] < i) s->last_use[b] = i;
+            if (s->r->kernels == EST_KERNELS_PYTORCH && s->last_use[b] < frame) s->last_use[b] = frame;
+        }
         /* held by the block around it (attention probabilities; Python's
          * reference, which memest verify's executor does not keep) */
         if (s->r->kernels == EST_KERNELS_PYTORCH && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&

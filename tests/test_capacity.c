@@ -118,9 +118,9 @@ static void gpu_flags(void) {
         CHECK(num(fit, "gpu_memory_bytes") == sizes[i].bytes, "--gpu-memory %s: %.0f bytes", sizes[i].size,
               num(fit, "gpu_memory_bytes"));
         CHECK(cJSON_IsNull(cJSON_GetObjectItem(fit, "gpu")), "--gpu-memory: gpu is not null");
-        /* 1 GiB and 1% of the memory (cli/gpus.h, DEFAULT_RESERVE_BYTES) */
-        double reserve = 1073741824.0 + (double)((uint64_t)sizes[i].bytes / 100);
-        CHECK(num(fit, "reserve_bytes") == reserve, "--gpu-memory %s: the default reserve is %.0f, not 1 GiB + 1%%",
+        /* 1 GiB and 1.5% of the memory (cli/gpus.h, DEFAULT_RESERVE_BYTES) */
+        double reserve = 1073741824.0 + (double)((uint64_t)sizes[i].bytes / 200 * 3);
+        CHECK(num(fit, "reserve_bytes") == reserve, "--gpu-memory %s: the default reserve is %.0f, not 1 GiB + 1.5%%",
               sizes[i].size, num(fit, "reserve_bytes"));
         cJSON_Delete(root);
     }
@@ -243,8 +243,8 @@ static void sweep(void) {
     cJSON *root = run_json(args);
     if (root) {
         const cJSON *fit = cJSON_GetObjectItem(root, "fit");
-        /* 40 GiB less the default reserve, 1 GiB + 1% (429496729) */
-        CHECK(cJSON_IsObject(fit) && num(fit, "usable_bytes") == 40.0 * 1073741824 - 1073741824 - 429496729,
+        /* 40 GiB less the default reserve, 1 GiB + 1.5% (42949672960 / 200 * 3 = 644245092) */
+        CHECK(cJSON_IsObject(fit) && num(fit, "usable_bytes") == 40.0 * 1073741824 - 1073741824 - 644245092,
               "sweep fit");
         const cJSON *arr = cJSON_GetObjectItem(root, "sweep"), *pt;
         CHECK(cJSON_GetArraySize(arr) == 4, "sweep has %d rows", cJSON_GetArraySize(arr));

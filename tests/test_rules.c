@@ -462,6 +462,112 @@ static void check_repeated_calls(void) {
           U(peak[1]), U(peak[0]));
 }
 
+/* Two calls of one module, named as the TorchScript exporter names later
+ * calls: blk/a, blk/b, blk/c and the module's own Add in "blk", then
+ * blk/a_1, blk/b_1, blk/c_1 and "blk_1". Per call k: p = a(in), q = b(p),
+ * r = c(q), o = Add(r, p); e and y at the root; every tensor 4096 bytes (T).
+ * Taken as two calls (the counts dropped), at most five tensors live: x,
+ * the call's argument, p, q and r at c. Taken by the raw names, "blk" would
+ * be one call from a to c_1 that holds its argument h0 and (frame_locals)
+ * p1 to its end: six at c_1. */
+static void check_torchscript_call_counts(void) {
+    const uint64_t T = 1024 * 4;
+    const char *text =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"counts\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 1024]}],\n"
+        " \"nodes\": [{\"name\": \"e\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"h0\"], \"scope\": \"\"},\n"
+        "  {\"name\": \"a1\", \"op\": \"Relu\", \"inputs\": [\"h0\"], \"outputs\": [\"p1\"], \"scope\": \"blk/a\"},\n"
+        "  {\"name\": \"b1\", \"op\": \"Relu\", \"inputs\": [\"p1\"], \"outputs\": [\"q1\"], \"scope\": \"blk/b\"},\n"
+        "  {\"name\": \"c1\", \"op\": \"Relu\", \"inputs\": [\"q1\"], \"outputs\": [\"r1\"], \"scope\": \"blk/c\"},\n"
+        "  {\"name\": \"add1\", \"op\": \"Add\", \"inputs\": [\"r1\", \"p1\"], \"outputs\": [\"o1\"], \"scope\": \"blk\"},\n"
+        "  {\"name\": \"a2\", \"op\": \"Relu\", \"inputs\": [\"o1\"], \"outputs\": [\"p2\"], \"scope\": \"blk/a_1\"},\n"
+        "  {\"name\": \"b2\", \"op\": \"Relu\", \"inputs\": [\"p2\"], \"outputs\": [\"q2\"], \"scope\": \"blk/b_1\"},\n"
+        "  {\"name\": \"c2\", \"op\": \"Relu\", \"inputs\": [\"q2\"], \"outputs\": [\"r2\"], \"scope\": \"blk/c_1\"},\n"
+        "  {\"name\": \"add2\", \"op\": \"Add\", \"inputs\": [\"r2\", \"p2\"], \"outputs\": [\"o2\"], \"scope\": \"blk_1\"},\n"
+        "  {\"name\": \"y\", \"op\": \"Relu\", \"inputs\": [\"o2\"], \"outputs\": [\"y\"], \"scope\": \"\"}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_graph *g = load_json(text, "counts");
+    est_report *r = run(g, EST_MODE_INFER, 0);
+    if (r)
+        CHECK(est_report_peak(r)->bytes == 5 * T, "TorchScript call counts: inference peak %llu, expected %llu",
+              U(est_report_peak(r)->bytes), U(5 * T));
+    est_report_free(r);
+    est_graph_free(g);
+}
+
+/* A U-Net's skip: s0 = down.0(x), s1 = down.1(s0), m = mid(s1), then the
+ * model's own Concat(m, s0) and head. Every tensor 4096 bytes (T), c and y
+ * twice that. s0 stays unread while mid runs, so the forward's frame keeps it
+ * (a list, a name) until the forward returns: at head x, s0, c and y are
+ * live, 6T; without the frame, s0 goes after the Concat and the peak is 5T
+ * (x, m, s0 and c at the Concat; x, c and y at head). s1, read only by the
+ * next call, is not kept. memest verify's executor (EST_KERNELS_VERIFY)
+ * keeps no frames. */
+static void check_frame_locals(void) {
+    const uint64_t T = 1024 * 4;
+    const char *text =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"skip\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 1024]}],\n"
+        " \"nodes\": [{\"name\": \"d0\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"s0\"], \"scope\": \"down.0\"},\n"
+        "  {\"name\": \"d1\", \"op\": \"Relu\", \"inputs\": [\"s0\"], \"outputs\": [\"s1\"], \"scope\": \"down.1\"},\n"
+        "  {\"name\": \"mid\", \"op\": \"Relu\", \"inputs\": [\"s1\"], \"outputs\": [\"m\"], \"scope\": \"mid\"},\n"
+        "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"m\", \"s0\"], \"outputs\": [\"c\"], \"scope\": \"\",\n"
+        "   \"attributes\": {\"axis\": {\"int\": 1}}},\n"
+        "  {\"name\": \"head\", \"op\": \"Relu\", \"inputs\": [\"c\"], \"outputs\": [\"y\"], \"scope\": \"head\"}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_graph *g = load_json(text, "skip");
+    for (int kernels = 0; g && kernels <= 1; kernels++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = EST_MODE_INFER;
+        opt.kernels = kernels ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_error err;
+        est_report *r = NULL;
+        if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+            CHECK(false, "skip: estimate failed: %s", err.message);
+            continue;
+        }
+        const est_peak *pk = est_report_peak(r);
+        uint64_t want = kernels ? 5 * T : 6 * T;
+        CHECK(pk->bytes == want, "skip (%s kernels): inference peak %llu, expected %llu", kernels ? "memest" : "pytorch",
+              U(pk->bytes), U(want));
+        if (!kernels)
+            CHECK(strcmp(pk->layer, "head") == 0, "skip: peak at '%s', expected head", pk->layer);
+        est_report_free(r);
+    }
+    est_graph_free(g);
+}
+
+/* Nodes out of order move up to just before their first reader and nothing
+ * else moves: the file lists p1, p2, p3 (p1 reads r), then q1, q2, then r,
+ * then the sum. The order run is r, p1, p2, p3, q1, q2, sum, the file's with
+ * r moved (a breadth-first order would interleave the two chains). */
+static void check_stable_order(void) {
+    const char *text =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"order\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 1024]}],\n"
+        " \"nodes\": [{\"name\": \"p1\", \"op\": \"Relu\", \"inputs\": [\"r\"], \"outputs\": [\"a1\"]},\n"
+        "  {\"name\": \"p2\", \"op\": \"Relu\", \"inputs\": [\"a1\"], \"outputs\": [\"a2\"]},\n"
+        "  {\"name\": \"p3\", \"op\": \"Relu\", \"inputs\": [\"a2\"], \"outputs\": [\"a3\"]},\n"
+        "  {\"name\": \"q1\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"b1\"]},\n"
+        "  {\"name\": \"q2\", \"op\": \"Relu\", \"inputs\": [\"b1\"], \"outputs\": [\"b2\"]},\n"
+        "  {\"name\": \"r\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"r\"]},\n"
+        "  {\"name\": \"sum\", \"op\": \"Add\", \"inputs\": [\"a3\", \"b2\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    static const char *const want[] = {"r", "p1", "p2", "p3", "q1", "q2", "sum"};
+    est_graph *g = load_json(text, "order");
+    est_report *r = run(g, EST_MODE_INFER, 0);
+    if (r) {
+        size_t n = est_report_layer_count(r);
+        CHECK(n == 7, "order: %zu layers, expected 7", n);
+        for (size_t i = 0; i < n && i < 7; i++)
+            CHECK(strcmp(est_report_layer(r, i)->name, want[i]) == 0, "order: layer %zu is %s, expected %s", i,
+                  est_report_layer(r, i)->name, want[i]);
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 static void check_module_calls(void) {
     const uint64_t T = 1024 * 4; /* one tensor, already a multiple of 512 */
     for (int scoped = 0; scoped <= 1; scoped++) {
@@ -1649,6 +1755,9 @@ int main(int argc, char **argv) {
     check_module_calls();
     check_attention_held_by_block();
     check_repeated_calls();
+    check_torchscript_call_counts();
+    check_frame_locals();
+    check_stable_order();
     check_sdpa();
     check_sdpa_key_transpose();
     check_sdpa_grouped();
