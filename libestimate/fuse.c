@@ -64,6 +64,7 @@
 typedef struct fuse_ctx {
     est_graph *g;
     int32_t *uses;       /* per tensor: how many node inputs and graph outputs read it */
+    int32_t n_counted;   /* the tensors uses[] counts: those before the pass */
     /* who reads what, indexed once, so that every match looks its readers
      * up instead of scanning the node list (a fan-out of 100k candidates
      * was quadratic); rewrites keep each node's original inputs among its
@@ -90,7 +91,7 @@ static bool scalar(const est_graph *g, int32_t t, double *out) {
  * and it is that op. */
 static int32_t only_consumer(const fuse_ctx *f, int32_t t, const char *op, int32_t after) {
     const est_readers *rd = &f->readers;
-    if (t < 0 || f->uses[t] != 1 || rd->start[t + 1] - rd->start[t] != 1) return -1;
+    if (t < 0 || t >= f->n_counted || f->uses[t] != 1 || rd->start[t + 1] - rd->start[t] != 1) return -1;
     int32_t i = rd->nodes[rd->start[t]];
     return i > after && is_op(f->g, i, op) ? i : -1;
 }
@@ -102,7 +103,7 @@ static int32_t other_input(const est_node *n, int32_t t) {
 }
 
 /* The tensor t is only read once, by the node that reads it in the pattern. */
-static bool single_use(const fuse_ctx *f, int32_t t) { return t >= 0 && f->uses[t] == 1; }
+static bool single_use(const fuse_ctx *f, int32_t t) { return t >= 0 && t < f->n_counted && f->uses[t] == 1; }
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
 
@@ -183,11 +184,13 @@ static bool all_equal(const est_graph *g, int32_t t, double v, int64_t *count) {
 /* The [C] parameter behind a GroupNorm's [C, 1, 1] weight or bias: the
  * Unsqueeze's input (*unsqueeze set, to drop), or the initializer itself
  * (*folded set: the dynamo exporter folded the unsqueeze into it, and it is
- * declared [C] once the fusion is sure). -1 when it is neither. */
-static int32_t channel_param(const fuse_ctx *f, int32_t t, int32_t *unsqueeze, bool *folded) {
+ * declared [C] once the fusion is sure; *shared too when other nodes read
+ * it: the exporter's optimizer merged equal initializers). -1 when it is
+ * neither. */
+static int32_t channel_param(const fuse_ctx *f, int32_t t, int32_t *unsqueeze, bool *folded, bool *shared) {
     const est_graph *g = f->g;
     *unsqueeze = -1;
-    *folded = false;
+    *folded = *shared = false;
     int32_t p = producer(g, t);
     if (p >= 0 && is_op(g, p, "Unsqueeze") && single_use(f, t)) {
         int32_t param = g->nodes[p].inputs[0];
@@ -196,11 +199,33 @@ static int32_t channel_param(const fuse_ctx *f, int32_t t, int32_t *unsqueeze, b
         return param;
     }
     const est_tensor *w = &g->tensors[t];
-    if (p >= 0 || w->kind != EST_T_INITIALIZER || !single_use(f, t) || w->rank != 3 || w->dims[1].value != 1 ||
+    if (p >= 0 || t >= f->n_counted || w->kind != EST_T_INITIALIZER || w->rank != 3 || w->dims[1].value != 1 ||
         w->dims[2].value != 1)
         return -1;
     *folded = true;
+    *shared = f->uses[t] > 1;
     return t;
+}
+
+/* A [C] parameter of its own for one GroupNorm, declared like the folded
+ * [C, 1, 1] initializer t that the exporter's optimizer shares between
+ * GroupNorms of equal values (every module had its own). -1 when out of
+ * memory. */
+static int32_t own_channel_param(est_graph *g, int32_t t, int32_t node) {
+    char name[96];
+    snprintf(name, sizeof name, "%.60s#norm%d", g->tensors[t].name, (int)node);
+    int32_t c = est__graph_tensor(g, name);
+    if (c < 0 || g->tensors[c].kind != EST_T_ACTIVATION) return -1;
+    est_dimdecl *dims = malloc(sizeof *dims);
+    if (!dims) return -1;
+    const est_tensor *src = &g->tensors[t]; /* after the add: the array may have moved */
+    dims[0] = src->dims[0];
+    est_tensor *dst = &g->tensors[c];
+    dst->kind = EST_T_INITIALIZER;
+    dst->dtype = src->dtype;
+    dst->rank = 1;
+    dst->dims = dims;
+    return c;
 }
 
 static bool rewrite_group_norm(est_graph *g, est_node *n, int32_t x, int32_t w, int32_t b, int64_t groups,
@@ -252,18 +277,21 @@ static bool match_group_norm(fuse_ctx *f, int32_t in, bool *drop) {
     int32_t w_t = other_input(&g->nodes[mul], g->nodes[after].outputs[0]);
     int32_t b_t = other_input(&g->nodes[add], g->nodes[mul].outputs[0]);
     int32_t w_un, b_un;
-    bool w_folded, b_folded;
+    bool w_folded, b_folded, w_shared, b_shared;
     if (w_t < 0 || b_t < 0 || w_t == b_t) return false;
-    int32_t w = channel_param(f, w_t, &w_un, &w_folded), b = w >= 0 ? channel_param(f, b_t, &b_un, &b_folded) : -1;
+    int32_t w = channel_param(f, w_t, &w_un, &w_folded, &w_shared);
+    int32_t b = w >= 0 ? channel_param(f, b_t, &b_un, &b_folded, &b_shared) : -1;
     if (w < 0 || b < 0) return false;
+    if (w_shared && (w = own_channel_param(g, w, in)) < 0) return f->out_of_memory = true, false;
+    if (b_shared && (b = own_channel_param(g, b, in)) < 0) return f->out_of_memory = true, false;
     double epsilon = 1e-5;
     for (int32_t j = 0; j < n->n_attrs; j++)
         if (strcmp(n->attrs[j].name, "epsilon") == 0 && n->attrs[j].type == EST_ATTR_FLOAT) epsilon = n->attrs[j].f;
     if (!rewrite_group_norm(g, &g->nodes[in], x, w, b, groups, epsilon, g->nodes[add].outputs[0]))
         return f->out_of_memory = true, false;
     /* [C, 1, 1] -> [C]: the same parameter, as the module holds it */
-    if (w_folded) g->tensors[w].rank = 1;
-    if (b_folded) g->tensors[b].rank = 1;
+    if (w_folded && !w_shared) g->tensors[w].rank = 1;
+    if (b_folded && !b_shared) g->tensors[b].rank = 1;
     drop[before] = drop[after] = drop[mul] = drop[add] = true;
     if (w_un >= 0) drop[w_un] = true;
     if (b_un >= 0) drop[b_un] = true;
@@ -571,7 +599,7 @@ static int32_t split_merged_dropouts(est_graph *g) {
 /* The number of rewrites, or -1 when out of memory (the load then fails:
  * an unfused graph would be a different estimate, not a smaller one). */
 int32_t est__fuse_exporter_patterns(est_graph *g) {
-    fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g)};
+    fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g), .n_counted = g->n_tensors};
     bool indexed = f.uses && est__graph_readers(g, &f.readers);
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
     int32_t fused = 0;

@@ -32,6 +32,7 @@ typedef struct loader {
     const char *dir;     /* the model's folder, for external data; NULL for buffers */
     char *real_dir;      /* realpath(dir), made when first needed */
     char *checked_loc;   /* the last external-data location found inside dir */
+    est_fx_names fx_names; /* what the current FX call's nodes named (param_names.c) */
 } loader;
 
 static est_status oom(loader *L) {
@@ -397,7 +398,7 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
         onnx__string_string_entry_proto__free_unpacked(rule, &est__onnx_pb_allocator);
         return EST_OK;
     }
-    return est__name_renamed_weights(L->g, n, fx_node) ? EST_OK : oom(L);
+    return est__name_renamed_weights(L->g, n, fx_node, &L->fx_names) ? EST_OK : oom(L);
 }
 
 /* The dynamo exporter writes aten.detach as an Identity, and ONNX has no op

@@ -113,16 +113,31 @@ static bool reads_placeholder(const char *fx_node, const char *kind, const char 
     return false;
 }
 
+/* The name a tensor goes by: PyTorch's where it was recovered. */
+static const char *known_name(const est_tensor *t) { return t->torch_name ? t->torch_name : t->name; }
+
 /* PyTorch's name for a parameter node n reads, or NULL when its FX call
- * does not say. */
-static char *torch_name_for(const est_graph *g, const est_node *n, const char *fx_node, bool *oom) {
-    const char *taken[EST_MAX_IO];
-    for (int j = 0; j < n->n_inputs; j++) taken[j] = n->inputs[j] >= 0 ? g->tensors[n->inputs[j]].name : NULL;
-    return placeholder_name(fx_node, innermost(n->scope), taken, n->n_inputs, oom);
+ * does not say: the first of the call's placeholders of n's module that
+ * neither another input of n nor an earlier node of the call has. */
+static char *torch_name_for(const est_graph *g, const est_node *n, const char *fx_node, const est_fx_names *call,
+                            bool *oom) {
+    const char *taken[EST_MAX_IO + EST_FX_NAMES_MAX];
+    int n_taken = 0;
+    for (int j = 0; j < n->n_inputs; j++) taken[n_taken++] = n->inputs[j] >= 0 ? g->tensors[n->inputs[j]].name : NULL;
+    for (int j = 0; j < call->n; j++) taken[n_taken++] = known_name(&g->tensors[call->named[j]]);
+    return placeholder_name(fx_node, innermost(n->scope), taken, n_taken, oom);
 }
 
-bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node) {
+static void note_named(est_fx_names *call, int32_t t) {
+    for (int j = 0; j < call->n; j++)
+        if (call->named[j] == t) return;
+    if (call->n < EST_FX_NAMES_MAX) call->named[call->n++] = t;
+}
+
+bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node, est_fx_names *call) {
     if (!fx_node || !n->scope || !n->scope[0]) return true;
+    uint64_t hash = est__fnv1a(EST_FNV_START, fx_node, strlen(fx_node));
+    if (call->call != hash) *call = (est_fx_names){.call = hash};
     for (int k = 0; k < n->n_inputs; k++) {
         int32_t t = n->inputs[k];
         if (t < 0 || g->tensors[t].kind != EST_T_INITIALIZER) continue;
@@ -135,23 +150,35 @@ bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node) {
         /* parameters are floating point; an integer initializer the call
          * reads is a shape or an index (aten.group_norm's Reshape targets) */
         if (!est__dtype_is_float(g->tensors[t].dtype)) continue;
+        /* aten.group_norm's decomposition normalizes through an
+         * InstanceNormalization with a scale of ones and a bias of zeros per
+         * group; the module's weight and bias come after it, in the Mul and
+         * the Add (fuse.c folds them back) */
+        if (k > 0 && est__node_is(n, "InstanceNormalization")) continue;
         /* a module's own name can still stand for merged parameters (equal
          * norm weights), which the FX call tells apart */
         bool generated = is_generated_name(g->tensors[t].name);
-        if (!generated && reads_placeholder(fx_node, "%p_", g->tensors[t].name)) continue; /* named right */
+        if (!generated && reads_placeholder(fx_node, "%p_", g->tensors[t].name)) { /* named right */
+            note_named(call, t);
+            continue;
+        }
         bool oom = false;
-        char *name = torch_name_for(g, n, fx_node, &oom);
+        char *name = torch_name_for(g, n, fx_node, call, &oom);
         if (oom) return false; /* not a graph that keeps merged parameters merged */
         if (!name) continue;
         const char *have = g->tensors[t].torch_name ? g->tensors[t].torch_name : generated ? NULL : g->tensors[t].name;
         if (!have) {
             g->tensors[t].torch_name = name;
+            note_named(call, t);
             continue;
         }
         int32_t own = strcmp(have, name) == 0 ? t : split_merged(g, t, name);
         free(name);
         if (own == -1) return false;
-        if (own >= 0) n->inputs[k] = own;
+        if (own >= 0) {
+            n->inputs[k] = own;
+            note_named(call, own);
+        }
     }
     return true;
 }

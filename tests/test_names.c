@@ -146,24 +146,34 @@ static void check_rotary_block(void) {
     est_graph_free(g);
 }
 
-/* An int64 shape that every GroupNorm's Reshape reads, under FX calls that
- * name each GroupNorm's weight (tests/data/make_group_norm_shape.py): the
- * shape is no parameter and keeps its values, while the weights the
- * optimizer merged are split back by their FX calls. */
+/* Two GroupNorms as the dynamo exporter decomposes them, under FX calls
+ * that name each one's weight and bias (tests/data/make_group_norm_shape.py):
+ * the shared int64 shape and the InstanceNormalization's shared ones and
+ * zeros keep their names and values, while the weights and the biases the
+ * optimizer merged are split back by their FX calls, the Add's bias taking
+ * the call's placeholder that its Mul has not (PyTorch's names,
+ * est_param_info.torch_name). */
 static void check_group_norm_shape(void) {
+    static const char *const want[] = {"norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"};
     est_graph *g = load_file(TEST_DATA_DIR, "group_norm_shape.dynamo.onnx");
     est_report *r = estimate(g, 4, NULL);
     if (r) {
-        CHECK(est_report_param_count(r) == 2, "%zu parameters, expected norm1.weight and norm2.weight",
-              est_report_param_count(r));
+        size_t found = 0;
         for (size_t i = 0; i < est_report_param_count(r); i++) {
             const est_param_info *p = est_report_param(r, i);
-            CHECK(same(p->name, i ? "norm2.weight" : "norm1.weight") && p->elements == 32,
-                  "parameter %zu is %s of %llu elements", i, p->name, (unsigned long long)p->elements);
+            if (p->elements != 32) continue;
+            CHECK(found < 4 && same(p->torch_name, want[found]), "parameter of 32 elements %zu is %s, expected %s",
+                  found, show(p->torch_name), found < 4 ? want[found] : "none");
+            found++;
         }
+        CHECK(found == 4, "%zu parameters of 32 elements, expected each GroupNorm's weight and bias", found);
         const est_layer *reshape = layer_named(r, "node_Reshape_29");
         CHECK(reshape && reshape->n_inputs == 2 && same(reshape->inputs[1].name, "val_5"),
               "the second Reshape reads its shape as %s", reshape && reshape->n_inputs == 2 ? reshape->inputs[1].name : "?");
+        const est_layer *in = layer_named(r, "node_InstanceNormalization_30");
+        CHECK(in && in->n_inputs == 3 && same(in->inputs[1].name, "val_9") && same(in->inputs[2].name, "val_12"),
+              "the second InstanceNormalization reads %s and %s", in && in->n_inputs == 3 ? in->inputs[1].name : "?",
+              in && in->n_inputs == 3 ? in->inputs[2].name : "?");
     }
     est_report_free(r);
     est_graph_free(g);

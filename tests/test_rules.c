@@ -1644,6 +1644,51 @@ static const char *group_norm_graph(const char *ones) {
     return doc;
 }
 
+/* Two GroupNorms in a row whose weights and biases the dynamo exporter
+ * folded to [64, 1, 1] and its optimizer merged into one initializer each,
+ * as for poolformer's equal norm weights: both fold back, each with a weight
+ * and a bias of its own (256 parameters, as the model had). */
+static void check_group_norm_shared_weights(void) {
+    static char doc[4096];
+    int len = snprintf(doc, sizeof doc,
+                       "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"gn2\", \"opset_import\": {\"\": 17},\n"
+                       " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 64, 8, 8]}],\n"
+                       " \"initializers\": [\n"
+                       "  {\"name\": \"groups_shape\", \"dtype\": \"int64\", \"dims\": [3], \"values\": [0, 2, -1]},\n"
+                       "  {\"name\": \"ones\", \"dtype\": \"float32\", \"dims\": [2], \"values\": [1, 1]},\n"
+                       "  {\"name\": \"zeros\", \"dtype\": \"float32\", \"dims\": [2], \"values\": [0, 0]},\n"
+                       "  {\"name\": \"val_22\", \"dtype\": \"float32\", \"dims\": [64, 1, 1]},\n"
+                       "  {\"name\": \"val_24\", \"dtype\": \"float32\", \"dims\": [64, 1, 1]}],\n"
+                       " \"nodes\": [\n"
+                       "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"y0\"]}");
+    for (int k = 1; k <= 2; k++)
+        len += snprintf(doc + len, sizeof doc - (size_t)len,
+                        ",\n  {\"name\": \"r1_%d\", \"op\": \"Reshape\", \"inputs\": [\"y%d\", \"groups_shape\"], \"outputs\": [\"r_%d\"]},\n"
+                        "  {\"name\": \"in%d\", \"op\": \"InstanceNormalization\", \"inputs\": [\"r_%d\", \"ones\", \"zeros\"],\n"
+                        "   \"outputs\": [\"n_%d\"], \"attributes\": {\"epsilon\": {\"float\": 1e-05}}},\n"
+                        "  {\"name\": \"shape_%d\", \"op\": \"Shape\", \"inputs\": [\"y%d\"], \"outputs\": [\"s_%d\"]},\n"
+                        "  {\"name\": \"r2_%d\", \"op\": \"Reshape\", \"inputs\": [\"n_%d\", \"s_%d\"], \"outputs\": [\"nb_%d\"]},\n"
+                        "  {\"name\": \"mul_%d\", \"op\": \"Mul\", \"inputs\": [\"nb_%d\", \"val_22\"], \"outputs\": [\"m_%d\"]},\n"
+                        "  {\"name\": \"add_%d\", \"op\": \"Add\", \"inputs\": [\"m_%d\", \"val_24\"], \"outputs\": [\"y%d\"]}",
+                        k, k - 1, k, k, k, k, k, k - 1, k, k, k, k, k, k, k, k, k, k, k);
+    snprintf(doc + len, sizeof doc - (size_t)len, "],\n \"outputs\": [\"y2\"]}\n");
+    est_graph *g = load_json(doc, "two group norms, merged weights");
+    est_report *r = run(g, EST_MODE_TRAIN, 4);
+    if (r) {
+        for (int k = 1; k <= 2; k++) {
+            char name[8];
+            snprintf(name, sizeof name, "in%d", k);
+            const est_layer *gn = layer_named(r, name, "two group norms, merged weights");
+            CHECK(gn && strcmp(gn->op, "GroupNormalization") == 0, "merged weights: node '%s' is %s", name,
+                  gn ? gn->op : "?");
+        }
+        CHECK(est_report_totals(r)->param_count == 256, "merged weights: %llu parameters, expected 256",
+              U(est_report_totals(r)->param_count));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 static void check_group_norm(void) {
     est_graph *g = load_json(group_norm_graph("1, 1"), "group norm");
     est_report *r = run(g, EST_MODE_TRAIN, 4);
@@ -1768,6 +1813,7 @@ int main(int argc, char **argv) {
     check_dropout_identity();
     check_folded_tables();
     check_group_norm();
+    check_group_norm_shared_weights();
     check_sum_of_many_folds();
     return test_result("test_rules");
 }
