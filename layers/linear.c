@@ -410,6 +410,13 @@ static uint64_t matmul_workspace(const est_cost_ctx *c) {
     return bytes;
 }
 
+/* Gemm's bias gradient (addmm's "self: maybe_multiply(grad, beta)",
+ * summed down to C's shape): a column sum over the rows when C is one row
+ * broadcast (sum_to.c). */
+static uint64_t gemm_backward_workspace(const est_cost_ctx *c) {
+    return est_needs_grad(c, 2) ? est_sum_to_workspace(c, 2) : 0;
+}
+
 /* ---- Einsum's cost ----- */
 
 /* The label sets of an einsum, with each label's size. */
@@ -661,7 +668,7 @@ static void attention_saves(const est_cost_ctx *c, est_saved *s) {
 
 EST_FAMILY(linear,
     {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = gemm_infer, .flops = gemm_flops, .saves = matmul_saves},
+     .infer = gemm_infer, .flops = gemm_flops, .saves = matmul_saves, .backward_workspace = gemm_backward_workspace},
     {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .infer = matmul_infer, .flops = matmul_flops, .saves = matmul_saves, .workspace = matmul_workspace},
     /* zero points are quantization constants */

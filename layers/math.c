@@ -658,6 +658,31 @@ static void mul_saves(const est_cost_ctx *c, est_saved *s) {
     if (est_needs_grad(c, 0)) est_save_input(c, s, 1);
 }
 
+/* The backward of a broadcasting Add, Sub, Mul or Div: autograd sums each
+ * broadcast input's gradient down to its shape (sum_to.c), and for Mul and
+ * Div ("self: mul_tensor_backward(grad, other, ...)", "other: ...(grad,
+ * self, ...)") and Sub's subtrahend ("other: -grad * alpha") that gradient
+ * is first a new tensor of the output's size. The inputs' gradients are
+ * taken one after the other: the larger of the two. `full` has bit i set
+ * where input i's gradient is such a new tensor. */
+static uint64_t broadcast_backward_workspace(const est_cost_ctx *c, est_slot_mask full) {
+    uint64_t most = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!est_needs_grad(c, i)) continue;
+        uint64_t sum = est_sum_to_workspace(c, i);
+        if (sum == 0) continue;
+        uint64_t bytes = est_add_sat(sum, (full & EST_SLOT(i)) ? est_cost_bytes(c, est_cost_out(c, 0)) : 0);
+        if (bytes > most) most = bytes;
+    }
+    return most;
+}
+
+static uint64_t add_backward_workspace(const est_cost_ctx *c) { return broadcast_backward_workspace(c, 0); }
+static uint64_t sub_backward_workspace(const est_cost_ctx *c) { return broadcast_backward_workspace(c, EST_SLOT(1)); }
+static uint64_t mul_div_backward_workspace(const est_cost_ctx *c) {
+    return broadcast_backward_workspace(c, EST_SLOT(0) | EST_SLOT(1));
+}
+
 /* div: "self: div_tensor_self_backward(grad, other, ...)", "other:
  * div_tensor_other_backward(grad, self, other)". */
 static void div_saves(const est_cost_ctx *c, est_saved *s) {
@@ -738,10 +763,10 @@ EST_FAMILY(math,
     UNARY("IsInf", isinf_infer, SIMPLE),
     UNARY("BitwiseNot", bitwise_not_infer, SIMPLE),
     UNARY("Erf", erf_infer, TRANSCENDENTAL, .saves = saves_input),
-    BINARY("Add", add_infer, SIMPLE),
-    BINARY("Sub", sub_infer, SIMPLE),
-    BINARY("Mul", mul_infer, SIMPLE, .saves = mul_saves),
-    BINARY("Div", div_infer, SIMPLE, .saves = div_saves),
+    BINARY("Add", add_infer, SIMPLE, .backward_workspace = add_backward_workspace),
+    BINARY("Sub", sub_infer, SIMPLE, .backward_workspace = sub_backward_workspace),
+    BINARY("Mul", mul_infer, SIMPLE, .saves = mul_saves, .backward_workspace = mul_div_backward_workspace),
+    BINARY("Div", div_infer, SIMPLE, .saves = div_saves, .backward_workspace = mul_div_backward_workspace),
     BINARY("Pow", pow_infer, TRANSCENDENTAL, .saves = pow_saves),
     BINARY("Mod", mod_infer, SIMPLE, .saves = mod_saves),
     BINARY("BitShift", bitshift_infer, SIMPLE),

@@ -253,6 +253,13 @@ void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t
 void est_save_input(const est_cost_ctx *c, est_saved *s, int i);
 /* Marks output i saved for backward (when present). */
 void est_save_output(const est_cost_ctx *c, est_saved *s, int i);
+/* sum_to.c: the workspace of ATen's reduction kernel summing `rows` rows of
+ * `cols` columns into one row (grad.sum(0): a bias gradient), on `dev`. */
+uint64_t est_column_sum_workspace(const est_device *dev, uint64_t rows, uint64_t cols);
+/* The workspace of summing output 0's gradient down to input i's broadcast
+ * shape (autograd's sum_to): a column sum when the dims input i broadcasts
+ * over lead its shape, else 0 (not modelled). */
+uint64_t est_sum_to_workspace(const est_cost_ctx *c, int i);
 /* Bytes of `count` statistics (mean, inverse std) PyTorch keeps for x:
  * float32, or float64 when x is double. */
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count);

@@ -604,6 +604,53 @@ static void check_module_calls(void) {
     }
 }
 
+/* A Linear's bias gradient sums the output gradient [rows, cols] down to
+ * [cols] (layers/sum_to.c): ATen's reduction stages its blocks' partial
+ * sums. The Gemm y = x W^T + b, x [rows, 64], b trainable and x not, W
+ * frozen: the backward's only temporary is that sum. Against what the H100
+ * measured around the bias gradient's backward
+ * (bench/accuracy/data/reduce/sum_h100_run1.json, bias_grad_transient,
+ * float32), with memest on its default device, the H100. */
+static void check_bias_grad_sum(void) {
+    static const struct { int rows, cols; uint64_t measured; } cases[] = {
+        {1024, 512, 4194816}, {4096, 16000, 139264512}, {16384, 4096, 138412544},
+        {4096, 64, 524800},   {4096, 32, 66048},        {1024, 64, 0},          {256, 4096, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char text[2048], what[64];
+        snprintf(what, sizeof what, "bias gradient %dx%d", cases[k].rows, cases[k].cols);
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"bias\", \"opset_import\": {\"\": 17},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [%d, 64]}],\n"
+                 " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [%d, 64]},\n"
+                 "                    {\"name\": \"b\", \"dtype\": \"float32\", \"dims\": [%d]}],\n"
+                 " \"nodes\": [{\"name\": \"fc\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"W\", \"b\"], \"outputs\": [\"y\"],\n"
+                 "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 cases[k].rows, cases[k].cols, cases[k].cols);
+        est_graph *g = load_json(text, what);
+        if (!g) continue;
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = EST_MODE_TRAIN;
+        opt.optimizer = EST_OPT_SGD;
+        const char *trainable[] = {"b"};
+        opt.params.trainable = trainable;
+        opt.params.n_trainable = 1;
+        est_error err;
+        est_report *r = NULL;
+        if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+            CHECK(false, "%s: estimate failed: %s", what, err.message);
+        } else {
+            const est_layer *fc = layer_named(r, "fc", what);
+            CHECK(fc && fc->temp_bytes == cases[k].measured, "%s: temp %llu, the H100 measured %llu", what,
+                  U(fc ? fc->temp_bytes : 0), U(cases[k].measured));
+        }
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
+
 /* ---- 2. Conv workspace ------------------------------------------------------------ */
 
 /* One Conv: x [n, c, hw, hw] -> conv (W [f, c/group, k, k], pads k/2) -> y.
@@ -1813,6 +1860,7 @@ int main(int argc, char **argv) {
     check_dropout_identity();
     check_folded_tables();
     check_group_norm();
+    check_bias_grad_sum();
     check_group_norm_shared_weights();
     check_sum_of_many_folds();
     return test_result("test_rules");

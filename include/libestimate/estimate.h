@@ -410,6 +410,10 @@ typedef struct est_device {
     double flops_tf32;           /* tf32, bf16 and fp16 on tensor cores */
     double flops_bf16;
     double flops_fp16;
+    int max_threads_per_sm;      /* resident threads one SM holds (CUDA's
+                                    occupancy limit of its compute
+                                    capability): how many blocks of a kernel
+                                    fill the device */
 } est_device;
 
 EST_API size_t est_device_count(void);
