@@ -278,6 +278,33 @@ static bool plan_frame_holds(est_graph *g, const int32_t *offset, const int32_t 
     return true;
 }
 
+/* Hugging Face's model stacks (LlamaModel, Qwen2Model, MistralModel,
+ * OPTDecoder, the BART, Marian and T5 encoders and decoders) begin with
+ * "inputs_embeds = self.embed_tokens(input_ids)" and keep that name while
+ * every layer runs, whatever they bind the hidden states to next. The first
+ * layer reads the embedding right away, so the frame rule above cannot see
+ * the name; the module name can: what a call of a module named
+ * "embed_tokens" returns is held until the call around it returns. */
+static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_t *last) {
+    static const char name[] = "embed_tokens";
+    const size_t n = sizeof name - 1;
+    for (int32_t p = 0; p < g->n_nodes; p++) {
+        const est_node *node = &g->nodes[p];
+        int32_t depth = sp->offset[p + 1] - sp->offset[p];
+        if (!node->scope || depth == 0) continue;
+        int32_t o = sp->offset[p] + depth - 1;
+        size_t len = (size_t)sp->len[o];
+        if (len < n || memcmp(node->scope + sp->start[o] + len - n, name, n) != 0) continue;
+        int32_t end_call = last[o], end_parent = depth > 1 ? last[o - 1] : g->n_nodes - 1;
+        if (p != end_call) continue; /* what the call returns: its last node's outputs */
+        for (int k = 0; k < node->n_outputs; k++) {
+            int32_t t = node->outputs[k];
+            if (t < 0 || end_parent <= end_call) continue;
+            if (g->tensors[t].frame_held_until < end_parent) g->tensors[t].frame_held_until = end_parent;
+        }
+    }
+}
+
 est_status est__plan_module_calls(est_graph *g, est_error *err) {
     int32_t nn = g->n_nodes;
     int64_t total = 0;
@@ -337,6 +364,7 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
         if (n->output_held_until <= i) n->output_held_until = -1;
     }
     if (!plan_frame_holds(g, offset, first, last)) st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    else hold_inputs_embeds(g, &sp, last);
 out:
     free(offset);
     free(first);

@@ -538,6 +538,42 @@ static void check_frame_locals(void) {
     est_graph_free(g);
 }
 
+/* Hugging Face's stacks keep `inputs_embeds = self.embed_tokens(ids)` while
+ * their layers run (module_calls.c, hold_inputs_embeds): ids -> E[ids] = e
+ * [1, 256, 16] (T = 16 KiB) in model/embed_tokens, then layers.0 and
+ * layers.1 (Relu each), then a Relu at the root. At layers.1, e, h1 and h2
+ * are live when the embedding module is named embed_tokens: one T more than
+ * when it is named anything else, where e goes after layers.0. */
+static void check_inputs_embeds(void) {
+    const uint64_t T = 256 * 16 * 4;
+    uint64_t peak[2] = {0, 0};
+    for (int named = 0; named <= 1; named++) {
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"embeds\", \"opset_import\": {\"\": 17},\n"
+                 " \"inputs\": [{\"name\": \"ids\", \"dtype\": \"int64\", \"dims\": [1, 256]}],\n"
+                 " \"initializers\": [{\"name\": \"E\", \"dtype\": \"float32\", \"dims\": [1000, 16]}],\n"
+                 " \"nodes\": [{\"name\": \"emb\", \"op\": \"Gather\", \"inputs\": [\"E\", \"ids\"], \"outputs\": [\"e\"],\n"
+                 "   \"scope\": \"model/%s\"},\n"
+                 "  {\"name\": \"l0\", \"op\": \"Relu\", \"inputs\": [\"e\"], \"outputs\": [\"h1\"], \"scope\": \"model/layers.0\"},\n"
+                 "  {\"name\": \"l1\", \"op\": \"Relu\", \"inputs\": [\"h1\"], \"outputs\": [\"h2\"], \"scope\": \"model/layers.1\"},\n"
+                 "  {\"name\": \"out\", \"op\": \"Relu\", \"inputs\": [\"h2\"], \"outputs\": [\"y\"], \"scope\": \"\"}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 named ? "embed_tokens" : "embedding");
+        est_graph *g = load_json(text, named ? "embed_tokens" : "embedding");
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        if (r) {
+            peak[named] = est_report_peak(r)->bytes;
+            if (named) CHECK(strcmp(est_report_peak(r)->layer, "l1") == 0, "embed_tokens: peak at %s, expected l1",
+                             est_report_peak(r)->layer);
+        }
+        est_report_free(r);
+        est_graph_free(g);
+    }
+    CHECK(peak[1] == peak[0] + T, "embed_tokens: inference peak %llu, expected %llu (one embedding more)", U(peak[1]),
+          U(peak[0] + T));
+}
+
 /* Nodes out of order move up to just before their first reader and nothing
  * else moves: the file lists p1, p2, p3 (p1 reads r), then q1, q2, then r,
  * then the sum. The order run is r, p1, p2, p3, q1, q2, sum, the file's with
@@ -1849,6 +1885,7 @@ int main(int argc, char **argv) {
     check_repeated_calls();
     check_torchscript_call_counts();
     check_frame_locals();
+    check_inputs_embeds();
     check_stable_order();
     check_sdpa();
     check_sdpa_key_transpose();
