@@ -41,6 +41,7 @@ typedef struct scope_parts {
     const int32_t *offset; /* node i's components: [offset[i], offset[i + 1]) */
     const int32_t *start;
     const int32_t *len;
+    const bool *outside;   /* node i takes no part in calls (find_outside) */
 } scope_parts;
 
 /* How many leading components the scopes of nodes a and b share (an empty
@@ -90,12 +91,12 @@ static call_unit unit_of(const est_graph *g, const scope_parts *sp, int32_t j, i
 static void split_repeated_calls(const est_graph *g, const scope_parts *sp, const int32_t *first,
                                  const int32_t *last, call_unit *units, int32_t *prefix, int32_t *break_at) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        if (!g->nodes[i].scope) continue;
+        if (sp->outside[i]) continue;
         for (int32_t d = 0; d < sp->offset[i + 1] - sp->offset[i]; d++) {
             if (first[sp->offset[i] + d] != i) continue; /* not the start of a run */
             int32_t m = 0;
             for (int32_t j = i; j <= last[sp->offset[i] + d]; j++) {
-                if (!g->nodes[j].scope) continue;
+                if (sp->outside[j]) continue;
                 call_unit u = unit_of(g, sp, j, d);
                 if (m == 0 || !same_unit(&units[m - 1], &u)) units[m++] = u;
             }
@@ -125,7 +126,7 @@ static void find_calls(const est_graph *g, const scope_parts *sp, const int32_t 
     int32_t nn = g->n_nodes;
     const int32_t *offset = sp->offset;
     for (int32_t i = 0, prev = -1; i < nn; i++) {
-        if (!g->nodes[i].scope) continue;
+        if (sp->outside[i]) continue;
         int32_t depth = offset[i + 1] - offset[i];
         int32_t shared = prev >= 0 ? common_depth(g, sp, prev, i) : 0;
         if (shared > break_at[i]) shared = break_at[i];
@@ -133,7 +134,7 @@ static void find_calls(const est_graph *g, const scope_parts *sp, const int32_t 
         prev = i;
     }
     for (int32_t i = nn - 1, next = -1; i >= 0; i--) {
-        if (!g->nodes[i].scope) continue;
+        if (sp->outside[i]) continue;
         int32_t depth = offset[i + 1] - offset[i];
         int32_t shared = next >= 0 ? common_depth(g, sp, next, i) : 0;
         if (next >= 0 && shared > break_at[next]) shared = break_at[next];
@@ -188,8 +189,10 @@ static bool drop_call_counts(const est_graph *g, const scope_parts *sp, int32_t 
         return false;
     }
     memset(set.cell, 0xff, set.cap * sizeof *set.cell);
-    for (int32_t i = 0; i < nn; i++) {
-        bool repeat = i > 0 && g->nodes[i].scope == g->nodes[i - 1].scope; /* interned: same text */
+    for (int32_t i = 0, last_scope = -1; i < nn; i++) {
+        if (sp->offset[i + 1] == sp->offset[i]) continue;
+        bool repeat = last_scope >= 0 && g->nodes[i].scope == g->nodes[last_scope].scope; /* interned: same text */
+        last_scope = i;
         for (int32_t o = sp->offset[i]; o < sp->offset[i + 1]; o++) {
             node_of[o] = i;
             if (repeat) continue;
@@ -226,10 +229,11 @@ enum { MAX_GAP_STEPS = 256 };
 
 /* Whether a whole depth-d call runs strictly between nodes a and b, both in
  * the same depth-(d - 1) call (or at the top). */
-static bool call_between(const est_graph *g, const int32_t *offset, const int32_t *first, const int32_t *last,
-                         int32_t a, int32_t b, int32_t d) {
+static bool call_between(const scope_parts *sp, const int32_t *first, const int32_t *last, int32_t a, int32_t b,
+                         int32_t d) {
+    const int32_t *offset = sp->offset;
     for (int32_t k = a + 1, steps = 0; k < b && steps < MAX_GAP_STEPS; steps++) {
-        if (!g->nodes[k].scope || offset[k + 1] - offset[k] <= d) { /* the parent's own op */
+        if (sp->outside[k] || offset[k + 1] - offset[k] <= d) { /* the parent's own op */
             k++;
             continue;
         }
@@ -248,7 +252,8 @@ static bool call_between(const est_graph *g, const int32_t *offset, const int32_
  * reads in node order, each checked against the gap since the tensor's
  * previous read, at each depth of its producer's scope the read lies
  * outside of. False when out of memory. */
-static bool plan_frame_holds(est_graph *g, const int32_t *offset, const int32_t *first, const int32_t *last) {
+static bool plan_frame_holds(est_graph *g, const scope_parts *sp, const int32_t *first, const int32_t *last) {
+    const int32_t *offset = sp->offset;
     int32_t *prev_read = malloc(((size_t)g->n_tensors + 1) * sizeof *prev_read);
     if (!prev_read) return false;
     for (int32_t t = 0; t < g->n_tensors; t++) {
@@ -259,7 +264,7 @@ static bool plan_frame_holds(est_graph *g, const int32_t *offset, const int32_t 
         const est_node *n = &g->nodes[i];
         for (int32_t k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k], p = t >= 0 ? g->tensors[t].producer : -1;
-            if (p < 0 || !g->nodes[p].scope) continue;
+            if (p < 0 || sp->outside[p]) continue;
             int32_t *held = &g->tensors[t].frame_held_until;
             for (int32_t d = offset[p + 1] - offset[p] - 1; d >= 0; d--) {
                 int32_t end_call = last[offset[p] + d];
@@ -267,7 +272,7 @@ static bool plan_frame_holds(est_graph *g, const int32_t *offset, const int32_t 
                 if (i <= end_call) break; /* read inside this call, so inside the outer ones too */
                 if (i > end_parent || *held >= end_parent) continue;
                 int32_t gap_start = prev_read[t] > end_call ? prev_read[t] : end_call;
-                if (call_between(g, offset, first, last, gap_start, i, d)) *held = end_parent;
+                if (call_between(sp, first, last, gap_start, i, d)) *held = end_parent;
             }
             prev_read[t] = i;
         }
@@ -305,14 +310,47 @@ static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_
     }
 }
 
+/* The nodes that take no part in module calls: those of unknown scope, and
+ * shape computations (Shape, Size, and what reads only them and integer or
+ * constant values), which the TorchScript exporter hoists out of the call
+ * they belong to (BART's decoder computes every layer's cross-attention
+ * shapes inside the first layer's). Neither extends nor ends a call. NULL
+ * when out of memory. */
+static bool *find_outside(const est_graph *g) {
+    size_t n_nodes = (size_t)g->n_nodes + 1;
+    bool *outside = calloc(n_nodes, sizeof *outside), *shape = calloc(n_nodes, sizeof *shape);
+    if (!outside || !shape) {
+        free(outside), free(shape);
+        return NULL;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        shape[i] = true; /* a Constant, which reads nothing, too */
+        if (!est__node_is(n, "Shape") && !est__node_is(n, "Size"))
+            for (int k = 0; k < n->n_inputs && shape[i]; k++) {
+                int32_t t = n->inputs[k], p = t >= 0 ? g->tensors[t].producer : -1;
+                if (t < 0) continue;
+                shape[i] = p >= 0 ? shape[p]
+                                  : g->tensors[t].kind == EST_T_INITIALIZER && !est__dtype_is_float(g->tensors[t].dtype);
+            }
+        outside[i] = !n->scope || shape[i];
+    }
+    free(shape);
+    return outside;
+}
+
 est_status est__plan_module_calls(est_graph *g, est_error *err) {
     int32_t nn = g->n_nodes;
     int64_t total = 0;
+    bool *outside = find_outside(g);
     int32_t *offset = malloc(((size_t)nn + 1) * sizeof *offset);
-    if (!offset) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    if (!offset || !outside) {
+        free(offset), free(outside);
+        return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    }
     for (int32_t i = 0; i < nn; i++) {
         offset[i] = (int32_t)total;
-        total += g->nodes[i].scope ? scope_depth(g->nodes[i].scope) : 0;
+        total += outside[i] ? 0 : scope_depth(g->nodes[i].scope);
     }
     offset[nn] = (int32_t)total;
     size_t cells = (size_t)(total ? total : 1), nodes = (size_t)(nn ? nn : 1);
@@ -335,7 +373,7 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
             pos += len[offset[i] + d] + 1;
         }
     }
-    scope_parts sp = {offset, start, len};
+    scope_parts sp = {offset, start, len, outside};
     if (!drop_call_counts(g, &sp, len)) {
         st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
         goto out;
@@ -360,12 +398,14 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
                 }
             n->input_held_until[k] = held > i ? held : -1;
         }
-        n->output_held_until = n->op && n->op->held_by_block ? innermost_block_end(n, &last[offset[i]]) : -1;
+        n->output_held_until =
+            n->op && n->op->held_by_block && !outside[i] ? innermost_block_end(n, &last[offset[i]]) : -1;
         if (n->output_held_until <= i) n->output_held_until = -1;
     }
-    if (!plan_frame_holds(g, offset, first, last)) st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    if (!plan_frame_holds(g, &sp, first, last)) st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
     else hold_inputs_embeds(g, &sp, last);
 out:
+    free(outside);
     free(offset);
     free(first);
     free(last);

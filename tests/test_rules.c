@@ -575,6 +575,42 @@ static void check_inputs_embeds(void) {
           U(peak[0] + T));
 }
 
+/* A shape computation the TorchScript exporter hoists into another call
+ * (BART's decoder computes every layer's cross-attention shapes inside the
+ * first layer's) neither ends that call nor starts one of its own
+ * (module_calls.c, find_outside): in layers.0, v = norm(x) is read by fc
+ * and by the layer's own Add; layers.1's Shape(x) sits between the two.
+ * Taken as a call of layers.1, it would look like a call v outlived unread,
+ * and v would be held to the end of the model. The peak must be the same as
+ * with the Shape listed first. Every tensor 4096 bytes. */
+static void check_hoisted_shape(void) {
+    static const char *const shape_node =
+        "  {\"name\": \"sh1\", \"op\": \"Shape\", \"inputs\": [\"x\"], \"outputs\": [\"sh\"], \"scope\": \"m/layers.1/attn\"},\n";
+    uint64_t peak[2] = {0, 0};
+    for (int hoisted = 0; hoisted <= 1; hoisted++) {
+        char text[4096];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"hoist\", \"opset_import\": {\"\": 17},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 1024]}],\n"
+                 " \"nodes\": [\n%s"
+                 "  {\"name\": \"norm\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"v\"], \"scope\": \"m/layers.0/norm\"},\n"
+                 "  {\"name\": \"fc\", \"op\": \"Relu\", \"inputs\": [\"v\"], \"outputs\": [\"w\"], \"scope\": \"m/layers.0/fc\"},\n%s"
+                 "  {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"w\", \"v\"], \"outputs\": [\"o\"], \"scope\": \"m/layers.0\"},\n"
+                 "  {\"name\": \"view\", \"op\": \"Reshape\", \"inputs\": [\"o\", \"sh\"], \"outputs\": [\"p1\"], \"scope\": \"m/layers.1/attn\"},\n"
+                 "  {\"name\": \"f1\", \"op\": \"Relu\", \"inputs\": [\"p1\"], \"outputs\": [\"q1\"], \"scope\": \"m/layers.1/ffn\"},\n"
+                 "  {\"name\": \"f2\", \"op\": \"Relu\", \"inputs\": [\"q1\"], \"outputs\": [\"r1\"], \"scope\": \"m/layers.1/ffn2\"}],\n"
+                 " \"outputs\": [\"r1\"]}\n",
+                 hoisted ? "" : shape_node, hoisted ? shape_node : "");
+        est_graph *g = load_json(text, hoisted ? "hoisted shape" : "shape first");
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        if (r) peak[hoisted] = est_report_peak(r)->bytes;
+        est_report_free(r);
+        est_graph_free(g);
+    }
+    CHECK(peak[0] > 0 && peak[1] == peak[0], "hoisted shape: inference peak %llu, expected %llu as with the Shape first",
+          U(peak[1]), U(peak[0]));
+}
+
 /* Nodes out of order move up to just before their first reader and nothing
  * else moves: the file lists p1, p2, p3 (p1 reads r), then q1, q2, then r,
  * then the sum. The order run is r, p1, p2, p3, q1, q2, sum, the file's with
@@ -1918,6 +1954,7 @@ int main(int argc, char **argv) {
     check_torchscript_call_counts();
     check_frame_locals();
     check_inputs_embeds();
+    check_hoisted_shape();
     check_stable_order();
     check_sdpa();
     check_sdpa_key_transpose();

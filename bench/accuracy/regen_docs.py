@@ -25,6 +25,9 @@ Measurements:
   run_rnn.sh);
 - data/families/ (committed): seven models of families the zoo lacked
   (H100, 2026-11-24; run_models.sh);
+- data/blind/ (committed): Hugging Face's encoder-decoders T5 and BART,
+  measured after the frame and reduction rules (H100, 2026-11-24;
+  run_models.sh);
 - data/time/ (committed): time_layers.py's runs on the H100 and the H200
   machines (2026-11-24), against which compare_time.py sets the step time.
 Exports (git-ignored, made on a CPU): out/exports by
@@ -68,6 +71,7 @@ DISTRIBUTED_W2_FRESH = [os.path.join(ROOT, "bench", "distributed", "data", "h200
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
+BLIND = os.path.join(HERE, "data", "blind", "measured_blind_h100_run1.json")
 MAX_BATCH_H100 = os.path.join(CAPACITY, "max_batch_h100_run1.json")
 MAX_BATCH_H200 = os.path.join(CAPACITY, "max_batch_h200_run1.json")
 TIME_H100 = os.path.join(HERE, "data", "time", "time_layers_h100_run1.json")
@@ -97,6 +101,7 @@ RUNS = {
                              ["--markdown"] + DISTRIBUTED_W2_FRESH + [EXPORTS], DISTRIBUTED_W2_FRESH[0], EXPORTS),
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
+    "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
     "max-batch-h100": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H100, "H100-80GB", EXPORTS], MAX_BATCH_H100,
                        EXPORTS),
     "max-batch-h200": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H200, "H200", EXPORTS], MAX_BATCH_H200,
@@ -415,6 +420,7 @@ TABLES = {
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
+    "blind": (("blind",), lambda o: view_zoo(o, "blind")),
     "max-batch-h100": (("max-batch-h100",), lambda o: view_raw(o, "max-batch-h100", source=False)),
     "max-batch-h200": (("max-batch-h200",), lambda o: view_raw(o, "max-batch-h200", source=False)),
     "time-h100": (("time-h100",), lambda o: view_raw(o, "time-h100")),

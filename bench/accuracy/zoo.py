@@ -433,6 +433,33 @@ def _gpt2_long():
     return LastHidden(GPT2Model(GPT2Config(attn_implementation="sdpa", use_cache=False, n_layer=4, n_positions=2048)))
 
 
+class DecoderHidden(nn.Module):
+    """A Hugging Face encoder-decoder that takes input_ids, feeds the same
+    tokens shifted by one as the decoder's input, and returns the decoder's
+    last_hidden_state."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, decoder_input_ids=torch.roll(input_ids, 1, dims=1)).last_hidden_state
+
+
+def _t5_encdec():
+    from transformers import T5Config, T5Model
+    return DecoderHidden(T5Model(T5Config(d_model=512, d_ff=2048, num_layers=4, num_decoder_layers=4, num_heads=8,
+                                          vocab_size=32128, use_cache=False)))
+
+
+def _bart():
+    from transformers import BartConfig, BartModel
+    return DecoderHidden(BartModel(BartConfig(d_model=512, encoder_layers=4, decoder_layers=4,
+                                              encoder_attention_heads=8, decoder_attention_heads=8,
+                                              encoder_ffn_dim=2048, decoder_ffn_dim=2048, vocab_size=50265,
+                                              use_cache=False, attn_implementation="eager")))
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -517,6 +544,11 @@ MODELS = {
     "poolformer_like": (PoolFormerLike, image, [1, 8, 32], False),
     "seq2seq": (Seq2Seq, lambda b: tokens(b, 16000, 128), [1, 8, 32], False),
     "gpt2_long": (_gpt2_long, lambda b: tokens(b, 50257, 1024), [1, 4, 8], False),
+    # a blind check of the frame and reduction rules: Hugging Face's
+    # encoder-decoders (T5 with relative position bias and no biases, BART
+    # with learned positions and biased projections), measured after them
+    "t5_encdec": (_t5_encdec, lambda b: tokens(b, 32128), [1, 8, 32], False),
+    "bart_small": (_bart, lambda b: tokens(b, 50265), [1, 8, 32], False),
 }
 
 
