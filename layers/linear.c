@@ -595,10 +595,16 @@ static uint64_t attention_rows(const est_cost_ctx *c) {
  * the same num_heads") and flash and cuDNN take half precision only.
  * transformers calls SDPA with enable_gqa=True; an H100 probe of its Llama
  * and Qwen2 shapes ran _safe_softmax in float32 and the cuDNN kernel in
- * bfloat16 (bench/accuracy/probe_sdpa.py, probe_finetune.py). */
+ * bfloat16 (bench/accuracy/probe_sdpa.py, probe_finetune.py). A mask that
+ * takes a gradient (T5's relative position bias, a trainable table) sends
+ * it to the math kernel too: the H100 probe of t5_encdec (bench/accuracy/
+ * data/blind/) ran _safe_softmax in all 8 self-attentions, whose bias
+ * trains, and the memory-efficient kernel in the 4 cross-attentions, whose
+ * mask does not. */
 static bool attention_runs_math(const est_cost_ctx *c) {
     const est_tval *q = est_cost_in(c, 0), *k = est_cost_in(c, 1);
     if (c->kernels != EST_KERNELS_PYTORCH || !q || !k || q->rank != 4 || k->rank != 4) return false;
+    if (est_needs_grad(c, 3)) return true;
     bool grouped = k->dims[1] > 0 && k->dims[1] < q->dims[1];
     return grouped && (c->float_dtype == EST_DT_FLOAT || c->float_dtype == EST_DT_DOUBLE);
 }
@@ -683,7 +689,7 @@ EST_FAMILY(linear,
      .infer = einsum_infer, .flops = einsum_flops, .saves = einsum_saves},
     /* the mask and the per-sample lengths take no gradient */
     {.name = "Attention", .min_inputs = 3, .max_inputs = 7, .min_outputs = 1, .max_outputs = 4,
-     .infer = attention_infer, .nondiff_inputs = EST_SLOT(3) | EST_SLOT(6), .flops = attention_flops,
+     .infer = attention_infer, .nondiff_inputs = EST_SLOT(6), .nonparam_inputs = EST_SLOT(3), .flops = attention_flops,
      .saves = attention_saves, .workspace = attention_workspace,
      .backward_workspace = attention_backward_workspace},
 );

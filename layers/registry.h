@@ -46,6 +46,11 @@ typedef struct est_op_def {
     /* Input slots that take no gradient (indices, shapes, ratios, min/max).
      * An initializer used only here is a constant, not a parameter. */
     est_slot_mask nondiff_inputs;
+    /* Input slots that take a gradient when they are computed from what
+     * trains, but make no parameter: an initializer read only there is a
+     * constant (an attention mask: T5's position bias trains, a stored
+     * causal mask is no weight). */
+    est_slot_mask nonparam_inputs;
     /* Input slots that hold non-trainable state (running statistics). */
     est_slot_mask buffer_inputs;
 

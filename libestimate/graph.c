@@ -420,7 +420,7 @@ static bool classify_initializers(est_graph *g) {
             if (t < 0 || g->tensors[t].kind != EST_T_INITIALIZER) continue;
             est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
             if (n->op && (n->op->buffer_inputs & bit)) use[t] |= USE_BUFFER;
-            else if (!n->op || !(n->op->nondiff_inputs & bit)) use[t] |= USE_DIFF;
+            else if (!n->op || !((n->op->nondiff_inputs | n->op->nonparam_inputs) & bit)) use[t] |= USE_DIFF;
             if (!reads_as_folded_table(n)) use[t] |= USE_NOT_TABLE;
         }
     }

@@ -205,7 +205,7 @@ void est__sim_assign_amp_dtypes(sim *s) {
         for (int k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
             if (t < 0 || is_folded(s, t) || !est__dtype_is_float(s->r->tv[t].dtype)) continue;
-            bool diff = k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k));
+            bool diff = k >= 32 || !((n->op->nondiff_inputs | n->op->nonparam_inputs) & EST_SLOT(k));
             if (cls == EST_AMP_LOW && diff && s->dt[t] != s->low && k < 32) s->cast_mask[i] |= EST_SLOT(k);
             if (cls == EST_AMP_FP32 && diff && s->dt[t] != hi && k < 32) s->cast_mask[i] |= EST_SLOT(k);
             /* weights and constants do not promote (PyTorch scalars, fused biases) */

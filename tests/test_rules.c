@@ -755,6 +755,48 @@ static void check_embedding_backward(void) {
     }
 }
 
+/* An attention mask that takes a gradient (T5's relative position bias:
+ * here Relu(Bias), Bias [1, 4, 64, 64] trainable) sends SDPA to its math
+ * kernel (layers/linear.c, attention_runs_math): the Attention keeps the
+ * scaled q, k and v (Q = 2 * 4 * 64 * 32 * 4 bytes each, the same tensor
+ * three times) and the probabilities (P = 2 * 4 * 64 * 64 * 4), and its
+ * backward takes three of P; Bias trains. The same Bias read directly as
+ * the mask is a constant (Attention's nonparam_inputs): only w trains, and
+ * the efficient kernel takes no workspace. */
+static void check_trainable_attention_mask(void) {
+    const uint64_t Q = 2 * 4 * 64 * 32 * 4, P = 2 * 4 * 64 * 64 * 4;
+    for (int direct = 0; direct <= 1; direct++) {
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"att\", \"opset_import\": {\"\": 23},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 4, 64, 32]}],\n"
+                 " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [32]},\n"
+                 "                    {\"name\": \"Bias\", \"dtype\": \"float32\", \"dims\": [1, 4, 64, 64]}],\n"
+                 " \"nodes\": [%s\n"
+                 "  {\"name\": \"q\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"q\"]},\n"
+                 "  {\"name\": \"att\", \"op\": \"Attention\", \"inputs\": [\"q\", \"q\", \"q\", \"%s\"], \"outputs\": [\"y\"]}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 direct ? "" : "{\"name\": \"mr\", \"op\": \"Relu\", \"inputs\": [\"Bias\"], \"outputs\": [\"m\"]},",
+                 direct ? "Bias" : "m");
+        const char *what = direct ? "constant mask" : "trainable mask";
+        est_graph *g = load_json(text, what);
+        est_report *r = run(g, EST_MODE_TRAIN, 0);
+        const est_layer *att = r ? layer_named(r, "att", what) : NULL;
+        if (att) {
+            uint64_t params = est_report_totals(r)->param_count;
+            if (direct)
+                CHECK(params == 32 && att->temp_bytes == 0, "%s: %llu parameters (w only), temp %llu (none)", what,
+                      U(params), U(att->temp_bytes));
+            else
+                CHECK(params == 32 + 4 * 64 * 64 && att->saved_bytes == 3 * Q + P && att->temp_bytes == 3 * P,
+                      "%s: %llu parameters, saves %llu (math: %llu), temp %llu (%llu)", what, U(params),
+                      U(att->saved_bytes), U(3 * Q + P), U(att->temp_bytes), U(3 * P));
+        }
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
+
 /* ---- 2. Conv workspace ------------------------------------------------------------ */
 
 /* One Conv: x [n, c, hw, hw] -> conv (W [f, c/group, k, k], pads k/2) -> y.
@@ -1968,6 +2010,7 @@ int main(int argc, char **argv) {
     check_group_norm();
     check_bias_grad_sum();
     check_embedding_backward();
+    check_trainable_attention_mask();
     check_group_norm_shared_weights();
     check_sum_of_many_folds();
     return test_result("test_rules");
