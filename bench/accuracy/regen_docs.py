@@ -72,6 +72,7 @@ TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
 BLIND = os.path.join(HERE, "data", "blind", "measured_blind_h100_run1.json")
+MAX_BATCH_BLIND = os.path.join(HERE, "data", "blind", "max_batch_blind_h100_run1.json")
 MAX_BATCH_H100 = os.path.join(CAPACITY, "max_batch_h100_run1.json")
 MAX_BATCH_H200 = os.path.join(CAPACITY, "max_batch_h200_run1.json")
 TIME_H100 = os.path.join(HERE, "data", "time", "time_layers_h100_run1.json")
@@ -102,6 +103,8 @@ RUNS = {
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
+    "max-batch-blind": ("compare_max_batch.py", ["--markdown", MAX_BATCH_BLIND, "H100-80GB", EXPORTS],
+                        MAX_BATCH_BLIND, EXPORTS),
     "max-batch-h100": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H100, "H100-80GB", EXPORTS], MAX_BATCH_H100,
                        EXPORTS),
     "max-batch-h200": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H200, "H200", EXPORTS], MAX_BATCH_H200,
@@ -421,6 +424,7 @@ TABLES = {
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
     "blind": (("blind",), lambda o: view_zoo(o, "blind")),
+    "max-batch-blind": (("max-batch-blind",), lambda o: view_raw(o, "max-batch-blind", source=False)),
     "max-batch-h100": (("max-batch-h100",), lambda o: view_raw(o, "max-batch-h100", source=False)),
     "max-batch-h200": (("max-batch-h200",), lambda o: view_raw(o, "max-batch-h200", source=False)),
     "time-h100": (("time-h100",), lambda o: view_raw(o, "time-h100")),
