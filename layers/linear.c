@@ -623,15 +623,26 @@ static uint64_t kv_repeats(const est_cost_ctx *c) {
 
 /* _scaled_dot_product_attention_math: key and value repeated to Q's heads
  * (repeat_interleave), q and k scaled by sqrt(scale), then bmm, the mask
- * added, _safe_softmax, bmm. Its autograd keeps the scaled q and k, the
- * repeated v and the probabilities ("self: _softmax_backward_data(grad,
- * result, ...)"; bmm keeps each operand for the other's gradient). */
+ * added, _safe_softmax, [dropout,] bmm. Its autograd keeps the scaled q and
+ * k, the repeated v and the probabilities ("self: _softmax_backward_data(
+ * grad, result, ...)"; bmm keeps each operand for the other's gradient).
+ * With dropout (the fused chain had a Dropout, EST_ATTENTION_DROPOUT) it
+ * keeps the dropped probabilities that the second bmm reads and the bool
+ * mask too ("native_dropout_backward(grad, mask, scale)"): the H100 probe of
+ * t5_encdec's self-attentions (bench/accuracy/data/blind/) leaves 4 and 5
+ * MiB at softmax and dropout, [8, 8, 128, 128] at batch 8. The extras
+ * count at most EST_MAX_EXTRA tensors: the two dropout ones are summed. */
 static void attention_math_saves(const est_cost_ctx *c, est_saved *s) {
-    uint64_t rep = kv_repeats(c);
+    uint64_t rep = kv_repeats(c), probs = attention_probs_bytes(c);
     est_save_extra(s, est_cost_bytes(c, est_cost_in(c, 0)));
     est_save_extra(s, est_mul_sat(rep, est_cost_bytes(c, est_cost_in(c, 1))));
     est_save_extra(s, est_mul_sat(rep, est_cost_bytes(c, est_cost_in(c, 2))));
-    est_save_extra(s, attention_probs_bytes(c));
+    uint64_t dropped = 0;
+    if (est_node_attr_int(c->node, EST_ATTENTION_DROPOUT, 0)) {
+        uint64_t elements = est_mul_sat(attention_rows(c), attention_kv_len(c));
+        dropped = est_add_sat(probs, elements); /* and a bool mask, a byte each */
+    }
+    est_save_extra(s, est_add_sat(probs, dropped));
 }
 
 /* The math kernel's forward: the masked scores beside the probabilities,

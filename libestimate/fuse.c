@@ -414,25 +414,28 @@ static int32_t unrepeated_kv(const fuse_ctx *f, int32_t t, int32_t nodes[4], int
 
 /* Sets node n to Attention(q, k, v[, mask]), one head per input for 3-D
  * operands; false when out of memory (n unchanged). */
-static bool rewrite_attention(est_graph *g, est_node *n, int32_t q, int32_t k, int32_t v, int32_t mask) {
+static bool rewrite_attention(est_graph *g, est_node *n, int32_t q, int32_t k, int32_t v, int32_t mask,
+                              bool dropout) {
     const char *op = est__graph_intern(g, "Attention");
     int32_t *inputs = malloc(4 * sizeof *inputs);
-    est_attr *attrs = calloc(2, sizeof *attrs);
-    char *a0 = est__strdup("q_num_heads"), *a1 = est__strdup("kv_num_heads");
-    if (!op || !inputs || !attrs || !a0 || !a1) {
-        free(inputs), free(attrs), free(a0), free(a1);
+    est_attr *attrs = calloc(3, sizeof *attrs);
+    char *a0 = est__strdup("q_num_heads"), *a1 = est__strdup("kv_num_heads"), *a2 = est__strdup(EST_ATTENTION_DROPOUT);
+    if (!op || !inputs || !attrs || !a0 || !a1 || !a2) {
+        free(inputs), free(attrs), free(a0), free(a1), free(a2);
         return false;
     }
     inputs[0] = q, inputs[1] = k, inputs[2] = v, inputs[3] = mask;
     attrs[0] = (est_attr){.name = a0, .type = EST_ATTR_INT, .i = 1};
     attrs[1] = (est_attr){.name = a1, .type = EST_ATTR_INT, .i = 1};
+    attrs[2] = (est_attr){.name = a2, .type = EST_ATTR_INT, .i = 1};
+    if (!dropout) free(a2), attrs[2] = (est_attr){0};
     free(n->inputs);
     for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
     free(n->attrs);
     n->op_type = op;
     n->inputs = inputs;
     n->n_inputs = mask >= 0 ? 4 : 3;
-    n->n_attrs = 2;
+    n->n_attrs = dropout ? 3 : 2;
     n->attrs = attrs;
     n->op = NULL;
     return true;
@@ -479,7 +482,7 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     int nk, nv;
     int32_t k_kv = unrepeated_kv(f, k, k_rep, &nk), v_kv = unrepeated_kv(f, v, v_rep, &nv);
     bool grouped = k_kv >= 0 && v_kv >= 0 && repermute < 0;
-    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask))
+    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask, dropout >= 0))
         return f->out_of_memory = true, false;
     /* the repeats go unless something else reads them (a Shape) */
     for (int i = 0; grouped && i < nk && single_use(f, k); i++) drop[k_rep[i]] = true;

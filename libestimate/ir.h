@@ -138,6 +138,10 @@ typedef enum est_fx_args {
 #define EST_RNN_CALL_LAYERS "memest.call_layers"
 /* And the input size of the call's first layer, where its W gives it. */
 #define EST_RNN_CALL_INPUT "memest.call_input"
+/* INT attribute, 1 on an Attention node that fuse.c made from a chain with
+ * a Dropout of the probabilities (SDPA's dropout_p > 0): its math kernel
+ * then keeps the dropped probabilities and the mask (layers/linear.c). */
+#define EST_ATTENTION_DROPOUT "memest.dropout"
 
 typedef struct est_node {
     char *name;         /* never NULL: "<op>_<index>" when the model has none */

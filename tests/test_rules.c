@@ -762,10 +762,12 @@ static void check_embedding_backward(void) {
  * three times) and the probabilities (P = 2 * 4 * 64 * 64 * 4), and its
  * backward takes three of P; Bias trains. The same Bias read directly as
  * the mask is a constant (Attention's nonparam_inputs): only w trains, and
- * the efficient kernel takes no workspace. */
+ * the efficient kernel takes no workspace. With a dropout of the
+ * probabilities fused in (memest.dropout, as fuse.c marks it), the math
+ * kernel also keeps the dropped probabilities (P) and the bool mask (P / 4). */
 static void check_trainable_attention_mask(void) {
     const uint64_t Q = 2 * 4 * 64 * 32 * 4, P = 2 * 4 * 64 * 64 * 4;
-    for (int direct = 0; direct <= 1; direct++) {
+    for (int direct = 0; direct <= 2; direct++) {
         char text[2048];
         snprintf(text, sizeof text,
                  "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"att\", \"opset_import\": {\"\": 23},\n"
@@ -774,23 +776,25 @@ static void check_trainable_attention_mask(void) {
                  "                    {\"name\": \"Bias\", \"dtype\": \"float32\", \"dims\": [1, 4, 64, 64]}],\n"
                  " \"nodes\": [%s\n"
                  "  {\"name\": \"q\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"q\"]},\n"
-                 "  {\"name\": \"att\", \"op\": \"Attention\", \"inputs\": [\"q\", \"q\", \"q\", \"%s\"], \"outputs\": [\"y\"]}],\n"
+                 "  {\"name\": \"att\", \"op\": \"Attention\", \"inputs\": [\"q\", \"q\", \"q\", \"%s\"], \"outputs\": [\"y\"]%s}],\n"
                  " \"outputs\": [\"y\"]}\n",
-                 direct ? "" : "{\"name\": \"mr\", \"op\": \"Relu\", \"inputs\": [\"Bias\"], \"outputs\": [\"m\"]},",
-                 direct ? "Bias" : "m");
-        const char *what = direct ? "constant mask" : "trainable mask";
+                 direct == 1 ? "" : "{\"name\": \"mr\", \"op\": \"Relu\", \"inputs\": [\"Bias\"], \"outputs\": [\"m\"]},",
+                 direct == 1 ? "Bias" : "m",
+                 direct == 2 ? ", \"attributes\": {\"memest.dropout\": {\"int\": 1}}" : "");
+        const char *what = direct == 1 ? "constant mask" : direct == 2 ? "trainable mask, dropout" : "trainable mask";
         est_graph *g = load_json(text, what);
         est_report *r = run(g, EST_MODE_TRAIN, 0);
         const est_layer *att = r ? layer_named(r, "att", what) : NULL;
         if (att) {
             uint64_t params = est_report_totals(r)->param_count;
-            if (direct)
+            uint64_t saves = 3 * Q + P + (direct == 2 ? P + P / 4 : 0);
+            if (direct == 1)
                 CHECK(params == 32 && att->temp_bytes == 0, "%s: %llu parameters (w only), temp %llu (none)", what,
                       U(params), U(att->temp_bytes));
             else
-                CHECK(params == 32 + 4 * 64 * 64 && att->saved_bytes == 3 * Q + P && att->temp_bytes == 3 * P,
+                CHECK(params == 32 + 4 * 64 * 64 && att->saved_bytes == saves && att->temp_bytes == 3 * P,
                       "%s: %llu parameters, saves %llu (math: %llu), temp %llu (%llu)", what, U(params),
-                      U(att->saved_bytes), U(3 * Q + P), U(att->temp_bytes), U(3 * P));
+                      U(att->saved_bytes), U(saves), U(att->temp_bytes), U(3 * P));
         }
         est_report_free(r);
         est_graph_free(g);
