@@ -49,7 +49,9 @@ typedef struct est_op_def {
     /* Input slots that take a gradient when they are computed from what
      * trains, but make no parameter: an initializer read only there is a
      * constant (an attention mask: T5's position bias trains, a stored
-     * causal mask is no weight). */
+     * causal mask is no weight), unless the node's FX call names a
+     * parameter (est_node.fx_args: a dynamo export of SDPA on a
+     * trainable mask). */
     est_slot_mask nonparam_inputs;
     /* Input slots that hold non-trainable state (running statistics). */
     est_slot_mask buffer_inputs;

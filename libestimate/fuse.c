@@ -443,7 +443,11 @@ static bool rewrite_attention(est_graph *g, est_node *n, int32_t q, int32_t k, i
 
 /* MatMul(Mul(q, s), Mul(kT, s)) [-> Add mask] -> Softmax -> [Dropout] ->
  * MatMul(., v): the last MatMul becomes Attention(q, k, v[, mask]), with the
- * keys and values before a grouped-query repeat (unrepeated_kv). */
+ * keys and values before a grouped-query repeat (unrepeated_kv). A call
+ * with a scale of 1 has no Muls: MatMul(q, kT) is taken as the same when
+ * the dynamo exporter says the Softmax came from
+ * aten.scaled_dot_product_attention (OPT and T5 scale q themselves or not
+ * at all; a hand-written attention's softmax is its own FX call). */
 static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     est_graph *g = f->g;
     const est_node *s = &g->nodes[sm];
@@ -463,6 +467,11 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     int32_t mul_q, mul_k, chain[3], n_chain, repermute = -1;
     int32_t q = scaled_operand(f, g->nodes[mm1].inputs[0], &mul_q);
     int32_t kt = scaled_operand(f, g->nodes[mm1].inputs[1], &mul_k);
+    if ((q < 0 || kt < 0) && s->fx_sdpa && g->nodes[mm1].fx_sdpa) {
+        q = g->nodes[mm1].inputs[0], kt = g->nodes[mm1].inputs[1];
+        mul_q = mul_k = -1;
+        if (!single_use(f, kt)) return false;
+    }
     int32_t k = kt >= 0 ? key_of(f, kt, chain, &n_chain, &repermute) : -1;
     if (q < 0 || k < 0) return false;
     int32_t isnan, where, dropout = -1;
@@ -482,7 +491,8 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     int nk, nv;
     int32_t k_kv = unrepeated_kv(f, k, k_rep, &nk), v_kv = unrepeated_kv(f, v, v_rep, &nv);
     bool grouped = k_kv >= 0 && v_kv >= 0 && repermute < 0;
-    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask, dropout >= 0))
+    bool dropped = dropout >= 0 || g->nodes[sm].fx_sdpa_dropout;
+    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask, dropped))
         return f->out_of_memory = true, false;
     /* the repeats go unless something else reads them (a Shape) */
     for (int i = 0; grouped && i < nk && single_use(f, k); i++) drop[k_rep[i]] = true;
@@ -494,7 +504,9 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
         perm[2] = perm[3];
         perm[3] = t;
     }
-    drop[mul_q] = drop[mul_k] = drop[mm1] = drop[sm] = true;
+    if (mul_q >= 0) drop[mul_q] = true;
+    if (mul_k >= 0) drop[mul_k] = true;
+    drop[mm1] = drop[sm] = true;
     if (add >= 0) drop[add] = true;
     if (dropout >= 0) drop[dropout] = true;
     if (where >= 0) drop[isnan] = drop[where] = true;

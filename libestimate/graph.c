@@ -391,9 +391,11 @@ out:
  * apply to activations is no parameter: the FX calls that read it read no
  * parameter (est_node.fx_args). A parameter viewed for broadcasting (a per-
  * channel scale, weight[:, None, None]) is folded the same way, so the rule
- * also asks for two or more dims above 1, which a per-channel view has not. */
+ * also asks for two or more dims above 1, which a per-channel view has not.
+ * Where counts among those ops: T5's cross-attention bias, torch.zeros
+ * filled by masked_fill, reaches the file as a zeros table read by a Where. */
 static bool reads_as_folded_table(const est_node *n) {
-    static const char *const elementwise[] = {"Mul", "Div", "Add", "Sub"};
+    static const char *const elementwise[] = {"Mul", "Div", "Add", "Sub", "Where"};
     if (n->fx_args != EST_FX_NO_PARAM || n->domain[0]) return false;
     for (size_t k = 0; k < sizeof elementwise / sizeof *elementwise; k++)
         if (strcmp(n->op_type, elementwise[k]) == 0) return true;
@@ -420,7 +422,9 @@ static bool classify_initializers(est_graph *g) {
             if (t < 0 || g->tensors[t].kind != EST_T_INITIALIZER) continue;
             est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
             if (n->op && (n->op->buffer_inputs & bit)) use[t] |= USE_BUFFER;
-            else if (!n->op || !((n->op->nondiff_inputs | n->op->nonparam_inputs) & bit)) use[t] |= USE_DIFF;
+            else if (!n->op || (!(n->op->nondiff_inputs & bit) &&
+                                    (!(n->op->nonparam_inputs & bit) || n->fx_args == EST_FX_READS_PARAM)))
+                use[t] |= USE_DIFF; /* a mask the FX call names as a parameter trains */
             if (!reads_as_folded_table(n)) use[t] |= USE_NOT_TABLE;
         }
     }

@@ -168,6 +168,10 @@ typedef struct est_node {
     char *module;
     const char *label;  /* n->name or n->module */
     est_fx_args fx_args;
+    bool fx_sdpa;       /* the dynamo exporter says the node came from an
+                           FX call of aten.scaled_dot_product_attention */
+    bool fx_sdpa_dropout; /* ...whose dropout_p is above 0, which the
+                             exporter's decomposition drops */
     uint64_t fx_arg0;   /* a hash of the FX value the call takes first
                            ("%getitem_38" in a dynamo export's "aten.linear(
                            %getitem_38, ...)"), 0 when the file does not say */

@@ -343,6 +343,24 @@ static est_fx_args fx_call_args(const char *fx_node, uint64_t *arg0) {
     return !args ? EST_FX_UNKNOWN : strstr(args, "%p_") ? EST_FX_READS_PARAM : EST_FX_NO_PARAM;
 }
 
+/* Whether an FX call of aten.scaled_dot_product_attention has a dropout_p
+ * above 0: its fifth argument ("args = (%q, %k, %v, %mask, 0.1)") or the
+ * keyword ("dropout_p: 0.1"). */
+static bool fx_sdpa_dropout(const char *fx_node) {
+    const char *kw = strstr(fx_node, "dropout_p: ");
+    if (kw) return strtod(kw + 11, NULL) > 0;
+    const char *args = strstr(fx_node, "](args = (");
+    if (!args) return false;
+    const char *a = args + 10;
+    for (int comma = 0; comma < 4; comma++) {
+        a = strchr(a, ',');
+        if (!a) return false;
+        a++;
+    }
+    while (*a == ' ') a++;
+    return *a != '%' && strtod(a, NULL) > 0;
+}
+
 /* The module a node ran in, as est_node.scope wants it. The dynamo exporter
  * records the module path in "pkg.torch.onnx.name_scopes" (a Python list: '',
  * then one entry per module, then the op); the TorchScript exporter names the
@@ -431,6 +449,8 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
     }
     if (!n->name || !module_scope(L->g, p, n->name, &n->scope) || !detach_from_fx_call(L->g, n, fx_node)) return oom(L);
     n->fx_args = fx_call_args(fx_node, &n->fx_arg0);
+    n->fx_sdpa = fx_node && strstr(fx_node, "target=torch.ops.aten.scaled_dot_product_attention") != NULL;
+    n->fx_sdpa_dropout = n->fx_sdpa && fx_sdpa_dropout(fx_node);
     if (!op[0]) return est__fail(L->err, EST_EPARSE, "%s: node '%s' has no op_type", L->src, n->name);
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)
         return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): more than %d inputs or outputs",

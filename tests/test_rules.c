@@ -1786,6 +1786,39 @@ static void check_dropout_identity(void) {
  * they are constants, so the Mul keeps nothing of q for them; the norm weight
  * and the per-channel scale viewed as [1, 1, D] stay parameters, and the Mul
  * by the scale keeps its activation for the scale's gradient. */
+/* SDPA with a scale of 1, as the dynamo exporter decomposes it: no scaling
+ * Mul, the Softmax and both MatMuls from the aten.scaled_dot_product_attention
+ * call (tests/data/make_sdpa_bias.py). Both calls fold back into Attention
+ * (fuse.c, match_sdpa). The first has a trainable bias for its mask, which
+ * the FX call names as a parameter, and a dropout_p of 0.1 the file drops:
+ * SDPA's math kernel keeps the scaled q, k and v (Q each), the
+ * probabilities, the dropped ones and the bool mask (2 P + P / 4), and its
+ * backward takes 3 P. The second's mask, zeros filled by a Where (a table
+ * the exporter folded, no parameter), takes no gradient: the efficient
+ * kernel, no workspace. Parameters: two Linear(128, 384) and the bias. */
+static void check_sdpa_bias(void) {
+    const char *what = "sdpa bias (dynamo export)";
+    const uint64_t Q = 2 * 4 * 64 * 32 * 4, P = 2 * 4 * 64 * 64 * 4;
+    est_graph *g = load_export(TEST_DATA_DIR, "sdpa_bias.dynamo.onnx");
+    est_report *r = run(g, EST_MODE_TRAIN, 2);
+    if (r) {
+        uint64_t params = 2 * (128 * 384 + 384) + 4 * 64 * 64;
+        CHECK(est_report_totals(r)->param_count == params, "%s: %llu parameters, expected %llu", what,
+              U(est_report_totals(r)->param_count), U(params));
+        const est_layer *a = layer_named(r, "node_scaled_dot_product_attention", what);
+        const est_layer *b = layer_named(r, "node_scaled_dot_product_attention_1", what);
+        if (a)
+            CHECK(strcmp(a->op, "Attention") == 0 && a->saved_bytes == 3 * Q + 2 * P + P / 4 && a->temp_bytes == 3 * P,
+                  "%s: first call %s saves %llu (expected %llu), temp %llu (expected %llu)", what, a->op,
+                  U(a->saved_bytes), U(3 * Q + 2 * P + P / 4), U(a->temp_bytes), U(3 * P));
+        if (b)
+            CHECK(strcmp(b->op, "Attention") == 0 && b->temp_bytes == 0, "%s: second call %s, temp %llu (expected 0)",
+                  what, b->op, U(b->temp_bytes));
+    }
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 static void check_folded_tables(void) {
     const char *what = "rotary block (dynamo export)";
     est_graph *g = load_export(TEST_DATA_DIR, "rotary_block.dynamo.onnx");
@@ -2015,6 +2048,7 @@ int main(int argc, char **argv) {
     check_bias_grad_sum();
     check_embedding_backward();
     check_trainable_attention_mask();
+    check_sdpa_bias();
     check_group_norm_shared_weights();
     check_sum_of_many_folds();
     return test_result("test_rules");
