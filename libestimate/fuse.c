@@ -107,26 +107,43 @@ static bool single_use(const fuse_ctx *f, int32_t t) { return t >= 0 && t < f->n
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
 
-/* Rewrites node `first` (an op without attributes) into a one-input
- * `op_name` on x that writes `out`. */
-static bool rewrite_unary(est_graph *g, int32_t first, const char *op_name, int32_t x, int32_t out) {
+/* An attribute a rewrite gives a node: its name is copied. */
+typedef struct new_attr {
+    const char *name;
+    est_attr_type type; /* EST_ATTR_INT or EST_ATTR_FLOAT */
+    int64_t i;
+    double f;
+} new_attr;
+
+/* Rewrites node n into op_name(inputs) with the given attributes, writing
+ * `out` as its output 0 (-1: it keeps its own); false when out of memory
+ * (n unchanged). */
+static bool rewrite_node(est_graph *g, est_node *n, const char *op_name, const int32_t *in, int n_in,
+                         const new_attr *attrs, int n_attrs, int32_t out) {
     const char *op = est__graph_intern(g, op_name);
-    int32_t *inputs = malloc(sizeof *inputs);
-    if (!op || !inputs) {
-        free(inputs);
-        return false; /* out of memory: leave the graph as it is */
+    int32_t *inputs = malloc((size_t)n_in * sizeof *inputs);
+    est_attr *copies = n_attrs ? calloc((size_t)n_attrs, sizeof *copies) : NULL;
+    bool ok = op && inputs && (copies || !n_attrs);
+    for (int j = 0; ok && j < n_attrs; j++) {
+        copies[j] = (est_attr){.name = est__strdup(attrs[j].name), .type = attrs[j].type, .i = attrs[j].i,
+                               .f = attrs[j].f};
+        ok = copies[j].name != NULL;
     }
-    inputs[0] = x;
-    est_node *n = &g->nodes[first];
+    if (!ok) {
+        for (int j = 0; copies && j < n_attrs; j++) free(copies[j].name);
+        free(inputs), free(copies);
+        return false;
+    }
+    memcpy(inputs, in, (size_t)n_in * sizeof *inputs);
     free(n->inputs);
     for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
     free(n->attrs);
-    n->attrs = NULL;
-    n->n_attrs = 0;
     n->op_type = op;
     n->inputs = inputs;
-    n->n_inputs = 1;
-    n->outputs[0] = out;
+    n->n_inputs = n_in;
+    n->attrs = copies;
+    n->n_attrs = n_attrs;
+    if (out >= 0) n->outputs[0] = out;
     n->op = NULL;
     return true;
 }
@@ -152,7 +169,7 @@ static bool match_gelu_erf(fuse_ctx *f, int32_t div, bool *drop) {
         return false;
     if (g->nodes[half].n_outputs != 1) return false;
 
-    if (!rewrite_unary(g, div, "Gelu", x, g->nodes[half].outputs[0])) return f->out_of_memory = true, false;
+    if (!rewrite_node(g, &g->nodes[div], "Gelu", &x, 1, NULL, 0, g->nodes[half].outputs[0])) return f->out_of_memory = true, false;
     drop[erf] = drop[add] = drop[mul] = drop[half] = true;
     return true;
 }
@@ -166,7 +183,7 @@ static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
     int32_t x = s->inputs[0];
     int32_t mul = only_consumer(f, s->outputs[0], "Mul", sig);
     if (mul < 0 || other_input(&g->nodes[mul], s->outputs[0]) != x || g->nodes[mul].n_outputs != 1) return false;
-    if (!rewrite_unary(g, sig, "Swish", x, g->nodes[mul].outputs[0])) return f->out_of_memory = true, false;
+    if (!rewrite_node(g, &g->nodes[sig], "Swish", &x, 1, NULL, 0, g->nodes[mul].outputs[0])) return f->out_of_memory = true, false;
     drop[mul] = true;
     return true;
 }
@@ -228,33 +245,6 @@ static int32_t own_channel_param(est_graph *g, int32_t t, int32_t node) {
     return c;
 }
 
-static bool rewrite_group_norm(est_graph *g, est_node *n, int32_t x, int32_t w, int32_t b, int64_t groups,
-                               double epsilon, int32_t out) {
-    const char *op = est__graph_intern(g, "GroupNormalization");
-    int32_t *inputs = malloc(3 * sizeof *inputs);
-    est_attr *attrs = calloc(2, sizeof *attrs);
-    char *a0 = est__strdup("num_groups"), *a1 = est__strdup("epsilon");
-    if (!op || !inputs || !attrs || !a0 || !a1) {
-        free(inputs), free(attrs), free(a0), free(a1);
-        return false;
-    }
-    inputs[0] = x, inputs[1] = w, inputs[2] = b;
-    attrs[0] = (est_attr){.name = a0, .type = EST_ATTR_INT, .i = groups};
-    attrs[1] = (est_attr){.name = a1, .type = EST_ATTR_FLOAT, .f = epsilon};
-    free(n->inputs);
-    for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
-    free(n->attrs);
-    n->op_type = op;
-    n->inputs = inputs;
-    n->n_inputs = 3;
-    n->n_attrs = 2;
-    n->attrs = attrs;
-    n->outputs[0] = out;
-    n->opset = n->opset < 21 ? 21 : n->opset;
-    n->op = NULL;
-    return true;
-}
-
 /* Reshape(x, [0, G, -1]) -> InstanceNormalization(ones, zeros) -> Reshape
  * -> Mul(w) -> Add(b): the InstanceNormalization node becomes
  * GroupNormalization(x, w, b) writing the Add's output. */
@@ -287,8 +277,11 @@ static bool match_group_norm(fuse_ctx *f, int32_t in, bool *drop) {
     double epsilon = 1e-5;
     for (int32_t j = 0; j < n->n_attrs; j++)
         if (strcmp(n->attrs[j].name, "epsilon") == 0 && n->attrs[j].type == EST_ATTR_FLOAT) epsilon = n->attrs[j].f;
-    if (!rewrite_group_norm(g, &g->nodes[in], x, w, b, groups, epsilon, g->nodes[add].outputs[0]))
+    const int32_t inputs[3] = {x, w, b};
+    const new_attr attrs[2] = {{"num_groups", EST_ATTR_INT, groups, 0}, {"epsilon", EST_ATTR_FLOAT, 0, epsilon}};
+    if (!rewrite_node(g, &g->nodes[in], "GroupNormalization", inputs, 3, attrs, 2, g->nodes[add].outputs[0]))
         return f->out_of_memory = true, false;
+    if (g->nodes[in].opset < 21) g->nodes[in].opset = 21; /* scale and bias of C */
     /* [C, 1, 1] -> [C]: the same parameter, as the module holds it */
     if (w_folded && !w_shared) g->tensors[w].rank = 1;
     if (b_folded && !b_shared) g->tensors[b].rank = 1;
@@ -412,35 +405,6 @@ static int32_t unrepeated_kv(const fuse_ctx *f, int32_t t, int32_t nodes[4], int
     return u->inputs[0];
 }
 
-/* Sets node n to Attention(q, k, v[, mask]), one head per input for 3-D
- * operands; false when out of memory (n unchanged). */
-static bool rewrite_attention(est_graph *g, est_node *n, int32_t q, int32_t k, int32_t v, int32_t mask,
-                              bool dropout) {
-    const char *op = est__graph_intern(g, "Attention");
-    int32_t *inputs = malloc(4 * sizeof *inputs);
-    est_attr *attrs = calloc(3, sizeof *attrs);
-    char *a0 = est__strdup("q_num_heads"), *a1 = est__strdup("kv_num_heads"), *a2 = est__strdup(EST_ATTENTION_DROPOUT);
-    if (!op || !inputs || !attrs || !a0 || !a1 || !a2) {
-        free(inputs), free(attrs), free(a0), free(a1), free(a2);
-        return false;
-    }
-    inputs[0] = q, inputs[1] = k, inputs[2] = v, inputs[3] = mask;
-    attrs[0] = (est_attr){.name = a0, .type = EST_ATTR_INT, .i = 1};
-    attrs[1] = (est_attr){.name = a1, .type = EST_ATTR_INT, .i = 1};
-    attrs[2] = (est_attr){.name = a2, .type = EST_ATTR_INT, .i = 1};
-    if (!dropout) free(a2), attrs[2] = (est_attr){0};
-    free(n->inputs);
-    for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
-    free(n->attrs);
-    n->op_type = op;
-    n->inputs = inputs;
-    n->n_inputs = mask >= 0 ? 4 : 3;
-    n->n_attrs = dropout ? 3 : 2;
-    n->attrs = attrs;
-    n->op = NULL;
-    return true;
-}
-
 /* MatMul(Mul(q, s), Mul(kT, s)) [-> Add mask] -> Softmax -> [Dropout] ->
  * MatMul(., v): the last MatMul becomes Attention(q, k, v[, mask]), with the
  * keys and values before a grouped-query repeat (unrepeated_kv). A call
@@ -491,8 +455,12 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     int nk, nv;
     int32_t k_kv = unrepeated_kv(f, k, k_rep, &nk), v_kv = unrepeated_kv(f, v, v_rep, &nv);
     bool grouped = k_kv >= 0 && v_kv >= 0 && repermute < 0;
+    /* Attention(q, k, v[, mask]), one head per input for 3-D operands */
+    const int32_t inputs[4] = {q, grouped ? k_kv : k, grouped ? v_kv : v, mask};
+    const new_attr attrs[3] = {{"q_num_heads", EST_ATTR_INT, 1, 0}, {"kv_num_heads", EST_ATTR_INT, 1, 0},
+                               {EST_ATTENTION_DROPOUT, EST_ATTR_INT, 1, 0}};
     bool dropped = dropout >= 0 || g->nodes[sm].fx_sdpa_dropout;
-    if (!rewrite_attention(g, &g->nodes[mm2], q, grouped ? k_kv : k, grouped ? v_kv : v, mask, dropped))
+    if (!rewrite_node(g, &g->nodes[mm2], "Attention", inputs, mask >= 0 ? 4 : 3, attrs, dropped ? 3 : 2, -1))
         return f->out_of_memory = true, false;
     /* the repeats go unless something else reads them (a Shape) */
     for (int i = 0; grouped && i < nk && single_use(f, k); i++) drop[k_rep[i]] = true;

@@ -161,13 +161,13 @@ static bool same_text(const est_graph *g, const scope_parts *sp, const int32_t *
     return sp->len[cell] == len && memcmp(g->nodes[node_of[cell]].scope + sp->start[cell], c, (size_t)len) == 0;
 }
 
-/* Whether the text c[0..len) is a component of some scope. */
-static bool has_component(const est_graph *g, const scope_parts *sp, const int32_t *node_of, const component_set *set,
-                          const char *c, int32_t len) {
-    for (uint64_t h = est__fnv1a(EST_FNV_START, c, (size_t)len) & (set->cap - 1);; h = (h + 1) & (set->cap - 1)) {
-        if (set->cell[h] < 0) return false;
-        if (same_text(g, sp, node_of, set->cell[h], c, len)) return true;
-    }
+/* The slot of the text c[0..len) in the set: where it is, or the empty
+ * slot where it would go. */
+static uint64_t component_slot(const est_graph *g, const scope_parts *sp, const int32_t *node_of,
+                               const component_set *set, const char *c, int32_t len) {
+    uint64_t h = est__fnv1a(EST_FNV_START, c, (size_t)len) & (set->cap - 1);
+    while (set->cell[h] >= 0 && !same_text(g, sp, node_of, set->cell[h], c, len)) h = (h + 1) & (set->cap - 1);
+    return h;
 }
 
 /* TorchScript tells the calls of one module apart by a count: the second
@@ -196,16 +196,15 @@ static bool drop_call_counts(const est_graph *g, const scope_parts *sp, int32_t 
         for (int32_t o = sp->offset[i]; o < sp->offset[i + 1]; o++) {
             node_of[o] = i;
             if (repeat) continue;
-            const char *c = g->nodes[i].scope + sp->start[o];
-            uint64_t h = est__fnv1a(EST_FNV_START, c, (size_t)len[o]) & (set.cap - 1);
-            while (set.cell[h] >= 0 && !same_text(g, sp, node_of, set.cell[h], c, len[o])) h = (h + 1) & (set.cap - 1);
+            uint64_t h = component_slot(g, sp, node_of, &set, g->nodes[i].scope + sp->start[o], len[o]);
             if (set.cell[h] < 0) set.cell[h] = o;
         }
     }
     for (int32_t o = 0; o < cells; o++) {
         const char *c = g->nodes[node_of[o]].scope + sp->start[o];
         int32_t base = without_count(c, len[o]);
-        if (base < len[o] && has_component(g, sp, node_of, &set, c, base)) len[o] = base;
+        /* X_<digits> is a count where X is a component of some scope */
+        if (base < len[o] && set.cell[component_slot(g, sp, node_of, &set, c, base)] >= 0) len[o] = base;
     }
     free(node_of), free(set.cell);
     return true;
@@ -296,7 +295,7 @@ static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_
     for (int32_t p = 0; p < g->n_nodes; p++) {
         const est_node *node = &g->nodes[p];
         int32_t depth = sp->offset[p + 1] - sp->offset[p];
-        if (!node->scope || depth == 0) continue;
+        if (depth == 0) continue; /* no scope, or a shape computation */
         int32_t o = sp->offset[p] + depth - 1;
         size_t len = (size_t)sp->len[o];
         if (len < n || memcmp(node->scope + sp->start[o] + len - n, name, n) != 0) continue;
