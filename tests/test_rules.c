@@ -677,6 +677,37 @@ static void check_module_calls(void) {
     }
 }
 
+/* The temporary bytes (est_layer.temp_bytes) of layer `layer` in an SGD
+ * training step of the JSON graph `text`, with only the parameters named by
+ * `trainable` training (NULL: all); UINT64_MAX when the graph or the
+ * estimate fails (which CHECK reports). */
+static uint64_t layer_temp_in_training(const char *text, const char *what, const char *layer,
+                                       const char *trainable) {
+    est_graph *g = load_json(text, what);
+    if (!g) return UINT64_MAX;
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = EST_MODE_TRAIN;
+    opt.optimizer = EST_OPT_SGD;
+    const char *patterns[] = {trainable};
+    if (trainable) {
+        opt.params.trainable = patterns;
+        opt.params.n_trainable = 1;
+    }
+    est_error err;
+    est_report *r = NULL;
+    uint64_t temp = UINT64_MAX;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+        CHECK(false, "%s: estimate failed: %s", what, err.message);
+    } else {
+        const est_layer *L = layer_named(r, layer, what);
+        if (L) temp = L->temp_bytes;
+    }
+    est_report_free(r);
+    est_graph_free(g);
+    return temp;
+}
+
 /* A Linear's bias gradient sums the output gradient [rows, cols] down to
  * [cols] (layers/sum_to.c): ATen's reduction stages its blocks' partial
  * sums. The Gemm y = x W^T + b, x [rows, 64], b trainable and x not, W
@@ -701,26 +732,9 @@ static void check_bias_grad_sum(void) {
                  "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
                  " \"outputs\": [\"y\"]}\n",
                  cases[k].rows, cases[k].cols, cases[k].cols);
-        est_graph *g = load_json(text, what);
-        if (!g) continue;
-        est_options opt;
-        est_options_init(&opt);
-        opt.mode = EST_MODE_TRAIN;
-        opt.optimizer = EST_OPT_SGD;
-        const char *trainable[] = {"b"};
-        opt.params.trainable = trainable;
-        opt.params.n_trainable = 1;
-        est_error err;
-        est_report *r = NULL;
-        if (est_estimate(g, &opt, &r, &err) != EST_OK) {
-            CHECK(false, "%s: estimate failed: %s", what, err.message);
-        } else {
-            const est_layer *fc = layer_named(r, "fc", what);
-            CHECK(fc && fc->temp_bytes == cases[k].measured, "%s: temp %llu, the H100 measured %llu", what,
-                  U(fc ? fc->temp_bytes : 0), U(cases[k].measured));
-        }
-        est_report_free(r);
-        est_graph_free(g);
+        uint64_t temp = layer_temp_in_training(text, what, "fc", "b");
+        CHECK(temp == cases[k].measured, "%s: temp %llu, the H100 measured %llu", what, U(temp),
+              U(cases[k].measured));
     }
 }
 
@@ -742,16 +756,10 @@ static void check_embedding_backward(void) {
                  " \"nodes\": [{\"name\": \"emb\", \"op\": \"Gather\", \"inputs\": [\"E\", \"ids\"], \"outputs\": [\"y\"]}],\n"
                  " \"outputs\": [\"y\"]}\n",
                  cases[k].n, cases[k].dim);
-        est_graph *g = load_json(text, what);
-        est_report *r = run(g, EST_MODE_TRAIN, 0);
-        const est_layer *emb = r ? layer_named(r, "emb", what) : NULL;
-        if (emb) {
-            double m = (double)cases[k].measured, got = (double)emb->temp_bytes;
-            CHECK(m == 0 ? got == 0 : fabs(got - m) <= 0.02 * m, "%s: temp %llu, the H100 measured %llu", what,
-                  U(emb->temp_bytes), U(cases[k].measured));
-        }
-        est_report_free(r);
-        est_graph_free(g);
+        uint64_t temp = layer_temp_in_training(text, what, "emb", NULL);
+        double m = (double)cases[k].measured, got = (double)temp;
+        CHECK(m == 0 ? got == 0 : fabs(got - m) <= 0.02 * m, "%s: temp %llu, the H100 measured %llu", what, U(temp),
+              U(cases[k].measured));
     }
 }
 

@@ -18,14 +18,11 @@ Every figure is in bytes as the caching allocator counts them (blocks of
 configuration; bench/accuracy/data/reduce/ keeps the runs.
 """
 import itertools
-import json
 import sys
 
 import torch
 
-
-def block(nbytes):
-    return 0 if nbytes == 0 else max(512, (nbytes + 511) // 512 * 512)
+from probe_util import block, peak_above, write_records
 
 
 def backward_transient(n, d, v, dtype, repeated):
@@ -36,15 +33,10 @@ def backward_transient(n, d, v, dtype, repeated):
         ids = torch.arange(n, device="cuda") % v
     out = torch.nn.functional.embedding(ids, w)
     g = torch.randn_like(out)
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out.backward(g)
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
+    peak, _ = peak_above(lambda: out.backward(g))
     grad = block(w.grad.numel() * w.grad.element_size())
     del w, ids, out, g
-    return peak - before - grad
+    return peak - grad
 
 
 def main():
@@ -60,11 +52,7 @@ def main():
                "transient": backward_transient(n, d, v, dtype, repeated)}
         records.append(rec)
         torch.cuda.empty_cache()
-    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "records": records}
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=1)
-    print(f"{len(records)} configurations -> {out_path}")
+    write_records(out_path, records)
 
 
 if __name__ == "__main__":

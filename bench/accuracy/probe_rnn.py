@@ -39,9 +39,7 @@ import sys
 
 import torch
 
-
-def block(nbytes):
-    return 0 if nbytes == 0 else max(512, (nbytes + 511) // 512 * 512)
+from probe_util import block
 
 
 def tensor_bytes(t):

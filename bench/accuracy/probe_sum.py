@@ -22,29 +22,21 @@ Every figure is in bytes as the caching allocator counts them (blocks of
 configuration; bench/accuracy/data/reduce/ keeps the runs.
 """
 import itertools
-import json
 import sys
 
 import torch
 
-
-def block(nbytes):
-    return 0 if nbytes == 0 else max(512, (nbytes + 511) // 512 * 512)
+from probe_util import block, peak_above, write_records
 
 
 def sum_transient(r, n, dtype, layout):
     shape = (r, n) if layout == "2d" else (r // 8, 8, n)
     dims = (0,) if layout == "2d" else (0, 1)
     x = torch.randn(shape, device="cuda", dtype=dtype)
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    y = x.sum(dims, keepdim=True)
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
+    peak, y = peak_above(lambda: x.sum(dims, keepdim=True))
     out = block(y.numel() * y.element_size())
     del x, y
-    return peak - before - out
+    return peak - out
 
 
 def bias_grad_transient(r, n, dtype):
@@ -53,15 +45,10 @@ def bias_grad_transient(r, n, dtype):
     b = torch.zeros(n, device="cuda", dtype=dtype, requires_grad=True)
     y = torch.nn.functional.linear(a, w, b)
     g = torch.randn_like(y)
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    y.backward(g)
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
+    peak, _ = peak_above(lambda: y.backward(g))
     grad = block(b.grad.numel() * b.grad.element_size())
     del a, w, b, y, g
-    return peak - before - grad
+    return peak - grad
 
 
 def main():
@@ -79,11 +66,7 @@ def main():
         rec["bias_grad_transient"] = bias_grad_transient(r, n, dtype)
         records.append(rec)
         torch.cuda.empty_cache()
-    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "records": records}
-    with open(out_path, "w") as f:
-        json.dump(doc, f, indent=1)
-    print(f"{len(records)} configurations -> {out_path}")
+    write_records(out_path, records)
 
 
 if __name__ == "__main__":
