@@ -32,6 +32,16 @@
  *    whole call's workspace, since the call holds it while it runs every
  *    layer.
  *
+ * memest verify's executor (EST_KERNELS_VERIFY, verify/ops_recurrent.cu)
+ * keeps its own reserve, [D, T * N, K * H] float32 with K = 5, 4, 1 (LSTM:
+ * the four gates and the cell; GRU: three gates and the candidate's
+ * recurrent product; RNN: the pre-activation), saved in training and a
+ * workspace in inference, with Y too when the node omits it. Its backward
+ * takes the gates' gradients for every step, T * N * KG floats (KG = 4, 4, 1
+ * times H), and the carried dh (and LSTM's dc), N * H floats each. A
+ * strided input (the Transpose of a batch-first input) is copied for the
+ * forward and again for the backward.
+ *
  * FLOPs per step, batch row and direction (docs/flops.md): the two products
  * 2 * G * H * (I + H), G gates (4, 3, 1), and per hidden unit the bias adds
  * and activations, 3 * G, plus the state update, 5 (LSTM), 4 (GRU), 0 (RNN).
@@ -181,8 +191,64 @@ static uint64_t reserve_bytes(const est_cost_ctx *c, const rnn_dims *d) {
     return est_add_sat(per_step, est_mul_sat(es * (uint64_t)rule->reserve_per_row, rows));
 }
 
+/* ---- memest verify's executor -------------------------------------------- */
+
+static uint64_t alloc_bytes(uint64_t bytes) {
+    return bytes > UINT64_MAX - EST_ALLOC_ROUND ? UINT64_MAX : (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
+}
+
+static const int verify_reserve_slots[RNN_MODES] = {[RNN_TANH] = 1, [RNN_GRU] = 4, [RNN_LSTM] = 5};
+
+/* The executor's reserve, and Y when the node omits it (both float32). */
+static uint64_t verify_forward_bytes(const est_cost_ctx *c, const rnn_dims *d) {
+    uint64_t tnh = est_mul_sat(est_mul_sat(d->seq, d->batch), est_mul_sat(d->hidden, d->dirs));
+    uint64_t reserve = alloc_bytes(est_mul_sat(tnh, 4 * (uint64_t)verify_reserve_slots[mode_of(c->node)]));
+    bool y_omitted = c->node->n_outputs < 1 || c->node->outputs[0] < 0;
+    return est_add_sat(reserve, y_omitted ? alloc_bytes(est_mul_sat(tnh, 4)) : 0);
+}
+
+static uint64_t verify_backward_bytes(const est_cost_ctx *c, const rnn_dims *d) {
+    rnn_mode m = mode_of(c->node);
+    uint64_t nh = est_mul_sat(d->batch, d->hidden), columns = m == RNN_TANH ? 1 : 4;
+    uint64_t dg = alloc_bytes(est_mul_sat(est_mul_sat(d->seq, nh), 4 * columns));
+    return est_add_sat(dg, est_mul_sat(m == RNN_LSTM ? 2 : 1, alloc_bytes(est_mul_sat(nh, 4))));
+}
+
+/* The executor's contiguous copies of strided inputs (a Transpose of the
+ * batch-first input), made for the forward and again for the backward. */
+static uint64_t verify_input_copies(const est_cost_ctx *c) {
+    uint64_t bytes = 0;
+    for (int k = 0; k <= 6; k++)
+        if (k < c->n_in && c->in_strided[k]) bytes = est_add_sat(bytes, alloc_bytes(est_cost_bytes(c, est_cost_in(c, k))));
+    return bytes;
+}
+
+/* X, Y and the states by the executor's shapes: Y is absent from dims_of()
+ * when the node omits it, so take the sizes from X, the states and R. */
+static rnn_dims verify_dims(const est_cost_ctx *c) {
+    rnn_dims r = {0};
+    const est_tval *x = est_cost_in(c, 0), *rw = est_cost_in(c, 2);
+    if (!x || x->rank != 3 || !rw || rw->rank != 3) return r;
+    bool layout1 = est_node_attr_int(c->node, "layout", 0) == 1;
+    r.seq = (uint64_t)x->dims[layout1 ? 1 : 0];
+    r.batch = (uint64_t)x->dims[layout1 ? 0 : 1];
+    r.input = (uint64_t)x->dims[2];
+    r.dirs = (uint64_t)rw->dims[0];
+    r.hidden = (uint64_t)rw->dims[2];
+    r.elem_bytes = 4;
+    return r;
+}
+
 static void rnn_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
+    if (c->kernels == EST_KERNELS_VERIFY) {
+        for (int k = 0; k <= 6; k++)
+            if (k != 4) est_save_input(c, s, k);
+        est_save_output(c, s, 0);
+        rnn_dims d = verify_dims(c);
+        est_save_extra(s, verify_forward_bytes(c, &d));
+        return;
+    }
     est_save_input(c, s, 0); /* X */
     for (int k = 1; k <= 3; k++) est_save_input(c, s, k); /* the weights: parameters, free to keep */
     est_save_input(c, s, 5); /* initial_h */
@@ -208,11 +274,19 @@ static uint64_t fitted(const est_cost_ctx *c, const double *fit) {
 
 /* In eval mode cuDNN makes no reserve and takes its own workspace. */
 static uint64_t rnn_workspace(const est_cost_ctx *c) {
+    if (c->kernels == EST_KERNELS_VERIFY) {
+        rnn_dims d = verify_dims(c);
+        return est_add_sat(verify_input_copies(c), c->train ? 0 : verify_forward_bytes(c, &d));
+    }
     const rnn_rule *rule = &rules[mode_of(c->node)];
     return fitted(c, c->train ? rule->fwd : rule->eval);
 }
 
 static uint64_t rnn_backward_workspace(const est_cost_ctx *c) {
+    if (c->kernels == EST_KERNELS_VERIFY) {
+        rnn_dims d = verify_dims(c);
+        return est_add_sat(verify_input_copies(c), verify_backward_bytes(c, &d));
+    }
     return fitted(c, rules[mode_of(c->node)].bwd);
 }
 
@@ -221,7 +295,7 @@ static uint64_t rnn_backward_workspace(const est_cost_ctx *c) {
 #define RNN_OP(op_name, max_in, max_out) \
     {.name = op_name, .min_inputs = 3, .max_inputs = max_in, .min_outputs = 0, .max_outputs = max_out, \
      .infer = rnn_infer, .nondiff_inputs = EST_SLOT(4), .flops = rnn_flops, .saves = rnn_saves, \
-     .workspace = rnn_workspace, .backward_workspace = rnn_backward_workspace}
+     .workspace = rnn_workspace, .backward_workspace = rnn_backward_workspace, .verify_writes_unread = true}
 
 EST_FAMILY(recurrent,
     RNN_OP("RNN", 6, 2),

@@ -75,6 +75,10 @@ typedef struct est_op_def {
      * code binds it to a variable that the layer holds (attention
      * probabilities, which Hugging Face's attention returns to its layer). */
     bool held_by_block;
+    /* memest verify's kernel writes every output the node names, read or
+     * not (the recurrent layers' Y carries their state from step to step):
+     * an unread one is a transient of the node there. */
+    bool verify_writes_unread;
 } est_op_def;
 
 typedef struct est_family {

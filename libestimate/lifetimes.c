@@ -129,7 +129,9 @@ static void bias_add_in_place(sim *s, int32_t i) {
  * by Transpose(perm 0, 2, 1, 3) into [seq, batch, directions, hidden]: that
  * is the layout cuDNN writes PyTorch's output in ([seq, batch, directions *
  * hidden]), so the exporter's Transpose and the Reshape after it are views of
- * one contiguous tensor, as in PyTorch, not a copy. */
+ * one contiguous tensor, as in PyTorch, not a copy. memest verify's
+ * executor writes ONNX's layout, which that Transpose keeps only when it
+ * moves a single direction. */
 static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     int32_t y = n->inputs[0], p = s->g->tensors[y].producer;
@@ -138,7 +140,10 @@ static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
     if (!est__node_is_recurrent(rnn) || rnn->outputs[0] != y || est_node_attr_int(rnn, "layout", 0) != 0) return false;
     int64_t count;
     const int64_t *perm = est_node_attr_ints(n, "perm", &count);
-    return perm && count == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+    if (!perm || count != 4 || perm[0] != 0 || perm[1] != 2 || perm[2] != 1 || perm[3] != 3) return false;
+    if (s->r->kernels == EST_KERNELS_PYTORCH) return true;
+    const est_tval *yv = &s->r->tv[y];
+    return yv->rank == 4 && yv->dims[1] == 1;
 }
 
 void est__sim_assign_storage(sim *s) {

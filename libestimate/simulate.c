@@ -68,6 +68,21 @@ static bool output_needed(const sim *s, int32_t i, int k) {
     return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
 }
 
+/* Outputs that memest verify's kernel writes though nothing reads them
+ * (est_op_def.verify_writes_unread): the executor drops them when the node
+ * returns, so they are a transient of the node. */
+static uint64_t unread_outputs(sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    uint64_t bytes = 0;
+    if (s->r->kernels != EST_KERNELS_VERIFY || !n->op->verify_writes_unread) return 0;
+    for (int k = 0; k < n->n_outputs; k++) {
+        int32_t t = n->outputs[k];
+        if (t >= 0 && !is_folded(s, t) && s->base[t] == t && !output_needed(s, i, k))
+            bytes = sim_add(s, bytes, tensor_alloc(s, t));
+    }
+    return bytes;
+}
+
 /* Allocates node i's outputs and what it saves beyond them, and observes its
  * workspace. */
 static void run_forward_node(sim *s, int32_t i) {
@@ -94,7 +109,7 @@ static void run_forward_node(sim *s, int32_t i) {
     for (int e = 0; e < sv->n_extra; e++)
         if (segment_of(s, i) >= 0) dropped = sim_add(s, dropped, round_alloc(sv->extra_bytes[e]));
         else est__sim_alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
-    uint64_t ws = s->ws_forward[i];
+    uint64_t ws = sim_add(s, s->ws_forward[i], unread_outputs(s, i));
     if (s->recording) s->r->layers[i].temp_bytes = ws;
     est__sim_observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */

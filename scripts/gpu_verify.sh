@@ -2,8 +2,9 @@
 # gpu_verify.sh: on a GPU machine, run the verify executor's evidence:
 #   1. the meson 'gpu' test suite (kernel gradients, the truth models);
 #   2. a sweep of `memest verify` over every model in the truth folder
-#      (legacy-train exports), batches 8 and 32, sgd / momentum / adam and
-#      infer, written as a table (TSV) and the raw JSON per run;
+#      (legacy-train exports; MODELS names other files), batches 8 and 32,
+#      sgd / momentum / adam and infer (RUNS), written as a table (TSV) and
+#      the raw JSON per run;
 #   3. forward conformance against the ONNX node tests
 #      (tests/gpu/test_verify_conformance: OUT_DIR/conformance.log);
 #   4. whole-model outputs of the *.full.onnx truth exports against
@@ -19,7 +20,10 @@
 # Environment: TRUTH (default ../shared/truth/onnx, else BUILD_DIR/shared/truth/onnx),
 #   BATCHES ("8 32"), SKIP_TESTS=1 to skip step 1,
 #   NODE_TESTS (default ../shared/onnx-node-tests, else BUILD_DIR/shared/onnx-node-tests),
-#   SKIP_CONFORMANCE=1, SKIP_ORT=1, SKIP_SWEEP=1 to skip steps 3, 4, 2.
+#   SKIP_CONFORMANCE=1, SKIP_ORT=1, SKIP_SWEEP=1 to skip steps 3, 4, 2,
+#   MODELS (files to sweep, default TRUTH/*.legacy-train.onnx), RUNS (mode:optimizer
+#   pairs, default "train:sgd train:momentum train:adam infer:-").
+# scripts/stage_gpu.sh makes a prebuilt folder to carry to a GPU machine.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build-verify}
@@ -105,11 +109,12 @@ fi
 echo "== sweep"
 table=$out/sweep.tsv
 printf 'model\tmode\toptimizer\tbatch\testimate\tmeasured\terror\tstep_ms\tstatus\n' >"$table"
-for f in "$truth"/*.legacy-train.onnx; do
-    m=$(basename "$f" .legacy-train.onnx)
+for f in ${MODELS:-"$truth"/*.legacy-train.onnx}; do
+    m=$(basename "$f" .onnx)
+    m=${m%.legacy-train}
     for b in ${BATCHES:-8 32}; do
-        for run in "train sgd" "train momentum" "train adam" "infer -"; do
-            set -- $run
+        for run in ${RUNS:-train:sgd train:momentum train:adam infer:-}; do
+            set -- $(echo "$run" | tr : ' ')
             args="--batch $b --mode $1"
             [ "$2" != - ] && args="$args --optimizer $2"
             j=$out/$m.$1.$2.b$b.json

@@ -5,7 +5,8 @@
  *
  *  1. A JSON LSTM node: shapes in both layouts, FLOPs, what it saves (the
  *     output and cuDNN's reserve space), its workspace, and bad input.
- *  2. GRU and RNN FLOPs and reserve.
+ *  2. GRU and RNN FLOPs and reserve; under --kernels verify, the executor's
+ *     own reserve, backward workspace, unread Y and strided-input copies.
  *  3. The exports of tests/data/make_rnn.py: the TorchScript exporter's
  *     rearranged weights become the module's own parameters, the two
  *     exporters agree, the stacked layers know their call, and a layer's
@@ -59,7 +60,8 @@ static char *rnn_json(const char *op, int gates, int dirs, int layout, const cha
 
 /* Batch 8: bound where x's leading dim is symbolic (layout 1), declared
  * where it is the sequence (layout 0). */
-static est_report *estimate_json(const char *doc, est_mode mode, est_error *err, est_status *st) {
+static est_report *estimate_json_on(const char *doc, est_mode mode, est_kernels kernels, est_error *err,
+                                    est_status *st) {
     est_graph *g = NULL;
     *st = est_load_json_buffer(doc, strlen(doc), "rnn.json", &g, err);
     if (*st != EST_OK) return NULL;
@@ -67,10 +69,15 @@ static est_report *estimate_json(const char *doc, est_mode mode, est_error *err,
     est_options_init(&opt);
     opt.batch = strstr(doc, "\"batch\"") ? 8 : 0;
     opt.mode = mode;
+    opt.kernels = kernels;
     est_report *r = NULL;
     *st = est_estimate(g, &opt, &r, err);
     keep(g);
     return r;
+}
+
+static est_report *estimate_json(const char *doc, est_mode mode, est_error *err, est_status *st) {
+    return estimate_json_on(doc, mode, EST_KERNELS_PYTORCH, err, st);
 }
 
 static bool shape_is(const est_tensor_info *t, int rank, const int64_t *dims) {
@@ -165,6 +172,64 @@ static void gru_and_rnn(void) {
     check_one_layer("GRU", 3, 80ull * 2 * 96 * 48 + 80ull * 32 * 13, 4ull * (6 * 10 * 8 * 32 + 1 * 8 * 32));
     /* RNN: 2 * 32 * 48 and 32 * 3; reserve 4 * (T*N*H + N*H) */
     check_one_layer("RNN", 1, 80ull * 2 * 32 * 48 + 80ull * 32 * 3, 4ull * (1 * 10 * 8 * 32 + 1 * 8 * 32));
+}
+
+/* ---- memest verify's executor (--kernels verify) ---------------------------- */
+
+static void check_verify_layer(const char *what, const char *doc, est_mode mode, uint64_t saved, uint64_t temp) {
+    est_error err;
+    est_status st;
+    est_report *r = estimate_json_on(doc, mode, EST_KERNELS_VERIFY, &err, &st);
+    CHECK(r, "%s: %s", what, err.message);
+    if (!r) return;
+    const est_layer *L = est_report_layer(r, est_report_layer_count(r) - 1);
+    CHECK(L->saved_bytes == saved && L->temp_bytes == temp, "%s: saves %llu, temp %llu; expected %llu, %llu", what,
+          (unsigned long long)L->saved_bytes, (unsigned long long)L->temp_bytes, (unsigned long long)saved,
+          (unsigned long long)temp);
+    est_report_free(r);
+}
+
+/* verify/ops_recurrent.cu keeps its own reserve, K floats per step, row and
+ * hidden unit (LSTM 5, GRU 4, RNN 1), and takes in backward the gates'
+ * gradients (T N KG floats, KG = 4H, 4H, H) and the carried dh (and dc).
+ * T 10, N 8, H 32: T N H floats are 10,240 bytes. */
+static void verify_kernels(void) {
+    /* LSTM, two directions: Y 20,480 + reserve 2 * 5 * 10,240; backward
+     * 10 * 8 * 128 * 4 + dh and dc 1,024 each */
+    check_verify_layer("LSTM train", rnn_json("LSTM", 4, 2, 0, NULL), EST_MODE_TRAIN, 20480 + 102400, 40960 + 2048);
+    /* in inference the reserve is the forward's workspace; Y_h and Y_c,
+     * which nothing reads, are made (2,048 bytes each) and dropped when the
+     * node returns */
+    check_verify_layer("LSTM infer", rnn_json("LSTM", 4, 2, 0, NULL), EST_MODE_INFER, 0, 102400 + 4096);
+    /* so is a Y nothing reads (with Y_h; Y_c is the graph's output) */
+    char *doc = rnn_json("LSTM", 4, 2, 0, NULL);
+    char *out = strstr(doc, "\"outputs\": [\"y\"]}");
+    if (out) memcpy(out, "\"outputs\": [\"y_c\"]}", strlen("\"outputs\": [\"y_c\"]}") + 1);
+    check_verify_layer("LSTM infer, Y unread", doc, EST_MODE_INFER, 0, 102400 + 20480 + 2048);
+    /* GRU: Y 10,240 + reserve 4 * 10,240; backward 10 * 8 * 128 * 4 + dh */
+    check_verify_layer("GRU train", rnn_json("GRU", 3, 1, 0, NULL), EST_MODE_TRAIN, 10240 + 40960, 40960 + 1024);
+    /* RNN: Y + reserve 10,240 each; backward 10 * 8 * 32 * 4 + dh */
+    check_verify_layer("RNN train", rnn_json("RNN", 1, 1, 0, NULL), EST_MODE_TRAIN, 10240 + 10240, 10240 + 1024);
+    /* a batch-first input transposed into the layer: the executor copies the
+     * strided X (8 * 10 * 16 floats, 5,120 bytes) for the forward and again
+     * for the backward */
+    char transposed[4096];
+    snprintf(transposed, sizeof transposed,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"opset_import\": {\"\": 20},"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [8, 10, 16]}],"
+             " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [1, 32, 16]},"
+             "  {\"name\": \"R\", \"dtype\": \"float32\", \"dims\": [1, 32, 32]},"
+             "  {\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [1]}],"
+             " \"nodes\": [{\"name\": \"scale\", \"op\": \"Mul\", \"inputs\": [\"x\", \"s\"], \"outputs\": [\"xs\"]},"
+             "  {\"name\": \"t\", \"op\": \"Transpose\", \"inputs\": [\"xs\"], \"outputs\": [\"xt\"],"
+             "   \"attributes\": {\"perm\": {\"ints\": [1, 0, 2]}}},"
+             "  {\"name\": \"rnn\", \"op\": \"RNN\", \"inputs\": [\"xt\", \"W\", \"R\"], \"outputs\": [\"y\"],"
+             "   \"attributes\": {\"hidden_size\": {\"int\": 32}}}],"
+             " \"outputs\": [\"y\"]}");
+    /* saves xt's storage (the Mul's output, 5,120), Y and the reserve */
+    check_verify_layer("RNN train, transposed input", transposed, EST_MODE_TRAIN, 5120 + 10240 + 10240,
+                       10240 + 1024 + 5120);
+    check_verify_layer("RNN infer, transposed input", transposed, EST_MODE_INFER, 0, 10240 + 5120);
 }
 
 /* ---- the exports ---------------------------------------------------------- */
@@ -265,6 +330,7 @@ static void other_exports(void) {
 int main(void) {
     json_lstm();
     gru_and_rnn();
+    verify_kernels();
     lstm_exports();
     other_exports();
     for (int k = 0; k < n_graphs; k++) est_graph_free(graphs[k]);

@@ -4,7 +4,9 @@
  * category and their values at the peak. Freed blocks are cached by exact
  * size for reuse, so the measured step does not pay for cudaMalloc; the
  * cache is emptied and the allocation retried before reporting out of
- * memory. */
+ * memory. With MEMEST_VERIFY_TRACE=FILE set, every allocation and free is
+ * written to FILE (phase, node, sign, bytes, category, allocated after), a
+ * line each, to set beside the estimate's --timeline. */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +71,23 @@ extern "C" void vx_alloc_sample_device(vx_ctx *ctx) {
     if (ctx->track_device && vx_mem_info(&f, NULL) && f < ctx->device_free_min) ctx->device_free_min = f;
 }
 
+static const char *const category_names[] = {
+#define VX_CATEGORY_NAME(e, name) #name,
+    EST_CATEGORIES(VX_CATEGORY_NAME)
+#undef VX_CATEGORY_NAME
+};
+
+static void trace(vx_ctx *ctx, char sign, uint64_t bytes, vx_category cat) {
+    if (!ctx->trace) return;
+    fprintf(ctx->trace, "%d\t%s\t%c%llu\t%s\t%llu\n", (int)ctx->phase, ctx->node ? ctx->node->name : "-", sign,
+            (unsigned long long)bytes, category_names[cat], (unsigned long long)ctx->stats.total);
+}
+
 extern "C" void vx_alloc_init(vx_ctx *ctx) {
     memset(&ctx->stats, 0, sizeof ctx->stats);
     ctx->device_free_min = UINT64_MAX;
+    const char *path = getenv("MEMEST_VERIFY_TRACE");
+    ctx->trace = path && path[0] ? fopen(path, "w") : NULL;
 }
 
 extern "C" void vx_alloc_empty_cache(vx_ctx *ctx) {
@@ -91,6 +107,8 @@ extern "C" void vx_alloc_shutdown(vx_ctx *ctx) {
     free(ctx->blocks);
     free(ctx->cache);
     free(ctx->ws);
+    if (ctx->trace) fclose(ctx->trace);
+    ctx->trace = NULL;
     ctx->blocks = NULL;
     ctx->cache = NULL;
     ctx->ws = NULL;
@@ -159,6 +177,7 @@ extern "C" void *vx_malloc(vx_ctx *ctx, size_t bytes, vx_category cat) {
     ctx->stats.live[cat] += r;
     ctx->stats.total += r;
     note_peak(ctx);
+    trace(ctx, '+', r, cat);
     return p;
 }
 
@@ -168,6 +187,7 @@ extern "C" void vx_free(vx_ctx *ctx, void *p) {
     if (!b) return; /* not ours: ignore rather than corrupt the counts */
     ctx->stats.live[b->cat] -= b->bytes;
     ctx->stats.total -= b->bytes;
+    trace(ctx, '-', b->bytes, b->cat);
     uint64_t bytes = b->bytes;
     b->p = TOMB;
     ctx->blocks_used--;
@@ -193,6 +213,8 @@ extern "C" void vx_alloc_retag(vx_ctx *ctx, void *p, vx_category cat) {
     if (!b || b->cat == cat) return;
     ctx->stats.live[b->cat] -= b->bytes;
     ctx->stats.live[cat] += b->bytes;
+    trace(ctx, '-', b->bytes, b->cat);
+    trace(ctx, '+', b->bytes, cat);
     b->cat = cat;
 }
 

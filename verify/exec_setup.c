@@ -264,7 +264,9 @@ vx_status vx_exec_setup(vx_exec *x) {
     /* initializers */
     for (int32_t ti = 0; ti < g->n_tensors; ti++) {
         const est_tensor *t = &g->tensors[ti];
-        if (t->kind != EST_T_INITIALIZER) continue;
+        /* an initializer no node reads (a pass replaced its readers, as
+         * onnx/rnn_weights.c does) never exists in PyTorch's step */
+        if (t->kind != EST_T_INITIALIZER || t->readers == 0) continue;
         vx_dtype dt;
         if (!map_dtype(t->dtype, &dt))
             return vx_fail(ctx, VX_EUNSUPPORTED, "initializer '%s' has dtype %s", t->name, est_dtype_name(t->dtype));

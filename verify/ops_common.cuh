@@ -1,7 +1,7 @@
 /*
  * ops_common.cuh: helpers the compute-kernel families (ops_gemm.cu,
- * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu)
- * share. Header-only (static inline), included by each .cu file.
+ * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu,
+ * ops_recurrent.cu) share. Header-only (static inline), included by each .cu file.
  *
  * Conventions of those families:
  *  - forward creates run->out[k] (vx_out_new) for every present output slot;

@@ -30,6 +30,9 @@ static const family families[] = {
 #ifndef VX_NO_FAMILY_GATHER
     {vx_ops_gather, &vx_ops_gather_count},
 #endif
+#ifndef VX_NO_FAMILY_RECURRENT
+    {vx_ops_recurrent, &vx_ops_recurrent_count},
+#endif
 };
 
 const vx_op *vx_find_op(const char *op_type) {

@@ -36,6 +36,7 @@ struct vx_ctx {
     uint64_t reserved, reserved_peak;
     uint64_t device_total, device_free_min;
     bool track_device;
+    FILE *trace;                /* $MEMEST_VERIFY_TRACE: every alloc and free, or NULL */
     void **ws;                  /* workspaces of the running kernel */
     int ws_n, ws_cap;
     /* CUDA */

@@ -1,16 +1,17 @@
 /*
  * test_grad.cu: the verify executor's compute kernels (verify/ops_gemm.cu,
- * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu) on
- * small random shapes:
+ * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu,
+ * ops_recurrent.cu) on small random shapes:
  *   - forward against a plain host implementation;
  *   - backward against central finite differences of the forward: the loss is
- *     sum(Y * R) for a fixed random R, so dY = R.
+ *     sum(Y * R) for a fixed random R, so dY = R (Y: output 0, or the
+ *     case's loss_out).
  * Exits 77 (skipped) when there is no CUDA device.
  *
  * Standalone: it brings a minimal runtime (vx_ctx, tensors, allocator,
  * vx_fail, est_node_attr_*) so it links only the kernel files and cuBLAS:
  *   nvcc -std=c++17 -I verify -I libestimate -I layers tests/gpu/test_grad.cu \
- *        verify/ops_{gemm,conv,norm,pool,softmax,gather}.cu -lcublas
+ *        verify/ops_{gemm,conv,norm,pool,softmax,gather,recurrent}.cu -lcublas
  */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -142,6 +143,8 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
         int64_t i = 0;
         double f = 0;
         std::vector<int64_t> ints;
+        std::vector<std::string> strs;
+        std::vector<char *> ptrs;
     };
     std::string op;
     std::vector<A> spec;
@@ -153,6 +156,7 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
     Node &f(const char *n, double v) { A a; a.name = n; a.type = EST_ATTR_FLOAT; a.f = v; spec.push_back(a); return *this; }
     Node &s(const char *n, const char *v) { A a; a.name = n; a.type = EST_ATTR_STRING; a.s = v; spec.push_back(a); return *this; }
     Node &is(const char *n, std::vector<int64_t> v) { A a; a.name = n; a.type = EST_ATTR_INTS; a.ints = v; spec.push_back(a); return *this; }
+    Node &ss(const char *n, std::vector<std::string> v) { A a; a.name = n; a.type = EST_ATTR_STRINGS; a.strs = v; spec.push_back(a); return *this; }
     est_attr *attrs() {
         built.clear();
         for (A &a : spec) {
@@ -165,6 +169,12 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
             e.s = (char *)a.s.c_str();
             e.ints = a.ints.data();
             e.n = (int64_t)a.ints.size();
+            if (a.type == EST_ATTR_STRINGS) {
+                a.ptrs.clear();
+                for (std::string &str : a.strs) a.ptrs.push_back((char *)str.c_str());
+                e.strings = a.ptrs.data();
+                e.n = (int64_t)a.ptrs.size();
+            }
             built.push_back(e);
         }
         return built.data();
@@ -172,10 +182,11 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
 };
 
 static const vx_op *find_op(const char *name) {
-    const vx_op *tabs[] = {vx_ops_gemm, vx_ops_conv, vx_ops_norm, vx_ops_pool, vx_ops_softmax, vx_ops_gather};
+    const vx_op *tabs[] = {vx_ops_gemm, vx_ops_conv, vx_ops_norm, vx_ops_pool, vx_ops_softmax, vx_ops_gather,
+                           vx_ops_recurrent};
     size_t counts[] = {vx_ops_gemm_count, vx_ops_conv_count, vx_ops_norm_count, vx_ops_pool_count, vx_ops_softmax_count,
-                       vx_ops_gather_count};
-    for (int t = 0; t < 6; t++)
+                       vx_ops_gather_count, vx_ops_recurrent_count};
+    for (int t = 0; t < 7; t++)
         for (size_t k = 0; k < counts[t]; k++)
             if (!strcmp(tabs[t][k].name, name)) return &tabs[t][k];
     return NULL;
@@ -214,6 +225,7 @@ struct Case {
     std::vector<bool> grad;   /* inputs checked by finite differences */
     bool training = true;
     double eps = 1e-2;
+    int loss_out = 0;         /* the output the loss reads */
     std::function<HT(const std::vector<HT> &)> ref; /* host forward, or empty */
 };
 
@@ -261,7 +273,7 @@ static bool forward(Case &c, const std::vector<HT> &in, HT *out) {
     setup_run(&run, &en, c.node, op, ins, outs, c.training);
     vx_status st = op->forward(&g_ctx, &run);
     if (st) { printf("  forward failed: %d %s\n", st, g_ctx.message); release_run(&run); return false; }
-    *out = download(run.out[0]);
+    *out = download(run.out[c.loss_out]);
     release_run(&run);
     return true;
 }
@@ -288,7 +300,7 @@ static void run_case(const char *name, Case c) {
     for (size_t k = 0; k < c.in.size(); k++) run.need_grad[k] = k < c.grad.size() && c.grad[k];
     vx_status st = op->forward(&g_ctx, &run);
     if (st) { printf("FAIL %s: forward: %d %s\n", name, st, g_ctx.message); g_failures++; release_run(&run); return; }
-    HT y = download(run.out[0]);
+    HT y = download(run.out[c.loss_out]);
     /* the executor's rule: drop what backward does not keep */
     uint32_t si = op->saves_inputs, so = op->saves_outputs;
     if (op->saves_fn) op->saves_fn(&run, &si, &so);
@@ -313,7 +325,7 @@ static void run_case(const char *name, Case c) {
     std::vector<HT> grads(c.in.size());
     if (any_grad && op->backward) {
         HT r; r.dims = y.dims; r.f = R;
-        run.grad_out[0] = upload(r);
+        run.grad_out[c.loss_out] = upload(r);
         st = op->backward(&g_ctx, &run);
         if (st) { printf("FAIL %s: backward: %d %s\n", name, st, g_ctx.message); g_failures++; release_run(&run); return; }
         for (size_t k = 0; k < c.in.size(); k++)
@@ -598,6 +610,81 @@ static HT ref_gather(const HT &X, const HT &I, int axis) {
     return Y;
 }
 
+/* ONNX's LSTM ('L', gates i, o, f, c), GRU ('G', z, r, h) and RNN ('R'), in
+ * double; inputs X, W, R, [B], [sequence_lens: empty], [initial_h],
+ * [initial_c]. Returns output `out`: Y, Y_h or Y_c. */
+struct RnnSpec {
+    char kind;
+    int D;
+    bool layout1, lbr, relu;
+};
+static HT ref_rnn(const RnnSpec &sp, const std::vector<HT> &in, int out) {
+    const HT &X = in[0], &W = in[1], &R = in[2];
+    bool L1 = sp.layout1;
+    int64_t T = X.dims[L1 ? 1 : 0], N = X.dims[L1 ? 0 : 1], I = X.dims[2], H = R.dims[2], D = sp.D;
+    int64_t G = sp.kind == 'L' ? 4 : sp.kind == 'G' ? 3 : 1;
+    auto present = [&](size_t k) { return in.size() > k && !in[k].f.empty(); };
+    HT Y = L1 ? mk({N, T, D, H}) : mk({T, D, N, H});
+    HT S = L1 ? mk({N, D, H}) : mk({D, N, H}), C = S;
+    auto yi = [&](int64_t t, int64_t d, int64_t n, int64_t j) { return L1 ? ((n * T + t) * D + d) * H + j : ((t * D + d) * N + n) * H + j; };
+    auto si = [&](int64_t d, int64_t n, int64_t j) { return L1 ? (n * D + d) * H + j : (d * N + n) * H + j; };
+    auto xi = [&](int64_t t, int64_t n, int64_t i) { return L1 ? (n * T + t) * I + i : (t * N + n) * I + i; };
+    auto sg = [](double v) { return 1.0 / (1.0 + exp(-v)); };
+    for (int64_t d = 0; d < D; d++) {
+        std::vector<double> h(N * H, 0.0), c(N * H, 0.0);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t j = 0; j < H; j++) {
+                if (present(5)) h[n * H + j] = in[5].f[si(d, n, j)];
+                if (present(6)) c[n * H + j] = in[6].f[si(d, n, j)];
+            }
+        auto wx = [&](int64_t t, int64_t n, int64_t g) {
+            double v = present(3) ? in[3].f[d * 2 * G * H + g] : 0.0;
+            for (int64_t i = 0; i < I; i++) v += (double)W.f[(d * G * H + g) * I + i] * X.f[xi(t, n, i)];
+            return v;
+        };
+        auto rh = [&](const std::vector<double> &hv, int64_t n, int64_t g) {
+            double v = present(3) ? in[3].f[d * 2 * G * H + G * H + g] : 0.0;
+            for (int64_t k = 0; k < H; k++) v += (double)R.f[(d * G * H + g) * H + k] * hv[n * H + k];
+            return v;
+        };
+        for (int64_t s = 0; s < T; s++) {
+            int64_t t = d == 1 ? T - 1 - s : s;
+            std::vector<double> hn(N * H), cn(N * H), rhv(N * H);
+            if (sp.kind == 'G' && !sp.lbr) /* r o h_prev for every unit first */
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t j = 0; j < H; j++) rhv[n * H + j] = sg(wx(t, n, H + j) + rh(h, n, H + j)) * h[n * H + j];
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < H; j++) {
+                    int64_t e = n * H + j;
+                    if (sp.kind == 'L') {
+                        double i_ = sg(wx(t, n, j) + rh(h, n, j)), o = sg(wx(t, n, H + j) + rh(h, n, H + j));
+                        double f = sg(wx(t, n, 2 * H + j) + rh(h, n, 2 * H + j));
+                        double cc = tanh(wx(t, n, 3 * H + j) + rh(h, n, 3 * H + j));
+                        cn[e] = f * c[e] + i_ * cc;
+                        hn[e] = o * tanh(cn[e]);
+                    } else if (sp.kind == 'G') {
+                        double z = sg(wx(t, n, j) + rh(h, n, j)), r = sg(wx(t, n, H + j) + rh(h, n, H + j));
+                        double cand = sp.lbr ? wx(t, n, 2 * H + j) + r * rh(h, n, 2 * H + j) : wx(t, n, 2 * H + j) + rh(rhv, n, 2 * H + j);
+                        hn[e] = (1 - z) * tanh(cand) + z * h[e];
+                    } else {
+                        double v = wx(t, n, j) + rh(h, n, j);
+                        hn[e] = sp.relu ? (v > 0 ? v : 0) : tanh(v);
+                    }
+                }
+            h = hn;
+            if (sp.kind == 'L') c = cn;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < H; j++) Y.f[yi(t, d, n, j)] = (float)h[n * H + j];
+        }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t j = 0; j < H; j++) {
+                S.f[si(d, n, j)] = (float)h[n * H + j];
+                C.f[si(d, n, j)] = (float)c[n * H + j];
+            }
+    }
+    return out == 0 ? Y : out == 1 ? S : C;
+}
+
 /* ---- cases ---------------------------------------------------------------------------- */
 
 int main(void) {
@@ -772,6 +859,44 @@ int main(void) {
         Case g{Node("Transpose"), {randf({2, 3, 4, 5})}, {true}};
         g.ref = [](const std::vector<HT> &in) { return ref_transpose(in[0], {3, 2, 1, 0}); };
         run_case("Transpose default (reversed)", g);
+    }
+
+    /* recurrent layers: T 3, N 2, I 3, H 4 */
+    {
+        auto rnn_case = [](const char *name, RnnSpec sp, bool bias, bool h0, bool c0, int n_out, int loss_out) {
+            int64_t T = 3, N = 2, I = 3, H = 4, D = sp.D, G = sp.kind == 'L' ? 4 : sp.kind == 'G' ? 3 : 1;
+            Node nd(sp.kind == 'L' ? "LSTM" : sp.kind == 'G' ? "GRU" : "RNN");
+            nd.i("hidden_size", H);
+            if (D == 2) nd.s("direction", "bidirectional");
+            if (sp.layout1) nd.i("layout", 1);
+            if (sp.kind == 'G') nd.i("linear_before_reset", sp.lbr ? 1 : 0);
+            if (sp.relu) nd.ss("activations", {"Relu"});
+            nd.n_out = n_out;
+            std::vector<int64_t> state = sp.layout1 ? std::vector<int64_t>{N, D, H} : std::vector<int64_t>{D, N, H};
+            std::vector<HT> in = {randf(sp.layout1 ? std::vector<int64_t>{N, T, I} : std::vector<int64_t>{T, N, I}),
+                                  randf({D, G * H, I}), randf({D, G * H, H})};
+            std::vector<bool> grad = {true, true, true};
+            in.push_back(bias ? randf({D, 2 * G * H}) : HT());
+            grad.push_back(bias);
+            if (h0 || c0) { in.push_back(HT()); grad.push_back(false); }
+            if (h0 || c0) { in.push_back(h0 ? randf(state) : HT()); grad.push_back(h0); }
+            if (c0) { in.push_back(randf(state)); grad.push_back(true); }
+            Case c{nd, in, grad};
+            c.loss_out = loss_out;
+            if (sp.relu) c.eps = 1e-3;
+            c.ref = [sp, loss_out](const std::vector<HT> &x) { return ref_rnn(sp, x, loss_out); };
+            run_case(name, c);
+        };
+        rnn_case("LSTM bidirectional, B, initial_h, initial_c (Y)", {'L', 2, false, false, false}, true, true, true, 3, 0);
+        rnn_case("LSTM forward, no B, no initial state (Y_h)", {'L', 1, false, false, false}, false, false, false, 2, 1);
+        rnn_case("LSTM bidirectional, initial_c (Y_c)", {'L', 2, false, false, false}, true, false, true, 3, 2);
+        rnn_case("LSTM layout 1, bidirectional (Y_h)", {'L', 2, true, false, false}, true, true, true, 2, 1);
+        rnn_case("GRU linear_before_reset 1, bidirectional, B, initial_h (Y)", {'G', 2, false, true, false}, true, true, false, 2, 0);
+        rnn_case("GRU linear_before_reset 1, no initial state (Y_h)", {'G', 1, false, true, false}, true, false, false, 2, 1);
+        rnn_case("GRU linear_before_reset 0, B, initial_h (Y)", {'G', 1, false, false, false}, true, true, false, 2, 0);
+        rnn_case("GRU linear_before_reset 0, bidirectional (Y_h)", {'G', 2, false, false, false}, true, false, false, 2, 1);
+        rnn_case("RNN tanh bidirectional, B, initial_h (Y)", {'R', 2, false, false, false}, true, true, false, 2, 0);
+        rnn_case("RNN Relu layout 1, initial_h (Y_h)", {'R', 1, true, false, true}, true, true, false, 2, 1);
     }
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_ctx.live);
