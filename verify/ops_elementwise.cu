@@ -1,5 +1,6 @@
-/* ops_elementwise.cu: Add, Sub, Mul, Div (numpy broadcasting), Relu, Clip,
- * Erf, Gelu, Dropout, Where, Equal, GreaterOrEqual, Cast; and the small
+/* ops_elementwise.cu: Add, Sub, Mul, Div (numpy broadcasting), Dropout,
+ * Where, Equal, GreaterOrEqual, Cast (the one-input activations and math are
+ * in ops_unary.cu); and the small
  * kernels the executor, the optimizer and the shape ops share (fill, add,
  * mean, cast, random, broadcast copy, reduce-to-shape, slice). */
 #include <cuda_runtime.h>
@@ -304,102 +305,6 @@ static vx_status where_bwd(vx_ctx *ctx, vx_run *run) {
                                                                     (float *)gi->data, g->numel, bc, k, direct);
     }
     return launched(ctx, "Where backward");
-}
-
-/* ---- unary ------------------------------------------------------------------------ */
-
-enum UnOp { U_RELU, U_CLIP, U_ERF, U_GELU, U_GELU_TANH };
-
-__global__ void k_unary(const float *x, float *o, int64_t n, int op, float lo, float hi) {
-    GRID_LOOP(i, n) {
-        float v = x[i];
-        switch (op) {
-        case U_RELU: v = v > 0.f ? v : 0.f; break;
-        case U_CLIP: v = fminf(fmaxf(v, lo), hi); break;
-        case U_ERF: v = erff(v); break;
-        case U_GELU: v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f)); break;
-        default: {
-            float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-            v = 0.5f * v * (1.f + tanhf(u));
-        }
-        }
-        o[i] = v;
-    }
-}
-
-/* s: the saved tensor (input, or output for Relu) */
-__global__ void k_unary_grad(const float *s, const float *g, float *gi, int64_t n, int op, float lo, float hi) {
-    GRID_LOOP(i, n) {
-        float v = s[i], d;
-        switch (op) {
-        case U_RELU: d = v > 0.f ? 1.f : 0.f; break;
-        case U_CLIP: d = (v >= lo && v <= hi) ? 1.f : 0.f; break;
-        case U_ERF: d = 1.1283791670955126f * expf(-v * v); break;
-        case U_GELU: {
-            float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
-            float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
-            d = cdf + v * pdf;
-            break;
-        }
-        default: {
-            float k0 = 0.7978845608028654f, k1 = 0.044715f;
-            float u = k0 * (v + k1 * v * v * v), t = tanhf(u);
-            d = 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * k0 * (1.f + 3.f * k1 * v * v);
-        }
-        }
-        gi[i] = g[i] * d;
-    }
-}
-
-static int un_code(const vx_run *run) {
-    const char *n = run->node->op_type;
-    if (!strcmp(n, "Relu")) return U_RELU;
-    if (!strcmp(n, "Clip")) return U_CLIP;
-    if (!strcmp(n, "Erf")) return U_ERF;
-    const char *ap = est_node_attr_string(run->node, "approximate", "none");
-    return strcmp(ap, "tanh") == 0 ? U_GELU_TANH : U_GELU;
-}
-
-static void clip_bounds(vx_ctx *ctx, const vx_run *run, float *lo, float *hi) {
-    *lo = -INFINITY;
-    *hi = INFINITY;
-    if (run->opset < 11) {
-        *lo = (float)est_node_attr_float(run->node, "min", -INFINITY);
-        *hi = (float)est_node_attr_float(run->node, "max", INFINITY);
-        return;
-    }
-    if (run->n_in > 1 && run->in[1] && run->in[1]->numel) *lo = (float)vx_tensor_get(ctx, run->in[1], 0);
-    if (run->n_in > 2 && run->in[2] && run->in[2]->numel) *hi = (float)vx_tensor_get(ctx, run->in[2], 0);
-}
-
-static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
-    vx_tensor *x = run->in[0];
-    if (!x || x->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a float32 input");
-    int op = un_code(run);
-    float lo = 0, hi = 0;
-    if (op == U_CLIP) clip_bounds(ctx, run, &lo, &hi);
-    vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
-    if (!o) return VX_EOOM;
-    if (o->numel)
-        k_unary<<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const float *)x->data, (float *)o->data, o->numel, op,
-                                                              lo, hi);
-    return launched(ctx, run->node->op_type);
-}
-
-static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
-    vx_tensor *g = run->grad_out[0];
-    if (!g || !run->need_grad[0]) return VX_OK;
-    int op = un_code(run);
-    float lo = 0, hi = 0;
-    if (op == U_CLIP) clip_bounds(ctx, run, &lo, &hi);
-    vx_tensor *s = op == U_RELU ? run->out[0] : run->in[0];
-    if (!s->data) return vx_fail(ctx, VX_ECUDA, "saved tensor missing");
-    vx_tensor *gi = vx_grad_new(ctx, run, 0);
-    if (!gi) return VX_EOOM;
-    if (gi->numel)
-        k_unary_grad<<<blocks_for(gi->numel), TPB, 0, STREAM(ctx)>>>((const float *)s->data, (const float *)g->data,
-                                                                    (float *)gi->data, gi->numel, op, lo, hi);
-    return launched(ctx, run->node->op_type);
 }
 
 /* ---- Dropout ---------------------------------------------------------------------- */
@@ -726,10 +631,6 @@ extern "C" const vx_op vx_ops_elementwise[] = {
     {"Equal", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
     {"GreaterOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
     {"Where", where_fwd, where_bwd, VX_SLOT(0), 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Relu", unary_fwd, unary_bwd, 0, VX_SLOT(0), false, 0, NULL},
-    {"Clip", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL},
-    {"Erf", unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL},
-    {"Gelu", unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL},
     {"Dropout", dropout_fwd, dropout_bwd, VX_SLOT(1) | VX_SLOT(2), VX_SLOT(1), false, VX_SLOT(1) | VX_SLOT(2),
      dropout_saves, VX_STRIDED_IN},
     {"Cast", cast_fwd, cast_bwd, 0, 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED | VX_STRIDED_GRAD},

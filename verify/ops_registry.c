@@ -11,6 +11,7 @@ typedef struct family {
 
 static const family families[] = {
     {vx_ops_elementwise, &vx_ops_elementwise_count},
+    {vx_ops_unary, &vx_ops_unary_count},
     {vx_ops_shape, &vx_ops_shape_count},
 #ifndef VX_NO_FAMILY_GEMM
     {vx_ops_gemm, &vx_ops_gemm_count},

@@ -46,7 +46,7 @@ extern "C" {
 #include "verify.h"
 
 #define VX_MAX_RANK 8
-#define VX_MAX_IO 16
+#define VX_MAX_IO 32 /* inputs or outputs of a node (slot masks are 32 bits; densenet121 concatenates 25) */
 #define VX_ALLOC_ROUND EST_ALLOC_ROUND /* as PyTorch's caching allocator rounds */
 
 /* vx_category, vx_phase, vx_dtype, vx_status (and the module's entry
@@ -242,6 +242,7 @@ extern const vx_op vx_ops_softmax[];     extern const size_t vx_ops_softmax_coun
 extern const vx_op vx_ops_gather[];      extern const size_t vx_ops_gather_count;      /* Gather, GatherElements, Transpose (a copy; the executor finds ops_shape.c's view first) */
 extern const vx_op vx_ops_recurrent[];    extern const size_t vx_ops_recurrent_count;    /* LSTM, GRU, RNN */
 extern const vx_op vx_ops_elementwise[]; extern const size_t vx_ops_elementwise_count; /* Add..Cast (ops_elementwise.cu) */
+extern const vx_op vx_ops_unary[];       extern const size_t vx_ops_unary_count;       /* Relu, Tanh, Sigmoid.. (ops_unary.cu) */
 extern const vx_op vx_ops_shape[];       extern const size_t vx_ops_shape_count;       /* Reshape..Slice, Transpose (views), Concat (ops_shape.c) */
 const vx_op *vx_find_op(const char *op_type);
 

@@ -1,6 +1,7 @@
 /*
  * test_grad_elementwise.cu: the verify executor's elementwise and shape ops
- * (verify/ops_elementwise.cu, verify/ops_shape.c) on small random shapes,
+ * (verify/ops_elementwise.cu, verify/ops_unary.cu, verify/ops_shape.c) on
+ * small random shapes,
  * like test_grad.cu does for the compute kernels:
  *   - forward against a plain host implementation;
  *   - backward against central finite differences of the forward: the loss is
@@ -16,7 +17,7 @@
  * output the op does not save (saves_inputs / saves_outputs / saves_fn) is
  * replaced by a storage-less stub, as exec.c's stub_of does.
  *   nvcc -std=c++17 -I verify -I libestimate -I layers tests/gpu/test_grad_elementwise.cu \
- *        verify/tensor.cu verify/ops_elementwise.cu verify/ops_shape.c
+ *        verify/tensor.cu verify/ops_elementwise.cu verify/ops_unary.cu verify/ops_shape.c
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -179,6 +180,8 @@ struct Node { /* owns its attributes */
 static const vx_op *find_op(const char *name) {
     for (size_t k = 0; k < vx_ops_elementwise_count; k++)
         if (!strcmp(vx_ops_elementwise[k].name, name)) return &vx_ops_elementwise[k];
+    for (size_t k = 0; k < vx_ops_unary_count; k++)
+        if (!strcmp(vx_ops_unary[k].name, name)) return &vx_ops_unary[k];
     for (size_t k = 0; k < vx_ops_shape_count; k++)
         if (!strcmp(vx_ops_shape[k].name, name)) return &vx_ops_shape[k];
     return NULL;
@@ -692,6 +695,62 @@ static void unary_cases() {
         Case f{Node("Gelu"), {transposed3(2, 3, 4)}, {true}};
         f.ref = [gelu](const std::vector<HT> &in) { return ref_unary(in[0], gelu); };
         run_case("Gelu strided input", f);
+    }
+    /* ops_unary.cu's table: each against its host function, and backward
+     * against finite differences (x in (-2, 2), or (0.5, 2.5) where the
+     * function needs a positive input, away from the kinks) */
+    struct U {
+        const char *op;
+        double (*f)(double);
+        bool positive;
+    };
+    static const U ops[] = {
+        {"Tanh", [](double v) { return tanh(v); }, false},
+        {"Sigmoid", [](double v) { return 1 / (1 + exp(-v)); }, false},
+        {"Sqrt", [](double v) { return sqrt(v); }, true},
+        {"Reciprocal", [](double v) { return 1 / v; }, true},
+        {"Exp", [](double v) { return exp(v); }, false},
+        {"Neg", [](double v) { return -v; }, false},
+        {"Abs", [](double v) { return fabs(v); }, false},
+        {"Log", [](double v) { return log(v); }, true},
+        {"Sin", [](double v) { return sin(v); }, false},
+        {"Cos", [](double v) { return cos(v); }, false},
+        {"Softplus", [](double v) { return log1p(exp(v)); }, false},
+        {"HardSwish", [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }, false},
+        {"HardSigmoid", [](double v) { return std::min(std::max(0.2 * v + 0.5, 0.0), 1.0); }, false},
+        {"Swish", [](double v) { return v / (1 + exp(-v)); }, false},
+    };
+    for (const U &u : ops) {
+        HT x = randf({3, 6});
+        for (auto &v : x.f) {
+            v = u.positive ? 1.5f + v : 2 * v;
+            if (fabsf(v) < 0.05f) v = 0.3f; /* Abs's kink */
+        }
+        Case c{Node(u.op), {x}, {true}};
+        double (*f)(double) = u.f;
+        c.ref = [f](const std::vector<HT> &in) { return ref_unary(in[0], f); };
+        run_case(u.op, c);
+    }
+    {
+        HT x = randf({4, 5});
+        for (auto &v : x.f) v = 1.5f + v;
+        Case c{Node("HardSigmoid").f("alpha", 0.3).f("beta", 0.1), {x}, {true}};
+        c.ref = [](const std::vector<HT> &in) {
+            return ref_unary(in[0], [](double v) { return std::min(std::max(0.3 * v + 0.1, 0.0), 1.0); });
+        };
+        run_case("HardSigmoid alpha 0.3, beta 0.1", c);
+        Case d{Node("Swish").f("alpha", 1.7), {randf({4, 5})}, {true}};
+        d.ref = [](const std::vector<HT> &in) { return ref_unary(in[0], [](double v) { return v / (1 + exp(-1.7 * v)); }); };
+        run_case("Swish alpha 1.7", d);
+        Case e{Node("Pow"), {x, scalarf(2.f)}, {true, false}};
+        e.ref = [](const std::vector<HT> &in) { return ref_unary(in[0], [](double v) { return v * v; }); };
+        run_case("Pow, host exponent 2", e);
+        Case f{Node("Pow"), {x, scalarf(-0.5f)}, {true, false}};
+        f.ref = [](const std::vector<HT> &in) { return ref_unary(in[0], [](double v) { return 1 / sqrt(v); }); };
+        run_case("Pow, host exponent -0.5", f);
+        Case g{Node("Tanh"), {transposed3(2, 3, 4)}, {true}};
+        g.ref = [](const std::vector<HT> &in) { return ref_unary(in[0], [](double v) { return tanh(v); }); };
+        run_case("Tanh strided input", g);
     }
 }
 

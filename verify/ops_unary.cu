@@ -1,0 +1,228 @@
+/* ops_unary.cu: the one-input element-wise ops, forward and backward, one
+ * table row each: what the op computes, its derivative, and whether the
+ * backward reads the input or the output (as PyTorch's derivatives.yaml
+ * does, which layers/ follows: tanh, sigmoid, sqrt, reciprocal and exp
+ * keep their result; the others their input; neg nothing). Pow runs here
+ * too when its exponent is a scalar the host holds (x ** 2 in RMSNorm,
+ * x ** 3 in GPT-2's Gelu). */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+
+#include "vx_internal.h"
+
+#define TPB 256
+
+static inline unsigned blocks_for(int64_t n) {
+    int64_t b = (n + TPB - 1) / TPB;
+    if (b > 65535LL * 16) b = 65535LL * 16;
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+#define STREAM(ctx) ((cudaStream_t)vx_stream(ctx))
+#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+typedef enum un_op {
+    U_RELU, U_CLIP, U_ERF, U_GELU, U_GELU_TANH, U_TANH, U_SIGMOID, U_SQRT, U_RECIPROCAL, U_EXP, U_NEG, U_ABS,
+    U_LOG, U_SIN, U_COS, U_SOFTPLUS, U_HARDSWISH, U_HARDSIGMOID, U_SWISH, U_POW,
+} un_op;
+
+/* a, b: Clip's bounds, HardSigmoid's alpha and beta, Swish's alpha, Pow's
+ * exponent */
+__global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, float b) {
+    GRID_LOOP(i, n) {
+        float v = x[i];
+        switch (op) {
+        case U_RELU: v = v > 0.f ? v : 0.f; break;
+        case U_CLIP: v = fminf(fmaxf(v, a), b); break;
+        case U_ERF: v = erff(v); break;
+        case U_GELU: v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f)); break;
+        case U_GELU_TANH: {
+            float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+            v = 0.5f * v * (1.f + tanhf(u));
+            break;
+        }
+        case U_TANH: v = tanhf(v); break;
+        case U_SIGMOID: v = 1.f / (1.f + expf(-v)); break;
+        case U_SQRT: v = sqrtf(v); break;
+        case U_RECIPROCAL: v = 1.f / v; break;
+        case U_EXP: v = expf(v); break;
+        case U_NEG: v = -v; break;
+        case U_ABS: v = fabsf(v); break;
+        case U_LOG: v = logf(v); break;
+        case U_SIN: v = sinf(v); break;
+        case U_COS: v = cosf(v); break;
+        case U_SOFTPLUS: v = v > 20.f ? v : log1pf(expf(v)); break;
+        case U_HARDSWISH: v = v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f; break;
+        case U_HARDSIGMOID: v = fminf(fmaxf(a * v + b, 0.f), 1.f); break;
+        case U_SWISH: v = v / (1.f + expf(-a * v)); break;
+        default: v = powf(v, a); break;
+        }
+        o[i] = v;
+    }
+}
+
+/* s: the saved tensor (input or output, as the table says; the gradient
+ * itself for Neg, which keeps nothing) */
+__global__ void k_unary_grad(const float *s, const float *g, float *gi, int64_t n, int op, float a, float b) {
+    GRID_LOOP(i, n) {
+        float v = s[i], d;
+        switch (op) {
+        case U_RELU: d = v > 0.f ? 1.f : 0.f; break;
+        case U_CLIP: d = (v >= a && v <= b) ? 1.f : 0.f; break;
+        case U_ERF: d = 1.1283791670955126f * expf(-v * v); break;
+        case U_GELU: {
+            float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
+            float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+            d = cdf + v * pdf;
+            break;
+        }
+        case U_GELU_TANH: {
+            float k0 = 0.7978845608028654f, k1 = 0.044715f;
+            float u = k0 * (v + k1 * v * v * v), t = tanhf(u);
+            d = 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * k0 * (1.f + 3.f * k1 * v * v);
+            break;
+        }
+        case U_TANH: d = 1.f - v * v; break;               /* v = tanh(x) */
+        case U_SIGMOID: d = v * (1.f - v); break;          /* v = sigmoid(x) */
+        case U_SQRT: d = 0.5f / v; break;                  /* v = sqrt(x) */
+        case U_RECIPROCAL: d = -v * v; break;              /* v = 1 / x */
+        case U_EXP: d = v; break;                          /* v = exp(x) */
+        case U_NEG: d = -1.f; break;
+        case U_ABS: d = v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f; break;
+        case U_LOG: d = 1.f / v; break;
+        case U_SIN: d = cosf(v); break;
+        case U_COS: d = -sinf(v); break;
+        case U_SOFTPLUS: d = v > 20.f ? 1.f : 1.f / (1.f + expf(-v)); break;
+        case U_HARDSWISH: d = v < -3.f ? 0.f : v > 3.f ? 1.f : (2.f * v + 3.f) / 6.f; break;
+        case U_HARDSIGMOID: {
+            float y = a * v + b;
+            d = y > 0.f && y < 1.f ? a : 0.f;
+            break;
+        }
+        case U_SWISH: {
+            float sg = 1.f / (1.f + expf(-a * v));
+            d = sg + a * v * sg * (1.f - sg);
+            break;
+        }
+        default: d = a == 0.f ? 0.f : a * powf(v, a - 1.f); break;
+        }
+        gi[i] = g[i] * d;
+    }
+}
+
+typedef struct un_row {
+    const char *name;
+    un_op op;
+    bool reads_output; /* the backward reads the output (else the input) */
+} un_row;
+
+static const un_row rows[] = {
+    {"Relu", U_RELU, true},           {"Clip", U_CLIP, false},        {"Erf", U_ERF, false},
+    {"Gelu", U_GELU, false},          {"Tanh", U_TANH, true},         {"Sigmoid", U_SIGMOID, true},
+    {"Sqrt", U_SQRT, true},           {"Reciprocal", U_RECIPROCAL, true}, {"Exp", U_EXP, true},
+    {"Neg", U_NEG, false},            {"Abs", U_ABS, false},          {"Log", U_LOG, false},
+    {"Sin", U_SIN, false},            {"Cos", U_COS, false},          {"Softplus", U_SOFTPLUS, false},
+    {"HardSwish", U_HARDSWISH, false}, {"HardSigmoid", U_HARDSIGMOID, false}, {"Swish", U_SWISH, false},
+    {"Pow", U_POW, false},
+};
+
+static const un_row *row_of(const vx_run *run) {
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
+        if (!strcmp(rows[k].name, run->node->op_type)) return &rows[k];
+    return NULL;
+}
+
+/* The op and its parameters (a, b). */
+static vx_status params_of(vx_ctx *ctx, const vx_run *run, int *op, float *a, float *b) {
+    const un_row *r = row_of(run);
+    if (!r) return vx_fail(ctx, VX_EUNSUPPORTED, "no unary kernel for %s", run->node->op_type);
+    *op = r->op;
+    *a = *b = 0.f;
+    switch (r->op) {
+    case U_GELU:
+        if (!strcmp(est_node_attr_string(run->node, "approximate", "none"), "tanh")) *op = U_GELU_TANH;
+        break;
+    case U_CLIP:
+        *a = -INFINITY;
+        *b = INFINITY;
+        if (run->opset < 11) {
+            *a = (float)est_node_attr_float(run->node, "min", -INFINITY);
+            *b = (float)est_node_attr_float(run->node, "max", INFINITY);
+        } else {
+            if (run->n_in > 1 && run->in[1] && run->in[1]->numel) *a = (float)vx_tensor_get(ctx, run->in[1], 0);
+            if (run->n_in > 2 && run->in[2] && run->in[2]->numel) *b = (float)vx_tensor_get(ctx, run->in[2], 0);
+        }
+        break;
+    case U_HARDSIGMOID:
+        *a = (float)est_node_attr_float(run->node, "alpha", 0.2);
+        *b = (float)est_node_attr_float(run->node, "beta", 0.5);
+        break;
+    case U_SWISH: *a = (float)est_node_attr_float(run->node, "alpha", 1.0); break;
+    case U_POW:
+        if (run->n_in < 2 || !run->in[1] || run->in[1]->numel != 1)
+            return vx_fail(ctx, VX_EUNSUPPORTED, "Pow: only a scalar exponent has a kernel");
+        *a = (float)vx_tensor_get(ctx, run->in[1], 0);
+        break;
+    default: break;
+    }
+    return VX_OK;
+}
+
+static vx_status launched(vx_ctx *ctx, const char *what) {
+    cudaError_t e = cudaPeekAtLastError();
+    if (e == cudaSuccess) return VX_OK;
+    cudaGetLastError();
+    return vx_fail(ctx, VX_ECUDA, "%s: %s", what, cudaGetErrorString(e));
+}
+
+static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *x = run->in[0];
+    if (!x || x->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a float32 input");
+    int op;
+    float a, b;
+    vx_status st = params_of(ctx, run, &op, &a, &b);
+    if (st) return st;
+    vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
+    if (!o) return VX_EOOM;
+    if (o->numel)
+        k_unary<<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const float *)x->data, (float *)o->data, o->numel, op,
+                                                              a, b);
+    return launched(ctx, run->node->op_type);
+}
+
+static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *g = run->grad_out[0];
+    if (!g || !run->need_grad[0]) return VX_OK;
+    int op;
+    float a, b;
+    vx_status st = params_of(ctx, run, &op, &a, &b);
+    if (st) return st;
+    const vx_tensor *s = op == U_NEG ? g : row_of(run)->reads_output ? run->out[0] : run->in[0];
+    if (!s->data) return vx_fail(ctx, VX_ECUDA, "saved tensor missing");
+    vx_tensor *gi = vx_grad_new(ctx, run, 0);
+    if (!gi) return VX_EOOM;
+    if (gi->numel)
+        k_unary_grad<<<blocks_for(gi->numel), TPB, 0, STREAM(ctx)>>>((const float *)s->data, (const float *)g->data,
+                                                                    (float *)gi->data, gi->numel, op, a, b);
+    return launched(ctx, run->node->op_type);
+}
+
+#define KEEPS_INPUT(name) {name, unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL}
+#define KEEPS_OUTPUT(name) {name, unary_fwd, unary_bwd, 0, VX_SLOT(0), false, 0, NULL}
+
+extern "C" {
+const vx_op vx_ops_unary[] = {
+    KEEPS_OUTPUT("Relu"),
+    /* min and max are read on the host */
+    {"Clip", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL},
+    KEEPS_INPUT("Erf"), KEEPS_INPUT("Gelu"),
+    KEEPS_OUTPUT("Tanh"), KEEPS_OUTPUT("Sigmoid"), KEEPS_OUTPUT("Sqrt"), KEEPS_OUTPUT("Reciprocal"), KEEPS_OUTPUT("Exp"),
+    {"Neg", unary_fwd, unary_bwd, 0, 0, false, 0, NULL},
+    KEEPS_INPUT("Abs"), KEEPS_INPUT("Log"), KEEPS_INPUT("Sin"), KEEPS_INPUT("Cos"), KEEPS_INPUT("Softplus"),
+    KEEPS_INPUT("HardSwish"), KEEPS_INPUT("HardSigmoid"), KEEPS_INPUT("Swish"),
+    /* the exponent, a scalar, is read on the host and takes no gradient */
+    {"Pow", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, VX_SLOT(1), NULL},
+};
+const size_t vx_ops_unary_count = sizeof vx_ops_unary / sizeof vx_ops_unary[0];
+}
