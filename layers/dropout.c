@@ -83,12 +83,12 @@ static double dropout_ratio(const est_cost_ctx *c) {
 }
 
 /* True when the op drops values, as PyTorch's native_dropout does in
- * training with 0 < p: not when the ratio is known to be 0, nor when it is an
- * identity by ONNX's rules (is_test before opset 7; training_mode absent or
- * false from opset 12; in between the graph does not say, and a training
- * step trains). */
+ * training with 0 < p: not in an inference step (model.eval()), nor when
+ * the ratio is known to be 0, nor when it is an identity by ONNX's rules
+ * (is_test before opset 7; training_mode absent or false from opset 12; in
+ * between the graph does not say, and a training step trains). */
 static bool dropout_drops(const est_cost_ctx *c) {
-    if (dropout_ratio(c) == 0) return false;
+    if (!c->train || dropout_ratio(c) == 0) return false;
     if (c->opset < 7) return est_node_attr_int(c->node, "is_test", 0) == 0;
     if (c->opset < 12) return true;
     const est_tval *training = est_cost_in(c, 2);
@@ -117,5 +117,7 @@ EST_FAMILY(dropout,
     /* ratio and training_mode take no gradient. */
     {.name = "Dropout", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 2,
      .infer = dropout_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .flops = dropout_flops,
-     .saves = dropout_saves, .returns_input = dropout_returns_input},
+     .saves = dropout_saves, .returns_input = dropout_returns_input,
+     /* memest verify's kernel writes the mask output, all ones when it drops nothing */
+     .verify_writes_unread = true},
 );

@@ -457,6 +457,7 @@ static void check_dropout_saves(void) {
     t.tv[1].value = &ratio;
     t.tv[2].value = &train;
     t.c.in_grad[1] = t.c.in_grad[2] = false;
+    t.c.train = true;
     est_saved s = saved_of(&t);
     CHECK(s.n_extra == 1 && s.extra_bytes[0] == 4096 && s.outputs == 0, "Dropout keeps a bool mask");
     t.c.n_out = 2;
@@ -466,7 +467,11 @@ static void check_dropout_saves(void) {
     CHECK(s.n_extra == 0 && s.outputs == EST_SLOT(1), "Dropout keeps its mask output");
     training = 0;
     s = saved_of(&t);
-    CHECK(s.n_extra == 0 && s.outputs == 0, "Dropout in inference keeps nothing");
+    CHECK(s.n_extra == 0 && s.outputs == 0, "Dropout with training_mode 0 keeps nothing");
+    training = 1;
+    t.c.train = false;
+    s = saved_of(&t);
+    CHECK(s.n_extra == 0 && s.outputs == 0, "Dropout in an inference step (model.eval()) keeps nothing");
 }
 
 /* Views as PyTorch runs them. */

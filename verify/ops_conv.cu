@@ -1,5 +1,5 @@
 /*
- * ops_conv.cu: Conv (1-D and 2-D), forward and backward.
+ * ops_conv.cu: Conv (1-D, 2-D and 3-D), forward and backward.
  *
  * General groups: im2col into a workspace then, per group, a strided batched
  * GEMM over the samples of a chunk. The batch runs in chunks so the column
@@ -11,12 +11,19 @@
  * samples of dY_g * col_g^T (GEMMs accumulating into dW); dB = sum of dY over
  * (N, spatial). saves X and W (one formula in PyTorch: both, whatever needs a
  * gradient).
+ *
+ * Spatial axes are depth, height and width; a 1-D or 2-D convolution has
+ * the leading ones of size 1 (kernel 1, stride 1, no padding).
  */
 #include "ops_common.cuh"
 
+enum { AXES = 3 };
+
 typedef struct conv_geom {
-    int sp;                    /* spatial rank: 1 or 2 */
-    int64_t N, C, H, W, M, G, Cg, Mg, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo;
+    int sp;                    /* spatial rank: 1, 2 or 3 */
+    int64_t N, C, M, G, Cg, Mg;
+    int64_t in[AXES], k[AXES], st[AXES], dl[AXES], pad[AXES], out[AXES]; /* depth, height, width */
+    int64_t IS, KK, P;         /* input pixels, kernel taps, output pixels per channel */
 } conv_geom;
 
 static int64_t same_pad_begin(int64_t in, int64_t k, int64_t s, int64_t d, bool upper, int64_t *out) {
@@ -27,16 +34,51 @@ static int64_t same_pad_begin(int64_t in, int64_t k, int64_t s, int64_t d, bool 
     return upper ? total / 2 : total - total / 2;
 }
 
+/* An attribute list of one entry per spatial axis, right-aligned onto the
+ * three axes (dflt before); false when its length is wrong. */
+static bool axis_attr(const vx_run *run, const char *name, int sp, int64_t dflt, int64_t *v) {
+    int64_t n;
+    const int64_t *a = vxk_attr_ints(run, name, &n);
+    if (a && n != sp) return false;
+    for (int ax = 0; ax < AXES; ax++) v[ax] = a && ax >= AXES - sp ? a[ax - (AXES - sp)] : dflt;
+    return true;
+}
+
+static vx_status conv_pads(vx_ctx *ctx, const vx_run *run, conv_geom *g) {
+    const char *ap = vxk_attr_string(run, "auto_pad", "NOTSET");
+    int sp = g->sp;
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+        bool up = !strcmp(ap, "SAME_UPPER");
+        for (int ax = 0; ax < AXES; ax++)
+            g->pad[ax] = same_pad_begin(g->in[ax], g->k[ax], g->st[ax], g->dl[ax], up, &g->out[ax]);
+        return VX_OK;
+    }
+    if (strcmp(ap, "VALID") && strcmp(ap, "NOTSET") && strcmp(ap, "")) return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: auto_pad %s", ap);
+    int64_t end[AXES] = {0, 0, 0};
+    int64_t n;
+    const int64_t *pads = strcmp(ap, "VALID") ? vxk_attr_ints(run, "pads", &n) : NULL;
+    if (pads && n != 2 * sp) return vx_fail(ctx, VX_ESHAPE, "Conv: pads has %lld entries", (long long)n);
+    for (int ax = 0; ax < AXES; ax++) {
+        int j = ax - (AXES - sp);
+        g->pad[ax] = pads && j >= 0 ? pads[j] : 0;
+        end[ax] = pads && j >= 0 ? pads[sp + j] : 0;
+        if (g->pad[ax] < 0 || end[ax] < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: negative pads");
+        int64_t extent = (g->k[ax] - 1) * g->dl[ax] + 1, padded = g->in[ax] + g->pad[ax] + end[ax];
+        if (padded < extent) return vx_fail(ctx, VX_ESHAPE, "Conv: kernel larger than padded input");
+        g->out[ax] = (padded - extent) / g->st[ax] + 1;
+    }
+    return VX_OK;
+}
+
 static vx_status conv_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, const vx_tensor *Wt, conv_geom *g) {
     memset(g, 0, sizeof *g);
-    if (X->rank != 3 && X->rank != 4) return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: only 1-D and 2-D convolutions (X rank %d)", X->rank);
+    if (X->rank < 3 || X->rank > 5)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: only 1-D, 2-D and 3-D convolutions (X rank %d)", X->rank);
     if (Wt->rank != X->rank) return vx_fail(ctx, VX_ESHAPE, "Conv: W rank %d differs from X rank %d", Wt->rank, X->rank);
     int sp = X->rank - 2;
     g->sp = sp;
     g->N = X->dims[0];
     g->C = X->dims[1];
-    g->H = sp == 2 ? X->dims[2] : 1;
-    g->W = X->dims[X->rank - 1];
     g->M = Wt->dims[0];
     g->G = vxk_attr_int(run, "group", 1);
     if (g->G < 1 || g->C % g->G || g->M % g->G) return vx_fail(ctx, VX_ESHAPE, "Conv: bad group %lld", (long long)g->G);
@@ -44,94 +86,101 @@ static vx_status conv_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor 
     g->Mg = g->M / g->G;
     if (Wt->dims[1] != g->Cg) return vx_fail(ctx, VX_ESHAPE, "Conv: W has %lld input channels, expected %lld",
                                              (long long)Wt->dims[1], (long long)g->Cg);
-    g->kh = sp == 2 ? Wt->dims[2] : 1;
-    g->kw = Wt->dims[Wt->rank - 1];
-    int64_t n;
-    const int64_t *ks = vxk_attr_ints(run, "kernel_shape", &n);
-    if (ks && n == sp && (ks[sp - 1] != g->kw || (sp == 2 && ks[0] != g->kh)))
-        return vx_fail(ctx, VX_ESHAPE, "Conv: kernel_shape differs from W");
-    const int64_t *st = vxk_attr_ints(run, "strides", &n);
-    if (st && n != sp) return vx_fail(ctx, VX_ESHAPE, "Conv: strides has %lld entries", (long long)n);
-    g->sh = st && sp == 2 ? st[0] : 1;
-    g->sw = st ? st[sp - 1] : 1;
-    const int64_t *dl = vxk_attr_ints(run, "dilations", &n);
-    if (dl && n != sp) return vx_fail(ctx, VX_ESHAPE, "Conv: dilations has %lld entries", (long long)n);
-    g->dh = dl && sp == 2 ? dl[0] : 1;
-    g->dw = dl ? dl[sp - 1] : 1;
-    if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1) return vx_fail(ctx, VX_ESHAPE, "Conv: strides and dilations must be >= 1");
-    const char *ap = vxk_attr_string(run, "auto_pad", "NOTSET");
-    int64_t eh = (g->kh - 1) * g->dh + 1, ew = (g->kw - 1) * g->dw + 1;
-    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
-        bool up = !strcmp(ap, "SAME_UPPER");
-        g->ph = same_pad_begin(g->H, g->kh, g->sh, g->dh, up, &g->Ho);
-        g->pw = same_pad_begin(g->W, g->kw, g->sw, g->dw, up, &g->Wo);
-    } else if (!strcmp(ap, "VALID") || !strcmp(ap, "NOTSET") || !strcmp(ap, "")) {
-        int64_t pe_h = 0, pe_w = 0;
-        if (strcmp(ap, "VALID")) {
-            const int64_t *pads = vxk_attr_ints(run, "pads", &n);
-            if (pads && n != 2 * sp) return vx_fail(ctx, VX_ESHAPE, "Conv: pads has %lld entries", (long long)n);
-            if (pads) {
-                g->ph = sp == 2 ? pads[0] : 0;
-                g->pw = pads[sp - 1];
-                pe_h = sp == 2 ? pads[2] : 0;
-                pe_w = pads[2 * sp - 1];
-            }
-        }
-        if (g->ph < 0 || g->pw < 0 || pe_h < 0 || pe_w < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: negative pads");
-        g->Ho = (g->H + g->ph + pe_h - eh) / g->sh + 1;
-        g->Wo = (g->W + g->pw + pe_w - ew) / g->sw + 1;
-        if (g->H + g->ph + pe_h < eh || g->W + g->pw + pe_w < ew) return vx_fail(ctx, VX_ESHAPE, "Conv: kernel larger than padded input");
-    } else {
-        return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: auto_pad %s", ap);
+    int64_t ks[AXES];
+    for (int ax = 0; ax < AXES; ax++) {
+        int j = ax - (AXES - sp);
+        g->in[ax] = j >= 0 ? X->dims[2 + j] : 1;
+        g->k[ax] = j >= 0 ? Wt->dims[2 + j] : 1;
     }
-    if (!vxk_gemm_fits(g->Mg, g->Ho * g->Wo, g->Cg * g->kh * g->kw)) return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: too large for cuBLAS");
+    if (!axis_attr(run, "kernel_shape", sp, 1, ks)) return vx_fail(ctx, VX_ESHAPE, "Conv: kernel_shape has the wrong length");
+    int64_t n;
+    if (vxk_attr_ints(run, "kernel_shape", &n))
+        for (int ax = 0; ax < AXES; ax++)
+            if (ks[ax] != g->k[ax]) return vx_fail(ctx, VX_ESHAPE, "Conv: kernel_shape differs from W");
+    if (!axis_attr(run, "strides", sp, 1, g->st)) return vx_fail(ctx, VX_ESHAPE, "Conv: strides has the wrong length");
+    if (!axis_attr(run, "dilations", sp, 1, g->dl)) return vx_fail(ctx, VX_ESHAPE, "Conv: dilations has the wrong length");
+    for (int ax = 0; ax < AXES; ax++)
+        if (g->st[ax] < 1 || g->dl[ax] < 1) return vx_fail(ctx, VX_ESHAPE, "Conv: strides and dilations must be >= 1");
+    vx_status st = conv_pads(ctx, run, g);
+    if (st) return st;
+    g->IS = g->in[0] * g->in[1] * g->in[2];
+    g->KK = g->k[0] * g->k[1] * g->k[2];
+    g->P = g->out[0] * g->out[1] * g->out[2];
+    if (!vxk_gemm_fits(g->Mg, g->P, g->Cg * g->KK)) return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: too large for cuBLAS");
     return VX_OK;
 }
 
 static bool conv_is_1x1(const conv_geom *g) {
-    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->Ho == g->H && g->Wo == g->W;
+    for (int ax = 0; ax < AXES; ax++)
+        if (g->k[ax] != 1 || g->st[ax] != 1 || g->pad[ax] != 0 || g->out[ax] != g->in[ax]) return false;
+    return true;
 }
 
 /* Samples per chunk: the column workspace stays under the output's size. */
 static int64_t conv_chunk(const conv_geom *g) {
-    int64_t per = g->C * g->kh * g->kw * g->Ho * g->Wo;
-    int64_t out = g->N * g->M * g->Ho * g->Wo;
+    int64_t per = g->C * g->KK * g->P;
+    int64_t out = g->N * g->M * g->P;
     int64_t nb = per > 0 ? out / per : g->N;
     if (nb < 1) nb = 1;
     if (nb > g->N) nb = g->N;
     return nb;
 }
 
-/* col (nb, C*kh*kw, Ho*Wo) of samples [n0, n0+nb). */
-static __global__ void im2col_kernel(float *col, const float *x, conv_geom g, int64_t nb) {
-    int64_t P = g.Ho * g.Wo, total = nb * g.C * g.kh * g.kw * P;
-    VXK_LOOP(i, total) {
-        int64_t ow = i % g.Wo, t = i / g.Wo;
-        int64_t oh = t % g.Ho; t /= g.Ho;
-        int64_t kw_ = t % g.kw; t /= g.kw;
-        int64_t kh_ = t % g.kh; t /= g.kh;
-        int64_t c = t % g.C, n = t / g.C;
-        int64_t h = oh * g.sh - g.ph + kh_ * g.dh, w = ow * g.sw - g.pw + kw_ * g.dw;
-        col[i] = (h >= 0 && h < g.H && w >= 0 && w < g.W) ? x[((n * g.C + c) * g.H + h) * g.W + w] : 0.f;
+/* The input offset (within a channel) that output pixel p reads at kernel
+ * tap t, or -1 in the padding. */
+static __device__ __forceinline__ int64_t tap_input(const conv_geom &g, int64_t p, int64_t t) {
+    int64_t o[AXES], k[AXES], off = 0;
+    for (int ax = AXES - 1; ax >= 0; ax--) {
+        o[ax] = p % g.out[ax];
+        p /= g.out[ax];
+        k[ax] = t % g.k[ax];
+        t /= g.k[ax];
     }
+    for (int ax = 0; ax < AXES; ax++) {
+        int64_t i = o[ax] * g.st[ax] - g.pad[ax] + k[ax] * g.dl[ax];
+        if (i < 0 || i >= g.in[ax]) return -1;
+        off = off * g.in[ax] + i;
+    }
+    return off;
+}
+
+/* col (nb, C*KK, P) of samples [n0, n0+nb). */
+static __global__ void im2col_kernel(float *col, const float *x, conv_geom g, int64_t nb) {
+    int64_t total = nb * g.C * g.KK * g.P;
+    VXK_LOOP(i, total) {
+        int64_t p = i % g.P, t = i / g.P;
+        int64_t tap = t % g.KK, nc = t / g.KK; /* nc = n * C + c */
+        int64_t off = tap_input(g, p, tap);
+        col[i] = off >= 0 ? x[nc * g.IS + off] : 0.f;
+    }
+}
+
+/* The output pixel whose window puts tap t on input pixel q, or -1. */
+static __device__ __forceinline__ int64_t tap_output(const conv_geom &g, int64_t q, int64_t t) {
+    int64_t in[AXES], k[AXES], off = 0;
+    for (int ax = AXES - 1; ax >= 0; ax--) {
+        in[ax] = q % g.in[ax];
+        q /= g.in[ax];
+        k[ax] = t % g.k[ax];
+        t /= g.k[ax];
+    }
+    for (int ax = 0; ax < AXES; ax++) {
+        int64_t o = vxk_window_of(in[ax], g.pad[ax], k[ax], g.dl[ax], g.st[ax], g.out[ax]);
+        if (o < 0) return -1;
+        off = off * g.out[ax] + o;
+    }
+    return off;
 }
 
 /* dx of samples [n0, n0+nb) = col2im(dcol): each input element gathers. */
 static __global__ void col2im_kernel(float *dx, const float *dcol, conv_geom g, int64_t nb) {
-    int64_t P = g.Ho * g.Wo, total = nb * g.C * g.H * g.W;
+    int64_t total = nb * g.C * g.IS;
     VXK_LOOP(i, total) {
-        int64_t w = i % g.W, t = i / g.W;
-        int64_t h = t % g.H; t /= g.H;
-        int64_t c = t % g.C, n = t / g.C;
+        int64_t q = i % g.IS, nc = i / g.IS;
         float acc = 0.f;
-        for (int64_t a = 0; a < g.kh; a++) {
-            int64_t oh = vxk_window_of(h, g.ph, a, g.dh, g.sh, g.Ho);
-            if (oh < 0) continue;
-            for (int64_t b = 0; b < g.kw; b++) {
-                int64_t ow = vxk_window_of(w, g.pw, b, g.dw, g.sw, g.Wo);
-                if (ow < 0) continue;
-                acc += dcol[((n * g.C + c) * g.kh * g.kw + a * g.kw + b) * P + oh * g.Wo + ow];
-            }
+        for (int64_t t = 0; t < g.KK; t++) {
+            int64_t o = tap_output(g, q, t);
+            if (o >= 0) acc += dcol[(nc * g.KK + t) * g.P + o];
         }
         dx[i] = acc;
     }
@@ -144,67 +193,53 @@ static __global__ void bias_add_kernel(float *y, const float *b, int64_t M, int6
 /* ---- one input channel per group: direct kernels ---- */
 
 static __global__ void dw_forward_kernel(float *y, const float *x, const float *w, const float *b, conv_geom g) {
-    int64_t total = g.N * g.M * g.Ho * g.Wo;
+    int64_t total = g.N * g.M * g.P;
     VXK_LOOP(i, total) {
-        int64_t ow = i % g.Wo, t = i / g.Wo;
-        int64_t oh = t % g.Ho; t /= g.Ho;
+        int64_t p = i % g.P, t = i / g.P;
         int64_t m = t % g.M, n = t / g.M;
         int64_t c = m / g.Mg;
-        const float *xp = x + (n * g.C + c) * g.H * g.W;
-        const float *wp = w + m * g.kh * g.kw;
+        const float *xp = x + (n * g.C + c) * g.IS;
+        const float *wp = w + m * g.KK;
         float acc = b ? b[m] : 0.f;
-        for (int64_t a = 0; a < g.kh; a++) {
-            int64_t h = oh * g.sh - g.ph + a * g.dh;
-            if (h < 0 || h >= g.H) continue;
-            for (int64_t bb = 0; bb < g.kw; bb++) {
-                int64_t ww = ow * g.sw - g.pw + bb * g.dw;
-                if (ww < 0 || ww >= g.W) continue;
-                acc += wp[a * g.kw + bb] * xp[h * g.W + ww];
-            }
+        for (int64_t tap = 0; tap < g.KK; tap++) {
+            int64_t off = tap_input(g, p, tap);
+            if (off >= 0) acc += wp[tap] * xp[off];
         }
         y[i] = acc;
     }
 }
 
 static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, conv_geom g) {
-    int64_t total = g.N * g.C * g.H * g.W;
+    int64_t total = g.N * g.C * g.IS;
     VXK_LOOP(i, total) {
-        int64_t wx = i % g.W, t = i / g.W;
-        int64_t h = t % g.H; t /= g.H;
+        int64_t q = i % g.IS, t = i / g.IS;
         int64_t c = t % g.C, n = t / g.C;
         float acc = 0.f;
         for (int64_t j = 0; j < g.Mg; j++) {
             int64_t m = c * g.Mg + j;
-            const float *dyp = dy + (n * g.M + m) * g.Ho * g.Wo;
-            const float *wp = w + m * g.kh * g.kw;
-            for (int64_t a = 0; a < g.kh; a++) {
-                int64_t oh = vxk_window_of(h, g.ph, a, g.dh, g.sh, g.Ho);
-                if (oh < 0) continue;
-                for (int64_t b = 0; b < g.kw; b++) {
-                    int64_t ow = vxk_window_of(wx, g.pw, b, g.dw, g.sw, g.Wo);
-                    if (ow < 0) continue;
-                    acc += wp[a * g.kw + b] * dyp[oh * g.Wo + ow];
-                }
+            const float *dyp = dy + (n * g.M + m) * g.P;
+            const float *wp = w + m * g.KK;
+            for (int64_t tap = 0; tap < g.KK; tap++) {
+                int64_t o = tap_output(g, q, tap);
+                if (o >= 0) acc += wp[tap] * dyp[o];
             }
         }
         dx[i] = acc;
     }
 }
 
-/* One block per weight element, reducing over (N, Ho, Wo). */
+/* One block per weight element, reducing over (N, output pixels). */
 static __global__ void dw_dw_kernel(float *dw, const float *dy, const float *x, conv_geom g) {
     __shared__ float sh[VXK_THREADS];
-    int64_t nw = g.M * g.kh * g.kw, P = g.Ho * g.Wo;
+    int64_t nw = g.M * g.KK;
     for (int64_t e = blockIdx.x; e < nw; e += gridDim.x) {
-        int64_t b = e % g.kw, a = (e / g.kw) % g.kh, m = e / (g.kw * g.kh);
+        int64_t tap = e % g.KK, m = e / g.KK;
         int64_t c = m / g.Mg;
         float acc = 0.f;
-        for (int64_t j = threadIdx.x; j < g.N * P; j += blockDim.x) {
-            int64_t n = j / P, p = j % P;
-            int64_t oh = p / g.Wo, ow = p % g.Wo;
-            int64_t h = oh * g.sh - g.ph + a * g.dh, w = ow * g.sw - g.pw + b * g.dw;
-            if (h >= 0 && h < g.H && w >= 0 && w < g.W)
-                acc += dy[(n * g.M + m) * P + p] * x[((n * g.C + c) * g.H + h) * g.W + w];
+        for (int64_t j = threadIdx.x; j < g.N * g.P; j += blockDim.x) {
+            int64_t n = j / g.P, p = j % g.P;
+            int64_t off = tap_input(g, p, tap);
+            if (off >= 0) acc += dy[(n * g.M + m) * g.P + p] * x[(n * g.C + c) * g.IS + off];
         }
         sh[threadIdx.x] = acc;
         __syncthreads();
@@ -227,13 +262,13 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
     vx_status st = conv_geom_make(ctx, run, X, Wt, &g);
     if (st) return st;
     if (Bt && Bt->numel != g.M) return vx_fail(ctx, VX_ESHAPE, "Conv: B has %lld elements, expected %lld", (long long)Bt->numel, (long long)g.M);
-    int64_t yd[4] = {g.N, g.M, g.Ho, g.Wo};
-    if (g.sp == 1) yd[2] = g.Wo;
+    int64_t yd[2 + AXES] = {g.N, g.M};
+    for (int j = 0; j < g.sp; j++) yd[2 + j] = g.out[AXES - g.sp + j];
     if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
     float *Y = (float *)run->out[0]->data;
     const float *x = (const float *)X->data, *w = (const float *)Wt->data, *b = Bt ? (const float *)Bt->data : NULL;
     cudaStream_t s = vxk_stream(ctx);
-    int64_t P = g.Ho * g.Wo, Q = g.Cg * g.kh * g.kw, ytotal = g.N * g.M * P;
+    int64_t P = g.P, Q = g.Cg * g.KK, ytotal = g.N * g.M * P;
     if (ytotal == 0) return VX_OK;
     if (g.Cg == 1) {
         dw_forward_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, x, w, b, g);
@@ -243,7 +278,7 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
     int64_t nb = conv_chunk(&g);
     float *col = NULL;
     if (!direct) {
-        col = (float *)vx_workspace(ctx, (size_t)(nb * g.C * g.kh * g.kw * P) * sizeof(float));
+        col = (float *)vx_workspace(ctx, (size_t)(nb * g.C * g.KK * P) * sizeof(float));
         if (!col) return vxk_oom(ctx, "Conv im2col workspace");
     }
     cublasHandle_t h = vxk_blas(ctx);
@@ -252,13 +287,13 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
         const float *cb;
         if (direct) cb = x + n0 * g.C * P;
         else {
-            im2col_kernel<<<vxk_blocks(cnt * g.C * g.kh * g.kw * P), VXK_THREADS, 0, s>>>(col, x + n0 * g.C * g.H * g.W, g, cnt);
+            im2col_kernel<<<vxk_blocks(cnt * g.C * g.KK * P), VXK_THREADS, 0, s>>>(col, x + n0 * g.C * g.IS, g, cnt);
             if ((st = vxk_check(ctx, "Conv im2col"))) break;
             cb = col;
         }
         for (int64_t gi = 0; gi < g.G && !st; gi++)
             st = vxk_blas_check(ctx, vxk_gemm_strided(h, false, false, g.Mg, P, Q, 1.f, w + gi * g.Mg * Q, Q, 0,
-                                                      cb + gi * Q * P, P, g.C * g.kh * g.kw * P, 0.f,
+                                                      cb + gi * Q * P, P, g.C * g.KK * P, 0.f,
                                                       Y + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, cnt),
                                 "Conv GEMM");
     }
@@ -279,7 +314,7 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
     const float *x = (const float *)X->data, *w = (const float *)Wt->data, *dy = (const float *)dYt->data;
     cudaStream_t s = vxk_stream(ctx);
     cublasHandle_t h = vxk_blas(ctx);
-    int64_t P = g.Ho * g.Wo, Q = g.Cg * g.kh * g.kw, CQ = g.C * g.kh * g.kw;
+    int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK;
     bool need_dx = run->need_grad[0], need_dw = run->need_grad[1];
     bool need_db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
     float *col = NULL;
@@ -326,7 +361,7 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
                                                               dc + gi * Q * P, P, CQ * P, cnt),
                                         "Conv dX GEMM");
                 if (!st && !direct) {
-                    col2im_kernel<<<vxk_blocks(cnt * g.C * g.H * g.W), VXK_THREADS, 0, s>>>(dx + n0 * g.C * g.H * g.W, col, g, cnt);
+                    col2im_kernel<<<vxk_blocks(cnt * g.C * g.IS), VXK_THREADS, 0, s>>>(dx + n0 * g.C * g.IS, col, g, cnt);
                     st = vxk_check(ctx, "Conv col2im");
                 }
             }
@@ -340,7 +375,7 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
                 const float *cb;
                 if (direct) cb = x + n0 * g.C * P;
                 else {
-                    im2col_kernel<<<vxk_blocks(cnt * CQ * P), VXK_THREADS, 0, s>>>(col, x + n0 * g.C * g.H * g.W, g, cnt);
+                    im2col_kernel<<<vxk_blocks(cnt * CQ * P), VXK_THREADS, 0, s>>>(col, x + n0 * g.C * g.IS, g, cnt);
                     if ((st = vxk_check(ctx, "Conv im2col"))) break;
                     cb = col;
                 }

@@ -372,9 +372,13 @@ static vx_status dropout_fwd(vx_ctx *ctx, vx_run *run) {
     return launched(ctx, "Dropout");
 }
 
+/* The mask output is kept for backward only when the op drops (its output
+ * is then a new tensor, not a view of the input): at::dropout returns its
+ * input when p is 0 or it is not training, and keeps no mask. */
 static void dropout_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
     *si = VX_SLOT(1) | VX_SLOT(2); /* ratio and training_mode: host constants */
-    *so = run->n_out > 1 && run->node->outputs[1] >= 0 ? VX_SLOT(1) : 0;
+    bool drops = run->out[0] && !run->out[0]->base;
+    *so = drops && run->n_out > 1 && run->node->outputs[1] >= 0 ? VX_SLOT(1) : 0;
 }
 
 static vx_status dropout_bwd(vx_ctx *ctx, vx_run *run) {

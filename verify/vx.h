@@ -46,7 +46,10 @@ extern "C" {
 #include "verify.h"
 
 #define VX_MAX_RANK 8
-#define VX_MAX_IO 32 /* inputs or outputs of a node (slot masks are 32 bits; densenet121 concatenates 25) */
+/* Inputs or outputs of a node: dynamo's unrolled nn.RNN concatenates its 256
+ * steps. Slot masks (VX_SLOT) are 32 bits: a slot past 31 is never saved nor
+ * read on the host. */
+#define VX_MAX_IO 256
 #define VX_ALLOC_ROUND EST_ALLOC_ROUND /* as PyTorch's caching allocator rounds */
 
 /* vx_category, vx_phase, vx_dtype, vx_status (and the module's entry
@@ -185,7 +188,7 @@ vx_status vx_tensor_zero(vx_ctx *ctx, vx_tensor *t);
 typedef vx_status (*vx_kernel_fn)(vx_ctx *ctx, vx_run *run);
 
 /* Bits of input / output slots. */
-#define VX_SLOT(k) (1u << (k))
+#define VX_SLOT(k) ((k) < 32 ? 1u << (k) : 0u)
 
 /* One op's executor entry. `saves_inputs` / `saves_outputs` say which
  * tensors backward reads: the executor keeps exactly those alive until the

@@ -470,6 +470,35 @@ static HT ref_conv(const HT &X, const HT &W, const HT *B, int64_t G, std::vector
     return Y;
 }
 
+/* 3-D convolution: pads {d, h, w} at both ends, strides {d, h, w}, dilation 1. */
+static HT ref_conv3d(const HT &X, const HT &W, const HT *B, int64_t G, std::vector<int64_t> pad, std::vector<int64_t> st) {
+    int64_t N = X.dims[0], C = X.dims[1], in[3] = {X.dims[2], X.dims[3], X.dims[4]};
+    int64_t M = W.dims[0], Cg = W.dims[1], k[3] = {W.dims[2], W.dims[3], W.dims[4]}, o[3];
+    for (int a = 0; a < 3; a++) o[a] = (in[a] + 2 * pad[a] - k[a]) / st[a] + 1;
+    int64_t Mg = M / G;
+    HT Y = mk({N, M, o[0], o[1], o[2]});
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t od = 0; od < o[0]; od++)
+                for (int64_t oh = 0; oh < o[1]; oh++)
+                    for (int64_t ow = 0; ow < o[2]; ow++) {
+                        double s = B ? B->f[m] : 0;
+                        int64_t g = m / Mg;
+                        for (int64_t c = 0; c < Cg; c++)
+                            for (int64_t a = 0; a < k[0]; a++)
+                                for (int64_t b = 0; b < k[1]; b++)
+                                    for (int64_t e = 0; e < k[2]; e++) {
+                                        int64_t d = od * st[0] - pad[0] + a, h = oh * st[1] - pad[1] + b,
+                                                w = ow * st[2] - pad[2] + e;
+                                        if (d < 0 || d >= in[0] || h < 0 || h >= in[1] || w < 0 || w >= in[2]) continue;
+                                        s += (double)W.f[(((m * Cg + c) * k[0] + a) * k[1] + b) * k[2] + e] *
+                                             X.f[(((n * C + g * Cg + c) * in[0] + d) * in[1] + h) * in[2] + w];
+                                    }
+                        Y.f[(((n * M + m) * o[0] + od) * o[1] + oh) * o[2] + ow] = (float)s;
+                    }
+    return Y;
+}
+
 static HT ref_softmax(const HT &X, int axis, bool log_) {
     int r = (int)X.dims.size();
     if (axis < 0) axis += r;
@@ -748,6 +777,17 @@ int main(void) {
         Case h{Node("Conv").is("pads", {1, 1, 1, 1}), {randf({5, 3, 4, 4}), randf({2, 3, 3, 3})}, {true, true}};
         h.ref = [](const std::vector<HT> &in) { return ref_conv(in[0], in[1], NULL, 1, {1, 1, 1, 1}, {1, 1}, {1, 1}); };
         run_case("Conv chunked batch (C*k*k > M)", h);
+        Case k3{Node("Conv").is("pads", {1, 1, 1, 1, 1, 1}).is("strides", {1, 2, 2}),
+                {randf({2, 3, 4, 5, 5}), randf({4, 3, 3, 3, 3}), randf({4})}, {true, true, true}};
+        k3.ref = [](const std::vector<HT> &in) { return ref_conv3d(in[0], in[1], &in[2], 1, {1, 1, 1}, {1, 2, 2}); };
+        run_case("Conv 3-D pads 1, strides (1, 2, 2), bias", k3);
+        Case d3{Node("Conv").i("group", 2).is("pads", {0, 1, 1, 0, 1, 1}), {randf({1, 2, 3, 4, 4}), randf({4, 1, 2, 3, 3})},
+                {true, true}};
+        d3.ref = [](const std::vector<HT> &in) { return ref_conv3d(in[0], in[1], NULL, 2, {0, 1, 1}, {1, 1, 1}); };
+        run_case("Conv 3-D depthwise (multiplier 2)", d3);
+        Case p3{Node("Conv"), {randf({2, 3, 2, 3, 3}), randf({2, 3, 1, 1, 1})}, {true, true}};
+        p3.ref = [](const std::vector<HT> &in) { return ref_conv3d(in[0], in[1], NULL, 1, {0, 0, 0}, {1, 1, 1}); };
+        run_case("Conv 3-D 1x1x1", p3);
     }
     /* BatchNormalization, LayerNormalization */
     {
