@@ -344,10 +344,11 @@ static bool mm_bt(const vx_tensor *B) {
     return B && B->strided && B->rank == 2 && B->strides[0] == 1 && B->strides[1] == B->dims[0];
 }
 
-/* The fold path (A's batches folded into M, B without batch) applies. */
+/* The fold path (A's batches, or its one matrix, folded into M; B without
+ * batch) applies. */
 static bool mm_fold(const mm_plan *p) {
-    return p->nbB == 1 && !p->b1 && p->K > 0 && mm_linear(p, p->astr, p->nbA, p->M * p->K) == p->M * p->K &&
-           p->nb * p->M < INT32_MAX;
+    bool a_rows = p->nbA == 1 || mm_linear(p, p->astr, p->nbA, p->M * p->K) == p->M * p->K;
+    return p->nbB == 1 && !p->b1 && p->K > 0 && a_rows && p->nb * p->M < INT32_MAX;
 }
 
 /* Runs fn with contiguous copies of the strided tensors in slots. */
