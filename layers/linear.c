@@ -645,9 +645,33 @@ static void attention_math_saves(const est_cost_ctx *c, est_saved *s) {
     est_save_extra(s, est_add_sat(probs, dropped));
 }
 
+/* memest verify's executor (verify/ops_attention.cu) runs the math per
+ * head on Q, K and V as they are (grouped-query heads read their key head,
+ * no repeat): it keeps Q, K, V and the float32 probabilities, with dropout
+ * also the bool mask and the dropped probabilities; in inference the
+ * probabilities are its forward's workspace; its backward takes one
+ * buffer of their size for the scores' gradient when Q, K or the mask
+ * needs a gradient. */
+static void attention_verify_saves(const est_cost_ctx *c, est_saved *s) {
+    for (int i = 0; i <= 2; i++) est_save_input(c, s, i);
+    uint64_t elements = est_mul_sat(attention_rows(c), attention_kv_len(c));
+    est_save_extra(s, est_mul_sat(elements, 4));
+    if (est_node_attr_int(c->node, EST_ATTENTION_DROPOUT, 0)) {
+        est_save_extra(s, elements);
+        est_save_extra(s, est_mul_sat(elements, 4));
+    }
+}
+
+static uint64_t attention_verify_backward(const est_cost_ctx *c) {
+    bool scores = est_needs_grad(c, 0) || est_needs_grad(c, 1) || est_needs_grad(c, 3);
+    return scores ? est_mul_sat(est_mul_sat(attention_rows(c), attention_kv_len(c)), 4) : 0;
+}
+
 /* The math kernel's forward: the masked scores beside the probabilities,
  * and the repeated key, held until the call returns. */
 static uint64_t attention_workspace(const est_cost_ctx *c) {
+    if (c->kernels == EST_KERNELS_VERIFY)
+        return c->train ? 0 : est_mul_sat(est_mul_sat(attention_rows(c), attention_kv_len(c)), 4);
     if (!attention_runs_math(c)) return 0;
     return est_add_sat(attention_probs_bytes(c), est_mul_sat(kv_repeats(c), est_cost_bytes(c, est_cost_in(c, 1))));
 }
@@ -656,6 +680,7 @@ static uint64_t attention_workspace(const est_cost_ctx *c) {
  * _softmax_backward_data's result and its temporary (three of the
  * probabilities' size, measured). */
 static uint64_t attention_backward_workspace(const est_cost_ctx *c) {
+    if (c->kernels == EST_KERNELS_VERIFY) return attention_verify_backward(c);
     return attention_runs_math(c) ? est_mul_sat(3, attention_probs_bytes(c)) : 0;
 }
 
@@ -666,6 +691,10 @@ static uint64_t attention_backward_workspace(const est_cost_ctx *c) {
  * cache, K and V are the concatenated present_key / present_value. */
 static void attention_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
+    if (c->kernels == EST_KERNELS_VERIFY) {
+        attention_verify_saves(c, s);
+        return;
+    }
     if (attention_runs_math(c)) {
         attention_math_saves(c, s);
         return;

@@ -809,6 +809,45 @@ static void check_trainable_attention_mask(void) {
     }
 }
 
+/* Attention under --kernels verify (verify/ops_attention.cu): Q, K, V and
+ * the float32 probabilities kept (with dropout also the bool mask and the
+ * dropped probabilities), the probabilities the inference forward's
+ * workspace, one buffer of their size in backward. */
+static void check_attention_verify(void) {
+    const uint64_t Q = 2 * 4 * 64 * 32 * 4, P = 2 * 4 * 64 * 64 * 4;
+    for (int dropout = 0; dropout <= 1; dropout++) {
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"att\", \"opset_import\": {\"\": 23},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 4, 64, 32]}],\n"
+                 " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [32]}],\n"
+                 " \"nodes\": [{\"name\": \"q\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"q\"]},\n"
+                 "  {\"name\": \"k\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"k\"]},\n"
+                 "  {\"name\": \"v\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"v\"]},\n"
+                 "  {\"name\": \"att\", \"op\": \"Attention\", \"inputs\": [\"q\", \"k\", \"v\"], \"outputs\": [\"y\"]%s}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 dropout ? ", \"attributes\": {\"memest.dropout\": {\"int\": 1}}" : "");
+        const char *what = dropout ? "verify attention, dropout" : "verify attention";
+        est_graph *g = load_json(text, what);
+        for (int train = 0; train <= 1 && g; train++) {
+            est_options opt;
+            est_options_init(&opt);
+            opt.mode = train ? EST_MODE_TRAIN : EST_MODE_INFER;
+            opt.kernels = EST_KERNELS_VERIFY;
+            est_error err;
+            est_report *r = NULL;
+            CHECK(est_estimate(g, &opt, &r, &err) == EST_OK, "%s: %s", what, err.message);
+            const est_layer *att = r ? layer_named(r, "att", what) : NULL;
+            uint64_t saves = train ? 3 * Q + P + (dropout ? P / 4 + P : 0) : 0;
+            if (att)
+                CHECK(att->saved_bytes == saves && att->temp_bytes == P, "%s (%s): saves %llu (%llu), temp %llu (%llu)",
+                      what, train ? "train" : "infer", U(att->saved_bytes), U(saves), U(att->temp_bytes), U(P));
+            est_report_free(r);
+        }
+        est_graph_free(g);
+    }
+}
+
 /* ---- 2. Conv workspace ------------------------------------------------------------ */
 
 /* One Conv: x [n, c, hw, hw] -> conv (W [f, c/group, k, k], pads k/2) -> y.
@@ -2064,6 +2103,7 @@ int main(int argc, char **argv) {
     check_bias_grad_sum();
     check_embedding_backward();
     check_trainable_attention_mask();
+    check_attention_verify();
     check_sdpa_bias();
     check_group_norm_shared_weights();
     check_sum_of_many_folds();

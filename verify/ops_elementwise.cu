@@ -1,6 +1,7 @@
-/* ops_elementwise.cu: Add, Sub, Mul, Div (numpy broadcasting), Dropout,
- * Where, Equal, GreaterOrEqual, Cast (the one-input activations and math are
- * in ops_unary.cu); and the small
+/* ops_elementwise.cu: Add, Sub, Mul, Div, Mod, Max, Min (numpy
+ * broadcasting), the comparisons and logical ops, Not, RandomUniformLike,
+ * Dropout, Where, Cast (the one-input activations and math are in
+ * ops_unary.cu); and the small
  * kernels the executor, the optimizer and the shape ops share (fill, add,
  * mean, cast, random, broadcast copy, reduce-to-shape, slice). */
 #include <cuda_runtime.h>
@@ -95,13 +96,29 @@ __device__ __forceinline__ void bc_offsets(const Bc &bc, int64_t i, int nops, in
 
 /* ---- binary arithmetic ------------------------------------------------------------ */
 
-enum BinOp { B_ADD, B_SUB, B_MUL, B_DIV, B_EQ, B_GE };
+/* Arithmetic first, then the ops whose output is bool (B_EQ on). */
+enum BinOp { B_ADD, B_SUB, B_MUL, B_DIV, B_MOD, B_FMOD, B_MAX, B_MIN, B_EQ, B_GE, B_LT, B_GT, B_LE, B_AND, B_OR, B_XOR };
+
+/* Python's remainder (the divisor's sign) and C's fmod (the dividend's). */
+__device__ __forceinline__ float rem_of(float a, float b, bool c_style) {
+    float r = fmodf(a, b);
+    return !c_style && r != 0.f && ((r < 0.f) != (b < 0.f)) ? r + b : r;
+}
+__device__ __forceinline__ long long rem_of(long long a, long long b, bool c_style) {
+    if (b == 0) return 0;
+    long long r = a % b;
+    return !c_style && r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
 
 template <typename T> __device__ __forceinline__ T bin_apply(int op, T a, T b) {
     switch (op) {
     case B_ADD: return a + b;
     case B_SUB: return a - b;
     case B_MUL: return a * b;
+    case B_MOD: return rem_of(a, b, false);
+    case B_FMOD: return rem_of(a, b, true);
+    case B_MAX: return a > b ? a : b;
+    case B_MIN: return a < b ? a : b;
     default: return a / b;
     }
 }
@@ -121,7 +138,19 @@ __global__ void k_compare(const T *a, const T *b, uint8_t *o, int64_t n, Bc bc, 
     GRID_LOOP(i, n) {
         int64_t off[3];
         bc_offsets(bc, i, 2, off);
-        o[i] = op == B_EQ ? (a[off[0]] == b[off[1]]) : (a[off[0]] >= b[off[1]]);
+        T x = a[off[0]], y = b[off[1]];
+        bool v;
+        switch (op) {
+        case B_EQ: v = x == y; break;
+        case B_GE: v = x >= y; break;
+        case B_LT: v = x < y; break;
+        case B_GT: v = x > y; break;
+        case B_LE: v = x <= y; break;
+        case B_AND: v = x && y; break;
+        case B_OR: v = x || y; break;
+        default: v = (x != 0) != (y != 0); break;
+        }
+        o[i] = v;
     }
 }
 
@@ -137,6 +166,19 @@ __global__ void k_binary_grad(const float *g, const float *a, const float *b, fl
         case B_ADD: v = gv; break;
         case B_SUB: v = which ? -gv : gv; break;
         case B_MUL: v = which ? gv * a[off[0]] : gv * b[off[1]]; break;
+        case B_MOD:
+        case B_FMOD: {
+            float q = a[off[0]] / b[off[1]];
+            v = which ? -gv * (op == B_MOD ? floorf(q) : truncf(q)) : gv;
+            break;
+        }
+        case B_MAX:
+        case B_MIN: { /* maximum / minimum: ties share the gradient */
+            float x = a[off[0]], y = b[off[1]], mine = which ? y : x, other = which ? x : y;
+            bool wins = op == B_MAX ? mine > other : mine < other;
+            v = wins ? gv : mine == other ? 0.5f * gv : 0.f;
+            break;
+        }
         default: {
             float bv = b[off[1]];
             v = which ? -gv * a[off[0]] / (bv * bv) : gv / bv;
@@ -147,18 +189,23 @@ __global__ void k_binary_grad(const float *g, const float *a, const float *b, fl
     }
 }
 
-static int bin_code(const char *name) {
-    if (!strcmp(name, "Add")) return B_ADD;
-    if (!strcmp(name, "Sub")) return B_SUB;
-    if (!strcmp(name, "Mul")) return B_MUL;
-    if (!strcmp(name, "Div")) return B_DIV;
-    if (!strcmp(name, "Equal")) return B_EQ;
+static int bin_code(const vx_run *run) {
+    static const struct {
+        const char *name;
+        int op;
+    } codes[] = {{"Add", B_ADD}, {"Sub", B_SUB}, {"Mul", B_MUL}, {"Div", B_DIV}, {"Max", B_MAX}, {"Min", B_MIN},
+                 {"Equal", B_EQ}, {"GreaterOrEqual", B_GE}, {"Less", B_LT}, {"Greater", B_GT}, {"LessOrEqual", B_LE},
+                 {"And", B_AND}, {"Or", B_OR}, {"Xor", B_XOR}};
+    const char *name = run->node->op_type;
+    if (!strcmp(name, "Mod")) return est_node_attr_int(run->node, "fmod", 0) ? B_FMOD : B_MOD;
+    for (size_t k = 0; k < sizeof codes / sizeof codes[0]; k++)
+        if (!strcmp(codes[k].name, name)) return codes[k].op;
     return B_GE;
 }
 
 static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *a = run->in[0], *b = run->in[1];
-    if (!a || !b) return vx_fail(ctx, VX_ESHAPE, "needs two inputs");
+    if (run->n_in != 2 || !a || !b) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: only two inputs have a kernel", run->node->op_type);
     if (a->dtype != b->dtype) return vx_fail(ctx, VX_EUNSUPPORTED, "operands of different dtypes");
     vx_tensor *ab[2] = {a, b};
     Bc bc;
@@ -166,8 +213,9 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     if (!bc_shape(2, ab, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
     bc_strides_t(&bc, 0, a);
     bc_strides_t(&bc, 1, b);
-    int op = bin_code(run->node->op_type);
-    bool cmp = op == B_EQ || op == B_GE;
+    int op = bin_code(run);
+    bool cmp = op >= B_EQ;
+    if (op >= B_AND && a->dtype != VX_BOOL) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: bool operands only", run->node->op_type);
     vx_tensor *o = vx_out_new(ctx, run, 0, cmp ? VX_BOOL : a->dtype, bc.rank, bc.dims);
     if (!o) return VX_EOOM;
     if (!o->numel) return VX_OK;
@@ -196,7 +244,7 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
 
 static vx_status binary_bwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *a = run->in[0], *b = run->in[1], *g = run->grad_out[0];
-    int op = bin_code(run->node->op_type);
+    int op = bin_code(run);
     Bc bc;
     memset(&bc, 0, sizeof bc);
     vx_tensor *ab[2] = {a, b};
@@ -226,10 +274,14 @@ static vx_status binary_bwd(vx_ctx *ctx, vx_run *run) {
 }
 
 static void binary_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
-    int op = bin_code(run->node->op_type);
+    int op = bin_code(run);
     *si = 0;
     *so = 0;
-    if (op == B_MUL) {
+    if (op == B_MAX || op == B_MIN) { /* maximum / minimum: both operands */
+        *si = VX_SLOT(0) | VX_SLOT(1);
+    } else if (op == B_MOD || op == B_FMOD) { /* fmod / remainder: both, for the divisor's gradient */
+        if (run->need_grad[1]) *si = VX_SLOT(0) | VX_SLOT(1);
+    } else if (op == B_MUL) {
         if (run->need_grad[1]) *si |= VX_SLOT(0);
         if (run->need_grad[0]) *si |= VX_SLOT(1);
     } else if (op == B_DIV) {
@@ -305,6 +357,34 @@ static vx_status where_bwd(vx_ctx *ctx, vx_run *run) {
                                                                     (float *)gi->data, g->numel, bc, k, direct);
     }
     return launched(ctx, "Where backward");
+}
+
+/* ---- Not, RandomUniformLike ------------------------------------------------------- */
+
+__global__ void k_not(const uint8_t *x, uint8_t *o, int64_t n) {
+    GRID_LOOP(i, n) o[i] = !x[i];
+}
+
+static vx_status not_fwd(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *x = run->in[0];
+    if (!x || x->dtype != VX_BOOL) return vx_fail(ctx, VX_EUNSUPPORTED, "Not: a bool input only");
+    vx_tensor *o = vx_out_new(ctx, run, 0, VX_BOOL, x->rank, x->dims);
+    if (!o) return VX_EOOM;
+    if (o->numel) k_not<<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const uint8_t *)x->data, (uint8_t *)o->data, o->numel);
+    return launched(ctx, "Not");
+}
+
+/* Uniform values in [low, high) shaped like the input (the dynamo
+ * exporter's stochastic depth and dropout); float32 only. */
+static vx_status random_like_fwd(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *x = run->in[0];
+    int64_t dt = est_node_attr_int(run->node, "dtype", 1);
+    if (!x || (dt != 1 && dt != 11 && dt != 10 && dt != 16))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "RandomUniformLike: a floating output only");
+    vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
+    if (!o) return VX_EOOM;
+    float lo = (float)est_node_attr_float(run->node, "low", 0.0), hi = (float)est_node_attr_float(run->node, "high", 1.0);
+    return vx_k_random(ctx, o, lo, hi, vx_seed(ctx));
 }
 
 /* ---- Dropout ---------------------------------------------------------------------- */
@@ -632,8 +712,19 @@ extern "C" const vx_op vx_ops_elementwise[] = {
     {"Sub", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
     {"Mul", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
     {"Div", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Mod", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Max", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"Min", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
     {"Equal", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
     {"GreaterOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"Less", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"Greater", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"LessOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"And", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"Or", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"Xor", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"Not", not_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"RandomUniformLike", random_like_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"Where", where_fwd, where_bwd, VX_SLOT(0), 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED},
     {"Dropout", dropout_fwd, dropout_bwd, VX_SLOT(1) | VX_SLOT(2), VX_SLOT(1), false, VX_SLOT(1) | VX_SLOT(2),
      dropout_saves, VX_STRIDED_IN},

@@ -43,7 +43,6 @@ static __global__ void gather_bwd_kernel(float *dx, const float *dy, const int64
 static vx_status gather_forward(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "Gather needs data and indices");
     const vx_tensor *X = run->in[0], *I = run->in[1];
-    if (X->dtype != VX_F32 && X->dtype != VX_I64) return vx_fail(ctx, VX_EUNSUPPORTED, "Gather: float32 or int64 data only");
     if (X->rank < 1) return vx_fail(ctx, VX_ESHAPE, "Gather: data must have rank >= 1");
     int a = vxk_axis(vxk_attr_int(run, "axis", 0), X->rank);
     if (a < 0) return vx_fail(ctx, VX_ESHAPE, "Gather: axis out of range");
@@ -65,9 +64,12 @@ static vx_status gather_forward(vx_ctx *ctx, vx_run *run) {
     if (X->dtype == VX_F32)
         gather_kernel<float><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
             (float *)run->out[0]->data, (const float *)X->data, idx, outer, A, I->numel, inner);
-    else
+    else if (X->dtype == VX_I64)
         gather_kernel<int64_t><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
             (int64_t *)run->out[0]->data, (const int64_t *)X->data, idx, outer, A, I->numel, inner);
+    else /* bool: a mask's rows (BART's causal mask) */
+        gather_kernel<uint8_t><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (uint8_t *)run->out[0]->data, (const uint8_t *)X->data, idx, outer, A, I->numel, inner);
     st = vxk_check(ctx, "Gather");
     vx_free(ctx, ws);
     return st;

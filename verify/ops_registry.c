@@ -31,6 +31,9 @@ static const family families[] = {
 #ifndef VX_NO_FAMILY_GATHER
     {vx_ops_gather, &vx_ops_gather_count},
 #endif
+#ifndef VX_NO_FAMILY_ATTENTION
+    {vx_ops_attention, &vx_ops_attention_count},
+#endif
 #ifndef VX_NO_FAMILY_RECURRENT
     {vx_ops_recurrent, &vx_ops_recurrent_count},
 #endif

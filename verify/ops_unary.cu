@@ -176,13 +176,26 @@ static vx_status launched(vx_ctx *ctx, const char *what) {
     return vx_fail(ctx, VX_ECUDA, "%s: %s", what, cudaGetErrorString(e));
 }
 
+/* Abs and Neg of integers (T5's relative-position buckets); no gradient. */
+__global__ void k_unary_i64(const long long *x, long long *o, int64_t n, int op) {
+    GRID_LOOP(i, n) o[i] = op == U_NEG ? -x[i] : x[i] < 0 ? -x[i] : x[i];
+}
+
 static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *x = run->in[0];
-    if (!x || x->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a float32 input");
     int op;
     float a, b;
     vx_status st = params_of(ctx, run, &op, &a, &b);
     if (st) return st;
+    if (x && x->dtype == VX_I64 && (op == U_ABS || op == U_NEG)) {
+        vx_tensor *o = vx_out_new(ctx, run, 0, VX_I64, x->rank, x->dims);
+        if (!o) return VX_EOOM;
+        if (o->numel)
+            k_unary_i64<<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const long long *)x->data, (long long *)o->data,
+                                                                       o->numel, op);
+        return launched(ctx, run->node->op_type);
+    }
+    if (!x || x->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a float32 input");
     vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
     if (!o) return VX_EOOM;
     if (o->numel)

@@ -243,6 +243,7 @@ extern const vx_op vx_ops_norm[];        extern const size_t vx_ops_norm_count; 
 extern const vx_op vx_ops_pool[];        extern const size_t vx_ops_pool_count;        /* MaxPool, GlobalAveragePool, ReduceMean */
 extern const vx_op vx_ops_softmax[];     extern const size_t vx_ops_softmax_count;     /* Softmax */
 extern const vx_op vx_ops_gather[];      extern const size_t vx_ops_gather_count;      /* Gather, GatherElements, Transpose (a copy; the executor finds ops_shape.c's view first) */
+extern const vx_op vx_ops_attention[];    extern const size_t vx_ops_attention_count;    /* Attention */
 extern const vx_op vx_ops_recurrent[];    extern const size_t vx_ops_recurrent_count;    /* LSTM, GRU, RNN */
 extern const vx_op vx_ops_elementwise[]; extern const size_t vx_ops_elementwise_count; /* Add..Cast (ops_elementwise.cu) */
 extern const vx_op vx_ops_unary[];       extern const size_t vx_ops_unary_count;       /* Relu, Tanh, Sigmoid.. (ops_unary.cu) */

@@ -1,7 +1,7 @@
 /*
  * test_grad.cu: the verify executor's compute kernels (verify/ops_gemm.cu,
  * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu,
- * ops_recurrent.cu) on small random shapes:
+ * ops_recurrent.cu, ops_attention.cu) on small random shapes:
  *   - forward against a plain host implementation;
  *   - backward against central finite differences of the forward: the loss is
  *     sum(Y * R) for a fixed random R, so dY = R (Y: output 0, or the
@@ -11,7 +11,7 @@
  * Standalone: it brings a minimal runtime (vx_ctx, tensors, allocator,
  * vx_fail, est_node_attr_*) so it links only the kernel files and cuBLAS:
  *   nvcc -std=c++17 -I verify -I libestimate -I layers tests/gpu/test_grad.cu \
- *        verify/ops_{gemm,conv,norm,pool,softmax,gather,recurrent}.cu -lcublas
+ *        verify/ops_{gemm,conv,norm,pool,softmax,gather,recurrent,attention}.cu -lcublas
  */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -183,10 +183,10 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
 
 static const vx_op *find_op(const char *name) {
     const vx_op *tabs[] = {vx_ops_gemm, vx_ops_conv, vx_ops_norm, vx_ops_pool, vx_ops_softmax, vx_ops_gather,
-                           vx_ops_recurrent};
+                           vx_ops_recurrent, vx_ops_attention};
     size_t counts[] = {vx_ops_gemm_count, vx_ops_conv_count, vx_ops_norm_count, vx_ops_pool_count, vx_ops_softmax_count,
-                       vx_ops_gather_count, vx_ops_recurrent_count};
-    for (int t = 0; t < 7; t++)
+                       vx_ops_gather_count, vx_ops_recurrent_count, vx_ops_attention_count};
+    for (int t = 0; t < 8; t++)
         for (size_t k = 0; k < counts[t]; k++)
             if (!strcmp(tabs[t][k].name, name)) return &tabs[t][k];
     return NULL;
@@ -496,6 +496,42 @@ static HT ref_conv3d(const HT &X, const HT &W, const HT *B, int64_t G, std::vect
                                     }
                         Y.f[(((n * M + m) * o[0] + od) * o[1] + oh) * o[2] + ow] = (float)s;
                     }
+    return Y;
+}
+
+/* Attention: Q [B, Hq, Sq, D], K, V [B, Hk, Skv, *]; an optional float mask
+ * (added, broadcast from [1, 1, Sq, Skv]); causal; dropout none. */
+static HT ref_attention(const std::vector<HT> &in, bool causal) {
+    const HT &Q = in[0], &K = in[1], &V = in[2];
+    int64_t B = Q.dims[0], Hq = Q.dims[1], Sq = Q.dims[2], D = Q.dims[3], Hk = K.dims[1], Skv = K.dims[2], Dv = V.dims[3];
+    bool mask = in.size() > 3 && !in[3].f.empty();
+    double scale = 1 / sqrt((double)D);
+    HT Y = mk({B, Hq, Sq, Dv});
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t kv = h / (Hq / Hk);
+            for (int64_t q = 0; q < Sq; q++) {
+                std::vector<double> s(Skv);
+                double mx = -INFINITY;
+                for (int64_t j = 0; j < Skv; j++) {
+                    double v = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        v += (double)Q.f[((b * Hq + h) * Sq + q) * D + d] * K.f[((b * Hk + kv) * Skv + j) * D + d];
+                    v *= scale;
+                    if (mask) v += in[3].f[q * Skv + j];
+                    if (causal && j > q) v = -INFINITY; /* upper-left, as ONNX */
+                    s[j] = v;
+                    mx = std::max(mx, v);
+                }
+                double sum = 0;
+                for (int64_t j = 0; j < Skv; j++) sum += s[j] = exp(s[j] - mx);
+                for (int64_t e = 0; e < Dv; e++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < Skv; j++) acc += s[j] / sum * V.f[((b * Hk + kv) * Skv + j) * Dv + e];
+                    Y.f[((b * Hq + h) * Sq + q) * Dv + e] = (float)acc;
+                }
+            }
+        }
     return Y;
 }
 
@@ -937,6 +973,27 @@ int main(void) {
         rnn_case("GRU linear_before_reset 0, bidirectional (Y_h)", {'G', 2, false, false, false}, true, false, false, 2, 1);
         rnn_case("RNN tanh bidirectional, B, initial_h (Y)", {'R', 2, false, false, false}, true, true, false, 2, 0);
         rnn_case("RNN Relu layout 1, initial_h (Y_h)", {'R', 1, true, false, true}, true, true, false, 2, 1);
+    }
+
+    /* Attention */
+    {
+        Case a{Node("Attention"), {randf({2, 2, 3, 5}), randf({2, 2, 4, 5}), randf({2, 2, 4, 3})}, {true, true, true}};
+        a.ref = [](const std::vector<HT> &in) { return ref_attention(in, false); };
+        run_case("Attention [2, 2, 3, 5] x 4 keys", a);
+        Case m{Node("Attention"), {randf({2, 2, 3, 5}), randf({2, 2, 4, 5}), randf({2, 2, 4, 3}), randf({1, 1, 3, 4})},
+               {true, true, true, true}};
+        m.ref = [](const std::vector<HT> &in) { return ref_attention(in, false); };
+        run_case("Attention, float mask [1, 1, 3, 4] with its gradient", m);
+        Case q{Node("Attention"), {randf({1, 4, 3, 4}), randf({1, 2, 3, 4}), randf({1, 2, 3, 2})}, {true, true, true}};
+        q.ref = [](const std::vector<HT> &in) { return ref_attention(in, false); };
+        run_case("Attention grouped-query (4 query heads, 2 key heads)", q);
+        Case c{Node("Attention").i("is_causal", 1), {randf({1, 2, 4, 3}), randf({1, 2, 4, 3}), randf({1, 2, 4, 3})},
+               {true, true, true}};
+        c.ref = [](const std::vector<HT> &in) { return ref_attention(in, true); };
+        run_case("Attention is_causal", c);
+        Case d{Node("Attention").i("memest.dropout", 1), {randf({1, 2, 4, 3}), randf({1, 2, 5, 3}), randf({1, 2, 5, 3})},
+               {true, true, true}};
+        run_case("Attention with dropout (a fixed mask: finite differences only)", d);
     }
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_ctx.live);

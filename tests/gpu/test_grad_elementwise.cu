@@ -945,6 +945,112 @@ static void shape_cases() {
     }
 }
 
+/* Integer or bool outputs: y.i against want, element by element. */
+static Check exact_check(std::vector<int64_t> want) {
+    return [want](vx_run &, const HT &y, const std::vector<float> &, const std::vector<HT> &) {
+        if (y.i != want) { printf("  integer output differs from the host reference\n"); return false; }
+        return true;
+    };
+}
+
+/* Comparisons and logical ops (bool out), Mod, Max and Min, Not and
+ * RandomUniformLike. */
+static void compare_cases() {
+    HT a = randf({2, 3}), b = randf({3});
+    a.f[1] = b.f[1]; /* a tie */
+    struct C { const char *op; bool (*f)(double, double); };
+    static const C cmps[] = {
+        {"Less", [](double x, double y) { return x < y; }},
+        {"Greater", [](double x, double y) { return x > y; }},
+        {"LessOrEqual", [](double x, double y) { return x <= y; }},
+        {"Equal", [](double x, double y) { return x == y; }},
+    };
+    for (const C &c : cmps) {
+        std::vector<int64_t> want(6);
+        for (int e = 0; e < 6; e++) want[e] = c.f(a.f[e], b.f[e % 3]);
+        Case k{Node(c.op), {a, b}, {false, false}};
+        k.check = exact_check(want);
+        char name[96];
+        snprintf(name, sizeof name, "%s [2,3] with [3] on the device", c.op);
+        run_case(name, k);
+    }
+    {
+        Case k{Node("Less"), {ints({4}, {-3, 5, 7, 2}, false), ints({1}, {4}, false)}, {false, false}};
+        k.check = exact_check({1, 0, 0, 1});
+        run_case("Less int64 with a broadcast scalar", k);
+    }
+    HT p = boolt({2, 2}, {1, 1, 0, 0}), q = boolt({2, 2}, {1, 0, 1, 0});
+    struct L { const char *op; std::vector<int64_t> want; };
+    static const L logic[] = {{"And", {1, 0, 0, 0}}, {"Or", {1, 1, 1, 0}}, {"Xor", {0, 1, 1, 0}}};
+    for (const L &l : logic) {
+        Case k{Node(l.op), {p, q}, {false, false}};
+        k.check = exact_check(l.want);
+        run_case(l.op, k);
+    }
+    {
+        Case k{Node("Not"), {p}, {false}};
+        k.check = exact_check({0, 0, 1, 1});
+        run_case("Not", k);
+    }
+    {
+        /* Python's remainder takes the divisor's sign, fmod the dividend's */
+        Case k{Node("Mod"), {ints({4}, {7, -7, 7, -7}, false), ints({4}, {3, 3, -3, -3}, false)}, {false, false}};
+        k.check = exact_check({1, 2, -2, -1});
+        run_case("Mod int64", k);
+        Case f{Node("Mod").i("fmod", 1), {ints({4}, {7, -7, 7, -7}, false), ints({4}, {3, 3, -3, -3}, false)}, {false, false}};
+        f.check = exact_check({1, -1, 1, -1});
+        run_case("Mod int64 fmod", f);
+        HT x = randf({3, 4}), d = awayf({4});
+        for (auto &v : x.f) v *= 5;
+        Case g{Node("Mod").i("fmod", 1), {x, d}, {true, true}};
+        g.eps = 1e-3;
+        g.ref = [](const std::vector<HT> &in) {
+            HT y = mk(in[0].dims);
+            for (int64_t e = 0; e < y.numel(); e++) y.f[e] = (float)fmod(in[0].f[e], in[1].f[e % 4]);
+            return y;
+        };
+        run_case("Mod float fmod, gradients of both", g);
+    }
+    for (const char *op : {"Max", "Min"}) {
+        HT x = randf({2, 3, 4}), y = randf({3, 1});
+        for (int64_t e = 0; e < 24; e++) /* no near-ties, where finite differences straddle the kink */
+            if (fabsf(x.f[e] - y.f[(e / 4) % 3]) < 0.05f) x.f[e] += 0.1f;
+        bool mx = op[1] == 'a';
+        Case k{Node(op), {x, y}, {true, true}};
+        k.ref = [mx](const std::vector<HT> &in) {
+            HT o = mk(in[0].dims);
+            for (int64_t e = 0; e < o.numel(); e++) {
+                double u = in[0].f[e], v = in[1].f[(e / 4) % 3];
+                o.f[e] = (float)(mx ? std::max(u, v) : std::min(u, v));
+            }
+            return o;
+        };
+        char name[64];
+        snprintf(name, sizeof name, "%s [2,3,4] with [3,1]", op);
+        run_case(name, k);
+    }
+    {
+        Case k{Node("Abs"), {ints({4}, {-3, 5, 0, -1}, false)}, {false}};
+        k.check = exact_check({3, 5, 0, 1});
+        run_case("Abs int64", k);
+        Case n{Node("Neg"), {ints({3}, {-3, 5, 0}, false)}, {false}};
+        n.check = exact_check({3, -5, 0});
+        run_case("Neg int64", n);
+    }
+    {
+        Case k{Node("RandomUniformLike").f("low", -2.0).f("high", 3.0), {randf({64, 33})}, {false}};
+        k.check = [](vx_run &, const HT &y, const std::vector<float> &, const std::vector<HT> &) {
+            double lo = 1e9, hi = -1e9, mean = 0;
+            for (float v : y.f) { lo = std::min(lo, (double)v); hi = std::max(hi, (double)v); mean += v; }
+            mean /= (double)y.f.size();
+            bool ok = y.dims == std::vector<int64_t>{64, 33} && lo >= -2 && hi < 3 && fabs(mean - 0.5) < 0.2;
+            if (!ok) printf("  RandomUniformLike: min %g max %g mean %g\n", lo, hi, mean);
+            return ok;
+        };
+        run_case("RandomUniformLike [-2, 3)", k);
+    }
+}
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -957,6 +1063,7 @@ int main(void) {
     g_ctx.seed = 12345;
 
     binary_cases();
+    compare_cases();
     unary_cases();
     dropout_cases();
     where_cases();

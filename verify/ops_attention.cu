@@ -1,0 +1,383 @@
+/*
+ * ops_attention.cu: Attention (ONNX opset 23, and the node libestimate/
+ * fuse.c makes of an exported scaled_dot_product_attention), forward and
+ * backward, as SDPA's math kernel runs it: the scores of every head, the
+ * mask added, a row softmax, [dropout,] the product with V.
+ *
+ * Inputs: Q [B, Hq, Sq, D], K [B, Hk, Skv, D], V [B, Hk, Skv, Dv] (4-D
+ * only; Hq a multiple of Hk: a query head reads key head h / (Hq / Hk)), an
+ * optional mask (slot 3) broadcasting to [B, Hq, Sq, Skv], float (added) or
+ * bool (true: attend); attributes scale (default 1 / sqrt(D)), is_causal
+ * (upper-left: query q attends to keys 0..q, as ONNX aligns it),
+ * and memest.dropout (the fused chain had a Dropout; ratio 0.1 here, as the
+ * node does not carry it). A row with nothing to attend to is all zeros
+ * (_safe_softmax). Past key and value, nonpad_kv_seqlen, a padded mask,
+ * softcap and the extra outputs are refused.
+ *
+ * Memory (layers/linear.c's verify rules follow it):
+ *  - P, the probabilities [B, Hq, Sq, Skv] float32: saved[0] in training,
+ *    else a workspace;
+ *  - with dropout in training: the bool mask (saved[1]) and the dropped
+ *    probabilities (saved[2]) that the second product reads;
+ *  - backward: one workspace of P's size (dP, then the scores' gradient in
+ *    place);
+ *  - saves Q, K and V.
+ * Products run per head with cuBLAS, on Q, K, V and the output's gradient
+ * as they are (views whose last dim is the unit stride: the exporters'
+ * Transposes), so nothing is copied.
+ */
+#include "ops_common.cuh"
+
+#define ATTN_DROPOUT_RATIO 0.1f
+
+typedef struct attn_geom {
+    int64_t B, Hq, Hk, Sq, Skv, D, Dv;
+    float scale;
+    bool causal, dropout;
+    int64_t rows; /* B * Hq * Sq */
+} attn_geom;
+
+/* The mask's strides over [B, Hq, Sq, Skv] (0 where it broadcasts). */
+typedef struct mask_map {
+    int64_t st[4];
+    int kind; /* 0 none, 1 float (added), 2 bool */
+} mask_map;
+
+static vx_status attn_geometry(vx_ctx *ctx, const vx_run *run, attn_geom *g, mask_map *m) {
+    memset(g, 0, sizeof *g);
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < 3; k++)
+        if (!vxk_has_in(run, k) || run->in[k]->dtype != VX_F32 || run->in[k]->rank != 4)
+            return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: Q, K and V must be 4-D float32");
+    if (vxk_has_in(run, 4) || vxk_has_in(run, 5)) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: past key and value have no kernel");
+    if (vxk_has_in(run, 6)) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: nonpad_kv_seqlen has no kernel");
+    if (vxk_attr_float(run, "softcap", 0) != 0) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: softcap has no kernel");
+    for (int k = 1; k < run->n_out; k++)
+        if (vxk_has_out(run, k)) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: only output Y has a kernel");
+    const vx_tensor *Q = run->in[0], *K = run->in[1], *V = run->in[2];
+    g->B = Q->dims[0];
+    g->Hq = Q->dims[1];
+    g->Sq = Q->dims[2];
+    g->D = Q->dims[3];
+    g->Hk = K->dims[1];
+    g->Skv = K->dims[2];
+    g->Dv = V->dims[3];
+    if (K->dims[0] != g->B || V->dims[0] != g->B || K->dims[3] != g->D || V->dims[1] != g->Hk || V->dims[2] != g->Skv ||
+        g->Hk < 1 || g->Hq % g->Hk)
+        return vx_fail(ctx, VX_ESHAPE, "Attention: Q, K and V disagree");
+    g->scale = (float)vxk_attr_float(run, "scale", g->D > 0 ? 1.0 / sqrt((double)g->D) : 1.0);
+    g->causal = vxk_attr_int(run, "is_causal", 0) != 0;
+    g->dropout = run->training && vxk_attr_int(run, EST_ATTENTION_DROPOUT, 0) != 0;
+    g->rows = g->B * g->Hq * g->Sq;
+    if (vxk_has_in(run, 3)) {
+        const vx_tensor *M = run->in[3];
+        if (M->dtype == VX_F32) m->kind = 1;
+        else if (M->dtype == VX_BOOL) m->kind = 2;
+        else return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: a float or bool mask only");
+        if (M->rank > 4) return vx_fail(ctx, VX_ESHAPE, "Attention: mask rank %d", M->rank);
+        /* its own strides when it is a view (an expanded mask reads in place) */
+        const int64_t full[4] = {g->B, g->Hq, g->Sq, g->Skv};
+        int64_t s = 1;
+        for (int d = 3; d >= 0; d--) {
+            int j = d - (4 - M->rank);
+            int64_t e = j >= 0 ? M->dims[j] : 1;
+            if (e != 1 && e != full[d]) /* a mask padded past the keys (opset 24) */
+                return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: a mask that does not broadcast to the scores");
+            m->st[d] = e == 1 ? 0 : M->strided ? M->strides[j] : s;
+            s *= e;
+        }
+    }
+    if (!vxk_gemm_fits(g->Sq, g->Skv, g->D > g->Dv ? g->D : g->Dv)) return vx_fail(ctx, VX_ESHAPE, "Attention: too large");
+    return VX_OK;
+}
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+static __device__ __forceinline__ int64_t mask_off(const mask_map &m, int64_t row, int64_t j, const attn_geom &g) {
+    int64_t q = row % g.Sq, h = (row / g.Sq) % g.Hq, b = row / (g.Sq * g.Hq);
+    return b * m.st[0] + h * m.st[1] + q * m.st[2] + j * m.st[3];
+}
+
+/* One block per row: mask, causal, softmax in place (a row with nothing to
+ * attend to stays all zeros); with dropout, the bool mask and the dropped
+ * probabilities. */
+static __global__ void attn_softmax_kernel(float *p, const void *mask, mask_map m, attn_geom g, uint8_t *keep,
+                                           float *dropped, unsigned long long seed) {
+    __shared__ float sh[VXK_THREADS];
+    for (int64_t r = blockIdx.x; r < g.rows; r += gridDim.x) {
+        float *pr = p + r * g.Skv;
+        int64_t q = r % g.Sq;
+        float mx = -INFINITY;
+        for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) {
+            float v = pr[j];
+            if (m.kind == 1) v += ((const float *)mask)[mask_off(m, r, j, g)];
+            if ((m.kind == 2 && !((const uint8_t *)mask)[mask_off(m, r, j, g)]) || (g.causal && j > q))
+                v = -INFINITY;
+            pr[j] = v;
+            mx = fmaxf(mx, v);
+        }
+        sh[threadIdx.x] = mx;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+            __syncthreads();
+        }
+        mx = sh[0];
+        __syncthreads();
+        float sum = 0.f;
+        for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) sum += mx == -INFINITY ? 0.f : expf(pr[j] - mx);
+        sh[threadIdx.x] = sum;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+            __syncthreads();
+        }
+        sum = sh[0];
+        __syncthreads();
+        for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) {
+            float v = mx == -INFINITY || sum == 0.f ? 0.f : expf(pr[j] - mx) / sum;
+            pr[j] = v;
+            if (keep) {
+                unsigned long long z = seed + (unsigned long long)(r * g.Skv + j) * 0x9e3779b97f4a7c15ull;
+                z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+                z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+                z ^= z >> 31;
+                bool k = (float)(z >> 40) / 16777216.f >= ATTN_DROPOUT_RATIO;
+                keep[r * g.Skv + j] = k;
+                dropped[r * g.Skv + j] = k ? v / (1.f - ATTN_DROPOUT_RATIO) : 0.f;
+            }
+        }
+    }
+}
+
+/* In place: dP (times the dropout's keep / (1 - ratio)) -> the scores'
+ * gradient P * (dP - sum(dP * P)). One block per row. */
+static __global__ void attn_softmax_bwd_kernel(float *dp, const float *p, const uint8_t *keep, attn_geom g) {
+    __shared__ float sh[VXK_THREADS];
+    for (int64_t r = blockIdx.x; r < g.rows; r += gridDim.x) {
+        float *d = dp + r * g.Skv;
+        const float *pr = p + r * g.Skv;
+        float acc = 0.f;
+        for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) {
+            float v = d[j];
+            if (keep) v = keep[r * g.Skv + j] ? v / (1.f - ATTN_DROPOUT_RATIO) : 0.f;
+            d[j] = v;
+            acc += v * pr[j];
+        }
+        sh[threadIdx.x] = acc;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+            __syncthreads();
+        }
+        acc = sh[0];
+        __syncthreads();
+        for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) d[j] = pr[j] * (d[j] - acc);
+    }
+}
+
+/* The mask's gradient: the scores' gradient summed onto the mask's shape. */
+static __global__ void attn_mask_grad_kernel(float *dm, const float *ds, mask_map m, attn_geom g) {
+    VXK_LOOP(i, g.rows * g.Skv) {
+        int64_t r = i / g.Skv, j = i % g.Skv;
+        atomicAdd(dm + mask_off(m, r, j, g), ds[i]);
+    }
+}
+
+/* ---- per-head products ---------------------------------------------------------- */
+
+/* A 4-D operand [B, H, rows, cols] with unit stride along cols: Q, K, V
+ * and the output's gradient may be views (the exporter's Transposes). */
+typedef struct t4 {
+    const float *p;
+    int64_t sb, sh, ld;
+} t4;
+
+static bool t4_of(const vx_tensor *t, t4 *v) {
+    int64_t st[4];
+    if (!t || t->rank != 4) return false;
+    if (t->strided) memcpy(st, t->strides, sizeof st);
+    else st[3] = 1, st[2] = t->dims[3], st[1] = t->dims[2] * st[2], st[0] = t->dims[1] * st[1];
+    if (st[3] != 1 && t->dims[3] > 1) return false;
+    *v = (t4){(const float *)t->data, st[0], st[1], st[2]};
+    return true;
+}
+
+static t4 t4_dense(const float *p, int64_t heads, int64_t rows, int64_t cols) {
+    return (t4){p, heads * rows * cols, rows * cols, cols};
+}
+
+/* For every query head (b, h): C_bh = alpha * op(A_bh) op(B_kv) + beta * C_bh,
+ * B indexed by the key head h / (Hq / Hk); sizes m x n x k. */
+typedef struct head_gemm {
+    bool ta, tb;
+    int64_t m, n, k;
+    t4 A, B, C;
+    float alpha, beta;
+} head_gemm;
+
+static const float *at(const t4 *t, int64_t b, int64_t h) { return t->p + b * t->sb + h * t->sh; }
+
+static vx_status per_head(vx_ctx *ctx, const attn_geom *g, const head_gemm *p, const char *what) {
+    cublasHandle_t hd = vxk_blas(ctx);
+    int64_t rep = g->Hq / g->Hk;
+    for (int64_t b = 0; b < g->B; b++)
+        for (int64_t h = 0; h < g->Hq; h++) {
+            cublasStatus_t s = vxk_gemm(hd, p->ta, p->tb, p->m, p->n, p->k, p->alpha, at(&p->A, b, h), p->A.ld,
+                                        at(&p->B, b, h / rep), p->B.ld, p->beta, (float *)at(&p->C, b, h), p->C.ld);
+            if (s != CUBLAS_STATUS_SUCCESS) return vxk_blas_check(ctx, s, what);
+        }
+    return VX_OK;
+}
+
+/* For every key head: C_kv = alpha * the sum over its query heads h of
+ * op(A_bh) op(B_bh) (the gradients of K and V under grouped-query
+ * attention). */
+static vx_status per_kv_head(vx_ctx *ctx, const attn_geom *g, const head_gemm *p, const char *what) {
+    cublasHandle_t hd = vxk_blas(ctx);
+    int64_t rep = g->Hq / g->Hk;
+    for (int64_t b = 0; b < g->B; b++)
+        for (int64_t h = 0; h < g->Hq; h++) {
+            float beta = h % rep == 0 ? 0.f : 1.f;
+            cublasStatus_t s = vxk_gemm(hd, p->ta, p->tb, p->m, p->n, p->k, p->alpha, at(&p->A, b, h), p->A.ld,
+                                        at(&p->B, b, h), p->B.ld, beta, (float *)at(&p->C, b, h / rep), p->C.ld);
+            if (s != CUBLAS_STATUS_SUCCESS) return vxk_blas_check(ctx, s, what);
+        }
+    return VX_OK;
+}
+
+/* ---- forward, backward ----------------------------------------------------------- */
+
+/* Q, K, V (and dY) as t4 views; a tensor whose last dim is not the unit
+ * stride gets a contiguous copy (held in copies[], a workspace). */
+static vx_status operands(vx_ctx *ctx, vx_tensor *const *ts, int n, t4 *out, vx_tensor **copies) {
+    for (int k = 0; k < n; k++) {
+        copies[k] = NULL;
+        if (t4_of(ts[k], &out[k])) continue;
+        if (!(copies[k] = vx_contiguous(ctx, ts[k]))) return vxk_oom(ctx, "Attention operand copy");
+        if (!t4_of(copies[k], &out[k])) return vx_fail(ctx, VX_ESHAPE, "Attention: operand %d is not 4-D", k);
+    }
+    return VX_OK;
+}
+
+static vx_status attention_forward(vx_ctx *ctx, vx_run *run) {
+    attn_geom g;
+    mask_map m;
+    vx_status st = attn_geometry(ctx, run, &g, &m);
+    if (st) return st;
+    int64_t yd[4] = {g.B, g.Hq, g.Sq, g.Dv}, pd[4] = {g.B, g.Hq, g.Sq, g.Skv};
+    if ((st = vxk_new_out(ctx, run, 0, VX_F32, 4, yd))) return st;
+    float *P;
+    if (run->training) {
+        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, 4, pd))) return st;
+        P = (float *)run->saved[0]->data;
+    } else if (!(P = (float *)vx_workspace(ctx, (size_t)(g.rows * g.Skv > 0 ? g.rows * g.Skv : 1) * sizeof(float)))) {
+        return vxk_oom(ctx, "Attention probabilities");
+    }
+    if (g.rows * g.Skv == 0 || g.Dv == 0) {
+        if (run->out[0]->numel) st = vxk_zero(ctx, run->out[0]->data, (size_t)run->out[0]->numel * sizeof(float));
+        if (!run->training) vx_free(ctx, P);
+        return st;
+    }
+    uint8_t *keep = NULL;
+    float *dropped = NULL;
+    if (g.dropout) {
+        if ((st = vxk_new_saved(ctx, run, 1, VX_BOOL, 4, pd)) || (st = vxk_new_saved(ctx, run, 2, VX_F32, 4, pd))) return st;
+        keep = (uint8_t *)run->saved[1]->data;
+        dropped = (float *)run->saved[2]->data;
+    }
+    t4 qkv[3];
+    vx_tensor *copies[3];
+    if ((st = operands(ctx, run->in, 3, qkv, copies))) goto done;
+    {
+        /* scores: scale * Q_h K_kv^T */
+        head_gemm s = {false, true, g.Sq, g.Skv, g.D, qkv[0], qkv[1], t4_dense(P, g.Hq, g.Sq, g.Skv), g.scale, 0.f};
+        if ((st = per_head(ctx, &g, &s, "Attention scores"))) goto done;
+        const void *mask = m.kind ? run->in[3]->data : NULL;
+        attn_softmax_kernel<<<(unsigned)(g.rows < 65536 ? g.rows : 65536), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            P, mask, m, g, keep, dropped, (unsigned long long)vx_seed(ctx));
+        if ((st = vxk_check(ctx, "Attention softmax"))) goto done;
+        /* Y = P' V_kv */
+        head_gemm o = {false, false, g.Sq, g.Dv, g.Skv, t4_dense(dropped ? dropped : P, g.Hq, g.Sq, g.Skv), qkv[2],
+                       t4_dense((float *)run->out[0]->data, g.Hq, g.Sq, g.Dv), 1.f, 0.f};
+        st = per_head(ctx, &g, &o, "Attention output");
+    }
+done:
+    for (int k = 0; k < 3; k++) vx_tensor_release(ctx, copies[k]);
+    if (!run->training) vx_free(ctx, P);
+    return st;
+}
+
+static vx_status attention_backward(vx_ctx *ctx, vx_run *run) {
+    attn_geom g;
+    mask_map m;
+    vx_status st = attn_geometry(ctx, run, &g, &m);
+    if (st) return st;
+    if (!run->grad_out[0] || !run->saved[0]) return VX_OK;
+    const float *P = (const float *)run->saved[0]->data;
+    const uint8_t *keep = g.dropout && run->saved[1] ? (const uint8_t *)run->saved[1]->data : NULL;
+    const float *Pd = g.dropout && run->saved[2] ? (const float *)run->saved[2]->data : P;
+    for (int k = 0; k < 4; k++)
+        if (run->need_grad[k] && vxk_has_in(run, k) && (st = vxk_grad(ctx, run, k))) return st;
+    if (g.rows * g.Skv == 0) {
+        for (int k = 0; k < 4; k++)
+            if (run->grad_in[k] && (st = vxk_zero(ctx, run->grad_in[k]->data, (size_t)run->grad_in[k]->numel * 4))) return st;
+        return VX_OK;
+    }
+    vx_tensor *ops[4] = {run->in[0], run->in[1], run->in[2], run->grad_out[0]}, *copies[4];
+    t4 v[4];
+    float *dS = NULL;
+    bool scores = run->need_grad[0] || run->need_grad[1] || (run->n_in > 3 && run->need_grad[3]);
+    t4 grads[3];
+    for (int k = 0; k < 3; k++)
+        grads[k] = run->grad_in[k] ? t4_dense((float *)run->grad_in[k]->data, k ? g.Hk : g.Hq, k ? g.Skv : g.Sq,
+                                              k == 2 ? g.Dv : g.D)
+                                   : (t4){NULL, 0, 0, 0};
+    if ((st = operands(ctx, ops, 4, v, copies))) goto done;
+    if (run->need_grad[2]) { /* dV_kv = sum over its query heads of P'_h^T dY_h */
+        head_gemm p = {true, false, g.Skv, g.Dv, g.Sq, t4_dense(Pd, g.Hq, g.Sq, g.Skv), v[3], grads[2], 1.f, 0.f};
+        if ((st = per_kv_head(ctx, &g, &p, "Attention dV"))) goto done;
+    }
+    if (!scores) goto done;
+    if (!(dS = (float *)vx_workspace(ctx, (size_t)(g.rows * g.Skv) * sizeof(float)))) {
+        st = vxk_oom(ctx, "Attention backward");
+        goto done;
+    }
+    {
+        t4 ds = t4_dense(dS, g.Hq, g.Sq, g.Skv);
+        /* dP = dY_h V_kv^T, then the softmax's backward in place */
+        head_gemm p = {false, true, g.Sq, g.Skv, g.Dv, v[3], v[2], ds, 1.f, 0.f};
+        if ((st = per_head(ctx, &g, &p, "Attention dP"))) goto done;
+        attn_softmax_bwd_kernel<<<(unsigned)(g.rows < 65536 ? g.rows : 65536), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            dS, P, keep, g);
+        if ((st = vxk_check(ctx, "Attention softmax backward"))) goto done;
+        if (run->n_in > 3 && run->need_grad[3] && run->grad_in[3]) {
+            if ((st = vxk_zero(ctx, run->grad_in[3]->data, (size_t)run->grad_in[3]->numel * 4))) goto done;
+            attn_mask_grad_kernel<<<vxk_blocks(g.rows * g.Skv), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+                (float *)run->grad_in[3]->data, dS, m, g);
+            if ((st = vxk_check(ctx, "Attention mask gradient"))) goto done;
+        }
+        if (run->need_grad[0]) { /* dQ_h = scale * dS_h K_kv */
+            head_gemm q = {false, false, g.Sq, g.D, g.Skv, ds, v[1], grads[0], g.scale, 0.f};
+            if ((st = per_head(ctx, &g, &q, "Attention dQ"))) goto done;
+        }
+        if (run->need_grad[1]) { /* dK_kv = scale * the sum of dS_h^T Q_h */
+            head_gemm k = {true, false, g.Skv, g.D, g.Sq, ds, v[0], grads[1], g.scale, 0.f};
+            st = per_kv_head(ctx, &g, &k, "Attention dK");
+        }
+    }
+done:
+    vx_free(ctx, dS);
+    for (int k = 0; k < 4; k++) vx_tensor_release(ctx, copies[k]);
+    return st;
+}
+
+/* Keeps Q, K and V (the mask's gradient needs none of its values); reads
+ * Q, K, V and the output's gradient in place when they are views. */
+extern "C" {
+const vx_op vx_ops_attention[] = {
+    {"Attention", attention_forward, attention_backward, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(2), 0, false, 0, NULL,
+     VX_STRIDED_IN | VX_STRIDED_SAVED | VX_STRIDED_GRAD},
+};
+const size_t vx_ops_attention_count = sizeof vx_ops_attention / sizeof vx_ops_attention[0];
+}
