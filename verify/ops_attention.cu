@@ -116,24 +116,10 @@ static __global__ void attn_softmax_kernel(float *p, const void *mask, mask_map 
             pr[j] = v;
             mx = fmaxf(mx, v);
         }
-        sh[threadIdx.x] = mx;
-        __syncthreads();
-        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if ((int)threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-            __syncthreads();
-        }
-        mx = sh[0];
-        __syncthreads();
+        mx = vxk_block_reduce(mx, sh, true);
         float sum = 0.f;
         for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) sum += mx == -INFINITY ? 0.f : expf(pr[j] - mx);
-        sh[threadIdx.x] = sum;
-        __syncthreads();
-        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-            __syncthreads();
-        }
-        sum = sh[0];
-        __syncthreads();
+        sum = vxk_block_reduce(sum, sh, false);
         for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) {
             float v = mx == -INFINITY || sum == 0.f ? 0.f : expf(pr[j] - mx) / sum;
             pr[j] = v;
@@ -164,14 +150,7 @@ static __global__ void attn_softmax_bwd_kernel(float *dp, const float *p, const 
             d[j] = v;
             acc += v * pr[j];
         }
-        sh[threadIdx.x] = acc;
-        __syncthreads();
-        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-            __syncthreads();
-        }
-        acc = sh[0];
-        __syncthreads();
+        acc = vxk_block_reduce(acc, sh, false);
         for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) d[j] = pr[j] * (d[j] - acc);
     }
 }

@@ -293,6 +293,23 @@ static inline vx_status vxk_reduce_to(vx_ctx *ctx, float *out, int rs, const int
     return vxk_reduce_run(ctx, out, in, &r, scale, 0.f);
 }
 
+/* The max or the sum of v over the block (every thread passes its value;
+ * sh holds blockDim.x floats); every thread gets the result. */
+static __device__ float vxk_block_reduce(float v, float *sh, bool is_max) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) {
+            float o = sh[threadIdx.x + s];
+            sh[threadIdx.x] = is_max ? fmaxf(sh[threadIdx.x], o) : sh[threadIdx.x] + o;
+        }
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
 static __global__ void vxk_fill_kernel(float *y, int64_t n, float v) {
     VXK_LOOP(i, n) y[i] = v;
 }

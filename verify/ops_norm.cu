@@ -18,18 +18,6 @@
 
 /* ---- BatchNormalization ------------------------------------------------------- */
 
-static __device__ float block_sum(float v, float *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 /* One block per channel: mean, inverse std; running stats updated. */
 static __global__ void bn_stats_kernel(const float *x, float *mean, float *invstd, float *rmean, float *rvar,
                                        int64_t N, int64_t C, int64_t HW, float eps, float momentum) {
@@ -38,13 +26,13 @@ static __global__ void bn_stats_kernel(const float *x, float *mean, float *invst
     for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) s += x[((j / HW) * C + c) * HW + j % HW];
-        float m = block_sum(s, sh) / (float)cnt;
+        float m = vxk_block_reduce(s, sh, false) / (float)cnt;
         float q = 0.f;
         for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) {
             float d = x[((j / HW) * C + c) * HW + j % HW] - m;
             q += d * d;
         }
-        float var = block_sum(q, sh) / (float)cnt;
+        float var = vxk_block_reduce(q, sh, false) / (float)cnt;
         if (threadIdx.x == 0) {
             mean[c] = m;
             invstd[c] = rsqrtf(var + eps);
@@ -78,8 +66,8 @@ static __global__ void bn_bwd_reduce_kernel(const float *dy, const float *x, con
             a += dy[k];
             b += dy[k] * (x[k] - m) * is;
         }
-        a = block_sum(a, sh);
-        b = block_sum(b, sh);
+        a = vxk_block_reduce(a, sh, false);
+        b = vxk_block_reduce(b, sh, false);
         if (threadIdx.x == 0) { sum_dy[c] = a; sum_dyx[c] = b; }
     }
 }
@@ -212,10 +200,10 @@ static __global__ void ln_forward_kernel(float *y, float *mean, float *invstd, c
         const float *xr = x + r * D;
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < D; j += blockDim.x) s += xr[j];
-        float m = block_sum(s, sh) / (float)D;
+        float m = vxk_block_reduce(s, sh, false) / (float)D;
         float q = 0.f;
         for (int64_t j = threadIdx.x; j < D; j += blockDim.x) { float d = xr[j] - m; q += d * d; }
-        float is = rsqrtf(block_sum(q, sh) / (float)D + eps);
+        float is = rsqrtf(vxk_block_reduce(q, sh, false) / (float)D + eps);
         for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
             y[r * D + j] = (xr[j] - m) * is * scale[j] + (b ? b[j] : 0.f);
         if (threadIdx.x == 0) { mean[r] = m; invstd[r] = is; }
@@ -234,8 +222,8 @@ static __global__ void ln_dx_kernel(float *dx, const float *dy, const float *x, 
             a += g;
             b += g * (xr[j] - m) * is;
         }
-        a = block_sum(a, sh) / (float)D;
-        b = block_sum(b, sh) / (float)D;
+        a = vxk_block_reduce(a, sh, false) / (float)D;
+        b = vxk_block_reduce(b, sh, false) / (float)D;
         for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
             float xh = (xr[j] - m) * is;
             dx[r * D + j] = is * (dyr[j] * scale[j] - a - xh * b);

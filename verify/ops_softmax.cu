@@ -10,31 +10,16 @@
  */
 #include "ops_common.cuh"
 
-static __device__ float sm_block_reduce(float v, float *sh, bool is_max) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) {
-            float o = sh[threadIdx.x + s];
-            sh[threadIdx.x] = is_max ? fmaxf(sh[threadIdx.x], o) : sh[threadIdx.x] + o;
-        }
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 static __global__ void softmax_rows_kernel(float *y, const float *x, int64_t rows, int64_t L, bool log_) {
     __shared__ float sh[VXK_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float *xr = x + r * L;
         float m = -INFINITY;
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x) m = fmaxf(m, xr[j]);
-        m = sm_block_reduce(m, sh, true);
+        m = vxk_block_reduce(m, sh, true);
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x) s += expf(xr[j] - m);
-        s = sm_block_reduce(s, sh, false);
+        s = vxk_block_reduce(s, sh, false);
         float ls = logf(s);
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x)
             y[r * L + j] = log_ ? xr[j] - m - ls : expf(xr[j] - m) / s;
@@ -61,7 +46,7 @@ static __global__ void softmax_bwd_rows_kernel(float *dx, const float *dy, const
         const float *yr = y + r * L, *dyr = dy + r * L;
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x) s += log_ ? dyr[j] : dyr[j] * yr[j];
-        s = sm_block_reduce(s, sh, false);
+        s = vxk_block_reduce(s, sh, false);
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x)
             dx[r * L + j] = log_ ? dyr[j] - expf(yr[j]) * s : yr[j] * (dyr[j] - s);
     }

@@ -5,22 +5,7 @@
  * keep their result; the others their input; neg nothing). Pow runs here
  * too when its exponent is a scalar the host holds (x ** 2 in RMSNorm,
  * x ** 3 in GPT-2's Gelu). */
-#include <cuda_runtime.h>
-#include <math.h>
-#include <string.h>
-
-#include "vx_internal.h"
-
-#define TPB 256
-
-static inline unsigned blocks_for(int64_t n) {
-    int64_t b = (n + TPB - 1) / TPB;
-    if (b > 65535LL * 16) b = 65535LL * 16;
-    return (unsigned)(b < 1 ? 1 : b);
-}
-
-#define STREAM(ctx) ((cudaStream_t)vx_stream(ctx))
-#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#include "ops_common.cuh"
 
 typedef enum un_op {
     U_RELU, U_CLIP, U_ERF, U_GELU, U_GELU_TANH, U_TANH, U_SIGMOID, U_SQRT, U_RECIPROCAL, U_EXP, U_NEG, U_ABS,
@@ -30,7 +15,7 @@ typedef enum un_op {
 /* a, b: Clip's bounds, HardSigmoid's alpha and beta, Swish's alpha, Pow's
  * exponent */
 __global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, float b) {
-    GRID_LOOP(i, n) {
+    VXK_LOOP(i, n) {
         float v = x[i];
         switch (op) {
         case U_RELU: v = v > 0.f ? v : 0.f; break;
@@ -65,7 +50,7 @@ __global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, fl
 /* s: the saved tensor (input or output, as the table says; the gradient
  * itself for Neg, which keeps nothing) */
 __global__ void k_unary_grad(const float *s, const float *g, float *gi, int64_t n, int op, float a, float b) {
-    GRID_LOOP(i, n) {
+    VXK_LOOP(i, n) {
         float v = s[i], d;
         switch (op) {
         case U_RELU: d = v > 0.f ? 1.f : 0.f; break;
@@ -169,16 +154,9 @@ static vx_status params_of(vx_ctx *ctx, const vx_run *run, int *op, float *a, fl
     return VX_OK;
 }
 
-static vx_status launched(vx_ctx *ctx, const char *what) {
-    cudaError_t e = cudaPeekAtLastError();
-    if (e == cudaSuccess) return VX_OK;
-    cudaGetLastError();
-    return vx_fail(ctx, VX_ECUDA, "%s: %s", what, cudaGetErrorString(e));
-}
-
 /* Abs and Neg of integers (T5's relative-position buckets); no gradient. */
 __global__ void k_unary_i64(const long long *x, long long *o, int64_t n, int op) {
-    GRID_LOOP(i, n) o[i] = op == U_NEG ? -x[i] : x[i] < 0 ? -x[i] : x[i];
+    VXK_LOOP(i, n) o[i] = op == U_NEG ? -x[i] : x[i] < 0 ? -x[i] : x[i];
 }
 
 static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
@@ -191,17 +169,17 @@ static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
         vx_tensor *o = vx_out_new(ctx, run, 0, VX_I64, x->rank, x->dims);
         if (!o) return VX_EOOM;
         if (o->numel)
-            k_unary_i64<<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const long long *)x->data, (long long *)o->data,
+            k_unary_i64<<<vxk_blocks(o->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const long long *)x->data, (long long *)o->data,
                                                                        o->numel, op);
-        return launched(ctx, run->node->op_type);
+        return vxk_check(ctx, run->node->op_type);
     }
     if (!x || x->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a float32 input");
     vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
     if (!o) return VX_EOOM;
     if (o->numel)
-        k_unary<<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const float *)x->data, (float *)o->data, o->numel, op,
+        k_unary<<<vxk_blocks(o->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)x->data, (float *)o->data, o->numel, op,
                                                               a, b);
-    return launched(ctx, run->node->op_type);
+    return vxk_check(ctx, run->node->op_type);
 }
 
 static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
@@ -216,9 +194,9 @@ static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *gi = vx_grad_new(ctx, run, 0);
     if (!gi) return VX_EOOM;
     if (gi->numel)
-        k_unary_grad<<<blocks_for(gi->numel), TPB, 0, STREAM(ctx)>>>((const float *)s->data, (const float *)g->data,
+        k_unary_grad<<<vxk_blocks(gi->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)s->data, (const float *)g->data,
                                                                     (float *)gi->data, gi->numel, op, a, b);
-    return launched(ctx, run->node->op_type);
+    return vxk_check(ctx, run->node->op_type);
 }
 
 #define KEEPS_INPUT(name) {name, unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL}
