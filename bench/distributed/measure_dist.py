@@ -49,7 +49,11 @@ The top level has "nccl_init": that figure right after init_process_group and
 one all_reduce.
 
 --fresh runs each configuration as its own job (new processes and process
-group), as a user runs one; otherwise one job runs them all in turn. Either
+group), as a user runs one; otherwise one job runs them all in turn. Each
+job's processes are forked from this one, which imports torch, torchvision
+and transformers once and never touches CUDA, so a job starts in a second
+rather than re-importing them (the measurement itself is unchanged: CUDA,
+NCCL and the allocator start new in every process). Either
 way cuBLAS and cuDNN are warmed up before the first baseline (as
 ../accuracy/measure.py does), so their workspaces are not counted.
 
@@ -272,7 +276,8 @@ def worker(rank, world, args, port):
     gathered = [None] * world
     dist.all_gather_object(gathered, {"rows": rows, "errors": errors, "nccl_init": nccl_init})
     if rank == 0:
-        out = {"machine": {"host": platform.node(), "gpus": [torch.cuda.get_device_name(i) for i in range(world)]
+        out = {"machine": {"host": platform.node(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                           "gpus": [torch.cuda.get_device_name(i) for i in range(world)]
                            if not args.dry_run else ["cpu"] * world},
                "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
                             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if not args.dry_run else None},
@@ -291,6 +296,34 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def preload(models):
+    """Import what the models' builders import, once, before the workers
+    are forked (zoo.build imports torchvision and transformers lazily)."""
+    import importlib
+    for mod in ("torchvision", "transformers"):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass
+
+
+def launch(world, args, port):
+    """One job: `world` worker processes forked from this one. The parent
+    has not initialised CUDA (world comes from --nproc or nvidia-smi), so a
+    forked child may."""
+    mp.start_processes(worker, args=(world, args, port), nprocs=world, join=True, start_method="fork")
+
+
+def gpu_count():
+    """GPUs visible to this job, without initialising CUDA here (a forked
+    worker could not use it afterwards)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    import subprocess
+    return len(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines())
 
 
 def main():
@@ -313,12 +346,13 @@ def main():
         if s not in STRATEGIES:
             ap.error(f"unknown strategy {s} (one of {', '.join(STRATEGIES)})")
     args.batches = [2] if args.dry_run else [int(b) for b in args.batches.split(",")]
-    world = args.nproc or (2 if args.dry_run else torch.cuda.device_count())
+    world = args.nproc or (2 if args.dry_run else gpu_count())
     if args.shard_group and world % args.shard_group:
         ap.error(f"--shard-group {args.shard_group} does not divide {world} processes")
     port = free_port()
+    preload(args.models)
     if not args.fresh:
-        mp.spawn(worker, args=(world, args, port), nprocs=world, join=True)
+        launch(world, args, port)
         return 0
     # one job of `world` processes per configuration, as a user runs one
     merged, out = None, args.out
@@ -326,7 +360,7 @@ def main():
                                   if s != "tp" or m in TP_PLANS):
         one = copy.copy(args)
         one.models, one.strategies, one.batches, one.out = [name], [strategy], [batch], out + ".part"
-        mp.spawn(worker, args=(world, one, free_port()), nprocs=world, join=True)
+        launch(world, one, free_port())
         part = json.load(open(one.out))
         if merged is None:
             merged = part
