@@ -26,16 +26,20 @@ bool parse_size(const char *s, uint64_t *out);
  * the GPU, with 1% more two (gpt2_6l on both, by 0.2-0.3%), with 1.5% none. */
 #define DEFAULT_RESERVE_BYTES(gpu_bytes) (((uint64_t)1 << 30) + (gpu_bytes) / 200 * 3)
 /* What NCCL holds outside PyTorch's allocator once a process group has run
- * a collective (NCCL 2.28.9, torch 2.11; nccl_init in bench/distributed/
- * data/): 564 MiB on an H100 at world size 1, 840 MiB on each of 2 H200s
- * (docs/distributed.md). Added to the default reserve under --strategy or
- * --tp; more GPUs are not measured and take the 2-GPU figure. */
+ * a collective (NCCL 2.28.9, torch 2.11; nccl_init and outside_allocator in
+ * bench/distributed/data/, docs/distributed.md): 564 MiB on an H100 at
+ * world size 1, 846 MiB on each GPU of 2 and of 4 H100s (840 on 2 H200s);
+ * HSDP's second mesh dimension took 966 MiB more a GPU and tensor
+ * parallelism's DTensor collectives up to 378 MiB more (4 H100s). Added to
+ * the default reserve under --strategy or --tp; 8 GPUs take the 4-GPU
+ * figures until measured. */
 /* Parses --host-us: five costs in microseconds, "FWD,FWD_PARAM,BWD,
  * BWD_PARAM,OPT_PARAM" (est_host's fields in order), each a plain
  * non-negative decimal number. Returns false on anything else. */
 struct est_host;
 bool parse_host_us(const char *s, struct est_host *out);
 
-#define NCCL_RESERVE_BYTES(world) ((uint64_t)((world) > 1 ? 840 : 564) << 20)
+#define NCCL_RESERVE_BYTES(world, hsdp, tp) \
+    ((uint64_t)(((world) > 1 ? 846 : 564) + ((hsdp) ? 966 : 0) + ((tp) > 1 ? 378 : 0)) << 20)
 
 #endif

@@ -527,7 +527,8 @@ static int parse_args(cli *c, int argc, char **argv) {
         int64_t tp = c->opt.parallel.tp > 1 ? c->opt.parallel.tp : 1;
         int64_t world = c->opt.parallel.world_size > 0 ? c->opt.parallel.world_size : tp;
         bool nccl = c->opt.parallel.strategy != EST_STRATEGY_NONE || world > 1;
-        c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES(c->fit.gpu_bytes) + (nccl ? NCCL_RESERVE_BYTES(world) : 0);
+        bool hsdp = c->opt.parallel.strategy == EST_STRATEGY_HSDP;
+        c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES(c->fit.gpu_bytes) + (nccl ? NCCL_RESERVE_BYTES(world, hsdp, tp) : 0);
     }
     /* the allocator's replay runs out where PyTorch would on this GPU */
     if (c->fit_given) c->opt.memory_limit = fit_usable(&c->fit) ? fit_usable(&c->fit) : 1;

@@ -136,6 +136,9 @@ static void print_parallel(FILE *f, const est_report *r) {
             any = true;
         }
     fprintf(f, "%s\n", any ? "" : " nothing (one GPU per group)");
+    if (c->first_bucket_held_bytes)
+        fprintf(f, "  first bucket    %s, the first iteration's, held through the second's forward and backward\n",
+                human_bytes(a, sizeof a, c->first_bucket_held_bytes));
     size_t n = est_report_tp_pair_count(r);
     for (size_t i = 0; i < n; i++) { /* the pairs --tp split, a line each */
         const est_tp_pair *pair = est_report_tp_pair(r, i);
@@ -558,6 +561,7 @@ static void write_parallel(json_writer *w, const est_report *r) {
     }
     jw_end_array(w);
     jw_u64(w, "buckets", c->buckets);
+    jw_u64(w, "first_bucket_held_bytes", c->first_bucket_held_bytes);
     jw_u64(w, "groups", c->groups);
     jw_begin_object(w, "comm_bytes");
     jw_u64(w, "all_reduce", c->all_reduce_bytes);

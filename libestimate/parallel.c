@@ -3,9 +3,11 @@
  * wrappers allocate it (docs/distributed.md has the formulas and sources).
  *
  *   ddp     DistributedDataParallel: the Reducer's buckets (one flat tensor
- *           per bucket, made at construction, as large as the gradients),
- *           the coalesced broadcasts of the module's state at construction
- *           and of its buffers before each forward
+ *           per bucket, as large as the gradients: one bucket of everything
+ *           from construction, rebuilt at the second iteration's forward,
+ *           the first kept through that forward and backward when the job
+ *           has more than one GPU), the coalesced broadcasts of the module's state
+ *           at construction and of its buffers before each forward
  *   zero1   the same, and ZeroRedundancyOptimizer: each GPU keeps the
  *           optimizer state of its partition (the largest parameters first,
  *           each to the GPU with the fewest elements so far); the estimate
@@ -54,7 +56,11 @@ struct est_par {
     uint64_t *unsharded_bytes;  /* per tensor: its gathered copy */
     uint64_t *state_bytes;      /* per tensor: one optimizer-state tensor */
     int32_t n_buckets;
-    uint64_t *buckets;          /* DDP's, rounded */
+    uint64_t *buckets;          /* DDP's, rounded, as rebuilt */
+    uint64_t first_bucket;      /* DDP's one bucket of everything, the first iteration's */
+    bool rebuilt;               /* the second iteration rebuilt the buckets */
+    bool first_held;            /* the first bucket outlives the rebuild until the next zero_grad */
+    int32_t iteration;          /* of the protocol, from 1 */
     uint64_t broadcast_states;  /* DDP's construction broadcast, its largest flat buffer */
     uint64_t broadcast_buffers; /* the same of the buffers, before each forward */
     int32_t held_gather;        /* the group whose gathered flat is kept, or -1 */
@@ -277,10 +283,12 @@ static bool plan_buckets(sim *s, struct est_par *p) {
     uint64_t cap = s->r->parallel.bucket_bytes ? later : DDP_FIRST_BUCKET;
     p->buckets = calloc((size_t)g->n_tensors + 1, sizeof *p->buckets);
     if (!p->buckets) return false;
-    uint64_t open = 0;
+    uint64_t open = 0, all = 0;
     for (int32_t t = g->n_tensors - 1; t >= 0; t--) {
         if (!is_param(s, t) || !s->r->trains[t]) continue;
-        open = sim_add(s, open, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+        uint64_t bytes = est_dtype_bytes(stored_dtype(s, t), local_elements(s, t));
+        open = sim_add(s, open, bytes);
+        all = sim_add(s, all, bytes);
         if (open >= cap) {
             p->buckets[p->n_buckets++] = round_alloc(open);
             open = 0;
@@ -288,6 +296,7 @@ static bool plan_buckets(sim *s, struct est_par *p) {
         }
     }
     if (open) p->buckets[p->n_buckets++] = round_alloc(open);
+    p->first_bucket = all ? round_alloc(all) : 0;
     return true;
 }
 
@@ -302,6 +311,7 @@ static void count_comm(sim *s, const struct est_par *p) {
     if (is_ddp(o->strategy)) {
         int64_t dp = o->world_size / o->tp;
         c->buckets = (uint64_t)p->n_buckets;
+        if (dp > 1) c->first_bucket_held_bytes = p->first_bucket;
         if (dp > 1) c->all_reduce_bytes = est_add_sat(c->all_reduce_bytes, est_mul_sat(trained, m));
         if (dp > 1 && o->strategy == EST_STRATEGY_ZERO1) c->broadcast_bytes = est_add_sat(c->broadcast_bytes, trained);
         return;
@@ -422,6 +432,10 @@ static void construct_fsdp(sim *s, struct est_par *p) {
     }
 }
 
+/* Under --grad-as-bucket-view the .grad tensors are views of the buckets:
+ * the buckets are the gradients. */
+static est_category bucket_category(const sim *s) { return s->grad_views ? EST_CAT_GRADS : EST_CAT_COMM; }
+
 void est__par_construct(sim *s) {
     struct est_par *p = s->par;
     if (!p) return;
@@ -431,8 +445,27 @@ void est__par_construct(sim *s) {
     }
     /* _sync_module_states' broadcast comes first, then the Reducer */
     transient(s, p->broadcast_states, KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
-    est_category c = s->grad_views ? EST_CAT_GRADS : EST_CAT_COMM;
+    est__sim_alloc(s, bucket_category(s), p->first_bucket, KEY(K_PAR, 0, P_FIRST_BUCKET));
+}
+
+/* The second iteration's forward rebuilds DDP's buckets in the order the
+ * first iteration's gradients came. The first bucket goes when its last
+ * all-reduce's work object does: the process group's watchdog thread reaps
+ * it after it completes. Measured, it outlived the rebuild on at least one
+ * GPU in most jobs of 2 and 4 GPUs and in a few of one, and was gone by
+ * the end of that iteration's backward in most (docs/distributed.md,
+ * "DDP's first bucket"): with more than one GPU it is kept, in comm, until
+ * the second iteration's backward ends. */
+static void rebuild_buckets(sim *s, struct est_par *p) {
+    est_category c = bucket_category(s);
     for (int32_t b = 0; b < p->n_buckets; b++) est__sim_alloc(s, c, p->buckets[b], KEY(K_PAR, b, P_BUCKET));
+    if (s->r->comm.first_bucket_held_bytes) {
+        if (c != EST_CAT_COMM) est__sim_move(s, c, EST_CAT_COMM, p->first_bucket, KEY(K_PAR, 0, P_FIRST_BUCKET),
+                                             KEY(K_PAR, 0, P_FIRST_BUCKET));
+        p->first_held = true;
+    } else {
+        est__sim_release(s, c, p->first_bucket, KEY(K_PAR, 0, P_FIRST_BUCKET));
+    }
 }
 
 /* Group k's flat all-gather output: every GPU's shards (none with one GPU:
@@ -537,8 +570,15 @@ static void post_backward(sim *s, int32_t k, const char *layer) {
 void est__par_forward_begin(sim *s) {
     struct est_par *p = s->par;
     if (!p) return;
-    if (s->sharded) unshard(s, 0, true, EST_PHASE_FORWARD, "");
-    else transient(s, p->broadcast_buffers, KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
+    if (s->sharded) {
+        unshard(s, 0, true, EST_PHASE_FORWARD, "");
+        return;
+    }
+    if (p->iteration == 2 && !p->rebuilt) {
+        rebuild_buckets(s, p);
+        p->rebuilt = true;
+    }
+    transient(s, p->broadcast_buffers, KEY(K_PAR, 0, P_COALESCED), EST_PHASE_FORWARD, "");
 }
 
 void est__par_forward_node(sim *s, int32_t i, bool after) {
@@ -569,6 +609,10 @@ void est__par_backward_node(sim *s, int32_t i, bool after) {
 
 void est__par_backward_end(sim *s) {
     struct est_par *p = s->par;
+    if (p && p->first_held) {
+        est__sim_release(s, EST_CAT_COMM, p->first_bucket, KEY(K_PAR, 0, P_FIRST_BUCKET));
+        p->first_held = false;
+    }
     if (!p || !s->sharded) return;
     post_backward(s, 0, "");
     release_held_reduce(s);
@@ -577,7 +621,9 @@ void est__par_backward_end(sim *s) {
 
 void est__par_zero_grad(sim *s) {
     struct est_par *p = s->par;
-    if (!p || !s->sharded) return;
+    if (!p) return;
+    p->iteration++;
+    if (!s->sharded) return;
     for (int32_t k = 0; k < p->n_groups; k++)
         if (p->groups[k].has_grads) {
             est__sim_release(s, EST_CAT_GRADS, round_alloc(p->groups[k].grad_shard_bytes),

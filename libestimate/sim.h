@@ -18,7 +18,7 @@
  * block, so that a free finds the block its allocation made. */
 enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP, K_PAR };
 /* The slots of K_PAR keys (parallel.c): what a data-parallel block is. */
-enum { P_UNSHARDED, P_GATHERED, P_GATHERED_BACKWARD, P_REDUCE_INPUT, P_SHARD_GRADS, P_BUCKET, P_COALESCED, P_HOST_COPY };
+enum { P_UNSHARDED, P_GATHERED, P_GATHERED_BACKWARD, P_REDUCE_INPUT, P_SHARD_GRADS, P_BUCKET, P_FIRST_BUCKET, P_COALESCED, P_HOST_COPY };
 #define KEY(kind, index, slot) (((uint64_t)(kind) << 56) | ((uint64_t)(uint32_t)(index) << 16) | (uint64_t)(slot))
 
 /* Live blocks by key: open addressing, linear probing, 0 = empty. */

@@ -68,6 +68,7 @@ static const char *describe(const sim *s, uint64_t key, est_category c, const ch
         case P_REDUCE_INPUT: return "reduce-scatter buffer";
         case P_SHARD_GRADS: return "gradient shards";
         case P_BUCKET: return "gradient bucket";
+        case P_FIRST_BUCKET: return "first-iteration gradient bucket";
         case P_COALESCED: return "broadcast buffer";
         default: return "host copy";
         }

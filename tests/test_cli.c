@@ -268,8 +268,14 @@ static void data_parallel(void) {
     expect_exit(args, 0, "per GPU of 8, fsdp: ");
     expect_exit(args, 0, "communication   a step moves all-gather ");
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 2 --strategy ddp --gpu H100-80GB", models);
-    /* 1 GiB + 1.5% of 81559 MiB (1282812147) + NCCL's 840 MiB on 2 GPUs */
+    /* 1 GiB + 1.5% of 81559 MiB (1282812147) + NCCL's 846 MiB on 2 GPUs */
     expect_exit(args, 0, "reserve 3.02 GiB");
+    /* the first iteration's bucket of resnet18's 44.59 MiB of gradients */
+    expect_exit(args, 0, "first bucket    44.59 MiB, the first iteration's");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 4 --strategy hsdp --shard-group 2 --gpu H100-80GB",
+             models);
+    /* the same + 966 MiB for HSDP's second mesh dimension: 4256573683 bytes */
+    expect_exit(args, 0, "reserve 3.96 GiB");
     snprintf(args, sizeof args, "%s/resnet18.onnx --world-size 8 --strategy fsdp --gpu-memory 8GiB --max-batch", models);
     expect_exit(args, 0, "optimizer adam, per GPU of 8 (fsdp)"); /* whose batch it is */
     snprintf(args, sizeof args, "%s/transformer_block.json --batch 2 --dim seq=64 --tp 2", models);
@@ -288,6 +294,8 @@ static void data_parallel(void) {
     const cJSON *group = par ? cJSON_GetObjectItem(par, "shard_group") : NULL;
     CHECK(cJSON_IsString(st) && strcmp(st->valuestring, "hsdp") == 0, "parallel.strategy is hsdp");
     CHECK(cJSON_IsNumber(group) && group->valuedouble == 4, "parallel.shard_group is 4");
+    const cJSON *first = par ? cJSON_GetObjectItem(par, "first_bucket_held_bytes") : NULL;
+    CHECK(cJSON_IsNumber(first) && first->valuedouble == 0, "parallel.first_bucket_held_bytes is 0 under hsdp");
     const char *keys[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
     for (size_t k = 0; comm && k < 4; k++) {
         const cJSON *v = field(comm, keys[k], is_number, "comm_bytes");

@@ -16,12 +16,15 @@
  * y + the loss (512).
  *
  * Checks:
- *  1. ddp at world size 1 and 4: the Reducer's bucket (P) is allocated at
- *     construction and lives throughout: the same moment, plus P of comm;
- *     buckets by size cap; all-reduce volume.
- *  2. ddp with gradient_as_bucket_view: the bucket is the gradients (P in
- *     grads from the start, no per-parameter .grad), which moves the peak to
- *     the head's backward.
+ *  1. ddp at world size 1 and 4: the Reducer's first bucket (P, every
+ *     gradient) is allocated at construction, the rebuilt ones (P again)
+ *     at the second iteration's forward: the same moment, plus P of comm
+ *     on one GPU, where the first goes at the rebuild, and 2P on four,
+ *     where it is held through that iteration's backward; buckets by size
+ *     cap; all-reduce volume.
+ *  2. ddp with gradient_as_bucket_view: the buckets are the gradients (P in
+ *     grads, no per-parameter .grad), which moves the peak to the head's
+ *     backward; on two GPUs the held first bucket is P of comm.
  *  3. zero1 at world size 2: the greedy partition (W0 to rank 0, W1 to
  *     rank 1, Wh to rank 0) and the state of rank 0, the larger.
  *  4. fsdp at world size 4: padded dim-0 shards, the unsharded copies of the
@@ -134,17 +137,20 @@ static void test_one_gpu(void) {
     est_report_free(r);
 }
 
-/* 1. DDP: one bucket of every gradient (P < 25 MiB), made with the wrapper. */
+/* 1. DDP: one bucket of every gradient (P < 1 MiB, the rebuilt first
+ * bucket's cap), made with the wrapper and again at the rebuild. */
 static void test_ddp(void) {
     for (int64_t world = 1; world <= 4; world += 3) {
         char what[64];
         snprintf(what, sizeof what, "ddp world %lld", (long long)world);
         est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = world, .strategy = EST_STRATEGY_DDP}, what);
         expect e = one_gpu();
-        e.comm = P;
+        e.comm = world > 1 ? P + P : P;
         check_peak(r, &e, what);
         const est_comm *c = est_report_comm(r);
         CHECK(c && c->buckets == 1, "%s: %llu buckets, expected 1", what, U(c ? c->buckets : 0));
+        CHECK(c && c->first_bucket_held_bytes == (world > 1 ? P : 0), "%s: first bucket held %llu", what,
+              U(c ? c->first_bucket_held_bytes : 0));
         /* the all-reduce moves every gradient, unrounded: 2 x 65536 + 2560 floats */
         uint64_t grads = (2 * 65536 + 2560) * 4;
         CHECK(c && c->all_reduce_bytes == (world > 1 ? grads : 0), "%s: all-reduce %llu", what,
@@ -152,24 +158,44 @@ static void test_ddp(void) {
         est_report_free(r);
     }
     /* a 256 KiB cap: in reverse order Wh + W1 (272384 >= 262144) close the
-     * first bucket, W0 alone the second */
+     * first bucket, W0 alone the second; the first iteration's one bucket
+     * of everything (P) is held besides */
     est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_DDP,
                                                          .bucket_bytes = 262144}, "ddp 256 KiB buckets");
     CHECK(r && est_report_comm(r)->buckets == 2, "ddp 256 KiB buckets: %llu buckets, expected 2",
           U(r ? est_report_comm(r)->buckets : 0));
-    CHECK(r && est_report_peak(r)->comm == R(WH + W) + W, "ddp 256 KiB buckets: comm %llu, expected %llu",
-          U(r ? est_report_peak(r)->comm : 0), U(R(WH + W) + W));
+    CHECK(r && est_report_peak(r)->comm == R(WH + W) + W + P, "ddp 256 KiB buckets: comm %llu, expected %llu",
+          U(r ? est_report_peak(r)->comm : 0), U(R(WH + W) + W + P));
+    est_report_free(r);
+    /* the held first bucket is gone once the second iteration's backward
+     * ends: after the step, comm is the rebuilt bucket alone */
+    est_options opt;
+    est_options_init(&opt);
+    opt.optimizer = EST_OPT_SGD;
+    opt.batch = (int64_t)B;
+    opt.timeline = 1;
+    opt.parallel = (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_DDP};
+    est_error err;
+    r = NULL;
+    CHECK(est_estimate(graph, &opt, &r, &err) == EST_OK, "ddp timeline: %s", err.message);
+    const est_snapshot *after = est_report_snapshot(r, EST_SNAPSHOT_AFTER);
+    const est_snapshot *at_peak = est_report_snapshot(r, EST_SNAPSHOT_PEAK);
+    CHECK(after && after->category[EST_CAT_COMM] == P, "ddp after the step: comm %llu, expected %llu",
+          U(after ? after->category[EST_CAT_COMM] : 0), U(P));
+    CHECK(at_peak && at_peak->category[EST_CAT_COMM] == P + P, "ddp at the peak: comm %llu, expected %llu",
+          U(at_peak ? at_peak->category[EST_CAT_COMM] : 0), U(P + P));
     est_report_free(r);
 }
 
 /* 2. gradient_as_bucket_view: the .grad tensors are the bucket, P of grads
  * from the start. At the head's backward: activations h1 and h0 (saved by
  * head and fc1), temp dy + dh1: 3 ACT + Y besides the rest. fc1's moment,
- * the peak on one GPU, has h0, dh1 and dh0: 3 ACT, less by Y. */
+ * the peak on one GPU, has h0, dh1 and dh0: 3 ACT, less by Y. On two GPUs
+ * the first iteration's bucket, held, is P of comm at both moments. */
 static void test_ddp_view(void) {
     est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_DDP,
                                                          .grad_as_bucket_view = 1}, "ddp view");
-    expect e = {.params = P, .grads = P, .activations = ACT + ACT, .temp = Y + ACT, .inputs = ACT,
+    expect e = {.params = P, .grads = P, .activations = ACT + ACT, .temp = Y + ACT, .inputs = ACT, .comm = P,
                 .other = Y + LOSS, .layer = "head"};
     check_peak(r, &e, "ddp view");
     if (r) CHECK(est_report_totals(r)->grads_bytes == P, "ddp view: grads_bytes %llu", U(est_report_totals(r)->grads_bytes));
@@ -480,9 +506,9 @@ static void test_combinations(void) {
     est_report *r = NULL;
     CHECK(est_estimate(graph, &opt, &r, &err) == EST_OK, "ddp frozen W0: %s", err.message);
     if (r) {
-        /* one bucket of W1 + Wh, from construction on */
-        CHECK(est_report_peak(r)->comm == R(W + WH), "ddp frozen W0: comm %llu, expected %llu",
-              U(est_report_peak(r)->comm), U(R(W + WH)));
+        /* one bucket of W1 + Wh, rebuilt, and the first iteration's, held */
+        CHECK(est_report_peak(r)->comm == 2 * R(W + WH), "ddp frozen W0: comm %llu, expected %llu",
+              U(est_report_peak(r)->comm), U(2 * R(W + WH)));
         CHECK(est_report_comm(r)->all_reduce_bytes == (65536 + 2560) * 4, "ddp frozen W0: all-reduce %llu",
               U(est_report_comm(r)->all_reduce_bytes));
     }

@@ -2,7 +2,7 @@
 """Regenerate the tables of docs/accuracy.md from the committed measurements
 and the memest binary, so the document matches the code.
 
-usage: regen_docs.py [--memest PATH] [--check]   (from the repository root)
+usage: regen_docs.py [--memest PATH] [--check] [--only KEY,...]   (from the repository root)
 
 Each table sits between <!-- BEGIN generated: KEY --> and
 <!-- END generated: KEY --> in docs/accuracy.md. RUNS below says which
@@ -19,6 +19,9 @@ Measurements:
 - data/finetune/ (committed): fine-tuning runs 3 and 4 (H100, 2026-11-24);
 - ../distributed/data/h100_w1_fresh/ (committed): data parallelism at world
   size 1 (H100, 2026-11-24; bench/distributed/run_dist.sh);
+- ../distributed/data/h200x2_w2*/ and h100x4_w2/, h100x4_w4/ (committed):
+  world sizes 2 (H200 x2, 2026-11-24; H100 x4, 2026-11-26) and 4 (H100 x4,
+  2026-11-26);
 - ../shared/truth/truth.json and its onnx/ (the shared truth, H200; read in
   place, never copied);
 - data/rnn/ (committed): the recurrent zoo models (H100, 2026-11-24;
@@ -37,7 +40,9 @@ by export_finetune.py (data/finetune/README.md).
 Every table must regenerate: a missing input or a memest failure leaves that
 table as it is, says so on stderr and makes the exit status 1.
 --check rewrites nothing and exits 1 when a table would change (or could not
-be made).
+be made). --only remakes the tables named and leaves the others as they are
+(a run whose exports are only partly made would otherwise rewrite tables
+from the models it finds).
 """
 import argparse
 import concurrent.futures
@@ -61,13 +66,16 @@ REST = os.path.join(CAPACITY, "measured_rest_h100.json")
 TRUTH_JSON = os.path.join(TRUTH, "truth.json")
 # bench/distributed's runs: world size 1 (one job per configuration, H100);
 # world size 2 (H200 x2): every configuration in one job per model, and the
-# DDP, ZeRO-1 and FSDP ones at batch 8 again, one job each
+# DDP, ZeRO-1 and FSDP ones at batch 8 again, one job each; world sizes 2
+# and 4 on 4 H100s, one job per configuration
 DISTRIBUTED = [os.path.join(ROOT, "bench", "distributed", "data", "h100_w1_fresh", f"dist_w1_{m}.json")
                for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")]
 DISTRIBUTED_W2 = [os.path.join(ROOT, "bench", "distributed", "data", "h200x2_w2", f"dist_w2_{m}.json")
                   for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")]
 DISTRIBUTED_W2_FRESH = [os.path.join(ROOT, "bench", "distributed", "data", "h200x2_w2_fresh", f"dist_w2_fresh_{m}.json")
                         for m in ("bert_base", "llama_4l")]
+DISTRIBUTED_H100X4 = {w: [os.path.join(ROOT, "bench", "distributed", "data", f"h100x4_w{w}", f"dist_w{w}_{m}.json")
+                          for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")] for w in (2, 4)}
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
@@ -100,6 +108,9 @@ RUNS = {
                        ["--markdown"] + DISTRIBUTED_W2 + [EXPORTS], DISTRIBUTED_W2[0], EXPORTS),
     "distributed-w2-fresh": (os.path.join("..", "distributed", "compare_dist.py"),
                              ["--markdown"] + DISTRIBUTED_W2_FRESH + [EXPORTS], DISTRIBUTED_W2_FRESH[0], EXPORTS),
+    **{f"distributed-w{w}-h100": (os.path.join("..", "distributed", "compare_dist.py"),
+                                  ["--markdown"] + files + [EXPORTS], files[0], EXPORTS)
+       for w, files in DISTRIBUTED_H100X4.items()},
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
@@ -420,6 +431,9 @@ TABLES = {
     "distributed": (("distributed",), lambda o: view_raw(o, "distributed", source=False)),
     "distributed-w2": (("distributed-w2",), lambda o: view_raw(o, "distributed-w2", source=False)),
     "distributed-w2-fresh": (("distributed-w2-fresh",), lambda o: view_raw(o, "distributed-w2-fresh", source=False)),
+    **{f"distributed-w{w}-h100": ((f"distributed-w{w}-h100",),
+                                  lambda o, w=w: view_raw(o, f"distributed-w{w}-h100", source=False))
+       for w in DISTRIBUTED_H100X4},
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
@@ -454,11 +468,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memest", default="build/cli/memest")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--only", default="", help="KEY,... of the tables to remake (default: all)")
     a = ap.parse_args()
+    only = set(filter(None, a.only.split(",")))
+    unknown = only - set(TABLES)
+    if unknown:
+        ap.error(f"no table {', '.join(sorted(unknown))} (one of {', '.join(TABLES)})")
     memest = os.path.abspath(a.memest)
     path = os.path.join(ROOT, "docs", "accuracy.md")
     text = open(path).read()
-    needed = sorted({r for runs, _ in TABLES.values() for r in runs})
+    tables = {k: v for k, v in TABLES.items() if not only or k in only}
+    needed = sorted({r for runs, _ in tables.values() for r in runs})
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         results = dict(zip(needed, pool.map(lambda k: run(memest, k), needed)))
     outs = {k: v[0] for k, v in results.items() if v[0] is not None}
@@ -466,7 +486,7 @@ def main():
         if why:
             print(f"regen_docs: run {k}: {why}", file=sys.stderr)
     changed, failed = [], []
-    for key, (runs, make) in TABLES.items():
+    for key, (runs, make) in tables.items():
         pat = re.compile(rf"(^<!-- BEGIN generated: {re.escape(key)} -->\n)(.*?)(\n<!-- END generated: {re.escape(key)} -->$)",
                          re.S | re.M)
         m = pat.search(text)

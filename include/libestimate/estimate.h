@@ -498,6 +498,10 @@ typedef struct est_comm {
     uint64_t buckets;              /* DDP's gradient buckets */
     uint64_t groups;               /* FSDP's parameter groups: the blocks and
                                       the model's own (the root) */
+    uint64_t first_bucket_held_bytes; /* DDP's first-iteration bucket (every
+                                      gradient), counted as kept through the
+                                      second iteration (comm); 0 on one GPU,
+                                      where it is not counted */
 } est_comm;
 
 typedef struct est_options {
