@@ -496,9 +496,11 @@ static int parse_args(cli *c, int argc, char **argv) {
     bool fine_tuning = c->opt.params.n_trainable || c->opt.params.n_frozen || c->opt.grad_accum > 1;
     if (fine_tuning && c->opt.mode == EST_MODE_INFER)
         return usage_error("--trainable, --freeze and --grad-accum change training only; drop them with --mode infer");
-    if ((fine_tuning || c->opt.optimizer == EST_OPT_ADAFACTOR) && c->command)
-        return usage_error("--trainable, --freeze, --grad-accum and --optimizer adafactor are for estimating, "
-                           "not %s", c->command);
+    bool verify = c->command && strcmp(c->command, "verify") == 0;
+    if ((c->opt.grad_accum > 1 || c->opt.optimizer == EST_OPT_ADAFACTOR) && c->command)
+        return usage_error("--grad-accum and --optimizer adafactor are for estimating, not %s", c->command);
+    if (fine_tuning && c->command && !verify)
+        return usage_error("--trainable and --freeze are for estimating and verify, not %s", c->command);
     if (c->opt.n_input_shapes && c->command)
         return usage_error("--input-shape is for estimating, not %s", c->command);
     if ((c->n_inputs || c->dump_dir) && !(c->command && strcmp(c->command, "verify") == 0))

@@ -351,8 +351,22 @@ int run_verify(const verify_request *q, const est_graph *g) {
     o.inputs = in;
     o.n_inputs = n_in;
     o.fetch_outputs = q->dump_dir != NULL;
+    /* --trainable / --freeze: the estimate resolved which parameters train */
+    size_t n_params = est_report_param_count(rep), n_frozen = 0;
+    const char **frozen = n_params ? calloc(n_params, sizeof *frozen) : NULL;
+    if (n_params && !frozen) {
+        fprintf(stderr, "memest: out of memory\n");
+        for (size_t i = 0; i < n_in; i++) free(in[i].data);
+        est_report_free(rep);
+        return EXIT_FAIL;
+    }
+    for (size_t i = 0; i < n_params; i++)
+        if (!est_report_param(rep, i)->trainable) frozen[n_frozen++] = est_report_param(rep, i)->name;
+    o.frozen = frozen;
+    o.n_frozen = n_frozen;
     vx_result r;
     vx_status st = m.run(g, &o, &r);
+    free(frozen);
     for (size_t i = 0; i < n_in; i++) free(in[i].data);
     out_file out;
     if (!out_open(&out, q->out_path)) {

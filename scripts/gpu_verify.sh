@@ -22,7 +22,9 @@
 #   NODE_TESTS (default ../shared/onnx-node-tests, else BUILD_DIR/shared/onnx-node-tests),
 #   SKIP_CONFORMANCE=1, SKIP_ORT=1, SKIP_SWEEP=1 to skip steps 3, 4, 2,
 #   MODELS (files to sweep, default TRUTH/*.legacy-train.onnx), RUNS (mode:optimizer
-#   pairs, default "train:sgd train:momentum train:adam infer:-").
+#   pairs, default "train:sgd train:momentum train:adam infer:-"), FLAGS (more
+#   flags for every sweep run, e.g. "--trainable fc."; its runs' files are
+#   named with TAG, default none).
 # scripts/stage_gpu.sh makes a prebuilt folder to carry to a GPU machine.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -117,7 +119,8 @@ for f in ${MODELS:-"$truth"/*.legacy-train.onnx}; do
             set -- $(echo "$run" | tr : ' ')
             args="--batch $b --mode $1"
             [ "$2" != - ] && args="$args --optimizer $2"
-            j=$out/$m.$1.$2.b$b.json
+            args="$args ${FLAGS:-}"
+            j=$out/$m${TAG:+.$TAG}.$1.$2.b$b.json
             "$memest" verify "$f" $args --format json --tolerance 100000 >"$j" 2>"$j.err"
             rc=$?
             python3 - "$j" "$m" "$1" "$2" "$b" "$rc" "$j.err" >>"$table" <<'PY'

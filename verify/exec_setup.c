@@ -32,6 +32,14 @@ static bool map_dtype(est_dtype dt, vx_dtype *out) {
 
 /* ---- dims --------------------------------------------------------------------- */
 
+/* A parameter --trainable or --freeze left out: it gets no gradient, so
+ * autograd keeps nothing for it and the optimizer has no state for it. */
+static bool is_frozen(const vx_options *o, const char *name) {
+    for (size_t i = 0; i < o->n_frozen; i++)
+        if (o->frozen[i] && strcmp(o->frozen[i], name) == 0) return true;
+    return false;
+}
+
 static vx_status resolve_dims(vx_exec *x, const est_tensor *t, int *rank, int64_t *dims) {
     if (t->rank < 0 || (!t->dims && t->rank > 0))
         return vx_fail(x->ctx, VX_EINVAL, "tensor '%s' has no declared shape", t->name);
@@ -279,7 +287,7 @@ vx_status vx_exec_setup(vx_exec *x) {
         bool host_ok = cat == VX_CAT_OTHER;
         if ((st = make_value(x, ti, dt, rank, dims, cat, t->value, host_ok, &x->val[ti]))) return st;
         x->persistent[ti] = true;
-        if (cat == VX_CAT_PARAMS && x->train) x->req_grad[ti] = true;
+        if (cat == VX_CAT_PARAMS && x->train && !is_frozen(x->o, t->name)) x->req_grad[ti] = true;
     }
     /* Constant nodes: Python constants, made once */
     for (int32_t i = 0; i < g->n_nodes; i++)

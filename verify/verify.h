@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MEMEST_VERIFY_ABI 1
+#define MEMEST_VERIFY_ABI 2
 
 /* What an allocation is, for the measured columns: the estimator's
  * categories (EST_CATEGORIES, docs/memory-model.md), in the same order. */
@@ -82,6 +82,10 @@ typedef struct vx_options {
     const char *weights_path;   /* ONNX file to read weights from (default: the
                                    graph's source); random when absent */
     uint64_t cublas_workspace;  /* bytes given to cuBLAS (default 32 MiB) */
+    const char *const *frozen;  /* initializers (file names) that get no gradient
+                                   nor optimizer state: --trainable / --freeze,
+                                   resolved by the estimate; NULL: all train */
+    size_t n_frozen;
 } vx_options;
 
 typedef struct vx_result {
