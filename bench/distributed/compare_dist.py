@@ -8,7 +8,8 @@ For every measured (model, strategy, batch), the largest peak over the ranks
 against memest's per-GPU peak, on the model's TorchScript training export
 (EXPORTS_DIR/<model>.legacy-train.onnx), else its dynamo one. "ddp-view" is
 --strategy ddp --grad-as-bucket-view; "tp" is --tp over every GPU; "none" is
-the one-GPU estimate.
+the one-GPU estimate. The reserved columns set the largest rank's
+max_memory_reserved beside memest's totals.reserved_bytes.
 """
 import json
 import os
@@ -51,17 +52,18 @@ def main():
     for path in files:
         d = json.load(open(path))
         world, group = d["world_size"], d["shard_group"]
-        worst = {}
+        worst, reserved = {}, {}
         for r in d["runs"]:
             key = (r["model"], r["strategy"], r["batch"])
             if key not in worst or r["peak"] > worst[key]["peak"]:
                 worst[key] = r
+            reserved[key] = max(reserved.get(key, 0), r["reserved"])
         for (model, strategy, batch), r in worst.items():
             if a.only and model not in a.only.split(","):
                 continue
             onnx, kind = export_of(exports, model)
             row = {"model": model, "export": kind, "strategy": strategy, "world_size": world, "batch": batch,
-                   "measured": r["peak"], "reserved": r["reserved"], "gpu": d["machine"]["gpus"][0],
+                   "measured": r["peak"], "reserved": reserved[(model, strategy, batch)], "gpu": d["machine"]["gpus"][0],
                    "torch": d["versions"]["torch"], "source": os.path.basename(path)}
             if onnx is None:
                 row["error"] = "no export"
@@ -85,14 +87,17 @@ def main():
               f"NCCL {d['versions']['nccl']}, {d['date']}; {'one job per configuration' if d.get('fresh') else 'one job'}"
               f"); estimated: the current memest on `{os.path.relpath(os.path.abspath(exports), ROOT)}`.")
         print()
-        print("| model | export | strategy | GPUs | batch | measured | memest | error |")
-        print("|---|---|---|---:|---:|---:|---:|---:|")
+        print("| model | export | strategy | GPUs | batch | measured | memest | error | reserved | memest reserved | error |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         est = f"{r['estimate'] / mib:.1f} MiB" if "estimate" in r else r.get("error", "")
         err = f"{r['error_pct']:+.1f}%" if "error_pct" in r else "-"
+        res = f"{r['estimate_reserved'] / mib:.0f} MiB" if "estimate_reserved" in r else "-"
+        res_err = (f"{100.0 * (r['estimate_reserved'] - r['reserved']) / r['reserved']:+.1f}%"
+                   if "estimate_reserved" in r and r["reserved"] else "-")
         if a.markdown:
             print(f"| {r['model']} | {r['export']} | {r['strategy']} | {r['world_size']} | {r['batch']} | "
-                  f"{r['measured'] / mib:.1f} MiB | {est} | {err} |")
+                  f"{r['measured'] / mib:.1f} MiB | {est} | {err} | {r['reserved'] / mib:.0f} MiB | {res} | {res_err} |")
         else:
             print(f"{r['model']:12} {r['strategy']:13} w{r['world_size']} b{r['batch']:<3} "
                   f"measured {r['measured'] / mib:8.1f} MiB  memest {est:>14}  {err}")
@@ -101,6 +106,12 @@ def main():
         print()
         print(f"{'- ' if a.markdown else ''}{len(errs)} rows: median |error| {errs[len(errs) // 2]:.1f}%, "
               f"worst {errs[-1]:.1f}%, within 5%: {sum(e <= 5 for e in errs)}")
+        res = sorted(abs(100.0 * (r["estimate_reserved"] - r["reserved"]) / r["reserved"]) for r in rows
+                     if "estimate_reserved" in r and r["reserved"])
+        if res:
+            print(f"{'- ' if a.markdown else ''}reserved (the largest rank's max_memory_reserved): median |error| "
+                  f"{res[len(res) // 2]:.1f}%, worst {res[-1]:.1f}%, within 5%: {sum(e <= 5 for e in res)}, "
+                  f"within 10%: {sum(e <= 10 for e in res)}")
     return 0
 
 
