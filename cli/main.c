@@ -525,13 +525,7 @@ static int parse_args(cli *c, int argc, char **argv) {
     /* JSON always says what is live at the peak; the table with --top */
     if (!c->max_batch && !c->sweep_name && !c->command && (c->format == FORMAT_JSON || c->top || c->plot_path))
         c->opt.timeline = 1;
-    if (!c->reserve_given) {
-        int64_t tp = c->opt.parallel.tp > 1 ? c->opt.parallel.tp : 1;
-        int64_t world = c->opt.parallel.world_size > 0 ? c->opt.parallel.world_size : tp;
-        bool nccl = c->opt.parallel.strategy != EST_STRATEGY_NONE || world > 1;
-        bool hsdp = c->opt.parallel.strategy == EST_STRATEGY_HSDP;
-        c->fit.reserve_bytes = DEFAULT_RESERVE_BYTES(c->fit.gpu_bytes) + (nccl ? NCCL_RESERVE_BYTES(world, hsdp, tp) : 0);
-    }
+    if (!c->reserve_given) c->fit.reserve_bytes = est_default_reserve(c->fit.gpu_bytes, &c->opt.parallel);
     /* the allocator's replay runs out where PyTorch would on this GPU */
     if (c->fit_given) c->opt.memory_limit = fit_usable(&c->fit) ? fit_usable(&c->fit) : 1;
     if (c->max_batch && !c->fit_given) return usage_error("--max-batch needs --gpu NAME or --gpu-memory SIZE");

@@ -9,6 +9,43 @@
 #include <string.h>
 
 #include "ir.h"
+#include "registry.h" /* est_add_sat */
+
+/* 1 GiB: the CUDA context (527 MiB) and what nvidia-smi counts but CUDA
+ * cannot allocate (480 MiB on an H100, 615 MiB on an H200); then 1.5% of the
+ * memory. Measured against the true largest batch of ten models on both
+ * (bench/accuracy/data/capacity/): with 1 GiB alone 11 of 17 answers failed
+ * on the GPU, with 1% more two (gpt2_6l on both, by 0.2-0.3%), with 1.5%
+ * none. */
+#define CONTEXT_RESERVE ((uint64_t)1 << 30)
+#define MARGIN_PER_200 3
+
+/* What NCCL holds outside PyTorch's allocator once a process group has run
+ * a collective (NCCL 2.28.9, torch 2.11; nccl_init and outside_allocator in
+ * bench/distributed/data/, docs/distributed.md): 564 MiB on an H100 alone,
+ * 846 MiB on each GPU of 2 and of 4 H100s (840 on 2 H200s); HSDP's second
+ * mesh dimension took 966 MiB more a GPU, tensor parallelism's DTensor
+ * collectives up to 378 MiB more (4 H100s). 8 GPUs take the 4-GPU figures
+ * until they are measured. */
+#define NCCL_ONE_GPU_MIB 564
+#define NCCL_PER_GPU_MIB 846
+#define NCCL_HSDP_MIB 966
+#define NCCL_TP_MIB 378
+
+static uint64_t nccl_reserve(const est_parallel *par) {
+    if (!par) return 0;
+    int64_t tp = par->tp > 1 ? par->tp : 1;
+    int64_t world = par->world_size > 0 ? par->world_size : tp;
+    if (par->strategy == EST_STRATEGY_NONE && world <= 1) return 0; /* no process group */
+    uint64_t mib = world > 1 ? NCCL_PER_GPU_MIB : NCCL_ONE_GPU_MIB;
+    if (par->strategy == EST_STRATEGY_HSDP) mib += NCCL_HSDP_MIB;
+    if (tp > 1) mib += NCCL_TP_MIB;
+    return mib << 20;
+}
+
+uint64_t est_default_reserve(uint64_t gpu_bytes, const est_parallel *par) {
+    return est_add_sat(est_add_sat(CONTEXT_RESERVE, gpu_bytes / 200 * MARGIN_PER_200), nccl_reserve(par));
+}
 
 uint64_t est_fit_usable(const est_fit *fit) {
     if (!fit) return 0;

@@ -118,7 +118,7 @@ static void gpu_flags(void) {
         CHECK(num(fit, "gpu_memory_bytes") == sizes[i].bytes, "--gpu-memory %s: %.0f bytes", sizes[i].size,
               num(fit, "gpu_memory_bytes"));
         CHECK(cJSON_IsNull(cJSON_GetObjectItem(fit, "gpu")), "--gpu-memory: gpu is not null");
-        /* 1 GiB and 1.5% of the memory (cli/gpus.h, DEFAULT_RESERVE_BYTES) */
+        /* 1 GiB and 1.5% of the memory (est_default_reserve) */
         double reserve = 1073741824.0 + (double)((uint64_t)sizes[i].bytes / 200 * 3);
         CHECK(num(fit, "reserve_bytes") == reserve, "--gpu-memory %s: the default reserve is %.0f, not 1 GiB + 1.5%%",
               sizes[i].size, num(fit, "reserve_bytes"));
@@ -386,6 +386,26 @@ static void library_api(void) {
     CHECK(est_fit_ok(&fit, 1 << 20, NULL) && !est_fit_ok(&fit, 1 << 20, &oom), "fragmentation fails the fit");
     est_fit none = {.gpu_bytes = 1 << 20, .reserve_bytes = 2 << 20};
     CHECK(est_fit_usable(&none) == 0, "a reserve above the memory leaves 0");
+    /* the default reserve of an 80 GB card (80e9 bytes): 1 GiB + 1.5%, then
+     * NCCL's: 564 MiB with a process group of one GPU, 846 MiB on more, 966
+     * MiB more under hsdp, 378 MiB more with tensor parallelism */
+    const uint64_t card = 80000000000ull, base = ((uint64_t)1 << 30) + card / 200 * 3, MiB = (uint64_t)1 << 20;
+    const struct {
+        est_parallel par;
+        uint64_t nccl;
+    } reserves[] = {
+        {{0}, 0},
+        {{.world_size = 1, .strategy = EST_STRATEGY_DDP}, 564 * MiB},
+        {{.world_size = 8, .strategy = EST_STRATEGY_FSDP}, 846 * MiB},
+        {{.world_size = 8, .strategy = EST_STRATEGY_HSDP, .shard_group = 4}, (846 + 966) * MiB},
+        {{.world_size = 2, .tp = 2}, (846 + 378) * MiB},
+        {{.world_size = 8, .strategy = EST_STRATEGY_FSDP, .tp = 2}, (846 + 378) * MiB},
+    };
+    CHECK(est_default_reserve(card, NULL) == base, "default reserve %llu", (unsigned long long)base);
+    for (size_t i = 0; i < sizeof reserves / sizeof reserves[0]; i++)
+        CHECK(est_default_reserve(card, &reserves[i].par) == base + reserves[i].nccl, "reserve %zu: %llu, expected %llu",
+              i, (unsigned long long)est_default_reserve(card, &reserves[i].par),
+              (unsigned long long)(base + reserves[i].nccl));
 
     char path[4096];
     snprintf(path, sizeof path, "%s/resnet18.onnx", models);

@@ -211,8 +211,12 @@ static void fine_tuning(void) {
     expect_exit(args, 2, "--grad-accum");
     snprintf(args, sizeof args, "%s/lora_block.json --batch 4 --optimizer adagrad", models);
     expect_exit(args, 2, "adafactor");
-    snprintf(args, sizeof args, "verify %s/lora_block.json --batch 4 --trainable lora_", models);
-    expect_exit(args, 2, "not verify");
+    /* verify runs --trainable (no GPU here: it gets as far as the device),
+     * not --grad-accum nor adafactor, and convert takes none of them */
+    snprintf(args, sizeof args, "verify %s/lora_block.json --batch 4 --trainable lora_ --grad-accum 2", models);
+    expect_exit(args, 2, "--grad-accum and --optimizer adafactor are for estimating, not verify");
+    snprintf(args, sizeof args, "convert %s/lora_block.json -o /dev/null --freeze lora_", models);
+    expect_exit(args, 2, "--trainable and --freeze are for estimating and verify, not convert");
     /* a PEFT-looking model estimated as full fine-tuning gets a note */
     snprintf(args, sizeof args, "%s/lora_block.json --batch 4", models);
     expect_exit(args, 0, "note: 2 of the 4 parameters are LoRA adapters");

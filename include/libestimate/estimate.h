@@ -876,6 +876,12 @@ typedef struct est_fit {
     uint64_t reserve_bytes;
 } est_fit;
 
+/* The default reserve of a GPU of gpu_bytes for a job spread as `par`
+ * (NULL: one GPU, no process group): 1 GiB for what is gone before PyTorch
+ * allocates (the CUDA context, what CUDA cannot allocate) and 1.5% of the
+ * memory for the estimate's error at the limit; with a strategy or tensor
+ * parallelism, NCCL's own memory too (docs/capacity.md). */
+EST_API uint64_t est_default_reserve(uint64_t gpu_bytes, const est_parallel *par);
 /* gpu_bytes - reserve_bytes, 0 when the reserve takes it all. */
 EST_API uint64_t est_fit_usable(const est_fit *fit);
 /* usable - peak: negative when it does not fit (INT64_MIN past 2^63). */
