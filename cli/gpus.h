@@ -23,7 +23,4 @@ bool parse_size(const char *s, uint64_t *out);
 struct est_host;
 bool parse_host_us(const char *s, struct est_host *out);
 
-#define NCCL_RESERVE_BYTES(world, hsdp, tp) \
-    ((uint64_t)(((world) > 1 ? 846 : 564) + ((hsdp) ? 966 : 0) + ((tp) > 1 ? 378 : 0)) << 20)
-
 #endif
