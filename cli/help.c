@@ -8,7 +8,8 @@ const char usage_text[] =
     "                                         write a model in memest's JSON graph format\n"
     "       memest verify MODEL [OPTIONS]     run one step on the GPU and compare the\n"
     "                                         measured memory with the estimate\n"
-    "       memest ops                        list the supported operators\n"
+    "       memest ops                        list the supported operators and what\n"
+    "                                         memest verify runs each one with\n"
     "       memest --help | --version\n";
 
 static const char help_text[] =

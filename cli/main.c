@@ -16,6 +16,7 @@
 #include "estimate.h"
 #include "gpus.h"
 #include "help.h"
+#include "ops_cmd.h"
 #include "output.h"
 #include "term.h"
 #include "verify_cmd.h"
@@ -536,19 +537,6 @@ static int parse_args(cli *c, int argc, char **argv) {
     if (c->command && strcmp(c->command, "convert") == 0 && !c->out_path)
         return usage_error("convert needs -o OUT.json");
     return -1;
-}
-
-static int list_ops(void) {
-    out_file o;
-    if (!out_open(&o, NULL)) return EXIT_FAIL;
-    size_t n = est_op_count();
-    fprintf(o.f, "%-28s %-12s %s\n", "op", "family", "domain");
-    for (size_t i = 0; i < n; i++) {
-        const char *d = est_op_domain(i);
-        fprintf(o.f, "%-28s %-12s %s\n", est_op_name(i), est_op_family(i), d[0] ? d : "ai.onnx");
-    }
-    fprintf(o.f, "\n%zu operators\n", n);
-    return out_close(&o, false) ? EXIT_OK : EXIT_FAIL;
 }
 
 static int convert(const cli *c, const est_graph *g) {

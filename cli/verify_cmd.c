@@ -379,6 +379,9 @@ int run_verify(const verify_request *q, const est_graph *g) {
     if (st == VX_ENOGPU) {
         fprintf(stderr, "memest: verify needs a CUDA GPU: %s\n", term(r.message));
         rc = EXIT_FAIL;
+    } else if (st == VX_EDEVICE) {
+        fprintf(stderr, "memest: verify: %s\n", term(r.message));
+        rc = EXIT_FAIL;
     } else if (st == VX_EOOM) {
         print_oom(f, q, &r, rep);
         rc = EXIT_FAIL;

@@ -194,6 +194,36 @@ static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
     return est_dtype_bytes(c->float_dtype, chunk * per_sample);
 }
 
+/* ConvTranspose under memest verify (verify/ops_conv.cu): the conv that
+ * maps Y back to X, run the other way with the same column buffer: Y's
+ * channels x kernel x X's pixels per sample, for as many samples as keep it
+ * under X's size (at least one); none for one output channel per group
+ * (direct kernels) or a 1x1 kernel that keeps the size. Forward (GEMM then
+ * col2im) and backward (one im2col of dY for dX and dW) alike. Under the
+ * PyTorch kernels the rule has no workspace for ConvTranspose. */
+static uint64_t conv_transpose_im2col_workspace(const est_cost_ctx *c) {
+    const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
+    if (c->kernels != EST_KERNELS_VERIFY || !x || !w || !y || x->rank < 3 || w->rank != x->rank ||
+        y->rank != x->rank || w->dims[0] <= 0 || w->dims[1] <= 0 || x->dims[0] <= 0 || y->dims[1] <= 0)
+        return 0;
+    if (w->dims[1] == 1) return 0; /* one output channel per group: direct kernels */
+    bool pointwise = true;
+    for (int d = 2; d < w->rank; d++) pointwise &= w->dims[d] == 1 && x->dims[d] == y->dims[d];
+    if (pointwise) return 0;
+    uint64_t kernel = est_tval_elements(w) / ((uint64_t)w->dims[0] * (uint64_t)w->dims[1]);
+    uint64_t pixels = 1;
+    for (int d = 2; d < x->rank; d++) pixels *= (uint64_t)x->dims[d];
+    uint64_t per_sample = (uint64_t)y->dims[1] * kernel * pixels; /* Y's channels x kernel x X's pixels */
+    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? est_tval_elements(x) / per_sample : n;
+    if (chunk < 1) chunk = 1;
+    if (chunk > n) chunk = n;
+    return est_dtype_bytes(c->float_dtype, chunk * per_sample);
+}
+
+static uint64_t conv_transpose_backward_workspace(const est_cost_ctx *c) {
+    return est_needs_grad(c, 0) || est_needs_grad(c, 1) ? conv_transpose_im2col_workspace(c) : 0;
+}
+
 /* 1 < group < input channels: neither a plain nor a depthwise conv. */
 static bool is_grouped(const est_cost_ctx *c) {
     const est_tval *x = est_cost_in(c, 0);
@@ -325,5 +355,6 @@ EST_FAMILY(conv,
      .infer = conv_infer, .flops = conv_flops, .saves = conv_saves, .workspace = conv_workspace,
      .backward_workspace = conv_backward_workspace},
     {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-     .infer = conv_transpose_infer, .flops = conv_transpose_flops, .saves = conv_saves},
+     .infer = conv_transpose_infer, .flops = conv_transpose_flops, .saves = conv_saves,
+     .workspace = conv_transpose_im2col_workspace, .backward_workspace = conv_transpose_backward_workspace},
 );

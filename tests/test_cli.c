@@ -47,6 +47,63 @@ static void exit_codes(void) {
     expect_exit(args, 0, "totals");
 }
 
+/* The line of `memest ops` that starts with op (followed by a blank), or
+ * NULL; *len is its length. */
+static const char *ops_line(const char *out, const char *op, size_t *len) {
+    size_t n = strlen(op);
+    for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, op, n) == 0 && line[n] == ' ') {
+            const char *end = strchr(line, '\n');
+            *len = end ? (size_t)(end - line) : strlen(line);
+            return line;
+        }
+    return NULL;
+}
+
+/* Whether op's row of `memest ops` holds `want` (the verify word or note). */
+static bool ops_row_has(const char *out, const char *op, const char *want) {
+    size_t len = 0;
+    const char *line = ops_line(out, op, &len);
+    if (!line) return false;
+    char row[512];
+    snprintf(row, sizeof row, "%.*s", (int)len, line);
+    return strstr(row, want) != NULL;
+}
+
+/* `memest ops`'s verify column, from the verify module where this build has
+ * one (TEST_VERIFY_BUILT; it loads without a GPU), and the line that says
+ * why the column is absent otherwise. */
+static void ops_verify_column(void) {
+    char *out = NULL;
+    int rc = run("ops", false, &out);
+    CHECK(rc == 0 && out && ops_line(out, "Conv", &(size_t){0}), "memest ops: exit %d: %.300s", rc, out ? out : "");
+#if TEST_VERIFY_BUILT
+    CHECK(out && strstr(out, "verify   note\n"), "memest ops: no verify column: %.300s", out ? out : "");
+    CHECK(out && ops_row_has(out, "Relu", " fwd+bwd"), "memest ops: Relu is not fwd+bwd");
+    CHECK(out && ops_row_has(out, "Equal", " fwd      bool output: no gradient"), "memest ops: Equal is not fwd");
+    CHECK(out && ops_row_has(out, "Shape", " host     shape arithmetic on the host"), "memest ops: Shape is not host");
+    CHECK(out && ops_row_has(out, "QLinearMatMul", " no       quantized"), "memest ops: QLinearMatMul is not no");
+    CHECK(out && strstr(out, " operators; memest verify runs ") && strstr(out, "\nverify module: ") &&
+              strstr(out, " PTX)\n"), /* the module's archs: -Dverify_archs */
+          "memest ops: no summary of the verify column: %.400s", out && strstr(out, "\n\n") ? strstr(out, "\n\n") : "");
+#else
+    printf("test_cli: memest is built without the verify module, skipping the verify column's rows\n");
+    CHECK(out && strstr(out, "no verify column: this memest was built without the CUDA verify module"),
+          "memest ops: says nothing of the absent verify column: %.300s", out && strstr(out, "\n\n") ? strstr(out, "\n\n") : "");
+#endif
+    free(out);
+    /* a module that cannot be loaded: the table, and why there is no column */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/no-such-verify-module.so", tmp);
+    setenv("MEMEST_VERIFY_MODULE", path, 1);
+    rc = run("ops", false, &out);
+    unsetenv("MEMEST_VERIFY_MODULE");
+    CHECK(rc == 0 && out && ops_row_has(out, "Conv", "conv") && !strstr(out, "verify   note") &&
+              strstr(out, "\nno verify column: "),
+          "memest ops without a loadable module: exit %d: %.300s", rc, out && strstr(out, "\n\n") ? strstr(out, "\n\n") : "");
+    free(out);
+}
+
 static const cJSON *field(const cJSON *o, const char *name, int type_check(const cJSON *), const char *ctx) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
     CHECK(v && type_check(v), "%s: field '%s' missing or of the wrong type", ctx, name);
@@ -721,6 +778,7 @@ int main(int argc, char **argv) {
     json_exact_numbers();
     export_dtype();
     exit_codes();
+    ops_verify_column();
     json_report();
     csv_and_table();
     fine_tuning();

@@ -933,6 +933,61 @@ static void check_conv_im2col(void) {
     CHECK(t == 0, "im2col depthwise: temp %llu, expected 0", U(t));
 }
 
+/* ConvTranspose (W [c, m / group, k, k], pads k / 2, output_padding
+ * stride - 1) under EST_KERNELS_VERIFY: the executor's column buffer
+ * (layers/conv.c, conv_transpose_im2col_workspace). */
+static uint64_t conv_transpose_temp(int n, int c, int hw, int m, int group, int k, int stride, est_mode mode) {
+    char text[2048];
+    int p = k / 2, op = stride - 1;
+    snprintf(text, sizeof text,
+             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"convt\", \"opset_import\": {\"\": 17},\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [%d, %d, %d, %d]}],\n"
+             " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [%d, %d, %d, %d]}],\n"
+             " \"nodes\": [{\"name\": \"convt\", \"op\": \"ConvTranspose\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"y\"],\n"
+             "   \"attributes\": {\"group\": {\"int\": %d}, \"strides\": {\"ints\": [%d, %d]},\n"
+             "                  \"pads\": {\"ints\": [%d, %d, %d, %d]}, \"output_padding\": {\"ints\": [%d, %d]}}}],\n"
+             " \"outputs\": [\"y\"]}\n",
+             n, c, hw, hw, c, m / group, k, k, group, stride, stride, p, p, p, p, op, op);
+    est_graph *g = load_json(text, "convt");
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = mode;
+    opt.kernels = EST_KERNELS_VERIFY;
+    est_report *r = NULL;
+    est_error err;
+    uint64_t temp = UINT64_MAX;
+    if (g && est_estimate(g, &opt, &r, &err) == EST_OK) {
+        const est_layer *L = layer_named(r, "convt", "conv transpose column buffer");
+        if (L) temp = L->temp_bytes;
+    }
+    est_report_free(r);
+    est_graph_free(g);
+    return temp;
+}
+
+static void check_conv_transpose_verify(void) {
+    /* 64 -> 32 3x3 stride 2 on 8 x 64 x 28 x 28 (Y 8 x 32 x 56 x 56): one
+     * sample's columns are Y's 32 channels x 9 taps x X's 784 pixels =
+     * 225792 floats; X (401408) holds 1.78 of them, so the chunk is one
+     * sample: 903168 bytes (a multiple of 512), forward and backward. */
+    for (int m = 0; m < 2; m++) {
+        est_mode mode = m ? EST_MODE_TRAIN : EST_MODE_INFER;
+        uint64_t t = conv_transpose_temp(8, 64, 28, 32, 1, 3, 2, mode);
+        CHECK(t == 903168, "ConvTranspose 64->32 3x3 stride 2 (%s): temp %llu, expected 903168", est_mode_name(mode), U(t));
+    }
+    /* 64 -> 2 3x3 stride 1 on 8 x 64 x 8 x 8: 2 x 9 x 64 = 1152 floats a
+     * sample; X (32768) holds 28 samples' worth, capped at the batch of 8:
+     * 8 x 1152 x 4 = 36864 */
+    uint64_t t = conv_transpose_temp(8, 64, 8, 2, 1, 3, 1, EST_MODE_TRAIN);
+    CHECK(t == 36864, "ConvTranspose 64->2 3x3: temp %llu, expected 36864", U(t));
+    /* one output channel per group runs direct kernels; a 1x1 kernel of
+     * stride 1 reads X directly */
+    t = conv_transpose_temp(8, 16, 8, 16, 16, 3, 2, EST_MODE_TRAIN);
+    CHECK(t == 0, "ConvTranspose depthwise: temp %llu, expected 0", U(t));
+    t = conv_transpose_temp(8, 16, 8, 32, 1, 1, 1, EST_MODE_TRAIN);
+    CHECK(t == 0, "ConvTranspose 1x1: temp %llu, expected 0", U(t));
+}
+
 static void check_conv(void) {
     uint64_t ti, tt;
 
@@ -2079,6 +2134,7 @@ int main(int argc, char **argv) {
     check_gelu();
     check_conv();
     check_conv_im2col();
+    check_conv_transpose_verify();
     check_matmul();
     check_json_no_unfold();
     check_silu();

@@ -259,9 +259,7 @@ vx_status vx_exec_setup(vx_exec *x) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         if (strcmp(n->op_type, "Constant") == 0) continue;
-        bool dom_ok = !n->domain || !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0 ||
-                      strcmp(n->domain, "ai.memest") == 0;
-        if (dom_ok && (vx_find_op(n->op_type) || vx_find_host_op(n->op_type))) continue;
+        if (vx_domain_runs(n->domain) && (vx_find_op(n->op_type) || vx_find_host_op(n->op_type))) continue;
         if (!strstr(missing, n->op_type) && strlen(missing) + strlen(n->op_type) + 3 < sizeof missing) {
             if (missing[0]) strcat(missing, ", ");
             strcat(missing, n->op_type);

@@ -1,5 +1,5 @@
 /*
- * ops_conv.cu: Conv (1-D, 2-D and 3-D), forward and backward.
+ * ops_conv.cu: Conv and ConvTranspose (1-D, 2-D and 3-D), forward and backward.
  *
  * General groups: im2col into a workspace then, per group, a strided batched
  * GEMM over the samples of a chunk. The batch runs in chunks so the column
@@ -11,6 +11,12 @@
  * samples of dY_g * col_g^T (GEMMs accumulating into dW); dB = sum of dY over
  * (N, spatial). saves X and W (one formula in PyTorch: both, whatever needs a
  * gradient).
+ *
+ * ConvTranspose (groups, strides, pads, output_padding, output_shape,
+ * auto_pad, dilations) runs the same pieces the other way round: forward is
+ * conv's dX (GEMM + col2im), dX is conv's forward (im2col + GEMM) and dW
+ * conv's dW, with the same column workspace (chunked so it stays under X's
+ * size). saves X and W, as Conv.
  *
  * Spatial axes are depth, height and width; a 1-D or 2-D convolution has
  * the leading ones of size 1 (kernel 1, stride 1, no padding).
@@ -396,9 +402,196 @@ fail:
     return st;
 }
 
+/* ---- ConvTranspose --------------------------------------------------------------- */
+
+/* ConvTranspose is the data gradient of the conv that maps Y back to X: the
+ * geometry here is that conv's (its input Y: in[], IS, C = W.dims[1] * group;
+ * its output X: out[], P, M = X's channels), so W (C_X, M/group, k...) is
+ * that conv's weight as it stands and the kernels above serve unchanged:
+ * forward = GEMM W_g^T X_g + col2im (conv's dX), dX = im2col(dY) + GEMM
+ * (conv's forward), dW = X_g im2col(dY)_g^T (conv's dW). */
+static vx_status convt_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, const vx_tensor *Wt, conv_geom *g) {
+    memset(g, 0, sizeof *g);
+    if (X->rank < 3 || X->rank > 5)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: only 1-D, 2-D and 3-D (X rank %d)", X->rank);
+    if (Wt->rank != X->rank) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: W rank %d differs from X rank %d", Wt->rank, X->rank);
+    int sp = X->rank - 2;
+    g->sp = sp;
+    g->N = X->dims[0];
+    g->M = X->dims[1];
+    g->G = vxk_attr_int(run, "group", 1);
+    if (Wt->dims[0] != g->M) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: W has %lld input channels, X %lld",
+                                            (long long)Wt->dims[0], (long long)g->M);
+    if (g->G < 1 || g->M % g->G) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: bad group %lld", (long long)g->G);
+    g->Cg = Wt->dims[1];
+    g->C = g->Cg * g->G;
+    g->Mg = g->M / g->G;
+    int64_t ks[AXES], op[AXES], n;
+    for (int ax = 0; ax < AXES; ax++) {
+        int j = ax - (AXES - sp);
+        g->out[ax] = j >= 0 ? X->dims[2 + j] : 1;
+        g->k[ax] = j >= 0 ? Wt->dims[2 + j] : 1;
+    }
+    if (!axis_attr(run, "kernel_shape", sp, 1, ks)) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: kernel_shape has the wrong length");
+    if (vxk_attr_ints(run, "kernel_shape", &n))
+        for (int ax = 0; ax < AXES; ax++)
+            if (ks[ax] != g->k[ax]) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: kernel_shape differs from W");
+    if (!axis_attr(run, "strides", sp, 1, g->st) || !axis_attr(run, "dilations", sp, 1, g->dl) ||
+        !axis_attr(run, "output_padding", sp, 0, op))
+        return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: strides, dilations or output_padding has the wrong length");
+    const char *ap = vxk_attr_string(run, "auto_pad", "NOTSET");
+    bool same = !strncmp(ap, "SAME", 4), upper = !strcmp(ap, "SAME_UPPER");
+    if (!same && strcmp(ap, "VALID") && strcmp(ap, "NOTSET") && strcmp(ap, ""))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: auto_pad %s", ap);
+    const int64_t *pads = same || !strcmp(ap, "VALID") ? NULL : vxk_attr_ints(run, "pads", &n);
+    if (pads && n != 2 * sp) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: pads has %lld entries", (long long)n);
+    const int64_t *oshape = vxk_attr_ints(run, "output_shape", &n);
+    if (oshape && n < sp) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: output_shape has %lld entries", (long long)n);
+    if (oshape) oshape += n - sp; /* (N, C, spatial) or spatial only */
+    for (int ax = 0; ax < AXES; ax++) {
+        int j = ax - (AXES - sp);
+        if (g->st[ax] < 1 || g->dl[ax] < 1 || op[ax] < 0)
+            return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: strides and dilations must be >= 1");
+        int64_t full = g->st[ax] * (g->out[ax] - 1) + op[ax] + (g->k[ax] - 1) * g->dl[ax] + 1;
+        if (j < 0) { g->in[ax] = 1; continue; }
+        if (oshape || same) { /* the pads follow from the wanted size */
+            g->in[ax] = oshape ? oshape[j] : g->out[ax] * g->st[ax];
+            int64_t total = full - g->in[ax];
+            /* a larger output_shape than the full extent pads at the end, as output_padding */
+            g->pad[ax] = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
+        } else {
+            g->pad[ax] = pads ? pads[j] : 0;
+            g->in[ax] = full - g->pad[ax] - (pads ? pads[sp + j] : 0);
+        }
+        if (g->pad[ax] < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: negative pads");
+        if (g->in[ax] < 1) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: output dim %d would be %lld", 2 + j, (long long)g->in[ax]);
+    }
+    g->IS = g->in[0] * g->in[1] * g->in[2];
+    g->KK = g->k[0] * g->k[1] * g->k[2];
+    g->P = g->out[0] * g->out[1] * g->out[2];
+    if (!vxk_gemm_fits(g->Cg * g->KK, g->P, g->Mg)) return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: too large for cuBLAS");
+    return VX_OK;
+}
+
+static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose needs X and W");
+    const vx_tensor *X = run->in[0], *Wt = run->in[1];
+    const vx_tensor *Bt = vxk_has_in(run, 2) ? run->in[2] : NULL;
+    if (X->dtype != VX_F32 || Wt->dtype != VX_F32 || (Bt && Bt->dtype != VX_F32))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: float32 only");
+    conv_geom g;
+    vx_status st = convt_geom_make(ctx, run, X, Wt, &g);
+    if (st) return st;
+    if (Bt && Bt->numel != g.C)
+        return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: B has %lld elements, expected %lld", (long long)Bt->numel, (long long)g.C);
+    int64_t yd[2 + AXES] = {g.N, g.C};
+    for (int j = 0; j < g.sp; j++) yd[2 + j] = g.in[AXES - g.sp + j];
+    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
+    float *Y = (float *)run->out[0]->data;
+    const float *x = (const float *)X->data, *w = (const float *)Wt->data;
+    cudaStream_t s = vxk_stream(ctx);
+    int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK, ytotal = g.N * g.C * g.IS;
+    if (ytotal == 0) return VX_OK;
+    if (P == 0 || g.M == 0) {
+        st = vxk_zero(ctx, Y, (size_t)ytotal * sizeof(float));
+    } else if (g.Cg == 1) {
+        dw_dx_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, x, w, g);
+        st = vxk_check(ctx, "ConvTranspose depthwise");
+    } else {
+        bool direct = conv_is_1x1(&g);
+        int64_t nb = conv_chunk(&g);
+        float *col = NULL;
+        if (!direct && !(col = (float *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(float))))
+            return vxk_oom(ctx, "ConvTranspose column workspace");
+        cublasHandle_t h = vxk_blas(ctx);
+        for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
+            int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
+            float *dc = direct ? Y + n0 * g.C * P : col;
+            for (int64_t gi = 0; gi < g.G && !st; gi++)
+                st = vxk_blas_check(ctx, vxk_gemm_strided(h, true, false, Q, P, g.Mg, 1.f, w + gi * g.Mg * Q, Q, 0,
+                                                          x + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, 0.f,
+                                                          dc + gi * Q * P, P, CQ * P, cnt),
+                                    "ConvTranspose GEMM");
+            if (!st && !direct) {
+                col2im_kernel<<<vxk_blocks(cnt * g.C * g.IS), VXK_THREADS, 0, s>>>(Y + n0 * g.C * g.IS, col, g, cnt);
+                st = vxk_check(ctx, "ConvTranspose col2im");
+            }
+        }
+        vx_free(ctx, col);
+    }
+    if (!st && Bt) {
+        bias_add_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, (const float *)Bt->data, g.C, g.IS, ytotal);
+        st = vxk_check(ctx, "ConvTranspose bias");
+    }
+    return st;
+}
+
+static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
+    const vx_tensor *X = run->in[0], *Wt = run->in[1], *dYt = run->grad_out[0];
+    if (!dYt) return VX_OK;
+    conv_geom g;
+    vx_status st = convt_geom_make(ctx, run, X, Wt, &g);
+    if (st) return st;
+    const float *x = (const float *)X->data, *w = (const float *)Wt->data, *dy = (const float *)dYt->data;
+    cudaStream_t s = vxk_stream(ctx);
+    cublasHandle_t h = vxk_blas(ctx);
+    int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK;
+    bool need_dx = run->need_grad[0], need_dw = run->need_grad[1];
+    bool need_db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
+    float *col = NULL, *dx = NULL, *dw = NULL;
+    if (need_dx && (st = vxk_grad(ctx, run, 0))) return st;
+    if (need_dw && (st = vxk_grad(ctx, run, 1))) return st;
+    if (need_dx) dx = (float *)run->grad_in[0]->data;
+    if (need_dw) dw = (float *)run->grad_in[1]->data;
+    if (need_db) {
+        if ((st = vxk_grad(ctx, run, 2))) return st;
+        int64_t big[3] = {g.N, g.C, g.IS}, small[2] = {g.C, 1};
+        if ((st = vxk_reduce_to(ctx, (float *)run->grad_in[2]->data, 2, small, dy, 3, big, 1.f))) return st;
+    }
+    if (dw && (st = vxk_zero(ctx, dw, (size_t)Wt->numel * sizeof(float)))) return st;
+    if (g.N * P == 0 || g.C == 0 || (!dx && !dw)) {
+        if (dx) st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
+        return st;
+    }
+    if (g.Cg == 1) {
+        if (dx) dw_forward_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>(dx, dy, w, NULL, g);
+        if (dw) dw_dw_kernel<<<(unsigned)(Wt->numel < 65536 ? Wt->numel : 65536), VXK_THREADS, 0, s>>>(dw, x, dy, g);
+        return vxk_check(ctx, "ConvTranspose depthwise backward");
+    }
+    bool direct = conv_is_1x1(&g);
+    int64_t nb = conv_chunk(&g);
+    if (!direct && !(col = (float *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(float))))
+        return vxk_oom(ctx, "ConvTranspose backward workspace");
+    /* one im2col of dY per chunk serves dX and dW */
+    for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
+        int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
+        const float *cb;
+        if (direct) cb = dy + n0 * g.C * P;
+        else {
+            im2col_kernel<<<vxk_blocks(cnt * CQ * P), VXK_THREADS, 0, s>>>(col, dy + n0 * g.C * g.IS, g, cnt);
+            if ((st = vxk_check(ctx, "ConvTranspose im2col"))) break;
+            cb = col;
+        }
+        for (int64_t gi = 0; dx && gi < g.G && !st; gi++)
+            st = vxk_blas_check(ctx, vxk_gemm_strided(h, false, false, g.Mg, P, Q, 1.f, w + gi * g.Mg * Q, Q, 0,
+                                                      cb + gi * Q * P, P, CQ * P, 0.f, dx + (n0 * g.M + gi * g.Mg) * P, P,
+                                                      g.M * P, cnt),
+                                "ConvTranspose dX GEMM");
+        for (int64_t n = 0; dw && n < cnt && !st; n++)
+            for (int64_t gi = 0; gi < g.G && !st; gi++)
+                st = vxk_blas_check(ctx, vxk_gemm(h, false, true, g.Mg, Q, P, 1.f, x + ((n0 + n) * g.M + gi * g.Mg) * P, P,
+                                                  cb + n * CQ * P + gi * Q * P, P, 1.f, dw + gi * g.Mg * Q, Q),
+                                    "ConvTranspose dW GEMM");
+    }
+    vx_free(ctx, col);
+    return st;
+}
+
 extern "C" {
 const vx_op vx_ops_conv[] = {
     {"Conv", conv_forward, conv_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL},
+    /* convolution_backward with transposed = true: X and W as Conv */
+    {"ConvTranspose", convt_forward, convt_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL},
 };
 const size_t vx_ops_conv_count = sizeof vx_ops_conv / sizeof vx_ops_conv[0];
 }

@@ -205,6 +205,9 @@ static int bin_code(const vx_run *run) {
 
 static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *a = run->in[0], *b = run->in[1];
+    int op = bin_code(run);
+    if (run->n_in != 2 && (op == B_MAX || op == B_MIN)) /* a chain of n - 1 (ops_math.cu) */
+        return vx_k_maxmin_n_fwd(ctx, run, op == B_MAX);
     if (run->n_in != 2 || !a || !b) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: only two inputs have a kernel", run->node->op_type);
     if (a->dtype != b->dtype) return vx_fail(ctx, VX_EUNSUPPORTED, "operands of different dtypes");
     vx_tensor *ab[2] = {a, b};
@@ -213,7 +216,6 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     if (!bc_shape(2, ab, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
     bc_strides_t(&bc, 0, a);
     bc_strides_t(&bc, 1, b);
-    int op = bin_code(run);
     bool cmp = op >= B_EQ;
     if (op >= B_AND && a->dtype != VX_BOOL) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: bool operands only", run->node->op_type);
     vx_tensor *o = vx_out_new(ctx, run, 0, cmp ? VX_BOOL : a->dtype, bc.rank, bc.dims);
@@ -245,6 +247,7 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
 static vx_status binary_bwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *a = run->in[0], *b = run->in[1], *g = run->grad_out[0];
     int op = bin_code(run);
+    if (run->n_in != 2 && (op == B_MAX || op == B_MIN)) return vx_k_maxmin_n_bwd(ctx, run, op == B_MAX);
     Bc bc;
     memset(&bc, 0, sizeof bc);
     vx_tensor *ab[2] = {a, b};
@@ -277,8 +280,8 @@ static void binary_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
     int op = bin_code(run);
     *si = 0;
     *so = 0;
-    if (op == B_MAX || op == B_MIN) { /* maximum / minimum: both operands */
-        *si = VX_SLOT(0) | VX_SLOT(1);
+    if (op == B_MAX || op == B_MIN) { /* maximum / minimum: both operands (every input of a chain) */
+        for (int k = 0; k < run->n_in; k++) *si |= VX_SLOT(k);
     } else if (op == B_MOD || op == B_FMOD) { /* fmod / remainder: both, for the divisor's gradient */
         if (run->need_grad[1]) *si = VX_SLOT(0) | VX_SLOT(1);
     } else if (op == B_MUL) {

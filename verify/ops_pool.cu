@@ -1,12 +1,12 @@
 /*
- * ops_pool.cu: MaxPool, AveragePool (1-D and 2-D), GlobalAveragePool,
+ * ops_pool.cu: MaxPool, AveragePool (1-D, 2-D and 3-D), GlobalAveragePool,
  * ReduceMean and ReduceSum, forward and backward.
  *
  * MaxPool: kernel_shape, strides, pads, dilations, ceil_mode, auto_pad; the
  *   arg-max (int64, flat over X, as ONNX's Indices output with
  *   storage_order 0) is saved[0], the Indices output itself when present.
- *   saves X (max_pool2d_with_indices_backward reads self) and the indices.
- * AveragePool: count_include_pad; saves X (avg_pool2d_backward reads self).
+ *   saves X (max_pool2d/3d_with_indices_backward read self) and the indices.
+ * AveragePool: count_include_pad; saves X (avg_pool2d/3d_backward read self).
  * GlobalAveragePool: the mean over the spatial dims; keeps nothing (PyTorch
  *   runs adaptive_avg_pool2d(x, 1) as mean).
  * ReduceMean / ReduceSum: axes from the attribute or input 1 (read on the
@@ -15,10 +15,12 @@
  */
 #include "ops_common.cuh"
 
+/* Spatial geometry, 1 to 3 dims, right-aligned in [3] (a 1-D or 2-D pool
+ * has depth / height 1 with a kernel of 1). */
 typedef struct pool_geom {
     int sp;
-    int64_t N, C, H, W, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo;
-    int64_t peh, pew; /* end pads */
+    int64_t N, C;
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3]; /* pb / pe: begin / end pads */
 } pool_geom;
 
 static int64_t pool_out(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t s, int64_t d, bool ceil_mode) {
@@ -31,95 +33,107 @@ static int64_t pool_out(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t s
 
 static vx_status pool_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, const char *op, pool_geom *g) {
     memset(g, 0, sizeof *g);
-    if (X->rank != 3 && X->rank != 4) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: only 1-D and 2-D pooling (X rank %d)", op, X->rank);
-    int sp = X->rank - 2;
+    if (X->rank < 3 || X->rank > 5)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "%s: only 1-D, 2-D and 3-D pooling (X rank %d)", op, X->rank);
+    int sp = X->rank - 2, lead = 3 - sp;
     g->sp = sp;
     g->N = X->dims[0];
     g->C = X->dims[1];
-    g->H = sp == 2 ? X->dims[2] : 1;
-    g->W = X->dims[X->rank - 1];
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = i < lead ? 1 : X->dims[2 + i - lead];
+        g->k[i] = g->s[i] = g->d[i] = 1;
+    }
     int64_t n;
     const int64_t *ks = vxk_attr_ints(run, "kernel_shape", &n);
     if (!ks || n != sp) return vx_fail(ctx, VX_ESHAPE, "%s: kernel_shape must have %d entries", op, sp);
-    g->kh = sp == 2 ? ks[0] : 1;
-    g->kw = ks[sp - 1];
     const int64_t *st = vxk_attr_ints(run, "strides", &n);
     if (st && n != sp) return vx_fail(ctx, VX_ESHAPE, "%s: strides has %lld entries", op, (long long)n);
-    g->sh = st && sp == 2 ? st[0] : 1;
-    g->sw = st ? st[sp - 1] : 1;
     const int64_t *dl = vxk_attr_ints(run, "dilations", &n);
     if (dl && n != sp) return vx_fail(ctx, VX_ESHAPE, "%s: dilations has %lld entries", op, (long long)n);
-    g->dh = dl && sp == 2 ? dl[0] : 1;
-    g->dw = dl ? dl[sp - 1] : 1;
-    if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1)
-        return vx_fail(ctx, VX_ESHAPE, "%s: kernel, strides and dilations must be >= 1", op);
+    for (int i = 0; i < sp; i++) {
+        g->k[lead + i] = ks[i];
+        if (st) g->s[lead + i] = st[i];
+        if (dl) g->d[lead + i] = dl[i];
+    }
+    for (int i = 0; i < 3; i++)
+        if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1)
+            return vx_fail(ctx, VX_ESHAPE, "%s: kernel, strides and dilations must be >= 1", op);
     if (vxk_attr_int(run, "storage_order", 0) != 0) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: storage_order 1", op);
     bool ceil_mode = vxk_attr_int(run, "ceil_mode", 0) != 0;
     const char *ap = vxk_attr_string(run, "auto_pad", "NOTSET");
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
         bool up = !strcmp(ap, "SAME_UPPER");
-        int64_t in[2] = {g->H, g->W}, k[2] = {g->kh, g->kw}, s[2] = {g->sh, g->sw}, d[2] = {g->dh, g->dw}, o[2], p[2];
-        for (int i = 0; i < 2; i++) {
-            o[i] = (in[i] + s[i] - 1) / s[i];
-            int64_t total = (o[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i];
+        for (int i = lead; i < 3; i++) {
+            g->out[i] = (g->in[i] + g->s[i] - 1) / g->s[i];
+            int64_t total = (g->out[i] - 1) * g->s[i] + (g->k[i] - 1) * g->d[i] + 1 - g->in[i];
             if (total < 0) total = 0;
-            p[i] = up ? total / 2 : total - total / 2;
+            g->pb[i] = up ? total / 2 : total - total / 2;
+            g->pe[i] = total - g->pb[i];
         }
-        g->Ho = o[0]; g->Wo = o[1]; g->ph = p[0]; g->pw = p[1];
-        g->peh = (o[0] - 1) * s[0] + (k[0] - 1) * d[0] + 1 - in[0] - p[0];
-        g->pew = (o[1] - 1) * s[1] + (k[1] - 1) * d[1] + 1 - in[1] - p[1];
-        if (g->peh < 0) g->peh = 0;
-        if (g->pew < 0) g->pew = 0;
     } else if (!strcmp(ap, "VALID") || !strcmp(ap, "NOTSET") || !strcmp(ap, "")) {
-        int64_t pe_h = 0, pe_w = 0;
         if (strcmp(ap, "VALID")) {
             const int64_t *pads = vxk_attr_ints(run, "pads", &n);
             if (pads && n != 2 * sp) return vx_fail(ctx, VX_ESHAPE, "%s: pads has %lld entries", op, (long long)n);
-            if (pads) {
-                g->ph = sp == 2 ? pads[0] : 0;
-                g->pw = pads[sp - 1];
-                pe_h = sp == 2 ? pads[2] : 0;
-                pe_w = pads[2 * sp - 1];
+            for (int i = 0; pads && i < sp; i++) {
+                g->pb[lead + i] = pads[i];
+                g->pe[lead + i] = pads[sp + i];
             }
         }
-        if (g->ph < 0 || g->pw < 0 || pe_h < 0 || pe_w < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: negative pads", op);
-        g->peh = pe_h;
-        g->pew = pe_w;
-        g->Ho = pool_out(g->H, g->ph, pe_h, g->kh, g->sh, g->dh, ceil_mode);
-        g->Wo = pool_out(g->W, g->pw, pe_w, g->kw, g->sw, g->dw, ceil_mode);
+        for (int i = 0; i < 3; i++)
+            if (g->pb[i] < 0 || g->pe[i] < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: negative pads", op);
+        for (int i = lead; i < 3; i++)
+            g->out[i] = pool_out(g->in[i], g->pb[i], g->pe[i], g->k[i], g->s[i], g->d[i], ceil_mode);
     } else {
         return vx_fail(ctx, VX_EUNSUPPORTED, "%s: auto_pad %s", op, ap);
     }
+    for (int i = 0; i < lead; i++) g->out[i] = 1;
     return VX_OK;
 }
 
 static void pool_out_dims(const pool_geom *g, int64_t *yd) {
     yd[0] = g->N;
     yd[1] = g->C;
-    if (g->sp == 2) { yd[2] = g->Ho; yd[3] = g->Wo; }
-    else yd[2] = g->Wo;
+    for (int i = 0; i < g->sp; i++) yd[2 + i] = g->out[3 - g->sp + i];
+}
+
+static __device__ __forceinline__ int64_t pool_plane_in(const pool_geom &g) { return g.in[0] * g.in[1] * g.in[2]; }
+static __device__ __forceinline__ int64_t pool_plane_out(const pool_geom &g) { return g.out[0] * g.out[1] * g.out[2]; }
+
+/* Output element i: its plane nc and its window's position o[3]. */
+static __device__ __forceinline__ int64_t pool_unravel_out(const pool_geom &g, int64_t i, int64_t *o) {
+    o[2] = i % g.out[2];
+    i /= g.out[2];
+    o[1] = i % g.out[1];
+    i /= g.out[1];
+    o[0] = i % g.out[0];
+    return i / g.out[0];
 }
 
 static __global__ void maxpool_kernel(float *y, int64_t *idx, const float *x, pool_geom g) {
-    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    int64_t total = g.N * g.C * pool_plane_out(g), plane = pool_plane_in(g);
     VXK_LOOP(i, total) {
-        int64_t ow = i % g.Wo, t = i / g.Wo;
-        int64_t oh = t % g.Ho, nc = t / g.Ho;
-        const float *xp = x + nc * g.H * g.W;
+        int64_t o[3], nc = pool_unravel_out(g, i, o);
+        const float *xp = x + nc * plane;
         float best = -INFINITY;
         int64_t bi = -1;
-        for (int64_t a = 0; a < g.kh; a++) {
-            int64_t h = oh * g.sh - g.ph + a * g.dh;
-            if (h < 0 || h >= g.H) continue;
-            for (int64_t b = 0; b < g.kw; b++) {
-                int64_t w = ow * g.sw - g.pw + b * g.dw;
-                if (w < 0 || w >= g.W) continue;
-                float v = xp[h * g.W + w];
-                if (v > best || bi < 0 || v != v) { best = v; bi = h * g.W + w; if (v != v) break; }
+        bool nan = false;
+        for (int64_t a = 0; a < g.k[0] && !nan; a++) {
+            int64_t z = o[0] * g.s[0] - g.pb[0] + a * g.d[0];
+            if (z < 0 || z >= g.in[0]) continue;
+            for (int64_t b = 0; b < g.k[1] && !nan; b++) {
+                int64_t h = o[1] * g.s[1] - g.pb[1] + b * g.d[1];
+                if (h < 0 || h >= g.in[1]) continue;
+                for (int64_t c = 0; c < g.k[2]; c++) {
+                    int64_t w = o[2] * g.s[2] - g.pb[2] + c * g.d[2];
+                    if (w < 0 || w >= g.in[2]) continue;
+                    int64_t at = (z * g.in[1] + h) * g.in[2] + w;
+                    float v = xp[at];
+                    if (v > best || bi < 0 || v != v) { best = v; bi = at; if (v != v) { nan = true; break; } }
+                }
             }
         }
         y[i] = bi < 0 ? 0.f : best;
-        idx[i] = bi < 0 ? -1 : nc * g.H * g.W + bi;
+        idx[i] = bi < 0 ? -1 : nc * plane + bi;
     }
 }
 
@@ -137,7 +151,7 @@ static vx_status maxpool_forward(vx_ctx *ctx, vx_run *run) {
     pool_geom g;
     vx_status st = pool_geom_make(ctx, run, X, "MaxPool", &g);
     if (st) return st;
-    int64_t yd[4];
+    int64_t yd[5];
     pool_out_dims(&g, yd);
     if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
     if (vxk_has_out(run, 1)) {
@@ -168,58 +182,64 @@ static vx_status maxpool_backward(vx_ctx *ctx, vx_run *run) {
 
 /* ---- AveragePool ------------------------------------------------------------- */
 
-/* Divisor of window (oh, ow): the cells inside X, or inside X plus its pads. */
-static __device__ __forceinline__ float avg_count(const pool_geom &g, int64_t oh, int64_t ow, bool include_pad) {
-    int64_t hs = oh * g.sh - g.ph, ws = ow * g.sw - g.pw;
-    int64_t ch = 0, cw = 0;
-    for (int64_t a = 0; a < g.kh; a++) {
-        int64_t h = hs + a * g.dh;
-        if (include_pad ? (h < g.H + g.peh) : (h >= 0 && h < g.H)) ch++;
-    }
-    for (int64_t b = 0; b < g.kw; b++) {
-        int64_t w = ws + b * g.dw;
-        if (include_pad ? (w < g.W + g.pew) : (w >= 0 && w < g.W)) cw++;
+/* Divisor of window o[3]: the cells inside X, or inside X plus its pads. */
+static __device__ __forceinline__ float avg_count(const pool_geom &g, const int64_t *o, bool include_pad) {
+    float cnt = 1.f;
+    for (int i = 0; i < 3; i++) {
+        int64_t start = o[i] * g.s[i] - g.pb[i], c = 0;
+        for (int64_t a = 0; a < g.k[i]; a++) {
+            int64_t p = start + a * g.d[i];
+            if (include_pad ? (p < g.in[i] + g.pe[i]) : (p >= 0 && p < g.in[i])) c++;
+        }
+        cnt *= (float)c;
     }
     /* include_pad counts cells in the padded extent only (the ceil_mode overhang is excluded, as PyTorch) */
-    return (float)(ch * cw);
+    return cnt;
 }
 
 static __global__ void avgpool_kernel(float *y, const float *x, pool_geom g, bool include_pad) {
-    int64_t total = g.N * g.C * g.Ho * g.Wo;
+    int64_t total = g.N * g.C * pool_plane_out(g), plane = pool_plane_in(g);
     VXK_LOOP(i, total) {
-        int64_t ow = i % g.Wo, t = i / g.Wo;
-        int64_t oh = t % g.Ho, nc = t / g.Ho;
-        const float *xp = x + nc * g.H * g.W;
+        int64_t o[3], nc = pool_unravel_out(g, i, o);
+        const float *xp = x + nc * plane;
         float acc = 0.f;
-        for (int64_t a = 0; a < g.kh; a++) {
-            int64_t h = oh * g.sh - g.ph + a * g.dh;
-            if (h < 0 || h >= g.H) continue;
-            for (int64_t b = 0; b < g.kw; b++) {
-                int64_t w = ow * g.sw - g.pw + b * g.dw;
-                if (w >= 0 && w < g.W) acc += xp[h * g.W + w];
+        for (int64_t a = 0; a < g.k[0]; a++) {
+            int64_t z = o[0] * g.s[0] - g.pb[0] + a * g.d[0];
+            if (z < 0 || z >= g.in[0]) continue;
+            for (int64_t b = 0; b < g.k[1]; b++) {
+                int64_t h = o[1] * g.s[1] - g.pb[1] + b * g.d[1];
+                if (h < 0 || h >= g.in[1]) continue;
+                for (int64_t c = 0; c < g.k[2]; c++) {
+                    int64_t w = o[2] * g.s[2] - g.pb[2] + c * g.d[2];
+                    if (w >= 0 && w < g.in[2]) acc += xp[(z * g.in[1] + h) * g.in[2] + w];
+                }
             }
         }
-        float cnt = avg_count(g, oh, ow, include_pad);
+        float cnt = avg_count(g, o, include_pad);
         y[i] = cnt > 0.f ? acc / cnt : 0.f;
     }
 }
 
 /* Each input cell gathers from the windows that contain it. */
 static __global__ void avgpool_bwd_kernel(float *dx, const float *dy, pool_geom g, bool include_pad) {
-    int64_t total = g.N * g.C * g.H * g.W;
+    int64_t total = g.N * g.C * pool_plane_in(g), oplane = pool_plane_out(g);
     VXK_LOOP(i, total) {
-        int64_t w = i % g.W, t = i / g.W;
-        int64_t h = t % g.H, nc = t / g.H;
-        const float *dyp = dy + nc * g.Ho * g.Wo;
+        int64_t w = i % g.in[2], t = i / g.in[2];
+        int64_t h = t % g.in[1];
+        t /= g.in[1];
+        int64_t z = t % g.in[0], nc = t / g.in[0];
+        const float *dyp = dy + nc * oplane;
         float acc = 0.f;
-        for (int64_t a = 0; a < g.kh; a++) {
-            int64_t oh = vxk_window_of(h, g.ph, a, g.dh, g.sh, g.Ho);
-            if (oh < 0) continue;
-            for (int64_t b = 0; b < g.kw; b++) {
-                int64_t ow = vxk_window_of(w, g.pw, b, g.dw, g.sw, g.Wo);
-                if (ow < 0) continue;
-                float cnt = avg_count(g, oh, ow, include_pad);
-                if (cnt > 0.f) acc += dyp[oh * g.Wo + ow] / cnt;
+        int64_t o[3];
+        for (int64_t a = 0; a < g.k[0]; a++) {
+            if ((o[0] = vxk_window_of(z, g.pb[0], a, g.d[0], g.s[0], g.out[0])) < 0) continue;
+            for (int64_t b = 0; b < g.k[1]; b++) {
+                if ((o[1] = vxk_window_of(h, g.pb[1], b, g.d[1], g.s[1], g.out[1])) < 0) continue;
+                for (int64_t c = 0; c < g.k[2]; c++) {
+                    if ((o[2] = vxk_window_of(w, g.pb[2], c, g.d[2], g.s[2], g.out[2])) < 0) continue;
+                    float cnt = avg_count(g, o, include_pad);
+                    if (cnt > 0.f) acc += dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]] / cnt;
+                }
             }
         }
         dx[i] = acc;
@@ -233,7 +253,7 @@ static vx_status avgpool_forward(vx_ctx *ctx, vx_run *run) {
     pool_geom g;
     vx_status st = pool_geom_make(ctx, run, X, "AveragePool", &g);
     if (st) return st;
-    int64_t yd[4];
+    int64_t yd[5];
     pool_out_dims(&g, yd);
     if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
     int64_t total = run->out[0]->numel;

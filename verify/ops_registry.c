@@ -12,6 +12,7 @@ typedef struct family {
 static const family families[] = {
     {vx_ops_elementwise, &vx_ops_elementwise_count},
     {vx_ops_unary, &vx_ops_unary_count},
+    {vx_ops_math, &vx_ops_math_count},
     {vx_ops_shape, &vx_ops_shape_count},
 #ifndef VX_NO_FAMILY_GEMM
     {vx_ops_gemm, &vx_ops_gemm_count},
@@ -36,6 +37,12 @@ static const family families[] = {
 #endif
 #ifndef VX_NO_FAMILY_RECURRENT
     {vx_ops_recurrent, &vx_ops_recurrent_count},
+#endif
+#ifndef VX_NO_FAMILY_INDEX
+    {vx_ops_index, &vx_ops_index_count},
+#endif
+#ifndef VX_NO_FAMILY_RESAMPLE
+    {vx_ops_resample, &vx_ops_resample_count},
 #endif
 };
 

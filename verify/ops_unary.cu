@@ -6,6 +6,7 @@
  * too when its exponent is a scalar the host holds (x ** 2 in RMSNorm,
  * x ** 3 in GPT-2's Gelu). */
 #include "ops_common.cuh"
+#include "vx_internal.h" /* Pow with a tensor exponent: ops_math.cu */
 
 typedef enum un_op {
     U_RELU, U_CLIP, U_ERF, U_GELU, U_GELU_TANH, U_TANH, U_SIGMOID, U_SQRT, U_RECIPROCAL, U_EXP, U_NEG, U_ABS,
@@ -161,6 +162,7 @@ __global__ void k_unary_i64(const long long *x, long long *o, int64_t n, int op)
 
 static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *x = run->in[0];
+    if (!strcmp(run->node->op_type, "Pow") && vx_pow_tensor_path(run)) return vx_k_pow_tensor_fwd(ctx, run);
     int op;
     float a, b;
     vx_status st = params_of(ctx, run, &op, &a, &b);
@@ -184,6 +186,7 @@ static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
 
 static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *g = run->grad_out[0];
+    if (!strcmp(run->node->op_type, "Pow") && vx_pow_tensor_path(run)) return vx_k_pow_tensor_bwd(ctx, run);
     if (!g || !run->need_grad[0]) return VX_OK;
     int op;
     float a, b;
@@ -199,6 +202,13 @@ static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
     return vxk_check(ctx, run->node->op_type);
 }
 
+/* Pow: x and the exponent (a host scalar: no device memory); a tensor
+ * exponent (ops_math.cu) keeps the result too when it needs a gradient. */
+static void pow_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
+    *si = VX_SLOT(0) | VX_SLOT(1);
+    *so = vx_pow_tensor_path(run) && run->need_grad[1] ? VX_SLOT(0) : 0u;
+}
+
 #define KEEPS_INPUT(name) {name, unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL}
 #define KEEPS_OUTPUT(name) {name, unary_fwd, unary_bwd, 0, VX_SLOT(0), false, 0, NULL}
 
@@ -212,8 +222,9 @@ const vx_op vx_ops_unary[] = {
     {"Neg", unary_fwd, unary_bwd, 0, 0, false, 0, NULL},
     KEEPS_INPUT("Abs"), KEEPS_INPUT("Log"), KEEPS_INPUT("Sin"), KEEPS_INPUT("Cos"), KEEPS_INPUT("Softplus"),
     KEEPS_INPUT("HardSwish"), KEEPS_INPUT("HardSigmoid"), KEEPS_INPUT("Swish"),
-    /* the exponent, a scalar, is read on the host and takes no gradient */
-    {"Pow", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, VX_SLOT(1), NULL},
+    /* the exponent is read on the host; a scalar takes no gradient, a tensor
+     * runs ops_math.cu's binary kernel */
+    {"Pow", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, VX_SLOT(1), pow_saves},
 };
 const size_t vx_ops_unary_count = sizeof vx_ops_unary / sizeof vx_ops_unary[0];
 }

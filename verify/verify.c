@@ -1,6 +1,8 @@
 /* verify.c: the module's entry points (verify.h): device checks, the CUDA
  * context, stream and cuBLAS handle with its workspace, then exec.c. */
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,34 @@ uint64_t vx_seed(vx_ctx *ctx) {
 
 VX_EXPORT int memest_verify_abi(void) {
     return MEMEST_VERIFY_ABI;
+}
+
+/* The GPU code in the module: VX_CUDA_ARCHS (SASS, e.g. 80,86,89,90) and
+ * VX_CUDA_PTX_ARCH come from meson's verify_archs option (verify/meson.build). */
+#if !defined(VX_CUDA_ARCHS) || !defined(VX_CUDA_PTX_ARCH)
+#error "VX_CUDA_ARCHS and VX_CUDA_PTX_ARCH come from verify/meson.build"
+#endif
+static const int built_archs[] = {VX_CUDA_ARCHS};
+#define N_BUILT_ARCHS (sizeof built_archs / sizeof built_archs[0])
+
+VX_EXPORT const char *memest_verify_archs(void) {
+    static char text[256];
+    if (!text[0]) {
+        size_t used = 0;
+        for (size_t i = 0; i < N_BUILT_ARCHS && used < sizeof text; i++)
+            used += (size_t)snprintf(text + used, sizeof text - used, "%ssm_%d", i ? ", " : "", built_archs[i]);
+        if (used < sizeof text) snprintf(text + used, sizeof text - used, " + compute_%d PTX", VX_CUDA_PTX_ARCH);
+    }
+    return text;
+}
+
+/* Whether the module holds code a device of compute capability cc (major *
+ * 10 + minor) runs: SASS for sm_XY runs on X.Z for Z >= Y, and the driver
+ * compiles the PTX for compute_P on any device of P or later. */
+static bool runs_on(int cc) {
+    for (size_t i = 0; i < N_BUILT_ARCHS; i++)
+        if (built_archs[i] / 10 == cc / 10 && built_archs[i] % 10 <= cc % 10) return true;
+    return cc >= VX_CUDA_PTX_ARCH;
 }
 
 VX_EXPORT int memest_verify_has_op(const char *op_type) {
@@ -105,8 +135,21 @@ VX_EXPORT vx_status memest_verify_run(const est_graph *g, const vx_options *opt,
         return finish(r, VX_ENOGPU, NULL);
     }
     struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
         snprintf(r->device_name, sizeof r->device_name, "%.100s", prop.name);
+        /* refused here, with the list, rather than by the first kernel
+         * launch's "no kernel image is available" */
+        int cc = prop.major * 10 + prop.minor;
+        if (!runs_on(cc)) {
+            char archs[128] = "";
+            for (size_t i = 0, used = 0; i < N_BUILT_ARCHS && used < sizeof archs; i++)
+                used += (size_t)snprintf(archs + used, sizeof archs - used, ",%d", built_archs[i]);
+            snprintf(r->message, sizeof r->message,
+                     "GPU %s is sm_%d; this verify module is built for %s: rebuild it with -Dverify_archs=%d%s",
+                     r->device_name, cc, memest_verify_archs(), cc, archs);
+            return finish(r, VX_EDEVICE, NULL);
+        }
+    }
     /* the context */
     if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess) {
         snprintf(r->message, sizeof r->message, "cannot create a CUDA context: %s", cudaGetErrorString(e));

@@ -52,6 +52,7 @@ typedef enum vx_status {
     VX_ECUDA,        /* a CUDA or cuBLAS call failed */
     VX_EIO,          /* reading weights failed */
     VX_EINVAL,       /* bad options (unbound dim, unsupported --dtype...) */
+    VX_EDEVICE,      /* a GPU the module holds no code for (verify_archs) */
 } vx_status;
 
 /* A host tensor: graph input values given to a run, or outputs fetched.
@@ -126,10 +127,21 @@ typedef void (*memest_verify_options_init_fn)(vx_options *o);
 typedef vx_status (*memest_verify_run_fn)(const est_graph *g, const vx_options *o, vx_result *r);
 typedef void (*memest_verify_result_free_fn)(vx_result *r);
 typedef int (*memest_verify_abi_fn)(void);
-/* Optional symbols (conformance tools; verify_load.h leaves them NULL when a
- * module lacks them). Neither creates a CUDA context. */
+/* Optional symbols (conformance tools, `memest ops`; verify_load.h leaves
+ * them NULL when a module lacks them). None creates a CUDA context. */
 typedef int (*memest_verify_has_op_fn)(const char *op_type);
 typedef int (*memest_verify_device_count_fn)(char *msg, size_t msg_size);
+typedef int (*memest_verify_op_info_fn)(const char *op_type, const char *domain, int *has_backward,
+                                        const char **note);
+typedef const char *(*memest_verify_archs_fn)(void);
+
+/* What memest_verify_op_info() says the executor does with an op. */
+enum {
+    MEMEST_VERIFY_OP_NONE = 0,   /* no kernel: a graph holding it is refused */
+    MEMEST_VERIFY_OP_DEVICE = 1, /* a CUDA (or cuBLAS) kernel */
+    MEMEST_VERIFY_OP_HOST = 2,   /* host shape arithmetic (Shape, Range) or a
+                                    value made at setup (Constant) */
+};
 
 /* The module's symbols. */
 void memest_verify_options_init(vx_options *o);
@@ -146,6 +158,14 @@ int memest_verify_has_op(const char *op_type);
  * initialises the CUDA runtime in the calling process (do it after fork,
  * not before). */
 int memest_verify_device_count(char *msg, size_t msg_size);
+/* Optional (`memest ops`). What the executor does with op_type of `domain`
+ * (NULL or "" is ai.onnx): MEMEST_VERIFY_OP_*. *has_backward (if given) is 1
+ * when a device kernel also has a backward. *note (if given) is a short
+ * static reason for a forward-only, host or missing op, else NULL. */
+int memest_verify_op_info(const char *op_type, const char *domain, int *has_backward, const char **note);
+/* Optional. The GPU code the module holds, from the build's verify_archs
+ * option, e.g. "sm_80, sm_86, sm_89, sm_90 + compute_90 PTX". */
+const char *memest_verify_archs(void);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +27,8 @@ typedef struct vx_module {
     memest_verify_result_free_fn result_free;
     memest_verify_has_op_fn has_op;             /* optional: NULL when absent */
     memest_verify_device_count_fn device_count; /* optional: NULL when absent */
+    memest_verify_op_info_fn op_info;           /* optional: NULL when absent */
+    memest_verify_archs_fn archs;               /* optional: NULL when absent */
     char path[PATH_MAX];
 } vx_module;
 
@@ -51,6 +54,8 @@ static inline int vx_module_try(vx_module *m, const char *path, char *err, size_
     vx_module_sym(h, "memest_verify_result_free", &m->result_free, sizeof m->result_free);
     vx_module_sym(h, "memest_verify_has_op", &m->has_op, sizeof m->has_op);
     vx_module_sym(h, "memest_verify_device_count", &m->device_count, sizeof m->device_count);
+    vx_module_sym(h, "memest_verify_op_info", &m->op_info, sizeof m->op_info);
+    vx_module_sym(h, "memest_verify_archs", &m->archs, sizeof m->archs);
     if (!abi || abi() != MEMEST_VERIFY_ABI || !m->options_init || !m->run || !m->result_free) {
         snprintf(err, err_size, "%s: not a matching verify module", path);
         dlclose(h);

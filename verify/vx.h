@@ -238,15 +238,18 @@ typedef struct vx_op {
  *     extern "C" const size_t vx_ops_gemm_count = sizeof vx_ops_gemm / sizeof vx_ops_gemm[0];
  * ops_registry.c (vx_find_op) searches every family below. */
 extern const vx_op vx_ops_gemm[];        extern const size_t vx_ops_gemm_count;        /* Gemm, MatMul */
-extern const vx_op vx_ops_conv[];        extern const size_t vx_ops_conv_count;        /* Conv */
-extern const vx_op vx_ops_norm[];        extern const size_t vx_ops_norm_count;        /* BatchNormalization, LayerNormalization */
-extern const vx_op vx_ops_pool[];        extern const size_t vx_ops_pool_count;        /* MaxPool, GlobalAveragePool, ReduceMean */
+extern const vx_op vx_ops_conv[];        extern const size_t vx_ops_conv_count;        /* Conv, ConvTranspose */
+extern const vx_op vx_ops_norm[];        extern const size_t vx_ops_norm_count;        /* BatchNormalization, LayerNormalization, InstanceNormalization */
+extern const vx_op vx_ops_pool[];        extern const size_t vx_ops_pool_count;        /* MaxPool, AveragePool (1-D to 3-D), GlobalAveragePool, ReduceMean, ReduceSum */
 extern const vx_op vx_ops_softmax[];     extern const size_t vx_ops_softmax_count;     /* Softmax */
 extern const vx_op vx_ops_gather[];      extern const size_t vx_ops_gather_count;      /* Gather, GatherElements, Transpose (a copy; the executor finds ops_shape.c's view first) */
 extern const vx_op vx_ops_attention[];    extern const size_t vx_ops_attention_count;    /* Attention */
+extern const vx_op vx_ops_resample[];     extern const size_t vx_ops_resample_count;     /* Resize, Upsample (ops_resample.cu) */
 extern const vx_op vx_ops_recurrent[];    extern const size_t vx_ops_recurrent_count;    /* LSTM, GRU, RNN */
+extern const vx_op vx_ops_index[];       extern const size_t vx_ops_index_count;       /* Split (views), Pad, CumSum, Trilu, GatherND, ScatterND (ops_index.cu) */
 extern const vx_op vx_ops_elementwise[]; extern const size_t vx_ops_elementwise_count; /* Add..Cast (ops_elementwise.cu) */
 extern const vx_op vx_ops_unary[];       extern const size_t vx_ops_unary_count;       /* Relu, Tanh, Sigmoid.. (ops_unary.cu) */
+extern const vx_op vx_ops_math[];        extern const size_t vx_ops_math_count;        /* IsNaN, IsInf; n-input Max/Min and tensor Pow helpers (ops_math.cu) */
 extern const vx_op vx_ops_shape[];       extern const size_t vx_ops_shape_count;       /* Reshape..Slice, Transpose (views), Concat (ops_shape.c) */
 const vx_op *vx_find_op(const char *op_type);
 

@@ -85,6 +85,14 @@ vx_status vx_k_copy(vx_ctx *ctx, vx_tensor *dst, const vx_tensor *src);         
 vx_status vx_k_cast(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst);           /* any dtypes, same numel */
 vx_status vx_k_random(vx_ctx *ctx, vx_tensor *t, float lo, float hi, uint64_t seed);
 
+/* ops_math.cu: Max / Min of n != 2 inputs (ops_elementwise.cu's rows hand
+ * them over) and Pow with a tensor exponent (ops_unary.cu's row). */
+vx_status vx_k_maxmin_n_fwd(vx_ctx *ctx, vx_run *run, bool is_max);
+vx_status vx_k_maxmin_n_bwd(vx_ctx *ctx, vx_run *run, bool is_max);
+bool vx_pow_tensor_path(const vx_run *run); /* exponent of more than one element, or needing a gradient */
+vx_status vx_k_pow_tensor_fwd(vx_ctx *ctx, vx_run *run);
+vx_status vx_k_pow_tensor_bwd(vx_ctx *ctx, vx_run *run);
+
 /* optim.cu */
 vx_status vx_k_sgd(vx_ctx *ctx, vx_tensor *p, const vx_tensor *g, float lr);
 vx_status vx_k_momentum(vx_ctx *ctx, vx_tensor *p, const vx_tensor *g, vx_tensor *buf, float lr, float mom, bool first);
@@ -110,6 +118,10 @@ void vx_weights_free(vx_weights *w);
 /* ops_shape.c */
 extern const vx_op vx_host_ops[];
 extern const size_t vx_host_ops_count;
+
+/* op_info.c: whether the executor runs nodes of this domain (NULL, "",
+ * ai.onnx, ai.memest). */
+bool vx_domain_runs(const char *domain);
 
 /* splitmix64 */
 static inline uint64_t vx_mix64(uint64_t x) {

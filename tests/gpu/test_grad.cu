@@ -1,7 +1,7 @@
 /*
  * test_grad.cu: the verify executor's compute kernels (verify/ops_gemm.cu,
  * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu,
- * ops_recurrent.cu, ops_attention.cu) on small random shapes:
+ * ops_recurrent.cu, ops_attention.cu, ops_resample.cu) on small random shapes:
  *   - forward against a plain host implementation;
  *   - backward against central finite differences of the forward: the loss is
  *     sum(Y * R) for a fixed random R, so dY = R (Y: output 0, or the
@@ -11,7 +11,7 @@
  * Standalone: it brings a minimal runtime (vx_ctx, tensors, allocator,
  * vx_fail, est_node_attr_*) so it links only the kernel files and cuBLAS:
  *   nvcc -std=c++17 -I verify -I libestimate -I layers tests/gpu/test_grad.cu \
- *        verify/ops_{gemm,conv,norm,pool,softmax,gather,recurrent,attention}.cu -lcublas
+ *        verify/ops_{gemm,conv,norm,pool,softmax,gather,recurrent,attention,resample}.cu -lcublas
  */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -64,6 +64,20 @@ vx_tensor *vx_tensor_new(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims
         t->data = vx_malloc(ctx, (size_t)t->numel * vx_dtype_size(dt), cat);
         if (!t->data) { free(t); return NULL; }
     }
+    return t;
+}
+/* A host-only tensor (Resize keeps its scales so). */
+vx_tensor *vx_tensor_new_host(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims) {
+    (void)ctx;
+    vx_tensor *t = (vx_tensor *)calloc(1, sizeof *t);
+    t->dtype = dt;
+    t->rank = rank;
+    t->numel = 1;
+    for (int i = 0; i < rank; i++) { t->dims[i] = dims[i]; t->numel *= dims[i]; }
+    t->cat = VX_CAT_ACTIVATIONS;
+    t->refs = 1;
+    if (dt == VX_F32) t->host_f32 = (float *)calloc((size_t)t->numel + 1, sizeof(float));
+    else t->host_i64 = (int64_t *)calloc((size_t)t->numel + 1, sizeof(int64_t));
     return t;
 }
 vx_tensor *vx_tensor_retain(vx_tensor *t) { if (t) t->refs++; return t; }
@@ -183,10 +197,10 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
 
 static const vx_op *find_op(const char *name) {
     const vx_op *tabs[] = {vx_ops_gemm, vx_ops_conv, vx_ops_norm, vx_ops_pool, vx_ops_softmax, vx_ops_gather,
-                           vx_ops_recurrent, vx_ops_attention};
+                           vx_ops_recurrent, vx_ops_attention, vx_ops_resample};
     size_t counts[] = {vx_ops_gemm_count, vx_ops_conv_count, vx_ops_norm_count, vx_ops_pool_count, vx_ops_softmax_count,
-                       vx_ops_gather_count, vx_ops_recurrent_count, vx_ops_attention_count};
-    for (int t = 0; t < 8; t++)
+                       vx_ops_gather_count, vx_ops_recurrent_count, vx_ops_attention_count, vx_ops_resample_count};
+    for (int t = 0; t < 9; t++)
         for (size_t k = 0; k < counts[t]; k++)
             if (!strcmp(tabs[t][k].name, name)) return &tabs[t][k];
     return NULL;
@@ -752,6 +766,9 @@ static HT ref_rnn(const RnnSpec &sp, const std::vector<HT> &in, int out) {
 
 /* ---- cases ---------------------------------------------------------------------------- */
 
+/* InstanceNormalization, 3-D pooling, Resize / Upsample, ConvTranspose */
+#include "grad_norm_pool_resize_cases.h"
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -995,6 +1012,8 @@ int main(void) {
                {true, true, true}};
         run_case("Attention with dropout (a fixed mask: finite differences only)", d);
     }
+
+    norm_pool_resize_cases();
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_ctx.live);
     cublasDestroy(g_ctx.blas);

@@ -17,7 +17,9 @@
  * output the op does not save (saves_inputs / saves_outputs / saves_fn) is
  * replaced by a storage-less stub, as exec.c's stub_of does.
  *   nvcc -std=c++17 -I verify -I libestimate -I layers tests/gpu/test_grad_elementwise.cu \
- *        verify/tensor.cu verify/ops_elementwise.cu verify/ops_unary.cu verify/ops_shape.c
+ *        verify/tensor.cu verify/ops_elementwise.cu verify/ops_unary.cu verify/ops_shape.c \
+ *        verify/ops_index.cu
+ * (the index family's cases, verify/ops_index.cu, are in grad_index_cases.h)
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -184,6 +186,10 @@ static const vx_op *find_op(const char *name) {
         if (!strcmp(vx_ops_unary[k].name, name)) return &vx_ops_unary[k];
     for (size_t k = 0; k < vx_ops_shape_count; k++)
         if (!strcmp(vx_ops_shape[k].name, name)) return &vx_ops_shape[k];
+    for (size_t k = 0; k < vx_ops_index_count; k++)
+        if (!strcmp(vx_ops_index[k].name, name)) return &vx_ops_index[k];
+    for (size_t k = 0; k < vx_ops_math_count; k++)
+        if (!strcmp(vx_ops_math[k].name, name)) return &vx_ops_math[k];
     return NULL;
 }
 
@@ -245,6 +251,7 @@ struct Case {
     double eps = 1e-2;
     std::function<HT(const std::vector<HT> &)> ref; /* host forward, or empty */
     Check check;              /* extra checks after backward, or empty */
+    int out = 0;              /* the output checked (Split's pieces); the others get no gradient */
 };
 
 static void setup_run(vx_run *run, est_node *en, Node &nd, std::vector<vx_tensor *> &ins, int32_t *outs, bool training) {
@@ -326,7 +333,7 @@ static bool forward(Case &c, const std::vector<HT> &in, HT *out) {
     setup_run(&run, &en, c.node, ins, outs, c.training);
     vx_status st = run_forward(op, &run);
     if (st) { printf("  forward failed: %d %s\n", st, g_ctx.message); release_run(&run); return false; }
-    *out = download(run.out[0]);
+    *out = download(run.out[c.out]);
     release_run(&run);
     return true;
 }
@@ -352,8 +359,8 @@ static void run_case(const char *name, Case c) {
     for (size_t k = 0; k < c.in.size(); k++) run.need_grad[k] = k < c.grad.size() && c.grad[k];
     vx_status st = run_forward(op, &run);
     if (st) { printf("FAIL %s: forward: %d %s\n", name, st, g_ctx.message); g_failures++; release_run(&run); return; }
-    if (!run.out[0]) { printf("FAIL %s: no output\n", name); g_failures++; release_run(&run); return; }
-    HT y = download(run.out[0]);
+    if (!run.out[c.out]) { printf("FAIL %s: no output\n", name); g_failures++; release_run(&run); return; }
+    HT y = download(run.out[c.out]);
     /* the executor's rule: what backward does not keep becomes a stub */
     uint32_t si = op->saves_inputs, so = op->saves_outputs;
     if (op->saves_fn) op->saves_fn(&run, &si, &so);
@@ -377,7 +384,7 @@ static void run_case(const char *name, Case c) {
     if (any_grad && !op->backward) { printf("FAIL %s: no backward\n", name); ok = false; }
     if (any_grad && op->backward) {
         HT r; r.dims = y.dims; r.f = R;
-        run.grad_out[0] = upload(r, true);
+        run.grad_out[c.out] = upload(r, true);
         /* contiguous copies of strided tensors the kernel cannot read */
         vx_tensor *tmp[3 * VX_MAX_IO] = {NULL}, *keep[3 * VX_MAX_IO] = {NULL}, **where_[3 * VX_MAX_IO] = {NULL};
         int nt = 0;
@@ -1051,6 +1058,12 @@ static void compare_cases() {
     }
 }
 
+/* Split, Pad, CumSum, Trilu, GatherND, ScatterND (verify/ops_index.cu) */
+#include "grad_index_cases.h"
+
+/* Max / Min of n inputs, Pow with a tensor exponent, IsNaN, IsInf (verify/ops_math.cu) */
+#include "grad_math_cases.h"
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -1068,6 +1081,8 @@ int main(void) {
     dropout_cases();
     where_cases();
     shape_cases();
+    index_cases();
+    math_cases();
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_live);
     cudaStreamDestroy(s);

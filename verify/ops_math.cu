@@ -1,0 +1,357 @@
+/*
+ * ops_math.cu: the element-wise ops the two-input kernels of
+ * ops_elementwise.cu and ops_unary.cu hand over to, and IsNaN / IsInf.
+ *
+ * Max / Min of n inputs (numpy broadcasting): PyTorch runs them as a chain
+ *   of n - 1 torch.maximum / minimum, m1 = max(x0, x1), m2 = max(m1, x2)...
+ *   Each link keeps both operands, so the chain keeps every input and the
+ *   n - 2 intermediate results: saved[0] holds them, (n - 2) x the output's
+ *   numel (broadcast to the output's shape, as layers/math.c counts them).
+ *   Backward routes the gradient through the chain: at each link the winner
+ *   takes it, a tie halves it (as the two-input kernel does).
+ *   The Max / Min rows of ops_elementwise.cu call these for n != 2.
+ * Pow with a tensor exponent (or a scalar exponent that needs a gradient):
+ *   y = x ^ e, broadcasting. d/dx = g * e * x^(e-1) (0 where e == 0),
+ *   d/de = g * y * log(x) (0 where x == 0 and e >= 0), as pow.Tensor_Tensor:
+ *   keeps x, e, and y when e needs a gradient. Pow's row in ops_unary.cu
+ *   calls these; its scalar path keeps x only.
+ * IsNaN / IsInf (detect_negative, detect_positive): bool, no gradient.
+ */
+#include "ops_common.cuh"
+#include "vx_internal.h"
+
+/* ---- broadcasting over n operands -------------------------------------------------- */
+
+#define MM_MAX_IN 16 /* operands one kernel call takes (its parameter block stays small) */
+
+typedef struct nbc {
+    int n, rank;
+    int64_t dims[VX_MAX_RANK];             /* output shape */
+    int64_t st[MM_MAX_IN][VX_MAX_RANK];    /* per operand: element strides there, 0 on broadcast dims */
+    int64_t gst[VX_MAX_RANK];              /* the gradient being summed (backward): dense strides */
+    const void *p[MM_MAX_IN];
+} nbc;
+
+/* The broadcast shape of ts[0..n); false when they do not broadcast. */
+static bool nbc_shape(int n, vx_tensor *const *ts, int *rank, int64_t *dims) {
+    int r = 0;
+    for (int k = 0; k < n; k++)
+        if (ts[k]->rank > r) r = ts[k]->rank;
+    for (int d = 0; d < r; d++) {
+        int64_t v = 1;
+        for (int k = 0; k < n; k++) {
+            int off = r - ts[k]->rank;
+            if (d < off) continue;
+            int64_t e = ts[k]->dims[d - off];
+            if (e == v || e == 1) continue;
+            if (v != 1) return false;
+            v = e;
+        }
+        dims[d] = v;
+    }
+    *rank = r;
+    return true;
+}
+
+/* Operand k's strides in the output index space (through its own strides
+ * when it is a strided view, read in place). */
+static void nbc_strides(nbc *b, int k, const vx_tensor *t) {
+    int64_t own[VX_MAX_RANK];
+    vx_tensor_get_strides(t, own);
+    int off = b->rank - t->rank;
+    for (int d = 0; d < b->rank; d++) b->st[k][d] = d < off || t->dims[d - off] == 1 ? 0 : own[d - off];
+}
+
+/* Contiguous strides of a shape in the output index space (a gradient). */
+static void nbc_dense_strides(int rank, int trank, const int64_t *tdims, int64_t *st) {
+    int off = rank - trank;
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        if (d < off) { st[d] = 0; continue; }
+        int64_t e = tdims[d - off];
+        st[d] = e == 1 ? 0 : s;
+        s *= e;
+    }
+}
+
+static __device__ __forceinline__ int64_t nbc_off_by(const nbc &b, const int64_t *st, int64_t i) {
+    int64_t off = 0;
+    for (int d = b.rank - 1; d >= 0; d--) {
+        int64_t c = i % b.dims[d];
+        i /= b.dims[d];
+        off += c * st[d];
+    }
+    return off;
+}
+static __device__ __forceinline__ int64_t nbc_off(const nbc &b, int k, int64_t i) { return nbc_off_by(b, b.st[k], i); }
+
+/* ---- Max / Min of n inputs ------------------------------------------------------------ */
+
+template <typename T> __device__ __forceinline__ T mm_pick(T a, T b, bool is_max) {
+    return is_max ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+/* Share of the gradient of max(mine, other) that reaches `mine`. */
+__device__ __forceinline__ float mm_share(float mine, float other, bool is_max) {
+    bool wins = is_max ? mine > other : mine < other;
+    return wins ? 1.f : mine == other ? 0.5f : 0.f;
+}
+
+/* y = the chain; inter (when given) gets m1 .. m(n-2), numel apart. */
+template <typename T> __global__ void k_maxmin_n(T *y, T *inter, int64_t numel, nbc b, bool is_max) {
+    VXK_LOOP(i, numel) {
+        T m = ((const T *)b.p[0])[nbc_off(b, 0, i)];
+        for (int j = 1; j < b.n; j++) {
+            m = mm_pick<T>(m, ((const T *)b.p[j])[nbc_off(b, j, i)], is_max);
+            if (inter && j < b.n - 1) inter[(int64_t)(j - 1) * numel + i] = m;
+        }
+        y[i] = m;
+    }
+}
+
+/* Gradient of operand k through the chain: its share at the link it enters
+ * (the first operand enters link 1 as the running value), times the running
+ * value's share at every later link. direct: gi has the output's shape. */
+__global__ void k_maxmin_n_grad(const float *g, const float *inter, float *gi, int64_t numel, nbc b, int k,
+                                bool is_max, bool direct) {
+    VXK_LOOP(i, numel) {
+        float w = 1.f;
+        for (int j = 1; j < b.n; j++) {
+            float prev = j == 1 ? ((const float *)b.p[0])[nbc_off(b, 0, i)] : inter[(int64_t)(j - 2) * numel + i];
+            float x = ((const float *)b.p[j])[nbc_off(b, j, i)];
+            if (j == k) w = mm_share(x, prev, is_max);
+            else if (j > k) w *= mm_share(prev, x, is_max);
+            if (w == 0.f) break;
+        }
+        float v = w * g[i];
+        if (direct) {
+            gi[i] = v;
+        } else if (v != 0.f) {
+            atomicAdd(gi + nbc_off_by(b, b.gst, i), v);
+        }
+    }
+}
+
+static vx_status nbc_make(vx_ctx *ctx, const vx_run *run, const char *op, nbc *b) {
+    memset(b, 0, sizeof *b);
+    if (run->n_in < 1 || run->n_in > MM_MAX_IN)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "%s: %d inputs (a kernel takes 1 to %d)", op, run->n_in, MM_MAX_IN);
+    for (int k = 0; k < run->n_in; k++) {
+        if (!run->in[k]) return vx_fail(ctx, VX_ESHAPE, "%s: input %d is missing", op, k);
+        if (run->in[k]->dtype != run->in[0]->dtype) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: operands of different dtypes", op);
+    }
+    b->n = run->n_in;
+    if (!nbc_shape(run->n_in, run->in, &b->rank, b->dims)) return vx_fail(ctx, VX_ESHAPE, "%s: shapes do not broadcast", op);
+    for (int k = 0; k < run->n_in; k++) {
+        nbc_strides(b, k, run->in[k]);
+        b->p[k] = run->in[k]->data;
+    }
+    return VX_OK;
+}
+
+extern "C" vx_status vx_k_maxmin_n_fwd(vx_ctx *ctx, vx_run *run, bool is_max) {
+    const char *op = is_max ? "Max" : "Min";
+    nbc b;
+    vx_status st = nbc_make(ctx, run, op, &b);
+    if (st) return st;
+    vx_dtype dt = run->in[0]->dtype;
+    if (dt != VX_F32 && dt != VX_I64) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 or int64 operands only", op);
+    vx_tensor *y = vx_out_new(ctx, run, 0, dt, b.rank, b.dims);
+    if (!y) return VX_EOOM;
+    bool any_grad = false;
+    for (int k = 0; k < run->n_in; k++) any_grad |= run->need_grad[k];
+    void *inter = NULL;
+    if (run->training && any_grad && dt == VX_F32 && run->n_in > 2) {
+        int64_t n = (int64_t)(run->n_in - 2) * y->numel;
+        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, 1, &n))) return st;
+        inter = run->saved[0]->data;
+    }
+    if (!y->numel) return VX_OK;
+    if (dt == VX_F32)
+        k_maxmin_n<float><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)y->data, (float *)inter,
+                                                                                      y->numel, b, is_max);
+    else
+        k_maxmin_n<long long><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((long long *)y->data, NULL,
+                                                                                          y->numel, b, is_max);
+    return vxk_check(ctx, op);
+}
+
+extern "C" vx_status vx_k_maxmin_n_bwd(vx_ctx *ctx, vx_run *run, bool is_max) {
+    const char *op = is_max ? "Max backward" : "Min backward";
+    const vx_tensor *g = run->grad_out[0];
+    nbc b;
+    vx_status st = nbc_make(ctx, run, op, &b);
+    if (st) return st;
+    if (run->n_in > 2 && (!run->saved[0] || !run->saved[0]->data) && g && g->numel)
+        return vx_fail(ctx, VX_ECUDA, "%s: the chain's intermediate results were not kept", op);
+    const float *inter = run->n_in > 2 && run->saved[0] ? (const float *)run->saved[0]->data : NULL;
+    for (int k = 0; k < run->n_in; k++) {
+        if (!run->need_grad[k]) continue;
+        vx_tensor *gi = vx_grad_new(ctx, run, k);
+        if (!gi) return VX_EOOM;
+        bool direct = g && gi->numel == g->numel;
+        if (!direct && (st = vx_tensor_zero(ctx, gi))) return st;
+        if (!g || !g->numel) continue;
+        nbc_dense_strides(b.rank, gi->rank, gi->dims, b.gst);
+        k_maxmin_n_grad<<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (const float *)g->data, inter, (float *)gi->data, g->numel, b, k, is_max, direct);
+        if ((st = vxk_check(ctx, op))) return st;
+    }
+    return VX_OK;
+}
+
+/* ---- Pow with a tensor exponent ------------------------------------------------------ */
+
+/* Operand of Pow as float32 device data: itself, or a workspace (*ws) holding
+ * its host copy (a constant) or its int64 values converted. */
+static __global__ void k_i64_to_f32(const long long *s, float *d, int64_t n) {
+    VXK_LOOP(i, n) d[i] = (float)s[i];
+}
+
+static const float *pow_operand(vx_ctx *ctx, const vx_tensor *t, void **ws, vx_status *st) {
+    *ws = NULL;
+    *st = VX_OK;
+    if (t->dtype == VX_F32 && t->data) return (const float *)t->data;
+    if (t->dtype != VX_F32 && t->dtype != VX_I64) { *st = vx_fail(ctx, VX_EUNSUPPORTED, "Pow: bool operand"); return NULL; }
+    size_t n = (size_t)(t->numel ? t->numel : 1);
+    *ws = vx_workspace(ctx, n * sizeof(float));
+    if (!*ws) { *st = vxk_oom(ctx, "Pow operand"); return NULL; }
+    float *d = (float *)*ws;
+    if (t->dtype == VX_I64 && t->data) {
+        if (t->numel) k_i64_to_f32<<<vxk_blocks(t->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const long long *)t->data, d, t->numel);
+        *st = vxk_check(ctx, "Pow operand");
+        return *st ? NULL : d;
+    }
+    /* host only: pageable copies are staged before cudaMemcpyAsync returns */
+    float *h = (float *)malloc(n * sizeof(float));
+    if (!h) { *st = vx_fail(ctx, VX_EOOM, "host out of memory"); return NULL; }
+    for (int64_t i = 0; i < t->numel; i++)
+        h[i] = t->dtype == VX_F32 ? (t->host_f32 ? t->host_f32[i] : 0.f) : (float)(t->host_i64 ? t->host_i64[i] : 0);
+    cudaError_t e = cudaMemcpyAsync(d, h, (size_t)t->numel * sizeof(float), cudaMemcpyHostToDevice, vxk_stream(ctx));
+    free(h);
+    if ((t->dtype == VX_F32 ? !t->host_f32 : !t->host_i64) && t->numel)
+        *st = vx_fail(ctx, VX_ESHAPE, "Pow: operand has no data");
+    else if (e != cudaSuccess)
+        *st = vx_fail(ctx, VX_ECUDA, "Pow: upload failed");
+    return *st ? NULL : d;
+}
+
+__global__ void k_pow(const float *x, const float *e, float *y, int64_t n, nbc b) {
+    VXK_LOOP(i, n) y[i] = powf(x[nbc_off(b, 0, i)], e[nbc_off(b, 1, i)]);
+}
+
+/* which 0: dX = g * e * x^(e-1); which 1: dE = g * y * log(x); summed into
+ * gi through b.gst when that operand broadcasts. */
+__global__ void k_pow_grad(const float *g, const float *x, const float *e, const float *y, float *gi, int64_t n, nbc b,
+                           int which, bool direct) {
+    VXK_LOOP(i, n) {
+        float xv = x[nbc_off(b, 0, i)], ev = e[nbc_off(b, 1, i)], v;
+        if (which == 0) v = ev == 0.f ? 0.f : g[i] * ev * powf(xv, ev - 1.f);
+        else v = xv == 0.f && ev >= 0.f ? 0.f : g[i] * y[i] * logf(xv);
+        if (direct) gi[i] = v;
+        else atomicAdd(gi + nbc_off_by(b, b.gst, i), v);
+    }
+}
+
+/* Pow takes this path (not ops_unary.cu's scalar one) when the exponent has
+ * more than one element or needs a gradient. */
+extern "C" bool vx_pow_tensor_path(const vx_run *run) {
+    return run->n_in >= 2 && run->in[1] && (run->in[1]->numel != 1 || run->need_grad[1]);
+}
+
+static vx_status pow_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
+    memset(b, 0, sizeof *b);
+    vx_tensor *xe[2] = {run->in[0], run->in[1]};
+    if (!xe[0] || !xe[1]) return vx_fail(ctx, VX_ESHAPE, "Pow needs X and Y");
+    if (xe[0]->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "Pow: a float32 base only");
+    b->n = 2;
+    if (!nbc_shape(2, xe, &b->rank, b->dims)) return vx_fail(ctx, VX_ESHAPE, "Pow: shapes do not broadcast");
+    /* operands are contiguous here (Pow's row reads no strided tensor) */
+    nbc_dense_strides(b->rank, xe[0]->rank, xe[0]->dims, b->st[0]);
+    nbc_dense_strides(b->rank, xe[1]->rank, xe[1]->dims, b->st[1]);
+    return VX_OK;
+}
+
+extern "C" vx_status vx_k_pow_tensor_fwd(vx_ctx *ctx, vx_run *run) {
+    nbc b;
+    vx_status st = pow_geom(ctx, run, &b);
+    if (st) return st;
+    vx_tensor *y = vx_out_new(ctx, run, 0, VX_F32, b.rank, b.dims);
+    if (!y) return VX_EOOM;
+    if (!y->numel) return VX_OK;
+    void *wx, *we = NULL;
+    const float *x = pow_operand(ctx, run->in[0], &wx, &st);
+    if (!x) return st;
+    const float *e = pow_operand(ctx, run->in[1], &we, &st);
+    if (e) {
+        k_pow<<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(x, e, (float *)y->data, y->numel, b);
+        st = vxk_check(ctx, "Pow");
+    }
+    vx_free(ctx, wx);
+    vx_free(ctx, we);
+    return st;
+}
+
+extern "C" vx_status vx_k_pow_tensor_bwd(vx_ctx *ctx, vx_run *run) {
+    const vx_tensor *g = run->grad_out[0];
+    nbc b;
+    vx_status st = pow_geom(ctx, run, &b);
+    if (st) return st;
+    void *wx = NULL, *we = NULL;
+    const float *x = NULL, *e = NULL;
+    for (int k = 0; k < 2 && !st; k++) {
+        if (!run->need_grad[k]) continue;
+        vx_tensor *gi = vx_grad_new(ctx, run, k);
+        if (!gi) { st = VX_EOOM; break; }
+        bool direct = g && gi->numel == g->numel;
+        if (!direct && (st = vx_tensor_zero(ctx, gi))) break;
+        if (!g || !g->numel) continue;
+        if (!x && !(x = pow_operand(ctx, run->in[0], &wx, &st))) break;
+        if (!e && !(e = pow_operand(ctx, run->in[1], &we, &st))) break;
+        const float *y = NULL;
+        if (k == 1) {
+            if (!run->out[0] || !run->out[0]->data) { st = vx_fail(ctx, VX_ECUDA, "Pow backward: the result was not kept"); break; }
+            y = (const float *)run->out[0]->data;
+        }
+        nbc_dense_strides(b.rank, gi->rank, gi->dims, b.gst);
+        k_pow_grad<<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)g->data, x, e, y,
+                                                                               (float *)gi->data, g->numel, b, k, direct);
+        st = vxk_check(ctx, "Pow backward");
+    }
+    vx_free(ctx, wx);
+    vx_free(ctx, we);
+    return st;
+}
+
+/* ---- IsNaN, IsInf ------------------------------------------------------------------- */
+
+__global__ void k_isnan_isinf(const float *x, uint8_t *y, int64_t n, bool nan, bool neg, bool pos) {
+    VXK_LOOP(i, n) {
+        float v = x[i];
+        y[i] = nan ? v != v : (isinf(v) && ((v < 0.f && neg) || (v > 0.f && pos)));
+    }
+}
+
+static vx_status isnan_isinf_fwd(vx_ctx *ctx, vx_run *run) {
+    const char *op = run->node->op_type;
+    bool nan = !strcmp(op, "IsNaN");
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
+    const vx_tensor *x = run->in[0];
+    vx_status st = vxk_new_out(ctx, run, 0, VX_BOOL, x->rank, x->dims);
+    if (st || !x->numel) return st;
+    if (x->dtype != VX_F32) /* integers are never NaN nor infinite */
+        return vxk_zero(ctx, run->out[0]->data, (size_t)x->numel);
+    bool neg = vxk_attr_int(run, "detect_negative", 1) != 0, pos = vxk_attr_int(run, "detect_positive", 1) != 0;
+    k_isnan_isinf<<<vxk_blocks(x->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)x->data,
+                                                                              (uint8_t *)run->out[0]->data, x->numel,
+                                                                              nan, neg, pos);
+    return vxk_check(ctx, op);
+}
+
+extern "C" {
+const vx_op vx_ops_math[] = {
+    {"IsNaN", isnan_isinf_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"IsInf", isnan_isinf_fwd, NULL, 0, 0, false, 0, NULL, 0},
+};
+const size_t vx_ops_math_count = sizeof vx_ops_math / sizeof vx_ops_math[0];
+}
