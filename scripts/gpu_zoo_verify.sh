@@ -5,7 +5,10 @@
 # sweep), then the fine-tuning runs, each part's results packed into one
 # archive under $OUT (the device tool brings back few files).
 #   OUT=DIR [STAGE=.gpu] [BATCHES="8"] [RUNS="train:adam infer:-"] [PARTS="tests sweep finetune"] \
-#       scripts/gpu_zoo_verify.sh
+#       [TIMED="resnet18,vit_b_16,..."] scripts/gpu_zoo_verify.sh
+# PARTS may also name "torch": PyTorch's eager step time of the TIMED zoo
+# models at BATCHES, Adam (bench/accuracy/time_step.py), on the same GPU as
+# the sweep, for docs/verify.md's step-time ratio.
 # Fine-tuning runs (docs/verify.md): resnet18 with its head alone training
 # (--trainable fc.), the LoRA block with its adapters alone (--trainable
 # lora_), bert_base with its embeddings frozen (--freeze embeddings).
@@ -55,6 +58,13 @@ case " $parts " in *" finetune "*)
     done
     grep -E "^==|^ *peak|PEAK|error" "$out/finetune.log" | head -40
     tar czf "$out/finetune.tgz" -C "$out" $(cd "$out" && ls finetune.*.json 2>/dev/null) && rm -f "$out"/finetune.*.json
+    ;;
+esac
+case " $parts " in *" torch "*)
+    b=$(echo "${BATCHES:-8}" | tr ' ' ',')
+    PYTHONUNBUFFERED=1 python3 bench/accuracy/time_step.py "${TIMED:?TIMED names the models to time}" "$b" adam \
+        >"$out/torch_steps.jsonl" 2>"$out/torch_steps.err" || status=1
+    wc -l <"$out/torch_steps.jsonl" | sed 's/$/ PyTorch step times/'
     ;;
 esac
 exit $status

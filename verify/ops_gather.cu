@@ -114,11 +114,13 @@ static __device__ __forceinline__ int64_t ge_off(const ge_geom &g, int64_t p, in
     return off;
 }
 
-static __global__ void gather_elements_kernel(float *y, const float *x, const int64_t *idx, ge_geom g, int64_t n) {
+/* float32 data, or int64 (RoBERTa's position ids gathered from a buffer) */
+template <typename T>
+static __global__ void gather_elements_kernel(T *y, const T *x, const int64_t *idx, ge_geom g, int64_t n) {
     VXK_LOOP(p, n) {
         int64_t k = idx[p];
         if (k < 0) k += g.A;
-        y[p] = (k >= 0 && k < g.A) ? x[ge_off(g, p, k)] : 0.f;
+        y[p] = (k >= 0 && k < g.A) ? x[ge_off(g, p, k)] : (T)0;
     }
 }
 
@@ -150,19 +152,31 @@ static vx_status ge_make(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, con
 static vx_status gather_elements_forward(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "GatherElements needs data and indices");
     const vx_tensor *X = run->in[0], *I = run->in[1];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "GatherElements: float32 data only");
+    if (X->dtype != VX_F32 && X->dtype != VX_I64)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "GatherElements: float32 or int64 data only");
     ge_geom g;
     vx_status st = ge_make(ctx, run, X, I, &g);
     if (st) return st;
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, I->rank, I->dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, I->rank, I->dims))) return st;
     if (I->numel == 0) return VX_OK;
-    void *ws;
+    void *ws, *xws = NULL;
     const int64_t *idx = vxk_dev_i64(ctx, I, &ws, &st);
     if (!idx) return st;
-    gather_elements_kernel<<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)run->out[0]->data, (const float *)X->data, idx, g, I->numel);
+    if (X->dtype == VX_F32) {
+        gather_elements_kernel<float><<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (float *)run->out[0]->data, (const float *)X->data, idx, g, I->numel);
+    } else {
+        const int64_t *x = vxk_dev_i64(ctx, X, &xws, &st); /* a host-mirrored integer tensor is uploaded */
+        if (!x) {
+            vx_free(ctx, ws);
+            return st;
+        }
+        gather_elements_kernel<int64_t><<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (int64_t *)run->out[0]->data, x, idx, g, I->numel);
+    }
     st = vxk_check(ctx, "GatherElements");
     vx_free(ctx, ws);
+    vx_free(ctx, xws);
     return st;
 }
 

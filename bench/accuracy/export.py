@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Export the zoo's models to ONNX the four ways ../shared/truth/README.md names.
 
-usage: export.py OUT_DIR [MODEL ...]
+usage: export.py [--keep-ints] [--only-train] OUT_DIR [MODEL ...]
 
 Writes OUT_DIR/<model>.<export>.onnx for export in legacy, legacy-train,
 dynamo, dynamo-train. As in the truth, initializers of 1 KiB or more go to
 external data that is then deleted: memest needs only their names, dtypes and
 dims. Runs on a CPU. A failed export is reported and skipped.
+
+--keep-ints keeps the integer initializers in the file (index buffers such
+as Swin's relative_position_index, dynamo's folded position ids): `memest
+verify` runs the graph and needs their values, where random floats stand in
+for the weights. --only-train writes the two training exports alone.
 """
 import os
 import sys
@@ -20,12 +25,24 @@ import zoo
 EXPORT_BATCH = 2  # torch.export specialises sizes 0 and 1
 
 
-def strip_weights(path):
+FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+
+
+def strip_weights(path, keep_ints=False):
     model = onnx.load(path)
     weights = os.path.basename(path) + ".weights"
-    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=weights,
-                    size_threshold=1024)
-    os.remove(os.path.join(os.path.dirname(path), weights))
+    if not keep_ints:
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=weights,
+                        size_threshold=1024)
+    else:
+        from onnx.external_data_helper import set_external_data, write_external_data_tensors
+        for t in model.graph.initializer:
+            if t.data_type in FLOATS and len(t.raw_data) >= 1024:
+                set_external_data(t, weights)
+        write_external_data_tensors(model, os.path.dirname(path) or ".")
+        onnx.save_model(model, path)
+    if os.path.exists(os.path.join(os.path.dirname(path), weights)):
+        os.remove(os.path.join(os.path.dirname(path), weights))
 
 
 def export_legacy(model, x, path, train):
@@ -45,8 +62,12 @@ def export_dynamo(model, x, path, train):
 
 
 def main():
-    out = sys.argv[1]
-    names = sys.argv[2:] or list(zoo.MODELS)
+    args = sys.argv[1:]
+    keep_ints = "--keep-ints" in args
+    only_train = "--only-train" in args
+    args = [a for a in args if a not in ("--keep-ints", "--only-train")]
+    out = args[0]
+    names = args[1:] or list(zoo.MODELS)
     os.makedirs(out, exist_ok=True)
     failed = 0
     for name in names:
@@ -54,11 +75,11 @@ def main():
         for export, fn, train in (("legacy", export_legacy, False), ("legacy-train", export_legacy, True),
                                   ("dynamo", export_dynamo, False), ("dynamo-train", export_dynamo, True)):
             path = os.path.join(out, f"{name}.{export}.onnx")
-            if os.path.exists(path):
+            if os.path.exists(path) or (only_train and not train):
                 continue
             try:
                 fn(zoo.build(name), x, path, train)
-                strip_weights(path)
+                strip_weights(path, keep_ints)
                 print(f"exported {path}", flush=True)
             except Exception:
                 failed += 1

@@ -363,6 +363,7 @@ static void run_case(const char *name, Case c) {
                 if (!close(y.f[k], want.f[k], 1e-4, 1e-3) && d > worst) worst = d;
             }
             if (worst > 0) { printf("FAIL %s: forward differs from the host reference (rel %.3g)\n", name, worst); ok = false; }
+            if (want.dt == VX_I64 && want.i != y.i) { printf("FAIL %s: integer output differs from the host reference\n", name); ok = false; }
         }
     }
     /* finite differences */
@@ -946,6 +947,17 @@ int main(void) {
             return y;
         };
         run_case("GatherElements axis 1", e);
+        Case e2{Node("GatherElements").i("axis", 0), {ints({2, 3}, {10, 11, 12, 20, 21, 22}), ints({2, 3}, {1, 0, 1, 0, 0, -1})},
+                {false, false}};
+        e2.ref = [](const std::vector<HT> &in) {
+            std::vector<int64_t> v(6);
+            for (int p = 0; p < 6; p++) {
+                int64_t k = in[1].i[p] < 0 ? in[1].i[p] + 2 : in[1].i[p];
+                v[p] = in[0].i[k * 3 + p % 3];
+            }
+            return ints({2, 3}, v);
+        };
+        run_case("GatherElements int64 data (RoBERTa's position ids)", e2);
         Case f{Node("Transpose").is("perm", {2, 0, 1}), {randf({2, 3, 4})}, {true}};
         f.ref = [](const std::vector<HT> &in) { return ref_transpose(in[0], {2, 0, 1}); };
         run_case("Transpose perm (2, 0, 1)", f);
