@@ -1,31 +1,63 @@
 #!/usr/bin/env python3
 """Prints a gpu_verify.sh sweep (DIR/sweep.tsv) as the markdown table of
 docs/verify.md: model, mode, optimizer, batch, estimate and measured MiB,
-error, step ms. Rows that did not run say why.
+error, step ms. Rows that did not run say why. With --torch FILE (the JSON
+lines of bench/accuracy/time_step.py, same GPU), training rows of the models
+it timed also get PyTorch's eager step and the ratio of verify's to it.
+--summary prints only the counts.
 
-usage: scripts/verify_table.py DIR
+usage: scripts/verify_table.py [--torch FILE] [--summary] DIR
 """
+import argparse
 import csv
-import sys
+import json
 
 MIB = 1 << 20
 
 
+def torch_steps(path):
+    """(model, batch) -> PyTorch's median step in ms."""
+    steps = {}
+    for line in open(path):
+        d = json.loads(line)
+        if "median_ms" in d:
+            steps[(d["model"], str(d["batch"]))] = d["median_ms"]
+    return steps
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: verify_table.py DIR")
-    with open(f"{sys.argv[1]}/sweep.tsv", newline="") as f:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir")
+    ap.add_argument("--torch")
+    ap.add_argument("--summary", action="store_true")
+    a = ap.parse_args()
+    with open(f"{a.dir}/sweep.tsv", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
-    print("| model | mode | optimizer | batch | estimate MiB | measured MiB | error | step ms |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    steps = torch_steps(a.torch) if a.torch else {}
+    ok = [r for r in rows if r["status"] == "ok"]
+    errs = sorted(abs(float(r["error"].rstrip("%"))) for r in ok if r["error"])
+    if a.summary:
+        print(f"{len(ok)} runs of {len({r['model'] for r in ok})} exports ran ({len(rows) - len(ok)} did not): "
+              f"{sum(e <= 0.05 for e in errs)} within 0.05%, {sum(e <= 0.3 for e in errs)} within 0.3%, "
+              f"{sum(e <= 1.3 for e in errs)} within 1.3%, {sum(e <= 5 for e in errs)} within 5%, "
+              f"the largest {errs[-1]:.2f}%")
+        return
+    torch_cols = " PyTorch ms | ratio |" if steps else ""
+    print("| model | mode | optimizer | batch | estimate MiB | measured MiB | error | step ms |" + torch_cols)
+    print("|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if steps else ""))
     for r in rows:
         if r["status"] != "ok":
             why = r["status"].removeprefix("error: ").split(": ", 2)[-1]
-            print(f"| {r['model']} | {r['mode']} | {r['optimizer']} | {r['batch']} | | | {why} | |")
+            print(f"| {r['model']} | {r['mode']} | {r['optimizer']} | {r['batch']} | | | {why} | |" +
+                  (" | |" if steps else ""))
             continue
         est, meas = int(r["estimate"]), int(r["measured"])
-        print(f"| {r['model']} | {r['mode']} | {r['optimizer']} | {r['batch']} | {est / MIB:.2f} | {meas / MIB:.2f} "
-              f"| {r['error']} | {float(r['step_ms']):.2f} |")
+        line = (f"| {r['model']} | {r['mode']} | {r['optimizer']} | {r['batch']} | {est / MIB:.2f} | {meas / MIB:.2f} "
+                f"| {r['error']} | {float(r['step_ms']):.2f} |")
+        if steps:
+            t = steps.get((r["model"], r["batch"])) if r["mode"] == "train" else None
+            line += f" {t:.2f} | {float(r['step_ms']) / t:.2f}x |" if t else " | |"
+        print(line)
 
 
 if __name__ == "__main__":
