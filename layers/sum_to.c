@@ -72,6 +72,9 @@ uint64_t est_column_sum_workspace(const est_device *dev, uint64_t rows, uint64_t
 }
 
 uint64_t est_sum_to_workspace(const est_cost_ctx *c, int i) {
+    /* memest verify's executor sums with one block or thread per output
+     * (verify/ops_common.cuh, vxk_reduce_run): no staging buffer */
+    if (c->kernels == EST_KERNELS_VERIFY) return 0;
     const est_tval *y = est_cost_out(c, 0), *x = est_cost_in(c, i);
     if (!y || !x || y->rank < 0 || x->rank < 0 || x->rank > y->rank || x->elements >= y->elements) return 0;
     /* x's dims right-aligned under y's; the reduced ones must lead */

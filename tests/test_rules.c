@@ -678,17 +678,18 @@ static void check_module_calls(void) {
 }
 
 /* The temporary bytes (est_layer.temp_bytes) of layer `layer` in an SGD
- * training step of the JSON graph `text`, with only the parameters named by
- * `trainable` training (NULL: all); UINT64_MAX when the graph or the
- * estimate fails (which CHECK reports). */
+ * training step of the JSON graph `text` run by `kernels`, with only the
+ * parameters named by `trainable` training (NULL: all); UINT64_MAX when the
+ * graph or the estimate fails (which CHECK reports). */
 static uint64_t layer_temp_in_training(const char *text, const char *what, const char *layer,
-                                       const char *trainable) {
+                                       const char *trainable, est_kernels kernels) {
     est_graph *g = load_json(text, what);
     if (!g) return UINT64_MAX;
     est_options opt;
     est_options_init(&opt);
     opt.mode = EST_MODE_TRAIN;
     opt.optimizer = EST_OPT_SGD;
+    opt.kernels = kernels;
     const char *patterns[] = {trainable};
     if (trainable) {
         opt.params.trainable = patterns;
@@ -732,9 +733,12 @@ static void check_bias_grad_sum(void) {
                  "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n"
                  " \"outputs\": [\"y\"]}\n",
                  cases[k].rows, cases[k].cols, cases[k].cols);
-        uint64_t temp = layer_temp_in_training(text, what, "fc", "b");
+        uint64_t temp = layer_temp_in_training(text, what, "fc", "b", EST_KERNELS_PYTORCH);
         CHECK(temp == cases[k].measured, "%s: temp %llu, the H100 measured %llu", what, U(temp),
               U(cases[k].measured));
+        /* memest verify's executor sums with no staging buffer */
+        temp = layer_temp_in_training(text, what, "fc", "b", EST_KERNELS_VERIFY);
+        CHECK(temp == 0, "%s under --kernels verify: temp %llu, expected none", what, U(temp));
     }
 }
 
@@ -756,7 +760,7 @@ static void check_embedding_backward(void) {
                  " \"nodes\": [{\"name\": \"emb\", \"op\": \"Gather\", \"inputs\": [\"E\", \"ids\"], \"outputs\": [\"y\"]}],\n"
                  " \"outputs\": [\"y\"]}\n",
                  cases[k].n, cases[k].dim);
-        uint64_t temp = layer_temp_in_training(text, what, "emb", NULL);
+        uint64_t temp = layer_temp_in_training(text, what, "emb", NULL, EST_KERNELS_PYTORCH);
         double m = (double)cases[k].measured, got = (double)temp;
         CHECK(m == 0 ? got == 0 : fabs(got - m) <= 0.02 * m, "%s: temp %llu, the H100 measured %llu", what, U(temp),
               U(cases[k].measured));
