@@ -410,6 +410,21 @@ static uint64_t matmul_workspace(const est_cost_ctx *c) {
     return bytes;
 }
 
+/* memest verify's executor (verify/ops_gemm.cu, matmul_backward) runs the
+ * backward on contiguous copies of the strided operands, unless A is
+ * contiguous and B is the transposed weight of x @ W.t(), which cuBLAS reads
+ * as it is. */
+static uint64_t matmul_backward_workspace(const est_cost_ctx *c) {
+    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    const est_tval *b = est_cost_in(c, 1);
+    bool b_is_weight_t = b && b->rank == 2 && c->in_strided[1];
+    if (!c->in_strided[0] && (!c->in_strided[1] || b_is_weight_t)) return 0;
+    uint64_t bytes = 0;
+    for (int i = 0; i < 2; i++)
+        if (c->in_strided[i] && est_cost_in(c, i)) bytes = est_add_sat(bytes, est_cost_bytes(c, est_cost_in(c, i)));
+    return bytes;
+}
+
 /* Gemm's bias gradient (addmm's "self: maybe_multiply(grad, beta)",
  * summed down to C's shape): a column sum over the rows when C is one row
  * broadcast (sum_to.c). */
@@ -716,7 +731,8 @@ EST_FAMILY(linear,
     {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
      .infer = gemm_infer, .flops = gemm_flops, .saves = matmul_saves, .backward_workspace = gemm_backward_workspace},
     {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = matmul_infer, .flops = matmul_flops, .saves = matmul_saves, .workspace = matmul_workspace},
+     .infer = matmul_infer, .flops = matmul_flops, .saves = matmul_saves, .workspace = matmul_workspace,
+     .backward_workspace = matmul_backward_workspace},
     /* zero points are quantization constants */
     {.name = "MatMulInteger", .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
      .infer = matmul_integer_infer, .nondiff_inputs = EST_SLOT(2) | EST_SLOT(3), .flops = matmul_flops},

@@ -992,6 +992,28 @@ static void check_conv_transpose_verify(void) {
     CHECK(t == 0, "ConvTranspose 1x1: temp %llu, expected 0", U(t));
 }
 
+/* MatMul on a transposed 3-D A and a transposed weight B: x [4, 8, 16]
+ * viewed as [8, 4, 16], W [32, 16] viewed as [16, 32]. PyTorch copies the
+ * strided 3-D A for the call (2048 bytes) and reads W.t() as it is; memest
+ * verify's executor copies both strided operands again for the backward
+ * (2048 + 2048 bytes), the layer's largest temporary. */
+static void check_matmul_backward_verify(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mmt\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [4, 8, 16]}],\n"
+        " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [32, 16]}],\n"
+        " \"nodes\": [{\"name\": \"xt\", \"op\": \"Transpose\", \"inputs\": [\"x\"], \"outputs\": [\"a\"],\n"
+        "   \"attributes\": {\"perm\": {\"ints\": [1, 0, 2]}}},\n"
+        "  {\"name\": \"wt\", \"op\": \"Transpose\", \"inputs\": [\"W\"], \"outputs\": [\"b\"],\n"
+        "   \"attributes\": {\"perm\": {\"ints\": [1, 0]}}},\n"
+        "  {\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"a\", \"b\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    uint64_t torch = layer_temp_in_training(text, "MatMul on transposed operands", "mm", NULL, EST_KERNELS_PYTORCH);
+    uint64_t verify = layer_temp_in_training(text, "MatMul on transposed operands", "mm", NULL, EST_KERNELS_VERIFY);
+    CHECK(torch == 2048, "MatMul on transposed operands: temp %llu, expected the copy of A, 2048", U(torch));
+    CHECK(verify == 4096, "MatMul on transposed operands under --kernels verify: temp %llu, expected 4096", U(verify));
+}
+
 static void check_conv(void) {
     uint64_t ti, tt;
 
@@ -2140,6 +2162,7 @@ int main(int argc, char **argv) {
     check_conv_im2col();
     check_conv_transpose_verify();
     check_matmul();
+    check_matmul_backward_verify();
     check_json_no_unfold();
     check_silu();
     check_module_calls();
