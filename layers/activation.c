@@ -176,6 +176,17 @@ static void prelu_saves(const est_cost_ctx *c, est_saved *s) {
     est_save_input(c, s, 1);
 }
 
+/* _prelu_kernel_backward makes the slope's gradient at X's size ("self >
+ * 0 ? 0 : self * grad" over the broadcast weight); autograd then sums it to
+ * the slope's shape. verify/ops_math.cu does the same, its sum staging
+ * nothing (est_sum_to_workspace is 0 under --kernels verify). */
+static uint64_t prelu_backward_workspace(const est_cost_ctx *c) {
+    if (!est_needs_grad(c, 1)) return 0;
+    const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1);
+    if (!x || !w || w->elements >= x->elements) return 0;
+    return est_add_sat(est_cost_bytes(c, est_cost_out(c, 0)), est_sum_to_workspace(c, 1));
+}
+
 #define UNARY(op_name, rule, ...) \
     {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = rule, \
      __VA_ARGS__}
@@ -200,7 +211,8 @@ EST_FAMILY(activation,
      * exported SiLU back into */
     UNARY("Swish", alpha_infer, .flops = composite_flops, .saves = saves_input),
     {.name = "PRelu", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = prelu_infer, .flops = piecewise_linear_flops, .saves = prelu_saves},
+     .infer = prelu_infer, .flops = piecewise_linear_flops, .saves = prelu_saves,
+     .backward_workspace = prelu_backward_workspace},
     /* min and max take no gradient. */
     {.name = "Clip", .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
      .infer = clip_infer, .nondiff_inputs = EST_SLOT(1) | EST_SLOT(2), .flops = piecewise_linear_flops,

@@ -178,10 +178,15 @@ static void average_pool_saves(const est_cost_ctx *c, est_saved *s) {
 }
 
 /* F.lp_pool2d: pow keeps X; avg_pool2d keeps X^p (X-sized); abs, relu, the
- * sign * relu product and the final pow keep four output-sized tensors. */
+ * sign * relu product and the final pow keep four output-sized tensors.
+ * memest verify's fused kernel (verify/ops_pool.cu) keeps X and Y. */
 static void lp_pool_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
     est_save_input(c, s, 0);
+    if (c->kernels == EST_KERNELS_VERIFY) {
+        est_save_output(c, s, 0);
+        return;
+    }
     est_save_extra(s, est_tval_bytes(est_cost_in(c, 0)));
     est_save_extra(s, est_mul_sat(4, est_tval_bytes(est_cost_out(c, 0))));
 }

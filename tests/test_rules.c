@@ -742,6 +742,23 @@ static void check_bias_grad_sum(void) {
     }
 }
 
+/* PRelu's slope gradient is made at X's size, then summed to the slope's
+ * shape (layers/activation.c, verify/ops_math.cu): X [64, 32, 16] float32
+ * (131072 bytes), slope [32, 1] trainable, X not. Under --kernels verify the
+ * sum stages nothing: exactly X's size; PyTorch's sum may add its staging. */
+static void check_prelu_slope_grad(void) {
+    const char *text =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"prelu\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 32, 16]}],\n"
+        " \"initializers\": [{\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [32, 1]}],\n"
+        " \"nodes\": [{\"name\": \"act\", \"op\": \"PRelu\", \"inputs\": [\"x\", \"s\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    uint64_t temp = layer_temp_in_training(text, "PRelu slope gradient", "act", "s", EST_KERNELS_VERIFY);
+    CHECK(temp == 131072, "PRelu slope gradient under --kernels verify: temp %llu, expected 131072", U(temp));
+    temp = layer_temp_in_training(text, "PRelu slope gradient", "act", "s", EST_KERNELS_PYTORCH);
+    CHECK(temp != UINT64_MAX && temp >= 131072, "PRelu slope gradient: temp %llu, expected at least 131072", U(temp));
+}
+
 /* An embedding's backward over more than 3072 indices sorts them and sums
  * per run in float32 partial sums (layers/index.c): Gather(E [2048, D], ids
  * [n]) with E trainable; the backward's only temporary is that. Against
@@ -850,6 +867,38 @@ static void check_attention_verify(void) {
         }
         est_graph_free(g);
     }
+}
+
+/* LpPool (kernel 2x2, stride 2) of q = x * w [2, 4, 16, 16] (X = 8192 bytes)
+ * into Y [2, 4, 8, 8] (2048 bytes). PyTorch's F.lp_pool2d keeps X, X^p and
+ * four Y-sized tensors: 2 X + 4 Y = 24576; memest verify's fused kernel
+ * (verify/ops_pool.cu) keeps X and Y: 10240. */
+static void check_lp_pool_saves(void) {
+    const char *text =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"lp\", \"opset_import\": {\"\": 18},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 4, 16, 16]}],\n"
+        " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [16]}],\n"
+        " \"nodes\": [{\"name\": \"q\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"q\"]},\n"
+        "  {\"name\": \"lp\", \"op\": \"LpPool\", \"inputs\": [\"q\"], \"outputs\": [\"y\"],\n"
+        "   \"attributes\": {\"kernel_shape\": {\"ints\": [2, 2]}, \"strides\": {\"ints\": [2, 2]}}}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_graph *g = load_json(text, "lp pool");
+    for (int verify = 0; verify <= 1 && g; verify++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = EST_MODE_TRAIN;
+        opt.kernels = verify ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_error err;
+        est_report *r = NULL;
+        CHECK(est_estimate(g, &opt, &r, &err) == EST_OK, "lp pool: %s", err.message);
+        const est_layer *lp = r ? layer_named(r, "lp", "lp pool") : NULL;
+        uint64_t want = verify ? 8192 + 2048 : 2 * 8192 + 4 * 2048;
+        if (lp)
+            CHECK(lp->saved_bytes == want, "LpPool (%s kernels): saves %llu, expected %llu", verify ? "verify" : "pytorch",
+                  U(lp->saved_bytes), U(want));
+        est_report_free(r);
+    }
+    est_graph_free(g);
 }
 
 /* ---- 2. Conv workspace ------------------------------------------------------------ */
@@ -2184,9 +2233,11 @@ int main(int argc, char **argv) {
     check_folded_tables();
     check_group_norm();
     check_bias_grad_sum();
+    check_prelu_slope_grad();
     check_embedding_backward();
     check_trainable_attention_mask();
     check_attention_verify();
+    check_lp_pool_saves();
     check_sdpa_bias();
     check_group_norm_shared_weights();
     check_sum_of_many_folds();

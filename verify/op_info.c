@@ -33,25 +33,42 @@ static const op_note forward_only_notes[] = {
     {"IsInf", "bool output: no gradient"},
     {"ArgMax", "integer output: no gradient"},
     {"ArgMin", "integer output: no gradient"},
+    {"Hardmax", "one-hot of the arg max: no gradient"},
     {"ConstantOfShape", "reads only a shape: no gradient"},
     {"EyeLike", "reads only a shape: no gradient"},
     {"Size", "reads only a shape: no gradient"},
     {"RandomUniformLike", "random values: no gradient"},
+    {"RandomUniform", "random values: no gradient"},
+    {"RandomNormal", "random values: no gradient"},
+    {"RandomNormalLike", "random values: no gradient"},
+    {"Bernoulli", "random values: no gradient"},
+    {"OneHot", "made from integer indices: no gradient"},
     {"Detach", "stops the gradient (tensor.detach())"},
     {"Floor", "piecewise constant: zero gradient"},
     {"Ceil", "piecewise constant: zero gradient"},
     {"Round", "piecewise constant: zero gradient"},
     {"Sign", "piecewise constant: zero gradient"},
+    {"BitwiseNot", "integer output: no gradient"},
+    {"BitwiseAnd", "integer output: no gradient"},
+    {"BitwiseOr", "integer output: no gradient"},
+    {"BitwiseXor", "integer output: no gradient"},
+    {"BitShift", "integer output: no gradient"},
 };
 
 /* Ops without a kernel whose reason is more than "not written yet" (those
  * get no note). */
 static const op_note missing_notes[] = {
-    {"MatMulInteger", "quantized inference op (verify measures float32 steps)"},
-    {"QLinearMatMul", "quantized inference op (verify measures float32 steps)"},
-    {"NonZero", "output shape depends on the values; no kernel yet"},
-    {"Unique", "output shape depends on the values; no kernel yet"},
-    {"Compress", "output shape depends on the values; no kernel yet"},
+    {"MatMulInteger", "quantized inference op: verify holds integers as int64, so its 8-bit tensors would "
+                      "measure 8x their size"},
+    {"QLinearMatMul", "quantized inference op: verify holds integers as int64, so its 8-bit tensors would "
+                      "measure 8x their size"},
+    {"NonZero", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
+    {"Unique", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
+    {"Compress", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
+    {"Multinomial", "random integer samples (no gradient); no kernel yet"},
+    {"GridSample", "no kernel yet (bilinear gather forward, atomic scatter backward)"},
+    {"RoiAlign", "no kernel yet (bilinear gather over boxes; backward scatters atomically)"},
+    {"MaxRoiPool", "no kernel yet (max over box bins; backward keeps the argmax)"},
 };
 
 static const char *find_note(const op_note *notes, size_t n, const char *op_type) {

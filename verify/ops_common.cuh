@@ -358,4 +358,38 @@ static inline void vxk_product_saves(const vx_run *run, uint32_t *si, uint32_t *
     *so = 0;
 }
 
+/* ---- Reduce* axes (ops_pool.cu, ops_reduce.cu) ---------------------------------------- */
+
+/* The Reduce* ops' reduced axes (red[], over X = in[0]) and output shape:
+ * axes from input 1 (opset 18, read on the host) or the attribute,
+ * keepdims, noop_with_empty_axes (nothing reduced then). */
+static inline vx_status vxk_reduce_axes(vx_ctx *ctx, vx_run *run, const char *op, bool *red, int *orank, int64_t *od) {
+    const vx_tensor *X = run->in[0];
+    int64_t buf[VX_MAX_RANK * 2];
+    const int64_t *axes = NULL;
+    int64_t n = 0;
+    bool from_input = vxk_has_in(run, 1);
+    if (from_input) {
+        n = vxk_host_i64(ctx, run->in[1], buf, VX_MAX_RANK * 2);
+        if (n < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: axes must be a small int64 tensor", op);
+        axes = buf;
+    } else {
+        axes = vxk_attr_ints(run, "axes", &n);
+    }
+    bool keepdims = vxk_attr_int(run, "keepdims", 1) != 0;
+    bool noop_empty = vxk_attr_int(run, "noop_with_empty_axes", 0) != 0;
+    for (int i = 0; i < X->rank; i++) red[i] = n == 0 && !noop_empty;
+    for (int64_t k = 0; k < n; k++) {
+        int a = vxk_axis(axes[k], X->rank);
+        if (a < 0) return vx_fail(ctx, VX_ESHAPE, "%s: axis %lld out of range", op, (long long)axes[k]);
+        red[a] = true;
+    }
+    *orank = 0;
+    for (int i = 0; i < X->rank; i++) {
+        if (!red[i]) od[(*orank)++] = X->dims[i];
+        else if (keepdims) od[(*orank)++] = 1;
+    }
+    return VX_OK;
+}
+
 #endif

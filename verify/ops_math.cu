@@ -15,6 +15,18 @@
  *   d/de = g * y * log(x) (0 where x == 0 and e >= 0), as pow.Tensor_Tensor:
  *   keeps x, e, and y when e needs a gradient. Pow's row in ops_unary.cu
  *   calls these; its scalar path keeps x only.
+ * PRelu: y = x < 0 ? slope * x : x, slope broadcasting to x
+ *   (_prelu_kernel: keeps x and slope). dX = x > 0 ? g : slope * g; dSlope
+ *   is x * g where x <= 0, made at x's size (a workspace) and summed to the
+ *   slope's shape, as autograd's sum_to does.
+ * Sum / Mean of n inputs (broadcasting): keep nothing; each input's gradient
+ *   is the output's (Mean: / n) summed to its shape (a view of the output
+ *   gradient for Sum when the shapes match, as add's backward passes it on).
+ * BitwiseNot / And / Or / Xor, BitShift (direction): int64, broadcasting,
+ *   no gradient (BitShift on the bits as unsigned, a shift by 64 or more
+ *   giving 0).
+ * CastLike: Cast to input 1's dtype (ops_elementwise.cu's vx_k_cast); its
+ *   gradient is Cast's, the output gradient passed on.
  * IsNaN / IsInf (detect_negative, detect_positive): bool, no gradient.
  */
 #include "ops_common.cuh"
@@ -323,6 +335,205 @@ extern "C" vx_status vx_k_pow_tensor_bwd(vx_ctx *ctx, vx_run *run) {
     return st;
 }
 
+/* ---- PRelu ---------------------------------------------------------------------------- */
+
+__global__ void k_prelu(const float *x, const float *slope, float *y, int64_t n, nbc b) {
+    VXK_LOOP(i, n) {
+        float v = x[i];
+        y[i] = v < 0.f ? slope[nbc_off(b, 1, i)] * v : v;
+    }
+}
+
+/* dx (when given) and the full-size dSlope terms (when given) */
+__global__ void k_prelu_grad(const float *g, const float *x, const float *slope, float *dx, float *dslope_full,
+                             int64_t n, nbc b) {
+    VXK_LOOP(i, n) {
+        float v = x[i], gv = g[i];
+        if (dx) dx[i] = v > 0.f ? gv : slope[nbc_off(b, 1, i)] * gv;
+        if (dslope_full) dslope_full[i] = v > 0.f ? 0.f : v * gv;
+    }
+}
+
+/* The slope broadcasts one way, to X: the output has X's shape. */
+static vx_status prelu_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
+    memset(b, 0, sizeof *b);
+    if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "PRelu needs X and slope");
+    const vx_tensor *x = run->in[0], *sl = run->in[1];
+    if (x->dtype != VX_F32 || sl->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "PRelu: float32 operands only");
+    vx_tensor *xs[2] = {run->in[0], run->in[1]};
+    b->n = 2;
+    if (!nbc_shape(2, xs, &b->rank, b->dims) || b->rank != x->rank || memcmp(b->dims, x->dims, sizeof(int64_t) * x->rank))
+        return vx_fail(ctx, VX_ESHAPE, "PRelu: slope does not broadcast to X");
+    nbc_dense_strides(b->rank, x->rank, x->dims, b->st[0]);
+    nbc_dense_strides(b->rank, sl->rank, sl->dims, b->st[1]);
+    return VX_OK;
+}
+
+static vx_status prelu_fwd(vx_ctx *ctx, vx_run *run) {
+    nbc b;
+    vx_status st = prelu_geom(ctx, run, &b);
+    if (st) return st;
+    const vx_tensor *x = run->in[0];
+    vx_tensor *y = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
+    if (!y) return VX_EOOM;
+    if (!y->numel) return VX_OK;
+    k_prelu<<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)x->data,
+                                                                        (const float *)run->in[1]->data,
+                                                                        (float *)y->data, y->numel, b);
+    return vxk_check(ctx, "PRelu");
+}
+
+static vx_status prelu_bwd(vx_ctx *ctx, vx_run *run) {
+    const vx_tensor *g = run->grad_out[0];
+    nbc b;
+    vx_status st = prelu_geom(ctx, run, &b);
+    if (st) return st;
+    const vx_tensor *x = run->in[0], *sl = run->in[1];
+    vx_tensor *dx = NULL, *dslope = NULL;
+    if (run->need_grad[0] && !(dx = vx_grad_new(ctx, run, 0))) return VX_EOOM;
+    if (run->need_grad[1] && !(dslope = vx_grad_new(ctx, run, 1))) return VX_EOOM;
+    if (!g || !g->numel) { /* no gradient reached the output: zeros */
+        if (dx && (st = vx_tensor_zero(ctx, dx))) return st;
+        return dslope ? vx_tensor_zero(ctx, dslope) : VX_OK;
+    }
+    if ((dx || dslope) && (!x->data || !sl->data)) return vx_fail(ctx, VX_ECUDA, "PRelu backward: X or slope not kept");
+    /* dSlope summed over broadcast dims: its full-size terms first (a
+     * slope of X's shape takes them directly) */
+    float *full = NULL;
+    if (dslope) full = dslope->numel == g->numel ? (float *)dslope->data : (float *)vx_workspace(ctx, (size_t)g->numel * sizeof(float));
+    if (dslope && !full) return vxk_oom(ctx, "PRelu backward");
+    k_prelu_grad<<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (const float *)g->data, (const float *)x->data, (const float *)sl->data, dx ? (float *)dx->data : NULL, full,
+        g->numel, b);
+    if ((st = vxk_check(ctx, "PRelu backward"))) return st;
+    if (dslope && full != dslope->data) {
+        st = vxk_reduce_to(ctx, (float *)dslope->data, dslope->rank, dslope->dims, full, x->rank, x->dims, 1.f);
+        vx_free(ctx, full);
+    }
+    return st;
+}
+
+/* ---- Sum, Mean of n inputs -------------------------------------------------------------- */
+
+template <typename T> __global__ void k_sum_n(T *y, int64_t numel, nbc b, float scale) {
+    VXK_LOOP(i, numel) {
+        T acc = 0;
+        for (int j = 0; j < b.n; j++) acc += ((const T *)b.p[j])[nbc_off(b, j, i)];
+        y[i] = scale == 1.f ? acc : (T)((float)acc * scale);
+    }
+}
+
+static vx_status sum_mean_fwd(vx_ctx *ctx, vx_run *run) {
+    const char *op = run->node->op_type;
+    bool mean = !strcmp(op, "Mean");
+    nbc b;
+    vx_status st = nbc_make(ctx, run, op, &b);
+    if (st) return st;
+    vx_dtype dt = run->in[0]->dtype;
+    if (dt != VX_F32 && (mean || dt != VX_I64))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "%s: %s operands only", op, mean ? "float32" : "float32 or int64");
+    vx_tensor *y = vx_out_new(ctx, run, 0, dt, b.rank, b.dims);
+    if (!y) return VX_EOOM;
+    if (!y->numel) return VX_OK;
+    float scale = mean ? 1.f / (float)run->n_in : 1.f;
+    if (dt == VX_F32)
+        k_sum_n<float><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)y->data, y->numel, b, scale);
+    else
+        k_sum_n<long long><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((long long *)y->data, y->numel, b, 1.f);
+    return vxk_check(ctx, op);
+}
+
+static vx_status sum_mean_bwd(vx_ctx *ctx, vx_run *run) {
+    bool mean = !strcmp(run->node->op_type, "Mean");
+    vx_tensor *g = run->grad_out[0];
+    float scale = mean ? 1.f / (float)run->n_in : 1.f;
+    for (int k = 0; k < run->n_in; k++) {
+        if (!run->need_grad[k]) continue;
+        const vx_tensor *x = run->in[k];
+        bool same = g && g->rank == x->rank && !memcmp(g->dims, x->dims, sizeof(int64_t) * x->rank);
+        if (same && !mean) { /* passed on, as add's backward does */
+            run->grad_in[k] = vx_tensor_view(ctx, g, g->rank, g->dims);
+            if (!run->grad_in[k]) return VX_EOOM;
+            continue;
+        }
+        vx_tensor *gi = vx_grad_new(ctx, run, k);
+        if (!gi) return VX_EOOM;
+        vx_status st = !g || !g->numel ? vx_tensor_zero(ctx, gi)
+                                       : vxk_reduce_to(ctx, (float *)gi->data, gi->rank, gi->dims,
+                                                       (const float *)g->data, g->rank, g->dims, scale);
+        if (st) return st;
+    }
+    return VX_OK;
+}
+
+/* ---- BitwiseNot, BitwiseAnd / Or / Xor, BitShift ---------------------------------------- */
+
+typedef enum bit_op { BIT_NOT, BIT_AND, BIT_OR, BIT_XOR, BIT_LEFT, BIT_RIGHT } bit_op;
+
+__global__ void k_bitwise(long long *y, int64_t numel, nbc b, int op) {
+    VXK_LOOP(i, numel) {
+        unsigned long long u = (unsigned long long)((const long long *)b.p[0])[nbc_off(b, 0, i)], v = 0, r;
+        if (op != BIT_NOT) v = (unsigned long long)((const long long *)b.p[1])[nbc_off(b, 1, i)];
+        switch (op) {
+        case BIT_NOT: r = ~u; break;
+        case BIT_AND: r = u & v; break;
+        case BIT_OR: r = u | v; break;
+        case BIT_XOR: r = u ^ v; break;
+        case BIT_LEFT: r = v >= 64 ? 0 : u << v; break;
+        default: r = v >= 64 ? 0 : u >> v; break;
+        }
+        y[i] = (long long)r;
+    }
+}
+
+static vx_status bitwise_fwd(vx_ctx *ctx, vx_run *run) {
+    const char *op = run->node->op_type;
+    int code;
+    if (!strcmp(op, "BitwiseNot")) code = BIT_NOT;
+    else if (!strcmp(op, "BitwiseAnd")) code = BIT_AND;
+    else if (!strcmp(op, "BitwiseOr")) code = BIT_OR;
+    else if (!strcmp(op, "BitwiseXor")) code = BIT_XOR;
+    else {
+        const char *dir = vxk_attr_string(run, "direction", "");
+        if (strcmp(dir, "LEFT") && strcmp(dir, "RIGHT"))
+            return vx_fail(ctx, VX_EUNSUPPORTED, "BitShift: direction \"%s\" (LEFT or RIGHT)", dir);
+        code = !strcmp(dir, "LEFT") ? BIT_LEFT : BIT_RIGHT;
+    }
+    if (run->n_in != (code == BIT_NOT ? 1 : 2)) return vx_fail(ctx, VX_ESHAPE, "%s: %d inputs", op, run->n_in);
+    nbc b;
+    vx_status st = nbc_make(ctx, run, op, &b);
+    if (st) return st;
+    if (run->in[0]->dtype != VX_I64) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: int64 operands only", op);
+    vx_tensor *y = vx_out_new(ctx, run, 0, VX_I64, b.rank, b.dims);
+    if (!y) return VX_EOOM;
+    if (!y->numel) return VX_OK;
+    k_bitwise<<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((long long *)y->data, y->numel, b, code);
+    return vxk_check(ctx, op);
+}
+
+/* ---- CastLike ------------------------------------------------------------------------- */
+
+static vx_status cast_like_fwd(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "CastLike needs input and target_type");
+    vx_tensor *x = run->in[0];
+    vx_dtype to = run->in[1]->dtype;
+    if (to == x->dtype) { /* as Cast: a view */
+        run->out[0] = vx_tensor_view(ctx, x, x->rank, x->dims);
+        return run->out[0] ? VX_OK : VX_EOOM;
+    }
+    vx_tensor *o = vx_out_new(ctx, run, 0, to, x->rank, x->dims);
+    if (!o) return VX_EOOM;
+    return vx_k_cast(ctx, x, o);
+}
+
+/* Cast's: the output gradient passed on to a float input. */
+static vx_status cast_like_bwd(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *g = run->grad_out[0];
+    if (!g || !run->need_grad[0] || run->in[0]->dtype != VX_F32) return VX_OK;
+    run->grad_in[0] = vx_tensor_view(ctx, g, g->rank, g->dims);
+    return run->grad_in[0] ? VX_OK : VX_EOOM;
+}
+
 /* ---- IsNaN, IsInf ------------------------------------------------------------------- */
 
 __global__ void k_isnan_isinf(const float *x, uint8_t *y, int64_t n, bool nan, bool neg, bool pos) {
@@ -352,6 +563,17 @@ extern "C" {
 const vx_op vx_ops_math[] = {
     {"IsNaN", isnan_isinf_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"IsInf", isnan_isinf_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"PRelu", prelu_fwd, prelu_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0},
+    /* the output gradient, summed to each input's shape: no input kept */
+    {"Sum", sum_mean_fwd, sum_mean_bwd, 0, 0, false, 0, NULL, 0},
+    {"Mean", sum_mean_fwd, sum_mean_bwd, 0, 0, false, 0, NULL, 0},
+    {"BitwiseNot", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"BitwiseAnd", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"BitwiseOr", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"BitwiseXor", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"BitShift", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    /* input 1 gives only its dtype: no gradient flows into it */
+    {"CastLike", cast_like_fwd, cast_like_bwd, 0, 0, false, 0, NULL, 0},
 };
 const size_t vx_ops_math_count = sizeof vx_ops_math / sizeof vx_ops_math[0];
 }

@@ -1,6 +1,7 @@
 /*
- * ops_pool.cu: MaxPool, AveragePool (1-D, 2-D and 3-D), GlobalAveragePool,
- * ReduceMean and ReduceSum, forward and backward.
+ * ops_pool.cu: MaxPool, AveragePool, LpPool (1-D, 2-D and 3-D),
+ * GlobalAveragePool, GlobalMaxPool, GlobalLpPool, ReduceMean and ReduceSum,
+ * forward and backward.
  *
  * MaxPool: kernel_shape, strides, pads, dilations, ceil_mode, auto_pad; the
  *   arg-max (int64, flat over X, as ONNX's Indices output with
@@ -9,6 +10,10 @@
  * AveragePool: count_include_pad; saves X (avg_pool2d/3d_backward read self).
  * GlobalAveragePool: the mean over the spatial dims; keeps nothing (PyTorch
  *   runs adaptive_avg_pool2d(x, 1) as mean).
+ * GlobalMaxPool: MaxPool with one window per plane; keeps X and the int64
+ *   arg-max (saved[0]), as adaptive_max_pool2d.
+ * LpPool / GlobalLpPool: (sum |x|^p)^(1/p) over each window, p >= 1 (an int
+ *   attribute); one fused kernel that keeps X and Y.
  * ReduceMean / ReduceSum: axes from the attribute or input 1 (read on the
  *   host), keepdims, noop_with_empty_axes; keep only the axes (a host
  *   constant; backward needs X's shape).
@@ -280,6 +285,149 @@ static vx_status avgpool_backward(vx_ctx *ctx, vx_run *run) {
     return vxk_check(ctx, "AveragePool backward");
 }
 
+/* ---- GlobalMaxPool, LpPool, GlobalLpPool ------------------------------------------- */
+
+/* The geometry of a global pool: one window covering each (n, c) plane. */
+static vx_status global_geom_make(vx_ctx *ctx, const vx_tensor *X, const char *op, pool_geom *g) {
+    memset(g, 0, sizeof *g);
+    if (X->rank < 3 || X->rank > 5)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "%s: only 1-D, 2-D and 3-D spatial dims (X rank %d)", op, X->rank);
+    int sp = X->rank - 2, lead = 3 - sp;
+    g->sp = sp;
+    g->N = X->dims[0];
+    g->C = X->dims[1];
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = g->k[i] = i < lead ? 1 : X->dims[2 + i - lead];
+        g->s[i] = g->d[i] = g->out[i] = 1;
+    }
+    return VX_OK;
+}
+
+/* adaptive_max_pool: the arg-max indices (saved[0], int64 flat over X) and X
+ * (autograd keeps self), as MaxPool; backward is MaxPool's scatter. */
+static vx_status gmp_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "GlobalMaxPool needs X");
+    const vx_tensor *X = run->in[0];
+    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "GlobalMaxPool: float32 only");
+    pool_geom g;
+    vx_status st = global_geom_make(ctx, X, "GlobalMaxPool", &g);
+    if (st) return st;
+    int64_t yd[5];
+    pool_out_dims(&g, yd);
+    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
+    if ((st = vxk_new_saved(ctx, run, 0, VX_I64, X->rank, yd))) return st;
+    int64_t total = run->out[0]->numel;
+    if (total == 0) return VX_OK;
+    maxpool_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (float *)run->out[0]->data, (int64_t *)run->saved[0]->data, (const float *)X->data, g);
+    return vxk_check(ctx, "GlobalMaxPool");
+}
+
+/* y = (sum over the window of |x|^p)^(1/p); pads add nothing. */
+static __global__ void lppool_kernel(float *y, const float *x, pool_geom g, float p) {
+    int64_t total = g.N * g.C * pool_plane_out(g), plane = pool_plane_in(g);
+    VXK_LOOP(i, total) {
+        int64_t o[3], nc = pool_unravel_out(g, i, o);
+        const float *xp = x + nc * plane;
+        float acc = 0.f;
+        for (int64_t a = 0; a < g.k[0]; a++) {
+            int64_t z = o[0] * g.s[0] - g.pb[0] + a * g.d[0];
+            if (z < 0 || z >= g.in[0]) continue;
+            for (int64_t b = 0; b < g.k[1]; b++) {
+                int64_t h = o[1] * g.s[1] - g.pb[1] + b * g.d[1];
+                if (h < 0 || h >= g.in[1]) continue;
+                for (int64_t c = 0; c < g.k[2]; c++) {
+                    int64_t w = o[2] * g.s[2] - g.pb[2] + c * g.d[2];
+                    if (w < 0 || w >= g.in[2]) continue;
+                    float v = fabsf(xp[(z * g.in[1] + h) * g.in[2] + w]);
+                    acc += p == 1.f ? v : p == 2.f ? v * v : powf(v, p);
+                }
+            }
+        }
+        y[i] = p == 1.f ? acc : p == 2.f ? sqrtf(acc) : powf(acc, 1.f / p);
+    }
+}
+
+/* dx = sum over the windows holding x of dy * sign(x) |x|^(p-1) / y^(p-1). */
+static __global__ void lppool_bwd_kernel(float *dx, const float *dy, const float *x, const float *y, pool_geom g,
+                                         float p) {
+    int64_t total = g.N * g.C * pool_plane_in(g), oplane = pool_plane_out(g);
+    VXK_LOOP(i, total) {
+        int64_t w = i % g.in[2], t = i / g.in[2];
+        int64_t h = t % g.in[1];
+        t /= g.in[1];
+        int64_t z = t % g.in[0], nc = t / g.in[0];
+        const float *dyp = dy + nc * oplane, *yp = y + nc * oplane;
+        float v = x[i], sgn = v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f, xv = p == 1.f ? 1.f : powf(fabsf(v), p - 1.f);
+        float acc = 0.f;
+        int64_t o[3];
+        for (int64_t a = 0; a < g.k[0]; a++) {
+            if ((o[0] = vxk_window_of(z, g.pb[0], a, g.d[0], g.s[0], g.out[0])) < 0) continue;
+            for (int64_t b = 0; b < g.k[1]; b++) {
+                if ((o[1] = vxk_window_of(h, g.pb[1], b, g.d[1], g.s[1], g.out[1])) < 0) continue;
+                for (int64_t c = 0; c < g.k[2]; c++) {
+                    if ((o[2] = vxk_window_of(w, g.pb[2], c, g.d[2], g.s[2], g.out[2])) < 0) continue;
+                    int64_t at = (o[0] * g.out[1] + o[1]) * g.out[2] + o[2];
+                    float yv = yp[at], yd = p == 1.f ? 1.f : powf(yv, p - 1.f);
+                    if (yd > 0.f) acc += dyp[at] / yd;
+                }
+            }
+        }
+        dx[i] = acc * sgn * xv;
+    }
+}
+
+static vx_status lp_geom(vx_ctx *ctx, vx_run *run, bool global, pool_geom *g, float *p) {
+    const char *op = global ? "GlobalLpPool" : "LpPool";
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
+    const vx_tensor *X = run->in[0];
+    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 only", op);
+    int64_t pi = vxk_attr_int(run, "p", 2);
+    if (pi < 1) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: p %lld (only p >= 1)", op, (long long)pi);
+    *p = (float)pi;
+    return global ? global_geom_make(ctx, X, op, g) : pool_geom_make(ctx, run, X, op, g);
+}
+
+/* A fused kernel: backward keeps X and Y (layers/pool.c's --kernels verify
+ * rule), not the pow / avg_pool / abs / relu intermediates of F.lp_pool2d. */
+static vx_status lppool_forward_common(vx_ctx *ctx, vx_run *run, bool global) {
+    pool_geom g;
+    float p;
+    vx_status st = lp_geom(ctx, run, global, &g, &p);
+    if (st) return st;
+    const vx_tensor *X = run->in[0];
+    int64_t yd[5];
+    pool_out_dims(&g, yd);
+    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
+    int64_t total = run->out[0]->numel;
+    if (total == 0) return VX_OK;
+    lppool_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)run->out[0]->data,
+                                                                           (const float *)X->data, g, p);
+    return vxk_check(ctx, global ? "GlobalLpPool" : "LpPool");
+}
+
+static vx_status lppool_backward_common(vx_ctx *ctx, vx_run *run, bool global) {
+    if (!run->need_grad[0]) return VX_OK;
+    pool_geom g;
+    float p;
+    vx_status st = lp_geom(ctx, run, global, &g, &p);
+    if (st) return st;
+    if ((st = vxk_grad(ctx, run, 0))) return st;
+    vx_tensor *dX = run->grad_in[0];
+    const vx_tensor *dY = run->grad_out[0];
+    if (!dY || dY->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float));
+    if (dX->numel == 0) return VX_OK;
+    lppool_bwd_kernel<<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (float *)dX->data, (const float *)dY->data, (const float *)run->in[0]->data, (const float *)run->out[0]->data,
+        g, p);
+    return vxk_check(ctx, global ? "GlobalLpPool backward" : "LpPool backward");
+}
+
+static vx_status lppool_forward(vx_ctx *ctx, vx_run *run) { return lppool_forward_common(ctx, run, false); }
+static vx_status lppool_backward(vx_ctx *ctx, vx_run *run) { return lppool_backward_common(ctx, run, false); }
+static vx_status glppool_forward(vx_ctx *ctx, vx_run *run) { return lppool_forward_common(ctx, run, true); }
+static vx_status glppool_backward(vx_ctx *ctx, vx_run *run) { return lppool_backward_common(ctx, run, true); }
+
 /* ---- reductions: GlobalAveragePool, ReduceMean, ReduceSum ------------------------ */
 
 static __global__ void bcast_back_kernel(float *dx, const float *dy, vxk_bcast b, int64_t n, float scale) {
@@ -350,43 +498,13 @@ static vx_status gap_backward(vx_ctx *ctx, vx_run *run) {
     return reduce_bwd(ctx, run, red, true);
 }
 
-/* Reduced axes of ReduceMean / ReduceSum; *noop when nothing is reduced. */
-static vx_status reduce_axes(vx_ctx *ctx, vx_run *run, const char *op, bool *red, int *orank, int64_t *od) {
-    const vx_tensor *X = run->in[0];
-    int64_t buf[VX_MAX_RANK * 2];
-    const int64_t *axes = NULL;
-    int64_t n = 0;
-    bool from_input = vxk_has_in(run, 1);
-    if (from_input) {
-        n = vxk_host_i64(ctx, run->in[1], buf, VX_MAX_RANK * 2);
-        if (n < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: axes must be a small int64 tensor", op);
-        axes = buf;
-    } else {
-        axes = vxk_attr_ints(run, "axes", &n);
-    }
-    bool keepdims = vxk_attr_int(run, "keepdims", 1) != 0;
-    bool noop_empty = vxk_attr_int(run, "noop_with_empty_axes", 0) != 0;
-    for (int i = 0; i < X->rank; i++) red[i] = n == 0 && !noop_empty;
-    for (int64_t k = 0; k < n; k++) {
-        int a = vxk_axis(axes[k], X->rank);
-        if (a < 0) return vx_fail(ctx, VX_ESHAPE, "%s: axis %lld out of range", op, (long long)axes[k]);
-        red[a] = true;
-    }
-    *orank = 0;
-    for (int i = 0; i < X->rank; i++) {
-        if (!red[i]) od[(*orank)++] = X->dims[i];
-        else if (keepdims) od[(*orank)++] = 1;
-    }
-    return VX_OK;
-}
-
 static vx_status reduce_forward_common(vx_ctx *ctx, vx_run *run, const char *op, bool mean) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
     if (run->in[0]->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 only", op);
     bool red[VX_MAX_RANK];
     int64_t od[VX_MAX_RANK];
     int orank;
-    vx_status st = reduce_axes(ctx, run, op, red, &orank, od);
+    vx_status st = vxk_reduce_axes(ctx, run, op, red, &orank, od);
     if (st) return st;
     return reduce_fwd(ctx, run, red, mean, orank, od);
 }
@@ -395,7 +513,7 @@ static vx_status reduce_backward_common(vx_ctx *ctx, vx_run *run, const char *op
     bool red[VX_MAX_RANK];
     int64_t od[VX_MAX_RANK];
     int orank;
-    vx_status st = reduce_axes(ctx, run, op, red, &orank, od);
+    vx_status st = vxk_reduce_axes(ctx, run, op, red, &orank, od);
     if (st) return st;
     return reduce_bwd(ctx, run, red, mean);
 }
@@ -410,6 +528,9 @@ const vx_op vx_ops_pool[] = {
     {"MaxPool", maxpool_forward, maxpool_backward, VX_SLOT(0), 0, false, 0, NULL},
     {"AveragePool", avgpool_forward, avgpool_backward, VX_SLOT(0), 0, false, 0, NULL},
     {"GlobalAveragePool", gap_forward, gap_backward, 0, 0, false, 0, NULL},
+    {"GlobalMaxPool", gmp_forward, maxpool_backward, VX_SLOT(0), 0, false, 0, NULL},
+    {"LpPool", lppool_forward, lppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL},
+    {"GlobalLpPool", glppool_forward, glppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL},
     {"ReduceMean", reducemean_forward, reducemean_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL},
     {"ReduceSum", reducesum_forward, reducesum_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL},
 };

@@ -38,11 +38,26 @@ static const family families[] = {
 #ifndef VX_NO_FAMILY_RECURRENT
     {vx_ops_recurrent, &vx_ops_recurrent_count},
 #endif
+#ifndef VX_NO_FAMILY_EINSUM
+    {vx_ops_einsum, &vx_ops_einsum_count},
+#endif
+#ifndef VX_NO_FAMILY_SELECT
+    {vx_ops_select, &vx_ops_select_count},
+#endif
+#ifndef VX_NO_FAMILY_LAYOUT
+    {vx_ops_layout, &vx_ops_layout_count},
+#endif
 #ifndef VX_NO_FAMILY_INDEX
     {vx_ops_index, &vx_ops_index_count},
 #endif
 #ifndef VX_NO_FAMILY_RESAMPLE
     {vx_ops_resample, &vx_ops_resample_count},
+#endif
+#ifndef VX_NO_FAMILY_REDUCE
+    {vx_ops_reduce, &vx_ops_reduce_count},
+#endif
+#ifndef VX_NO_FAMILY_RMSNORM
+    {vx_ops_rmsnorm, &vx_ops_rmsnorm_count},
 #endif
 };
 

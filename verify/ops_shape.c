@@ -528,6 +528,15 @@ static vx_status h_shape(vx_ctx *ctx, vx_run *run) {
     return VX_OK;
 }
 
+/* Size: the input's element count as an int64 scalar (x.numel(), a Python
+ * int in PyTorch: no device memory). */
+static vx_status h_size(vx_ctx *ctx, vx_run *run) {
+    vx_tensor *o = host_out(ctx, run, 0, VX_I64, 0, run->in[0]->dims); /* rank 0: a scalar */
+    if (!o) return VX_EOOM;
+    o->host_i64[0] = run->in[0]->numel;
+    return VX_OK;
+}
+
 static vx_status h_gather(vx_ctx *ctx, vx_run *run) {
     vx_status st = need_host(ctx, run);
     if (st) return st;
@@ -738,6 +747,7 @@ const vx_op vx_ops_shape[] = {
     {"Slice", slice_fwd, slice_bwd, VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), 0, false,
      VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), NULL, VX_STRIDED_IN | VX_STRIDED_SAVED},
     {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0},
+    {"Size", h_size, NULL, 0, 0, true, 0, NULL, 0},
     {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, VX_SLOT(0), NULL, 0},
     {"Range", range_fwd, NULL, 0, 0, true, HOST_IN_ALL, NULL, 0},
 };
@@ -746,6 +756,7 @@ const size_t vx_ops_shape_count = sizeof vx_ops_shape / sizeof vx_ops_shape[0];
 /* Run when every input is host-only (and no gradient is needed). */
 const vx_op vx_host_ops[] = {
     {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0},
+    {"Size", h_size, NULL, 0, 0, true, 0, NULL, 0},
     {"Gather", h_gather, NULL, 0, 0, false, 0, NULL, 0},
     {"GatherElements", h_gather_elements, NULL, 0, 0, false, 0, NULL, 0},
     {"Unsqueeze", unsqueeze_fwd, NULL, 0, 0, false, 0, NULL, 0},

@@ -2,7 +2,13 @@
  * table row each: what the op computes, its derivative, and whether the
  * backward reads the input or the output (as PyTorch's derivatives.yaml
  * does, which layers/ follows: tanh, sigmoid, sqrt, reciprocal and exp
- * keep their result; the others their input; neg nothing). Pow runs here
+ * keep their result; the others their input; neg nothing). Also here:
+ * Softsign (x / (1 + |x|) as PyTorch composes it: abs keeps x, the divide
+ * keeps x and the denominator 1 + |x|, which saved[0] holds), Mish,
+ * LeakyRelu, Elu / Celu / Selu (elu_backward(..., is_result=false, self):
+ * the input), ThresholdedRelu, Shrink, the inverse and hyperbolic
+ * trigonometry (tan keeps its result, the others their input), and Floor,
+ * Ceil, Round, Sign, whose gradient is zeros_like: they keep nothing. Pow runs here
  * too when its exponent is a scalar the host holds (x ** 2 in RMSNorm,
  * x ** 3 in GPT-2's Gelu). */
 #include "ops_common.cuh"
@@ -11,10 +17,16 @@
 typedef enum un_op {
     U_RELU, U_CLIP, U_ERF, U_GELU, U_GELU_TANH, U_TANH, U_SIGMOID, U_SQRT, U_RECIPROCAL, U_EXP, U_NEG, U_ABS,
     U_LOG, U_SIN, U_COS, U_SOFTPLUS, U_HARDSWISH, U_HARDSIGMOID, U_SWISH, U_POW,
+    U_SOFTSIGN, U_MISH, U_LEAKYRELU, U_ELU, U_CELU, U_THRESHOLDEDRELU, U_SELU, U_SHRINK,
+    U_FLOOR, U_CEIL, U_ROUND, U_SIGN, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ASINH, U_ACOSH, U_ATANH,
 } un_op;
 
+/* Piecewise constant: the gradient is zero and backward reads nothing. */
+static bool zero_gradient(int op) { return op == U_FLOOR || op == U_CEIL || op == U_ROUND || op == U_SIGN; }
+
 /* a, b: Clip's bounds, HardSigmoid's alpha and beta, Swish's alpha, Pow's
- * exponent */
+ * exponent, LeakyRelu / Elu / Celu / ThresholdedRelu's alpha, Selu's alpha
+ * and gamma, Shrink's lambd and bias */
 __global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, float b) {
     VXK_LOOP(i, n) {
         float v = x[i];
@@ -42,6 +54,27 @@ __global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, fl
         case U_HARDSWISH: v = v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f; break;
         case U_HARDSIGMOID: v = fminf(fmaxf(a * v + b, 0.f), 1.f); break;
         case U_SWISH: v = v / (1.f + expf(-a * v)); break;
+        case U_SOFTSIGN: v = v / (1.f + fabsf(v)); break;
+        case U_MISH: v = v * tanhf(v > 20.f ? v : log1pf(expf(v))); break;
+        case U_LEAKYRELU: v = v >= 0.f ? v : a * v; break;
+        case U_ELU: v = v > 0.f ? v : a * expm1f(v); break;
+        case U_CELU: v = fmaxf(v, 0.f) + fminf(0.f, a * expm1f(v / a)); break;
+        case U_THRESHOLDEDRELU: v = v > a ? v : 0.f; break;
+        case U_SELU: v = b * (v > 0.f ? v : a * expm1f(v)); break;
+        case U_SHRINK: v = v < -a ? v + b : v > a ? v - b : 0.f; break;
+        case U_FLOOR: v = floorf(v); break;
+        case U_CEIL: v = ceilf(v); break;
+        case U_ROUND: v = rintf(v); break; /* halves to even */
+        case U_SIGN: v = v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f; break;
+        case U_TAN: v = tanf(v); break;
+        case U_ASIN: v = asinf(v); break;
+        case U_ACOS: v = acosf(v); break;
+        case U_ATAN: v = atanf(v); break;
+        case U_SINH: v = sinhf(v); break;
+        case U_COSH: v = coshf(v); break;
+        case U_ASINH: v = asinhf(v); break;
+        case U_ACOSH: v = acoshf(v); break;
+        case U_ATANH: v = atanhf(v); break;
         default: v = powf(v, a); break;
         }
         o[i] = v;
@@ -49,8 +82,9 @@ __global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, fl
 }
 
 /* s: the saved tensor (input or output, as the table says; the gradient
- * itself for Neg, which keeps nothing) */
-__global__ void k_unary_grad(const float *s, const float *g, float *gi, int64_t n, int op, float a, float b) {
+ * itself for Neg, which keeps nothing); den: Softsign's saved 1 + |x| */
+__global__ void k_unary_grad(const float *s, const float *den, const float *g, float *gi, int64_t n, int op, float a,
+                             float b) {
     VXK_LOOP(i, n) {
         float v = s[i], d;
         switch (op) {
@@ -91,6 +125,27 @@ __global__ void k_unary_grad(const float *s, const float *g, float *gi, int64_t 
             d = sg + a * v * sg * (1.f - sg);
             break;
         }
+        case U_SOFTSIGN: d = 1.f / (den[i] * den[i]); break;
+        case U_MISH: {
+            float t = tanhf(v > 20.f ? v : log1pf(expf(v))), sg = 1.f / (1.f + expf(-v));
+            d = t + v * (1.f - t * t) * sg;
+            break;
+        }
+        case U_LEAKYRELU: d = v > 0.f ? 1.f : a; break;
+        case U_ELU: d = v > 0.f ? 1.f : a * expf(v); break;
+        case U_CELU: d = v > 0.f ? 1.f : expf(v / a); break;
+        case U_THRESHOLDEDRELU: d = v > a ? 1.f : 0.f; break;
+        case U_SELU: d = b * (v > 0.f ? 1.f : a * expf(v)); break;
+        case U_SHRINK: d = v < -a || v > a ? 1.f : 0.f; break;
+        case U_TAN: d = 1.f + v * v; break;                /* v = tan(x) */
+        case U_ASIN: d = rsqrtf(1.f - v * v); break;
+        case U_ACOS: d = -rsqrtf(1.f - v * v); break;
+        case U_ATAN: d = 1.f / (1.f + v * v); break;
+        case U_SINH: d = coshf(v); break;
+        case U_COSH: d = sinhf(v); break;
+        case U_ASINH: d = rsqrtf(v * v + 1.f); break;
+        case U_ACOSH: d = rsqrtf(v * v - 1.f); break;
+        case U_ATANH: d = 1.f / (1.f - v * v); break;
         default: d = a == 0.f ? 0.f : a * powf(v, a - 1.f); break;
         }
         gi[i] = g[i] * d;
@@ -100,7 +155,7 @@ __global__ void k_unary_grad(const float *s, const float *g, float *gi, int64_t 
 typedef struct un_row {
     const char *name;
     un_op op;
-    bool reads_output; /* the backward reads the output (else the input) */
+    bool reads_output; /* the backward reads the output (else the input, or nothing: Neg, Floor..Sign) */
 } un_row;
 
 static const un_row rows[] = {
@@ -111,6 +166,13 @@ static const un_row rows[] = {
     {"Sin", U_SIN, false},            {"Cos", U_COS, false},          {"Softplus", U_SOFTPLUS, false},
     {"HardSwish", U_HARDSWISH, false}, {"HardSigmoid", U_HARDSIGMOID, false}, {"Swish", U_SWISH, false},
     {"Pow", U_POW, false},
+    {"Softsign", U_SOFTSIGN, false},  {"Mish", U_MISH, false},        {"LeakyRelu", U_LEAKYRELU, false},
+    {"Elu", U_ELU, false},            {"Celu", U_CELU, false},        {"ThresholdedRelu", U_THRESHOLDEDRELU, false},
+    {"Selu", U_SELU, false},          {"Shrink", U_SHRINK, false},    {"Floor", U_FLOOR, false},
+    {"Ceil", U_CEIL, false},          {"Round", U_ROUND, false},      {"Sign", U_SIGN, false},
+    {"Tan", U_TAN, true},             {"Asin", U_ASIN, false},        {"Acos", U_ACOS, false},
+    {"Atan", U_ATAN, false},          {"Sinh", U_SINH, false},        {"Cosh", U_COSH, false},
+    {"Asinh", U_ASINH, false},        {"Acosh", U_ACOSH, false},      {"Atanh", U_ATANH, false},
 };
 
 static const un_row *row_of(const vx_run *run) {
@@ -144,7 +206,20 @@ static vx_status params_of(vx_ctx *ctx, const vx_run *run, int *op, float *a, fl
         *a = (float)est_node_attr_float(run->node, "alpha", 0.2);
         *b = (float)est_node_attr_float(run->node, "beta", 0.5);
         break;
-    case U_SWISH: *a = (float)est_node_attr_float(run->node, "alpha", 1.0); break;
+    case U_SWISH: case U_ELU: case U_CELU: case U_THRESHOLDEDRELU:
+        *a = (float)est_node_attr_float(run->node, "alpha", 1.0);
+        if (r->op == U_CELU && *a == 0.f) return vx_fail(ctx, VX_EUNSUPPORTED, "Celu: alpha 0 (x / alpha)");
+        break;
+    case U_LEAKYRELU: *a = (float)est_node_attr_float(run->node, "alpha", 0.01); break;
+    case U_SELU:
+        *a = (float)est_node_attr_float(run->node, "alpha", 1.67326319217681884765625);
+        *b = (float)est_node_attr_float(run->node, "gamma", 1.05070102214813232421875);
+        break;
+    case U_SHRINK:
+        *a = (float)est_node_attr_float(run->node, "lambd", 0.5);
+        *b = (float)est_node_attr_float(run->node, "bias", 0.0);
+        if (*a < 0.f) return vx_fail(ctx, VX_EUNSUPPORTED, "Shrink: negative lambd");
+        break;
     case U_POW:
         if (run->n_in < 2 || !run->in[1] || run->in[1]->numel != 1)
             return vx_fail(ctx, VX_EUNSUPPORTED, "Pow: only a scalar exponent has a kernel");
@@ -155,9 +230,17 @@ static vx_status params_of(vx_ctx *ctx, const vx_run *run, int *op, float *a, fl
     return VX_OK;
 }
 
-/* Abs and Neg of integers (T5's relative-position buckets); no gradient. */
+/* Abs, Neg and Sign of integers (T5's relative-position buckets); no
+ * gradient. */
 __global__ void k_unary_i64(const long long *x, long long *o, int64_t n, int op) {
-    VXK_LOOP(i, n) o[i] = op == U_NEG ? -x[i] : x[i] < 0 ? -x[i] : x[i];
+    VXK_LOOP(i, n) {
+        long long v = x[i];
+        o[i] = op == U_NEG ? -v : op == U_SIGN ? (v > 0) - (v < 0) : v < 0 ? -v : v;
+    }
+}
+
+__global__ void k_softsign_den(const float *x, float *den, int64_t n) {
+    VXK_LOOP(i, n) den[i] = 1.f + fabsf(x[i]);
 }
 
 static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
@@ -167,7 +250,7 @@ static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
     float a, b;
     vx_status st = params_of(ctx, run, &op, &a, &b);
     if (st) return st;
-    if (x && x->dtype == VX_I64 && (op == U_ABS || op == U_NEG)) {
+    if (x && x->dtype == VX_I64 && (op == U_ABS || op == U_NEG || op == U_SIGN)) {
         vx_tensor *o = vx_out_new(ctx, run, 0, VX_I64, x->rank, x->dims);
         if (!o) return VX_EOOM;
         if (o->numel)
@@ -181,6 +264,13 @@ static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
     if (o->numel)
         k_unary<<<vxk_blocks(o->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)x->data, (float *)o->data, o->numel, op,
                                                               a, b);
+    /* Softsign's divide keeps its denominator for backward */
+    if (op == U_SOFTSIGN && run->training && run->need_grad[0]) {
+        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, x->rank, x->dims))) return st;
+        if (x->numel)
+            k_softsign_den<<<vxk_blocks(x->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+                (const float *)x->data, (float *)run->saved[0]->data, x->numel);
+    }
     return vxk_check(ctx, run->node->op_type);
 }
 
@@ -192,13 +282,23 @@ static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
     float a, b;
     vx_status st = params_of(ctx, run, &op, &a, &b);
     if (st) return st;
+    if (zero_gradient(op)) { /* zeros_like(grad) */
+        vx_tensor *gi = vx_grad_new(ctx, run, 0);
+        return gi ? vx_tensor_zero(ctx, gi) : VX_EOOM;
+    }
     const vx_tensor *s = op == U_NEG ? g : row_of(run)->reads_output ? run->out[0] : run->in[0];
-    if (!s->data) return vx_fail(ctx, VX_ECUDA, "saved tensor missing");
+    if (!s->data && s->numel) return vx_fail(ctx, VX_ECUDA, "saved tensor missing");
+    const float *den = NULL;
+    if (op == U_SOFTSIGN) {
+        if (!run->saved[0] || (!run->saved[0]->data && s->numel))
+            return vx_fail(ctx, VX_ECUDA, "Softsign backward: the denominator was not kept");
+        den = (const float *)run->saved[0]->data;
+    }
     vx_tensor *gi = vx_grad_new(ctx, run, 0);
     if (!gi) return VX_EOOM;
     if (gi->numel)
-        k_unary_grad<<<vxk_blocks(gi->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)s->data, (const float *)g->data,
-                                                                    (float *)gi->data, gi->numel, op, a, b);
+        k_unary_grad<<<vxk_blocks(gi->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (const float *)s->data, den, (const float *)g->data, (float *)gi->data, gi->numel, op, a, b);
     return vxk_check(ctx, run->node->op_type);
 }
 
@@ -211,6 +311,7 @@ static void pow_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
 
 #define KEEPS_INPUT(name) {name, unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL}
 #define KEEPS_OUTPUT(name) {name, unary_fwd, unary_bwd, 0, VX_SLOT(0), false, 0, NULL}
+#define KEEPS_NOTHING(name) {name, unary_fwd, unary_bwd, 0, 0, false, 0, NULL}
 
 extern "C" {
 const vx_op vx_ops_unary[] = {
@@ -225,6 +326,12 @@ const vx_op vx_ops_unary[] = {
     /* the exponent is read on the host; a scalar takes no gradient, a tensor
      * runs ops_math.cu's binary kernel */
     {"Pow", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, VX_SLOT(1), pow_saves},
+    /* Softsign: the input and saved[0], 1 + |x| */
+    KEEPS_INPUT("Softsign"), KEEPS_INPUT("Mish"), KEEPS_INPUT("LeakyRelu"),
+    KEEPS_INPUT("Elu"), KEEPS_INPUT("Celu"), KEEPS_INPUT("ThresholdedRelu"), KEEPS_INPUT("Selu"), KEEPS_INPUT("Shrink"),
+    KEEPS_NOTHING("Floor"), KEEPS_NOTHING("Ceil"), KEEPS_NOTHING("Round"), KEEPS_NOTHING("Sign"),
+    KEEPS_OUTPUT("Tan"), KEEPS_INPUT("Asin"), KEEPS_INPUT("Acos"), KEEPS_INPUT("Atan"), KEEPS_INPUT("Sinh"),
+    KEEPS_INPUT("Cosh"), KEEPS_INPUT("Asinh"), KEEPS_INPUT("Acosh"), KEEPS_INPUT("Atanh"),
 };
 const size_t vx_ops_unary_count = sizeof vx_ops_unary / sizeof vx_ops_unary[0];
 }

@@ -246,10 +246,15 @@ extern const vx_op vx_ops_gather[];      extern const size_t vx_ops_gather_count
 extern const vx_op vx_ops_attention[];    extern const size_t vx_ops_attention_count;    /* Attention */
 extern const vx_op vx_ops_resample[];     extern const size_t vx_ops_resample_count;     /* Resize, Upsample (ops_resample.cu) */
 extern const vx_op vx_ops_recurrent[];    extern const size_t vx_ops_recurrent_count;    /* LSTM, GRU, RNN */
+extern const vx_op vx_ops_reduce[];       extern const size_t vx_ops_reduce_count;       /* ReduceMax..ReduceLogSumExp, ArgMax, ArgMin, Hardmax, LpNormalization, MeanVarianceNormalization (ops_reduce.cu) */
+extern const vx_op vx_ops_rmsnorm[];      extern const size_t vx_ops_rmsnorm_count;      /* RMSNormalization, LRN (ops_rmsnorm.cu) */
+extern const vx_op vx_ops_einsum[];      extern const size_t vx_ops_einsum_count;      /* Einsum of two operands as a batched matmul (ops_einsum.cu) */
+extern const vx_op vx_ops_select[];      extern const size_t vx_ops_select_count;      /* ScatterElements, Scatter, TopK, MaxUnpool (ops_select.cu) */
+extern const vx_op vx_ops_layout[];      extern const size_t vx_ops_layout_count;      /* Tile, DepthToSpace, SpaceToDepth, ReverseSequence, CenterCropPad, Col2Im, EyeLike, OneHot, RandomUniform, RandomNormal(Like), Bernoulli (ops_layout.cu) */
 extern const vx_op vx_ops_index[];       extern const size_t vx_ops_index_count;       /* Split (views), Pad, CumSum, Trilu, GatherND, ScatterND (ops_index.cu) */
 extern const vx_op vx_ops_elementwise[]; extern const size_t vx_ops_elementwise_count; /* Add..Cast (ops_elementwise.cu) */
 extern const vx_op vx_ops_unary[];       extern const size_t vx_ops_unary_count;       /* Relu, Tanh, Sigmoid.. (ops_unary.cu) */
-extern const vx_op vx_ops_math[];        extern const size_t vx_ops_math_count;        /* IsNaN, IsInf; n-input Max/Min and tensor Pow helpers (ops_math.cu) */
+extern const vx_op vx_ops_math[];        extern const size_t vx_ops_math_count;        /* IsNaN, IsInf, PRelu, Sum, Mean, Bitwise*, BitShift, CastLike; n-input Max/Min and tensor Pow helpers (ops_math.cu) */
 extern const vx_op vx_ops_shape[];       extern const size_t vx_ops_shape_count;       /* Reshape..Slice, Transpose (views), Concat (ops_shape.c) */
 const vx_op *vx_find_op(const char *op_type);
 

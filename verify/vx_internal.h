@@ -84,6 +84,8 @@ vx_status vx_k_mean(vx_ctx *ctx, const vx_tensor *x, vx_tensor *out);           
 vx_status vx_k_copy(vx_ctx *ctx, vx_tensor *dst, const vx_tensor *src);            /* same numel and dtype */
 vx_status vx_k_cast(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst);           /* any dtypes, same numel */
 vx_status vx_k_random(vx_ctx *ctx, vx_tensor *t, float lo, float hi, uint64_t seed);
+vx_status vx_k_random_normal(vx_ctx *ctx, vx_tensor *t, float mean, float scale, uint64_t seed); /* float32 */
+vx_status vx_k_bernoulli(vx_ctx *ctx, const vx_tensor *prob, vx_tensor *out, uint64_t seed); /* out f32 or bool */
 
 /* ops_math.cu: Max / Min of n != 2 inputs (ops_elementwise.cu's rows hand
  * them over) and Pow with a tensor exponent (ops_unary.cu's row). */

@@ -1,7 +1,8 @@
 /*
  * test_grad.cu: the verify executor's compute kernels (verify/ops_gemm.cu,
  * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu,
- * ops_recurrent.cu, ops_attention.cu, ops_resample.cu) on small random shapes:
+ * ops_recurrent.cu, ops_attention.cu, ops_resample.cu, ops_reduce.cu,
+ * ops_rmsnorm.cu) on small random shapes:
  *   - forward against a plain host implementation;
  *   - backward against central finite differences of the forward: the loss is
  *     sum(Y * R) for a fixed random R, so dY = R (Y: output 0, or the
@@ -197,10 +198,12 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
 
 static const vx_op *find_op(const char *name) {
     const vx_op *tabs[] = {vx_ops_gemm, vx_ops_conv, vx_ops_norm, vx_ops_pool, vx_ops_softmax, vx_ops_gather,
-                           vx_ops_recurrent, vx_ops_attention, vx_ops_resample};
+                           vx_ops_recurrent, vx_ops_attention, vx_ops_resample, vx_ops_reduce,
+                           vx_ops_rmsnorm, vx_ops_einsum};
     size_t counts[] = {vx_ops_gemm_count, vx_ops_conv_count, vx_ops_norm_count, vx_ops_pool_count, vx_ops_softmax_count,
-                       vx_ops_gather_count, vx_ops_recurrent_count, vx_ops_attention_count, vx_ops_resample_count};
-    for (int t = 0; t < 9; t++)
+                       vx_ops_gather_count, vx_ops_recurrent_count, vx_ops_attention_count, vx_ops_resample_count,
+                       vx_ops_reduce_count, vx_ops_rmsnorm_count, vx_ops_einsum_count};
+    for (int t = 0; t < (int)(sizeof counts / sizeof counts[0]); t++)
         for (size_t k = 0; k < counts[t]; k++)
             if (!strcmp(tabs[t][k].name, name)) return &tabs[t][k];
     return NULL;
@@ -769,6 +772,8 @@ static HT ref_rnn(const RnnSpec &sp, const std::vector<HT> &in, int out) {
 
 /* InstanceNormalization, 3-D pooling, Resize / Upsample, ConvTranspose */
 #include "grad_norm_pool_resize_cases.h"
+/* ReduceMax..ReduceLogSumExp, ArgMax, ArgMin, Hardmax */
+#include "grad_reduce_norm_cases.h"
 
 int main(void) {
     int ndev = 0;
@@ -808,6 +813,39 @@ int main(void) {
         mm("MatMul 1-D x batch", {4}, {2, 4, 3});
         mm("MatMul batch x 1-D", {2, 3, 4}, {4});
         mm("MatMul 1-D x 1-D", {4}, {4});
+    }
+    /* Einsum (two operands, matmul-like) against a host einsum over every letter */
+    {
+        auto ein = [](const char *name, const char *eq, std::vector<int64_t> a, std::vector<int64_t> b) {
+            Case c{Node("Einsum").s("equation", eq), {randf(a), randf(b)}, {true, true}};
+            std::string e = eq;
+            c.ref = [e](const std::vector<HT> &in) {
+                std::string sa = e.substr(0, e.find(',')), sb = e.substr(e.find(',') + 1, e.find('-') - e.find(',') - 1),
+                            so = e.substr(e.find('>') + 1), all;
+                int64_t size[128] = {0};
+                for (size_t i = 0; i < sa.size(); i++) size[(int)sa[i]] = in[0].dims[i];
+                for (size_t i = 0; i < sb.size(); i++) size[(int)sb[i]] = in[1].dims[i];
+                for (char ch : sa + sb) if (all.find(ch) == std::string::npos) all += ch;
+                std::vector<int64_t> od;
+                for (char ch : so) od.push_back(size[(int)ch]);
+                HT y = mk(od);
+                int64_t total = 1;
+                for (char ch : all) total *= size[(int)ch];
+                for (int64_t t = 0; t < total; t++) {
+                    int64_t at[128] = {0}, r = t;
+                    for (int i = (int)all.size() - 1; i >= 0; i--) { at[(int)all[i]] = r % size[(int)all[i]]; r /= size[(int)all[i]]; }
+                    auto off = [&](const std::string &s) { int64_t o = 0; for (char ch : s) o = o * size[(int)ch] + at[(int)ch]; return o; };
+                    y.f[off(so)] += in[0].f[off(sa)] * in[1].f[off(sb)];
+                }
+                return y;
+            };
+            run_case(name, c);
+        };
+        ein("Einsum bij,bjk->bik (bmm)", "bij,bjk->bik", {2, 3, 4}, {2, 4, 5});
+        ein("Einsum bhqd,bhkd->bhqk (attention scores)", "bhqd,bhkd->bhqk", {2, 3, 4, 5}, {2, 3, 6, 5});
+        ein("Einsum ij,j->i (matrix-vector)", "ij,j->i", {3, 4}, {4});
+        ein("Einsum ik,kj->ji (permuted output)", "ik,kj->ji", {3, 4}, {4, 5});
+        ein("Einsum bn,anm->bam (batch letter in the middle)", "bn, anm -> bam", {2, 3}, {4, 3, 5});
     }
     /* Conv */
     {
@@ -1026,6 +1064,7 @@ int main(void) {
     }
 
     norm_pool_resize_cases();
+    reduce_cases();
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_ctx.live);
     cublasDestroy(g_ctx.blas);

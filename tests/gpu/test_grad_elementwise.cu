@@ -188,6 +188,10 @@ static const vx_op *find_op(const char *name) {
         if (!strcmp(vx_ops_shape[k].name, name)) return &vx_ops_shape[k];
     for (size_t k = 0; k < vx_ops_index_count; k++)
         if (!strcmp(vx_ops_index[k].name, name)) return &vx_ops_index[k];
+    for (size_t k = 0; k < vx_ops_layout_count; k++)
+        if (!strcmp(vx_ops_layout[k].name, name)) return &vx_ops_layout[k];
+    for (size_t k = 0; k < vx_ops_select_count; k++)
+        if (!strcmp(vx_ops_select[k].name, name)) return &vx_ops_select[k];
     for (size_t k = 0; k < vx_ops_math_count; k++)
         if (!strcmp(vx_ops_math[k].name, name)) return &vx_ops_math[k];
     return NULL;
@@ -1061,8 +1065,17 @@ static void compare_cases() {
 /* Split, Pad, CumSum, Trilu, GatherND, ScatterND (verify/ops_index.cu) */
 #include "grad_index_cases.h"
 
+/* Tile, DepthToSpace, SpaceToDepth, ReverseSequence, EyeLike, OneHot, Size,
+ * the random generators (verify/ops_layout.cu), ScatterElements, Scatter,
+ * TopK (verify/ops_select.cu) */
+#include "grad_layout_cases.h"
+
 /* Max / Min of n inputs, Pow with a tensor exponent, IsNaN, IsInf (verify/ops_math.cu) */
 #include "grad_math_cases.h"
+
+/* Softsign .. Atanh (verify/ops_unary.cu), PRelu, Sum, Mean, the bitwise ops,
+ * CastLike (verify/ops_math.cu) */
+#include "grad_unary2_cases.h"
 
 int main(void) {
     int ndev = 0;
@@ -1082,7 +1095,11 @@ int main(void) {
     where_cases();
     shape_cases();
     index_cases();
+    layout_cases();
     math_cases();
+    unary2_cases();
+    prelu_sum_cases();
+    bitwise_cases();
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_live);
     cudaStreamDestroy(s);
