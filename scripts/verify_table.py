@@ -4,9 +4,10 @@ docs/verify.md: model, mode, optimizer, batch, estimate and measured MiB,
 error, step ms. Rows that did not run say why. With --torch FILE (the JSON
 lines of bench/accuracy/time_step.py, same GPU), training rows of the models
 it timed also get PyTorch's eager step and the ratio of verify's to it.
---summary prints only the counts.
+--summary prints only the counts; --timed-only only the rows with a
+PyTorch step.
 
-usage: scripts/verify_table.py [--torch FILE] [--summary] DIR
+usage: scripts/verify_table.py [--torch FILE [--timed-only]] [--summary] DIR
 """
 import argparse
 import csv
@@ -30,6 +31,7 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--torch")
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--timed-only", action="store_true")
     a = ap.parse_args()
     with open(f"{a.dir}/sweep.tsv", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
@@ -45,6 +47,8 @@ def main():
     torch_cols = " PyTorch ms | ratio |" if steps else ""
     print("| model | mode | optimizer | batch | estimate MiB | measured MiB | error | step ms |" + torch_cols)
     print("|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if steps else ""))
+    if a.timed_only:
+        rows = [r for r in rows if r["mode"] == "train" and (r["model"], r["batch"]) in steps]
     for r in rows:
         if r["status"] != "ok":
             why = r["status"].removeprefix("error: ").split(": ", 2)[-1]

@@ -637,7 +637,8 @@ extern "C" const vx_op vx_ops_layout[] = {
     {"SpaceToDepth", space_to_depth_fwd, space_to_depth_bwd, 0, 0, false, 0, NULL, 0},
     {"ReverseSequence", reverse_seq_fwd, reverse_seq_bwd, 0, 0, false, VX_SLOT(1), NULL, 0},
     {"CenterCropPad", center_crop_pad_fwd, center_crop_pad_bwd, 0, 0, false, VX_SLOT(1), NULL, 0},
-    {"Col2Im", col2im_fwd, col2im_bwd, 0, 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0},
+    /* backward reads the image and block shapes again (host ints: no device bytes) */
+    {"Col2Im", col2im_fwd, col2im_bwd, VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0},
     {"EyeLike", eye_like_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"OneHot", one_hot_fwd, NULL, 0, 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0},
     {"RandomUniform", random_uniform_fwd, NULL, 0, 0, false, 0, NULL, 0},

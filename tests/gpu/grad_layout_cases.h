@@ -227,7 +227,7 @@ static void random_cases() {
 }
 
 static void scatter_elements_cases() {
-    HT idx = ints({2, 3}, {1, 0, 2, 3, -1, 0}, false); /* distinct per row: 'none' has one writer per cell */
+    HT idx = ints({2, 3}, {1, 0, 2, 3, -2, 0}, false); /* distinct per row: 'none' has one writer per cell */
     Case a{Node("ScatterElements").i("axis", 1), {randf({2, 4}), idx, randf({2, 3})}, {true, false, true}};
     a.ref = [](const std::vector<HT> &in) { return ref_scatter_elements(in[0], in[1], in[2], 1, 'n'); };
     run_case("ScatterElements axis 1, negative index", a);

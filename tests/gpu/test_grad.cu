@@ -818,7 +818,9 @@ int main(void) {
     {
         auto ein = [](const char *name, const char *eq, std::vector<int64_t> a, std::vector<int64_t> b) {
             Case c{Node("Einsum").s("equation", eq), {randf(a), randf(b)}, {true, true}};
-            std::string e = eq;
+            std::string e; /* the equation without its spaces, for the reference's parser */
+            for (const char *p = eq; *p; p++)
+                if (*p != ' ') e += *p;
             c.ref = [e](const std::vector<HT> &in) {
                 std::string sa = e.substr(0, e.find(',')), sb = e.substr(e.find(',') + 1, e.find('-') - e.find(',') - 1),
                             so = e.substr(e.find('>') + 1), all;
