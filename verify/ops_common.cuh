@@ -124,6 +124,28 @@ static inline int64_t vxk_prod(const int64_t *d, int from, int to) {
     return p;
 }
 
+/* The broadcast shape of ts[0..n) (numpy's rule, right-aligned); false
+ * when they do not broadcast. */
+static inline bool vxk_broadcast_shape(int n, vx_tensor *const *ts, int *rank, int64_t *dims) {
+    int r = 0;
+    for (int k = 0; k < n; k++)
+        if (ts[k]->rank > r) r = ts[k]->rank;
+    for (int d = 0; d < r; d++) {
+        int64_t v = 1;
+        for (int k = 0; k < n; k++) {
+            int off = r - ts[k]->rank;
+            if (d < off) continue;
+            int64_t e = ts[k]->dims[d - off];
+            if (e == v || e == 1) continue;
+            if (v != 1) return false;
+            v = e;
+        }
+        dims[d] = v;
+    }
+    *rank = r;
+    return true;
+}
+
 /* ---- integer tensors ----------------------------------------------------------- */
 
 /* Device int64 data of t; copies the host mirror into a workspace (*ws, to be
@@ -145,6 +167,21 @@ static inline const int64_t *vxk_dev_i64(vx_ctx *ctx, const vx_tensor *t, void *
         return NULL;
     }
     return (const int64_t *)*ws;
+}
+
+/* Input k's values (its host copy: the op's host_inputs), at most cap of
+ * them; *n = -1 when the input is absent. */
+static inline vx_status vxk_input_ints(vx_ctx *ctx, vx_run *run, int k, int64_t *vals, int64_t *n, int64_t cap,
+                                       const char *what) {
+    *n = -1;
+    if (!vxk_has_in(run, k)) return VX_OK;
+    vx_tensor *t = run->in[k];
+    if (t->numel > cap) return vx_fail(ctx, VX_EUNSUPPORTED, "%s has %lld values", what, (long long)t->numel);
+    vx_status st = vx_tensor_to_host(ctx, t);
+    if (st) return st;
+    for (int64_t i = 0; i < t->numel; i++) vals[i] = t->dtype == VX_F32 ? (int64_t)t->host_f32[i] : t->host_i64[i];
+    *n = t->numel;
+    return VX_OK;
 }
 
 /* Host values of a small int64 tensor into buf (up to cap); count, or -1. */

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops_common.cuh"
 #include "vx_internal.h"
 
 #define TPB 256
@@ -37,26 +38,6 @@ struct Bc {
     int64_t dims[VX_MAX_RANK];
     int64_t st[3][VX_MAX_RANK];
 };
-
-static bool bc_shape(int n, vx_tensor *const *ts, int *rank, int64_t *dims) {
-    int r = 0;
-    for (int k = 0; k < n; k++)
-        if (ts[k]->rank > r) r = ts[k]->rank;
-    for (int d = 0; d < r; d++) {
-        int64_t v = 1;
-        for (int k = 0; k < n; k++) {
-            int off = r - ts[k]->rank;
-            if (d < off) continue;
-            int64_t e = ts[k]->dims[d - off];
-            if (e == v || e == 1) continue;
-            if (v != 1) return false;
-            v = e;
-        }
-        dims[d] = v;
-    }
-    *rank = r;
-    return true;
-}
 
 static void bc_strides(Bc *bc, int which, const int64_t *dims, int rank) {
     int off = bc->rank - rank;
@@ -213,7 +194,7 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *ab[2] = {a, b};
     Bc bc;
     memset(&bc, 0, sizeof bc);
-    if (!bc_shape(2, ab, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
+    if (!vxk_broadcast_shape(2, ab, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
     bc_strides_t(&bc, 0, a);
     bc_strides_t(&bc, 1, b);
     bool cmp = op >= B_EQ;
@@ -251,7 +232,7 @@ static vx_status binary_bwd(vx_ctx *ctx, vx_run *run) {
     Bc bc;
     memset(&bc, 0, sizeof bc);
     vx_tensor *ab[2] = {a, b};
-    bc_shape(2, ab, &bc.rank, bc.dims);
+    vxk_broadcast_shape(2, ab, &bc.rank, bc.dims);
     bc_strides_t(&bc, 0, a); /* saved operands may be strided views */
     bc_strides_t(&bc, 1, b);
     if (!g) return VX_OK;
@@ -322,7 +303,7 @@ static vx_status where_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *ts[3] = {c, x, y};
     Bc bc;
     memset(&bc, 0, sizeof bc);
-    if (!bc_shape(3, ts, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
+    if (!vxk_broadcast_shape(3, ts, &bc.rank, bc.dims)) return vx_fail(ctx, VX_ESHAPE, "shapes do not broadcast");
     for (int k = 0; k < 3; k++) bc_strides_t(&bc, k, ts[k]);
     vx_tensor *o = vx_out_new(ctx, run, 0, x->dtype, bc.rank, bc.dims);
     if (!o) return VX_EOOM;

@@ -32,20 +32,6 @@
 
 /* ---- small host-side inputs -------------------------------------------------------- */
 
-/* Input k's values (its host copy: the op's host_inputs), at most cap of
- * them; *n = -1 when the input is absent. */
-static vx_status host_ints(vx_ctx *ctx, vx_run *run, int k, int64_t *vals, int64_t *n, int64_t cap, const char *what) {
-    *n = -1;
-    if (!vxk_has_in(run, k)) return VX_OK;
-    vx_tensor *t = run->in[k];
-    if (t->numel > cap) return vx_fail(ctx, VX_EUNSUPPORTED, "%s has %lld values", what, (long long)t->numel);
-    vx_status st = vx_tensor_to_host(ctx, t);
-    if (st) return st;
-    for (int64_t i = 0; i < t->numel; i++) vals[i] = t->dtype == VX_F32 ? (int64_t)t->host_f32[i] : t->host_i64[i];
-    *n = t->numel;
-    return VX_OK;
-}
-
 /* What backward needs of the node's small integer inputs (piece sizes, pads,
  * axis, k), kept in run->saved[0] as a host-only tensor: no device memory,
  * as PyTorch keeps such arguments as Python ints. */
@@ -94,7 +80,7 @@ static vx_status split_sizes(vx_ctx *ctx, vx_run *run, const vx_tensor *X, int *
         if (cnt > VX_MAX_IO) return vx_fail(ctx, VX_EUNSUPPORTED, "Split: %lld pieces", (long long)cnt);
         memcpy(sizes, attr, (size_t)cnt * sizeof(int64_t));
     } else {
-        vx_status st = host_ints(ctx, run, 1, sizes, &cnt, VX_MAX_IO, "Split's split");
+        vx_status st = vxk_input_ints(ctx, run, 1, sizes, &cnt, VX_MAX_IO, "Split's split");
         if (st) return st;
     }
     if (cnt > 0) {
@@ -270,10 +256,10 @@ static vx_status pad_make(vx_ctx *ctx, vx_run *run, const vx_tensor *X, pad_geom
     if (attr) {
         if (np > 2 * VX_MAX_RANK) return vx_fail(ctx, VX_ESHAPE, "Pad: %lld pads", (long long)np);
         memcpy(pads, attr, (size_t)np * sizeof(int64_t));
-    } else if ((st = host_ints(ctx, run, 1, pads, &np, 2 * VX_MAX_RANK, "Pad's pads"))) {
+    } else if ((st = vxk_input_ints(ctx, run, 1, pads, &np, 2 * VX_MAX_RANK, "Pad's pads"))) {
         return st;
     }
-    if ((st = host_ints(ctx, run, 3, axes, &na, VX_MAX_RANK, "Pad's axes"))) return st;
+    if ((st = vxk_input_ints(ctx, run, 3, axes, &na, VX_MAX_RANK, "Pad's axes"))) return st;
     if (np < 0) return vx_fail(ctx, VX_ESHAPE, "Pad needs pads");
     int64_t n_axes = na >= 0 ? na : X->rank;
     if (np != 2 * n_axes) return vx_fail(ctx, VX_ESHAPE, "Pad: %lld pads for %lld axes", (long long)np, (long long)n_axes);
@@ -403,7 +389,7 @@ static vx_status cumsum_forward(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
     if (X->dtype != VX_F32 && X->dtype != VX_I64) return vx_fail(ctx, VX_EUNSUPPORTED, "CumSum: float32 or int64 only");
     int64_t axis, n;
-    vx_status st = host_ints(ctx, run, 1, &axis, &n, 1, "CumSum's axis");
+    vx_status st = vxk_input_ints(ctx, run, 1, &axis, &n, 1, "CumSum's axis");
     if (st) return st;
     int a = n == 1 ? vxk_axis(axis, X->rank < 1 ? 1 : X->rank) : -1;
     if (a < 0) return vx_fail(ctx, VX_ESHAPE, "CumSum: bad axis");
@@ -465,7 +451,7 @@ static vx_status trilu_forward(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
     if (X->rank < 2) return vx_fail(ctx, VX_ESHAPE, "Trilu: input must have rank >= 2");
     int64_t k = 0, n;
-    vx_status st = host_ints(ctx, run, 1, &k, &n, 1, "Trilu's k");
+    vx_status st = vxk_input_ints(ctx, run, 1, &k, &n, 1, "Trilu's k");
     if (st) return st;
     if (n < 1) k = 0;
     bool upper = vxk_attr_int(run, "upper", 1) != 0;

@@ -33,21 +33,6 @@
 
 /* ---- shared ---------------------------------------------------------------------------- */
 
-/* Input k's integer values from its host copy (the op's host_inputs), at
- * most cap; *n = -1 when the input is absent. */
-static vx_status layout_host_ints(vx_ctx *ctx, vx_run *run, int k, int64_t *vals, int64_t *n, int64_t cap,
-                                  const char *what) {
-    *n = -1;
-    if (!vxk_has_in(run, k)) return VX_OK;
-    vx_tensor *t = run->in[k];
-    if (t->numel > cap) return vx_fail(ctx, VX_EUNSUPPORTED, "%s has %lld values", what, (long long)t->numel);
-    vx_status st = vx_tensor_to_host(ctx, t);
-    if (st) return st;
-    for (int64_t i = 0; i < t->numel; i++) vals[i] = t->dtype == VX_F32 ? (int64_t)t->host_f32[i] : t->host_i64[i];
-    *n = t->numel;
-    return VX_OK;
-}
-
 /* ONNX TensorProto dtype -> the executor's device dtype; false when not one
  * the executor holds (strings, complex). */
 static bool layout_dtype(int64_t onnx, vx_dtype *dt) {
@@ -92,7 +77,7 @@ static vx_status tile_fwd(vx_ctx *ctx, vx_run *run) {
     if (vxk_opset(run) < 6) return vx_fail(ctx, VX_EUNSUPPORTED, "Tile-1 (tiles, axis inputs) is not supported");
     const vx_tensor *X = run->in[0];
     int64_t reps[VX_MAX_RANK], n;
-    vx_status st = layout_host_ints(ctx, run, 1, reps, &n, VX_MAX_RANK, "Tile's repeats");
+    vx_status st = vxk_input_ints(ctx, run, 1, reps, &n, VX_MAX_RANK, "Tile's repeats");
     if (st) return st;
     if (n != X->rank) return vx_fail(ctx, VX_ESHAPE, "Tile: %lld repeats for rank %d", (long long)n, X->rank);
     tile_geom g;
@@ -361,7 +346,7 @@ static vx_status center_crop_pad_fwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
     if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "CenterCropPad: float input only");
     int64_t shape[VX_MAX_RANK], ns, na, dims[VX_MAX_RANK];
-    vx_status st = layout_host_ints(ctx, run, 1, shape, &ns, VX_MAX_RANK, "CenterCropPad's shape");
+    vx_status st = vxk_input_ints(ctx, run, 1, shape, &ns, VX_MAX_RANK, "CenterCropPad's shape");
     if (st) return st;
     const int64_t *axes = vxk_attr_ints(run, "axes", &na);
     if (!axes) na = X->rank;
@@ -451,8 +436,8 @@ static __global__ void im2col_kernel(float *col, const float *img, int64_t total
 static vx_status col2im_geom_of(vx_ctx *ctx, vx_run *run, const vx_tensor *X, col2im_geom *g) {
     int64_t ni, nb;
     vx_status st;
-    if ((st = layout_host_ints(ctx, run, 1, g->image, &ni, VX_MAX_RANK, "Col2Im's image_shape")) ||
-        (st = layout_host_ints(ctx, run, 2, g->block, &nb, VX_MAX_RANK, "Col2Im's block_shape")))
+    if ((st = vxk_input_ints(ctx, run, 1, g->image, &ni, VX_MAX_RANK, "Col2Im's image_shape")) ||
+        (st = vxk_input_ints(ctx, run, 2, g->block, &nb, VX_MAX_RANK, "Col2Im's block_shape")))
         return st;
     if (X->rank != 3 || ni < 1 || ni != nb || ni > VX_MAX_RANK - 2)
         return vx_fail(ctx, VX_ESHAPE, "Col2Im: input (N, C * prod(block), L) with matching image and block shapes");
@@ -552,7 +537,7 @@ static vx_status one_hot_fwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *I = run->in[0];
     vx_tensor *V = run->in[2];
     int64_t depth, nd;
-    vx_status st = layout_host_ints(ctx, run, 1, &depth, &nd, 1, "OneHot's depth");
+    vx_status st = vxk_input_ints(ctx, run, 1, &depth, &nd, 1, "OneHot's depth");
     if (st) return st;
     if (nd != 1 || depth < 1) return vx_fail(ctx, VX_ESHAPE, "OneHot: depth must be one positive value");
     if ((st = vx_tensor_to_host(ctx, V))) return st;

@@ -44,27 +44,6 @@ typedef struct nbc {
     const void *p[MM_MAX_IN];
 } nbc;
 
-/* The broadcast shape of ts[0..n); false when they do not broadcast. */
-static bool nbc_shape(int n, vx_tensor *const *ts, int *rank, int64_t *dims) {
-    int r = 0;
-    for (int k = 0; k < n; k++)
-        if (ts[k]->rank > r) r = ts[k]->rank;
-    for (int d = 0; d < r; d++) {
-        int64_t v = 1;
-        for (int k = 0; k < n; k++) {
-            int off = r - ts[k]->rank;
-            if (d < off) continue;
-            int64_t e = ts[k]->dims[d - off];
-            if (e == v || e == 1) continue;
-            if (v != 1) return false;
-            v = e;
-        }
-        dims[d] = v;
-    }
-    *rank = r;
-    return true;
-}
-
 /* Operand k's strides in the output index space (through its own strides
  * when it is a strided view, read in place). */
 static void nbc_strides(nbc *b, int k, const vx_tensor *t) {
@@ -153,7 +132,7 @@ static vx_status nbc_make(vx_ctx *ctx, const vx_run *run, const char *op, nbc *b
         if (run->in[k]->dtype != run->in[0]->dtype) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: operands of different dtypes", op);
     }
     b->n = run->n_in;
-    if (!nbc_shape(run->n_in, run->in, &b->rank, b->dims)) return vx_fail(ctx, VX_ESHAPE, "%s: shapes do not broadcast", op);
+    if (!vxk_broadcast_shape(run->n_in, run->in, &b->rank, b->dims)) return vx_fail(ctx, VX_ESHAPE, "%s: shapes do not broadcast", op);
     for (int k = 0; k < run->n_in; k++) {
         nbc_strides(b, k, run->in[k]);
         b->p[k] = run->in[k]->data;
@@ -277,7 +256,7 @@ static vx_status pow_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
     if (!xe[0] || !xe[1]) return vx_fail(ctx, VX_ESHAPE, "Pow needs X and Y");
     if (xe[0]->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "Pow: a float32 base only");
     b->n = 2;
-    if (!nbc_shape(2, xe, &b->rank, b->dims)) return vx_fail(ctx, VX_ESHAPE, "Pow: shapes do not broadcast");
+    if (!vxk_broadcast_shape(2, xe, &b->rank, b->dims)) return vx_fail(ctx, VX_ESHAPE, "Pow: shapes do not broadcast");
     /* operands are contiguous here (Pow's row reads no strided tensor) */
     nbc_dense_strides(b->rank, xe[0]->rank, xe[0]->dims, b->st[0]);
     nbc_dense_strides(b->rank, xe[1]->rank, xe[1]->dims, b->st[1]);
@@ -362,7 +341,7 @@ static vx_status prelu_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
     if (x->dtype != VX_F32 || sl->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "PRelu: float32 operands only");
     vx_tensor *xs[2] = {run->in[0], run->in[1]};
     b->n = 2;
-    if (!nbc_shape(2, xs, &b->rank, b->dims) || b->rank != x->rank || memcmp(b->dims, x->dims, sizeof(int64_t) * x->rank))
+    if (!vxk_broadcast_shape(2, xs, &b->rank, b->dims) || b->rank != x->rank || memcmp(b->dims, x->dims, sizeof(int64_t) * x->rank))
         return vx_fail(ctx, VX_ESHAPE, "PRelu: slope does not broadcast to X");
     nbc_dense_strides(b->rank, x->rank, x->dims, b->st[0]);
     nbc_dense_strides(b->rank, sl->rank, sl->dims, b->st[1]);
