@@ -7,7 +7,8 @@ folder's *.full.onnx eval-mode exports) it
      input's symbolic dims bound to --batch, default 2) and writes it to
      OUT/<model>.input.npy;
   2. runs `memest verify MODEL --mode infer --batch B --input FILE
-     --dump-outputs OUT/<model>.outputs` (the executor on the GPU);
+     --dump-outputs OUT/<model>.outputs` (the executor on the GPU, its
+     convolutions in float32: MEMEST_VERIFY_CONV_TF32=0);
   3. runs onnxruntime (CPUExecutionProvider) on the same input;
   4. compares every output: max abs error, max abs error relative to the
      reference's largest magnitude (the pass criterion: <= --rtol, default
@@ -80,7 +81,9 @@ def main():
                "--dump-outputs", dump, "--tolerance", "1e9", "--format", "json",
                "-o", os.path.join(a.out, f"{name}.verify.json")]
         rec["command"] = " ".join(cmd)
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        # full float32 convolutions: verify runs them in TF32 by default, as PyTorch does
+        env = dict(os.environ, MEMEST_VERIFY_CONV_TF32="0")
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if p.returncode != 0 or not os.path.exists(os.path.join(dump, "outputs.json")):
             rec["error"] = f"memest verify exited {p.returncode}: {p.stderr.strip()[-500:]}"
             ok_all = False

@@ -231,6 +231,7 @@ static vx_status forward(vx_exec *x) {
     for (int32_t i = 0; i < x->g->n_nodes; i++) {
         vx_status st = run_node(x, i);
         if (st) return st;
+        if (x->profiling) vx_profile_mark(x->prof, x->g->nodes[i].op_type, x->ctx->phase);
     }
     return VX_OK;
 }
@@ -259,6 +260,9 @@ static vx_status step(vx_exec *x, bool measured) {
         vx_alloc_reset_peak(ctx);
         x->r->resident_before = ctx->stats.total;
     }
+    x->profiling = measured && x->prof;
+    if (x->profiling) vx_profile_start(x->prof);
+    ctx->prof = x->profiling ? x->prof : NULL;
     double t0 = now_ms();
     if ((st = forward(x))) return st;
     /* y rebound: the previous output goes */
@@ -279,9 +283,12 @@ static vx_status step(vx_exec *x, bool measured) {
         x->prev_loss = loss;
         if ((st = vx_exec_backward(x, y, yi))) return st;
         if ((st = vx_exec_optimizer_step(x))) return st;
+        if (x->profiling) vx_profile_mark(x->prof, "(optimizer)", ctx->phase);
     }
     if ((st = vx_sync(ctx))) return st;
     double t1 = now_ms();
+    if (x->profiling) vx_profile_write(x->prof, x->g->source, x->o->batch);
+    ctx->prof = NULL;
     if (measured) x->r->step_ms = t1 - t0;
     else x->r->first_step_ms = t1 - t0;
     /* node states left (nodes whose backward never came) */
@@ -389,6 +396,7 @@ vx_status vx_execute(vx_ctx *ctx, const est_graph *g, const vx_options *o, vx_re
         if (vx_weights_open(wpath, &x.w, msg, sizeof msg) != VX_OK) st = vx_fail(ctx, VX_EIO, "%s", msg);
     }
     ctx->phase = VX_PHASE_SETUP;
+    x.prof = vx_profile_open();
     if (!st) st = vx_exec_setup(&x);
     int steps = o->steps > 0 ? o->steps : 2;
     for (int s = 0; s < steps && !st; s++) st = step(&x, s == steps - 1);
@@ -400,6 +408,7 @@ vx_status vx_execute(vx_ctx *ctx, const est_graph *g, const vx_options *o, vx_re
         r->nodes = (size_t)g->n_nodes;
     }
     (void)cat_fill_name;
+    vx_profile_close(x.prof);
     exec_free(&x);
     return st;
 }

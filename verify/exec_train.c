@@ -201,9 +201,11 @@ vx_status vx_exec_backward(vx_exec *x, vx_tensor *y, int32_t yi) {
         return st;
     }
     x->grad[yi] = gy;
+    if (x->profiling) vx_profile_mark(x->prof, "(loss)", ctx->phase);
     for (int32_t i = x->g->n_nodes - 1; i >= 0 && !st; i--) {
         if (!x->ns[i].bwd) continue;
         st = backward_node(x, i);
+        if (!st && x->profiling) vx_profile_mark(x->prof, x->g->nodes[i].op_type, ctx->phase);
     }
     vx_tensor_release(ctx, seed);
     if (st) return st;

@@ -197,13 +197,31 @@ typedef struct head_gemm {
 
 static const float *at(const t4 *t, int64_t b, int64_t h) { return t->p + b * t->sb + h * t->sh; }
 
+/* C_i = alpha op(A_i) op(B_i) + beta C_i for i < count, A_i = A + i * sA...:
+ * one strided batched call. */
+static cublasStatus_t batched(cublasHandle_t hd, const head_gemm *p, const float *A, int64_t sA, const float *B,
+                              int64_t sB, float beta, float *C, int64_t sC, int64_t count) {
+    return vxk_gemm_strided(hd, p->ta, p->tb, p->m, p->n, p->k, p->alpha, A, p->A.ld, sA, B, p->B.ld, sB, beta, C,
+                            p->C.ld, sC, count);
+}
+
+/* Whether (b, h) of t, h < heads, is one stride over b * heads + h. */
+static bool folds(const t4 *t, int64_t heads) { return t->sb == heads * t->sh; }
+
+/* For every query head (b, h): C_bh = alpha * op(A_bh) op(B_kv) + beta * C_bh,
+ * B indexed by the key head h / (Hq / Hk). Query heads r, r + rep, ... share
+ * nothing; each such set is one batched call per sample (one call in all
+ * when the heads fold into the samples). */
 static vx_status per_head(vx_ctx *ctx, const attn_geom *g, const head_gemm *p, const char *what) {
     cublasHandle_t hd = vxk_blas(ctx);
     int64_t rep = g->Hq / g->Hk;
+    if (rep == 1 && folds(&p->A, g->Hq) && folds(&p->B, g->Hk) && folds(&p->C, g->Hq))
+        return vxk_blas_check(ctx, batched(hd, p, p->A.p, p->A.sh, p->B.p, p->B.sh, p->beta, (float *)p->C.p, p->C.sh,
+                                           g->B * g->Hq), what);
     for (int64_t b = 0; b < g->B; b++)
-        for (int64_t h = 0; h < g->Hq; h++) {
-            cublasStatus_t s = vxk_gemm(hd, p->ta, p->tb, p->m, p->n, p->k, p->alpha, at(&p->A, b, h), p->A.ld,
-                                        at(&p->B, b, h / rep), p->B.ld, p->beta, (float *)at(&p->C, b, h), p->C.ld);
+        for (int64_t r = 0; r < rep; r++) {
+            cublasStatus_t s = batched(hd, p, at(&p->A, b, r), rep * p->A.sh, at(&p->B, b, 0), p->B.sh, p->beta,
+                                       (float *)at(&p->C, b, r), rep * p->C.sh, g->Hk);
             if (s != CUBLAS_STATUS_SUCCESS) return vxk_blas_check(ctx, s, what);
         }
     return VX_OK;
@@ -211,15 +229,18 @@ static vx_status per_head(vx_ctx *ctx, const attn_geom *g, const head_gemm *p, c
 
 /* For every key head: C_kv = alpha * the sum over its query heads h of
  * op(A_bh) op(B_bh) (the gradients of K and V under grouped-query
- * attention). */
+ * attention): the r-th query head of every key head in one batched call,
+ * accumulating from r = 1. */
 static vx_status per_kv_head(vx_ctx *ctx, const attn_geom *g, const head_gemm *p, const char *what) {
     cublasHandle_t hd = vxk_blas(ctx);
     int64_t rep = g->Hq / g->Hk;
+    if (rep == 1 && folds(&p->A, g->Hq) && folds(&p->B, g->Hq) && folds(&p->C, g->Hk))
+        return vxk_blas_check(ctx, batched(hd, p, p->A.p, p->A.sh, p->B.p, p->B.sh, 0.f, (float *)p->C.p, p->C.sh,
+                                           g->B * g->Hk), what);
     for (int64_t b = 0; b < g->B; b++)
-        for (int64_t h = 0; h < g->Hq; h++) {
-            float beta = h % rep == 0 ? 0.f : 1.f;
-            cublasStatus_t s = vxk_gemm(hd, p->ta, p->tb, p->m, p->n, p->k, p->alpha, at(&p->A, b, h), p->A.ld,
-                                        at(&p->B, b, h), p->B.ld, beta, (float *)at(&p->C, b, h / rep), p->C.ld);
+        for (int64_t r = 0; r < rep; r++) {
+            cublasStatus_t s = batched(hd, p, at(&p->A, b, r), rep * p->A.sh, at(&p->B, b, r), rep * p->B.sh,
+                                       r == 0 ? 0.f : 1.f, (float *)at(&p->C, b, 0), p->C.sh, g->Hk);
             if (s != CUBLAS_STATUS_SUCCESS) return vxk_blas_check(ctx, s, what);
         }
     return VX_OK;

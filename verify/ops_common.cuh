@@ -45,7 +45,22 @@ static __device__ inline int64_t vxk_window_of(int64_t in, int64_t pad, int64_t 
 }
 
 static inline cudaStream_t vxk_stream(vx_ctx *ctx) { return (cudaStream_t)vx_stream(ctx); }
-static inline cublasHandle_t vxk_blas(vx_ctx *ctx) { return (cublasHandle_t)vx_cublas(ctx); }
+/* The handle in full float32: PyTorch's matmuls do not take TF32 unless
+ * asked (torch.backends.cuda.matmul.allow_tf32 is False). */
+static inline cublasHandle_t vxk_blas(vx_ctx *ctx) {
+    cublasHandle_t h = (cublasHandle_t)vx_cublas(ctx);
+    cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    return h;
+}
+
+/* The handle for convolutions' products: TF32 where the run asks for it,
+ * as PyTorch's cuDNN convolutions take it by default
+ * (torch.backends.cudnn.allow_tf32 is True). */
+static inline cublasHandle_t vxk_conv_blas(vx_ctx *ctx) {
+    cublasHandle_t h = (cublasHandle_t)vx_cublas(ctx);
+    cublasSetMathMode(h, vx_conv_tf32(ctx) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    return h;
+}
 
 static inline vx_status vxk_check(vx_ctx *ctx, const char *what) {
     cudaError_t e = cudaGetLastError();
@@ -264,34 +279,51 @@ static inline void vxk_reduce_make(vxk_reduce *r, int rb, const int64_t *big, co
     }
 }
 
-static __device__ __forceinline__ int64_t vxk_unravel(int n, const int64_t *dims, const int64_t *stride, int64_t i) {
-    int64_t off = 0;
+/* The big offset of index i over (dims, stride), in I (int32_t where the
+ * big tensor's size allows: a 64-bit division is several 32-bit ones). */
+template <typename I>
+static __device__ __forceinline__ I vxk_unravel(int n, const int64_t *dims, const int64_t *stride, I i) {
+    I off = 0;
     for (int d = n - 1; d >= 0; d--) {
-        int64_t c = i % dims[d];
-        i /= dims[d];
-        off += c * stride[d];
+        I c = i % (I)dims[d];
+        i /= (I)dims[d];
+        off += c * (I)stride[d];
     }
     return off;
 }
 
-/* One thread per output element (many outputs). */
-static __global__ void vxk_reduce_thread_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+/* One thread per output element (many outputs, short reductions). */
+template <typename I> static __global__ void vxk_reduce_thread_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
     VXK_LOOP(o, r.n_out) {
-        int64_t base = vxk_unravel(r.nk, r.kdims, r.kstride, o);
+        I base = vxk_unravel<I>(r.nk, r.kdims, r.kstride, (I)o);
         float acc = 0.f;
-        for (int64_t j = 0; j < r.n_red; j++) acc += in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)];
+        for (I j = 0; j < (I)r.n_red; j++) acc += in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)];
         out[o] = scale * acc + (beta != 0.f ? beta * out[o] : 0.f);
     }
 }
 
+/* One warp per output element (the lanes read neighbours of the reduced
+ * dims: coalesced where the innermost dim is reduced). */
+template <typename I> static __global__ void vxk_reduce_warp_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+    int lane = threadIdx.x & 31;
+    int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t o = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; o < r.n_out; o += warps) {
+        I base = vxk_unravel<I>(r.nk, r.kdims, r.kstride, (I)o);
+        float acc = 0.f;
+        for (I j = lane; j < (I)r.n_red; j += 32) acc += in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)];
+        for (int k = 16; k > 0; k >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, k);
+        if (lane == 0) out[o] = scale * acc + (beta != 0.f ? beta * out[o] : 0.f);
+    }
+}
+
 /* One block per output element (few outputs, long reductions). */
-static __global__ void vxk_reduce_block_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+template <typename I> static __global__ void vxk_reduce_block_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
     __shared__ float sh[VXK_THREADS];
     for (int64_t o = blockIdx.x; o < r.n_out; o += gridDim.x) {
-        int64_t base = vxk_unravel(r.nk, r.kdims, r.kstride, o);
+        I base = vxk_unravel<I>(r.nk, r.kdims, r.kstride, (I)o);
         float acc = 0.f;
-        for (int64_t j = threadIdx.x; j < r.n_red; j += blockDim.x)
-            acc += in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)];
+        for (I j = threadIdx.x; j < (I)r.n_red; j += blockDim.x)
+            acc += in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)];
         sh[threadIdx.x] = acc;
         __syncthreads();
         for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -303,17 +335,30 @@ static __global__ void vxk_reduce_block_kernel(float *out, const float *in, vxk_
     }
 }
 
+template <typename I> static inline void vxk_reduce_launch(cudaStream_t s, float *out, const float *in, const vxk_reduce *r,
+                                                           float scale, float beta) {
+    if (r->n_out < 1024 && r->n_red >= 1024) {
+        unsigned g = (unsigned)(r->n_out < 65536 ? r->n_out : 65536);
+        vxk_reduce_block_kernel<I><<<g, VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+    } else if (r->n_red >= 32) {
+        vxk_reduce_warp_kernel<I><<<vxk_blocks(r->n_out * 32), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+    } else {
+        vxk_reduce_thread_kernel<I><<<vxk_blocks(r->n_out), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+    }
+}
+
 /* out (the kept dims, row-major) = scale * sum over the others [+ beta * out]. */
 static inline vx_status vxk_reduce_run(vx_ctx *ctx, float *out, const float *in, const vxk_reduce *r, float scale,
                                        float beta) {
     cudaStream_t s = vxk_stream(ctx);
     if (r->n_out == 0) return VX_OK;
-    if (r->n_out < 4096 && r->n_red >= 64) {
-        unsigned g = (unsigned)(r->n_out < 65536 ? r->n_out : 65536);
-        vxk_reduce_block_kernel<<<g, VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
-    } else {
-        vxk_reduce_thread_kernel<<<vxk_blocks(r->n_out), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
-    }
+    int64_t span = 1; /* one past the largest big offset */
+    for (int d = 0; d < r->nk; d++) span += (r->kdims[d] - 1) * r->kstride[d];
+    for (int d = 0; d < r->nr; d++) span += (r->rdims[d] - 1) * r->rstride[d];
+    if (span < INT32_MAX / 2 && r->n_out < INT32_MAX / 2 && r->n_red < INT32_MAX / 2)
+        vxk_reduce_launch<int32_t>(s, out, in, r, scale, beta);
+    else
+        vxk_reduce_launch<int64_t>(s, out, in, r, scale, beta);
     return vxk_check(ctx, "reduce kernel");
 }
 
@@ -328,6 +373,22 @@ static inline vx_status vxk_reduce_to(vx_ctx *ctx, float *out, int rs, const int
     vxk_reduce r;
     vxk_reduce_make(&r, rb, big, keep);
     return vxk_reduce_run(ctx, out, in, &r, scale, 0.f);
+}
+
+/* atomicAdd(p, v) from every lane; where the whole warp adds to one
+ * address (a broadcast operand's gradient: a channel, a row), the warp sums
+ * first and one lane adds. Thousands of lanes on one address serialize. */
+static __device__ __forceinline__ void vxk_atomic_add(float *p, float v) {
+    unsigned mask = __activemask();
+    if (mask == 0xffffffffu) {
+        float *p0 = (float *)__shfl_sync(mask, (unsigned long long)p, 0);
+        if (__all_sync(mask, p == p0)) {
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(mask, v, o);
+            if ((threadIdx.x & 31) == 0) atomicAdd(p, v);
+            return;
+        }
+    }
+    atomicAdd(p, v);
 }
 
 /* The max or the sum of v over the block (every thread passes its value;
@@ -359,6 +420,27 @@ static inline vx_status vxk_zero(vx_ctx *ctx, void *p, size_t bytes) {
     if (!bytes) return VX_OK;
     if (cudaMemsetAsync(p, 0, bytes, vxk_stream(ctx)) != cudaSuccess) return vx_fail(ctx, VX_ECUDA, "cudaMemset failed");
     return VX_OK;
+}
+
+/* ---- fast division ----------------------------------------------------------------- */
+
+/* n / d for n < 2^31 as a multiply-high and a shift (the divisor's magic
+ * number, as PyTorch's IntDivider and libdivide make it). */
+typedef struct vxk_fdiv {
+    uint32_t d, m, s;
+} vxk_fdiv;
+
+static inline vxk_fdiv vxk_fdiv_make(uint32_t d) {
+    vxk_fdiv f;
+    f.d = d ? d : 1;
+    f.s = 0;
+    while (f.s < 32 && (1ull << f.s) < f.d) f.s++;
+    f.m = (uint32_t)(((1ull << 32) * ((1ull << f.s) - f.d)) / f.d + 1);
+    return f;
+}
+
+static __device__ __forceinline__ uint32_t vxk_fdiv_div(vxk_fdiv f, uint32_t n) {
+    return (__umulhi(n, f.m) + n) >> f.s;
 }
 
 /* ---- cuBLAS, row-major ------------------------------------------------------------ */

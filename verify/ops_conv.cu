@@ -18,19 +18,9 @@
  * conv's dW, with the same column workspace (chunked so it stays under X's
  * size). saves X and W, as Conv.
  *
- * Spatial axes are depth, height and width; a 1-D or 2-D convolution has
- * the leading ones of size 1 (kernel 1, stride 1, no padding).
+ * The index kernels (im2col, col2im, depthwise) are in conv_kernels.cuh.
  */
-#include "ops_common.cuh"
-
-enum { AXES = 3 };
-
-typedef struct conv_geom {
-    int sp;                    /* spatial rank: 1, 2 or 3 */
-    int64_t N, C, M, G, Cg, Mg;
-    int64_t in[AXES], k[AXES], st[AXES], dl[AXES], pad[AXES], out[AXES]; /* depth, height, width */
-    int64_t IS, KK, P;         /* input pixels, kernel taps, output pixels per channel */
-} conv_geom;
+#include "conv_kernels.cuh"
 
 static int64_t same_pad_begin(int64_t in, int64_t k, int64_t s, int64_t d, bool upper, int64_t *out) {
     int64_t o = (in + s - 1) / s;
@@ -132,132 +122,6 @@ static int64_t conv_chunk(const conv_geom *g) {
     return nb;
 }
 
-/* The input offset (within a channel) that output pixel p reads at kernel
- * tap t, or -1 in the padding. */
-static __device__ __forceinline__ int64_t tap_input(const conv_geom &g, int64_t p, int64_t t) {
-    int64_t o[AXES], k[AXES], off = 0;
-    for (int ax = AXES - 1; ax >= 0; ax--) {
-        o[ax] = p % g.out[ax];
-        p /= g.out[ax];
-        k[ax] = t % g.k[ax];
-        t /= g.k[ax];
-    }
-    for (int ax = 0; ax < AXES; ax++) {
-        int64_t i = o[ax] * g.st[ax] - g.pad[ax] + k[ax] * g.dl[ax];
-        if (i < 0 || i >= g.in[ax]) return -1;
-        off = off * g.in[ax] + i;
-    }
-    return off;
-}
-
-/* col (nb, C*KK, P) of samples [n0, n0+nb). */
-static __global__ void im2col_kernel(float *col, const float *x, conv_geom g, int64_t nb) {
-    int64_t total = nb * g.C * g.KK * g.P;
-    VXK_LOOP(i, total) {
-        int64_t p = i % g.P, t = i / g.P;
-        int64_t tap = t % g.KK, nc = t / g.KK; /* nc = n * C + c */
-        int64_t off = tap_input(g, p, tap);
-        col[i] = off >= 0 ? x[nc * g.IS + off] : 0.f;
-    }
-}
-
-/* The output pixel whose window puts tap t on input pixel q, or -1. */
-static __device__ __forceinline__ int64_t tap_output(const conv_geom &g, int64_t q, int64_t t) {
-    int64_t in[AXES], k[AXES], off = 0;
-    for (int ax = AXES - 1; ax >= 0; ax--) {
-        in[ax] = q % g.in[ax];
-        q /= g.in[ax];
-        k[ax] = t % g.k[ax];
-        t /= g.k[ax];
-    }
-    for (int ax = 0; ax < AXES; ax++) {
-        int64_t o = vxk_window_of(in[ax], g.pad[ax], k[ax], g.dl[ax], g.st[ax], g.out[ax]);
-        if (o < 0) return -1;
-        off = off * g.out[ax] + o;
-    }
-    return off;
-}
-
-/* dx of samples [n0, n0+nb) = col2im(dcol): each input element gathers. */
-static __global__ void col2im_kernel(float *dx, const float *dcol, conv_geom g, int64_t nb) {
-    int64_t total = nb * g.C * g.IS;
-    VXK_LOOP(i, total) {
-        int64_t q = i % g.IS, nc = i / g.IS;
-        float acc = 0.f;
-        for (int64_t t = 0; t < g.KK; t++) {
-            int64_t o = tap_output(g, q, t);
-            if (o >= 0) acc += dcol[(nc * g.KK + t) * g.P + o];
-        }
-        dx[i] = acc;
-    }
-}
-
-static __global__ void bias_add_kernel(float *y, const float *b, int64_t M, int64_t P, int64_t total) {
-    VXK_LOOP(i, total) y[i] += b[(i / P) % M];
-}
-
-/* ---- one input channel per group: direct kernels ---- */
-
-static __global__ void dw_forward_kernel(float *y, const float *x, const float *w, const float *b, conv_geom g) {
-    int64_t total = g.N * g.M * g.P;
-    VXK_LOOP(i, total) {
-        int64_t p = i % g.P, t = i / g.P;
-        int64_t m = t % g.M, n = t / g.M;
-        int64_t c = m / g.Mg;
-        const float *xp = x + (n * g.C + c) * g.IS;
-        const float *wp = w + m * g.KK;
-        float acc = b ? b[m] : 0.f;
-        for (int64_t tap = 0; tap < g.KK; tap++) {
-            int64_t off = tap_input(g, p, tap);
-            if (off >= 0) acc += wp[tap] * xp[off];
-        }
-        y[i] = acc;
-    }
-}
-
-static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, conv_geom g) {
-    int64_t total = g.N * g.C * g.IS;
-    VXK_LOOP(i, total) {
-        int64_t q = i % g.IS, t = i / g.IS;
-        int64_t c = t % g.C, n = t / g.C;
-        float acc = 0.f;
-        for (int64_t j = 0; j < g.Mg; j++) {
-            int64_t m = c * g.Mg + j;
-            const float *dyp = dy + (n * g.M + m) * g.P;
-            const float *wp = w + m * g.KK;
-            for (int64_t tap = 0; tap < g.KK; tap++) {
-                int64_t o = tap_output(g, q, tap);
-                if (o >= 0) acc += wp[tap] * dyp[o];
-            }
-        }
-        dx[i] = acc;
-    }
-}
-
-/* One block per weight element, reducing over (N, output pixels). */
-static __global__ void dw_dw_kernel(float *dw, const float *dy, const float *x, conv_geom g) {
-    __shared__ float sh[VXK_THREADS];
-    int64_t nw = g.M * g.KK;
-    for (int64_t e = blockIdx.x; e < nw; e += gridDim.x) {
-        int64_t tap = e % g.KK, m = e / g.KK;
-        int64_t c = m / g.Mg;
-        float acc = 0.f;
-        for (int64_t j = threadIdx.x; j < g.N * g.P; j += blockDim.x) {
-            int64_t n = j / g.P, p = j % g.P;
-            int64_t off = tap_input(g, p, tap);
-            if (off >= 0) acc += dy[(n * g.M + m) * g.P + p] * x[(n * g.C + c) * g.IS + off];
-        }
-        sh[threadIdx.x] = acc;
-        __syncthreads();
-        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-            __syncthreads();
-        }
-        if (threadIdx.x == 0) dw[e] = sh[0];
-        __syncthreads();
-    }
-}
-
 static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "Conv needs X and W");
     const vx_tensor *X = run->in[0], *Wt = run->in[1];
@@ -277,7 +141,7 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
     int64_t P = g.P, Q = g.Cg * g.KK, ytotal = g.N * g.M * P;
     if (ytotal == 0) return VX_OK;
     if (g.Cg == 1) {
-        dw_forward_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, x, w, b, g);
+        conv_dw_forward(&g, s, Y, x, w, b);
         return vxk_check(ctx, "Conv depthwise");
     }
     bool direct = conv_is_1x1(&g);
@@ -287,14 +151,15 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
         col = (float *)vx_workspace(ctx, (size_t)(nb * g.C * g.KK * P) * sizeof(float));
         if (!col) return vxk_oom(ctx, "Conv im2col workspace");
     }
-    cublasHandle_t h = vxk_blas(ctx);
+    cublasHandle_t h = vxk_conv_blas(ctx);
     for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
         int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
         const float *cb;
         if (direct) cb = x + n0 * g.C * P;
         else {
-            im2col_kernel<<<vxk_blocks(cnt * g.C * g.KK * P), VXK_THREADS, 0, s>>>(col, x + n0 * g.C * g.IS, g, cnt);
+            conv_im2col(&g, cnt, s, col, x + n0 * g.C * g.IS);
             if ((st = vxk_check(ctx, "Conv im2col"))) break;
+            vx_profile_section(ctx, "Conv im2col");
             cb = col;
         }
         for (int64_t gi = 0; gi < g.G && !st; gi++)
@@ -302,6 +167,7 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
                                                       cb + gi * Q * P, P, g.C * g.KK * P, 0.f,
                                                       Y + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, cnt),
                                 "Conv GEMM");
+        vx_profile_section(ctx, "Conv GEMM");
     }
     if (!st && b) {
         bias_add_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, b, g.M, P, ytotal);
@@ -319,7 +185,7 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
     if (st) return st;
     const float *x = (const float *)X->data, *w = (const float *)Wt->data, *dy = (const float *)dYt->data;
     cudaStream_t s = vxk_stream(ctx);
-    cublasHandle_t h = vxk_blas(ctx);
+    cublasHandle_t h = vxk_conv_blas(ctx);
     int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK;
     bool need_dx = run->need_grad[0], need_dw = run->need_grad[1];
     bool need_db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
@@ -339,12 +205,11 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
     }
     if (g.Cg == 1) {
         if (need_dx) {
-            dw_dx_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>((float *)run->grad_in[0]->data, dy, w, g);
+            conv_dw_dx(&g, s, (float *)run->grad_in[0]->data, dy, w);
             if ((st = vxk_check(ctx, "Conv depthwise dX"))) goto fail;
         }
         if (need_dw) {
-            int64_t nw = Wt->numel;
-            dw_dw_kernel<<<(unsigned)(nw < 65536 ? nw : 65536), VXK_THREADS, 0, s>>>((float *)run->grad_in[1]->data, dy, x, g);
+            conv_dw_dw(&g, s, (float *)run->grad_in[1]->data, dy, x);
             if ((st = vxk_check(ctx, "Conv depthwise dW"))) goto fail;
         }
         return VX_OK;
@@ -366,9 +231,11 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
                                                               dy + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, 0.f,
                                                               dc + gi * Q * P, P, CQ * P, cnt),
                                         "Conv dX GEMM");
+                vx_profile_section(ctx, "Conv dX GEMM");
                 if (!st && !direct) {
-                    col2im_kernel<<<vxk_blocks(cnt * g.C * g.IS), VXK_THREADS, 0, s>>>(dx + n0 * g.C * g.IS, col, g, cnt);
+                    conv_col2im(&g, cnt, s, dx + n0 * g.C * g.IS, col);
                     st = vxk_check(ctx, "Conv col2im");
+                    vx_profile_section(ctx, "Conv col2im");
                 }
             }
             if (st) goto fail;
@@ -381,8 +248,9 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
                 const float *cb;
                 if (direct) cb = x + n0 * g.C * P;
                 else {
-                    im2col_kernel<<<vxk_blocks(cnt * CQ * P), VXK_THREADS, 0, s>>>(col, x + n0 * g.C * g.IS, g, cnt);
+                    conv_im2col(&g, cnt, s, col, x + n0 * g.C * g.IS);
                     if ((st = vxk_check(ctx, "Conv im2col"))) break;
+                    vx_profile_section(ctx, "Conv im2col");
                     cb = col;
                 }
                 for (int64_t n = 0; n < cnt && !st; n++)
@@ -391,6 +259,7 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
                                                           dy + ((n0 + n) * g.M + gi * g.Mg) * P, P,
                                                           cb + n * CQ * P + gi * Q * P, P, 1.f, dw + gi * g.Mg * Q, Q),
                                             "Conv dW GEMM");
+                vx_profile_section(ctx, "Conv dW GEMM");
             }
             if (st) goto fail;
         }
@@ -495,7 +364,7 @@ static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
     if (P == 0 || g.M == 0) {
         st = vxk_zero(ctx, Y, (size_t)ytotal * sizeof(float));
     } else if (g.Cg == 1) {
-        dw_dx_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, x, w, g);
+        conv_dw_dx(&g, s, Y, x, w);
         st = vxk_check(ctx, "ConvTranspose depthwise");
     } else {
         bool direct = conv_is_1x1(&g);
@@ -503,7 +372,7 @@ static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
         float *col = NULL;
         if (!direct && !(col = (float *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(float))))
             return vxk_oom(ctx, "ConvTranspose column workspace");
-        cublasHandle_t h = vxk_blas(ctx);
+        cublasHandle_t h = vxk_conv_blas(ctx);
         for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
             int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
             float *dc = direct ? Y + n0 * g.C * P : col;
@@ -513,7 +382,7 @@ static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
                                                           dc + gi * Q * P, P, CQ * P, cnt),
                                     "ConvTranspose GEMM");
             if (!st && !direct) {
-                col2im_kernel<<<vxk_blocks(cnt * g.C * g.IS), VXK_THREADS, 0, s>>>(Y + n0 * g.C * g.IS, col, g, cnt);
+                conv_col2im(&g, cnt, s, Y + n0 * g.C * g.IS, col);
                 st = vxk_check(ctx, "ConvTranspose col2im");
             }
         }
@@ -534,7 +403,7 @@ static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
     if (st) return st;
     const float *x = (const float *)X->data, *w = (const float *)Wt->data, *dy = (const float *)dYt->data;
     cudaStream_t s = vxk_stream(ctx);
-    cublasHandle_t h = vxk_blas(ctx);
+    cublasHandle_t h = vxk_conv_blas(ctx);
     int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK;
     bool need_dx = run->need_grad[0], need_dw = run->need_grad[1];
     bool need_db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
@@ -554,8 +423,8 @@ static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
         return st;
     }
     if (g.Cg == 1) {
-        if (dx) dw_forward_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>(dx, dy, w, NULL, g);
-        if (dw) dw_dw_kernel<<<(unsigned)(Wt->numel < 65536 ? Wt->numel : 65536), VXK_THREADS, 0, s>>>(dw, x, dy, g);
+        if (dx) conv_dw_forward(&g, s, dx, dy, w, NULL);
+        if (dw) conv_dw_dw(&g, s, dw, x, dy);
         return vxk_check(ctx, "ConvTranspose depthwise backward");
     }
     bool direct = conv_is_1x1(&g);
@@ -568,7 +437,7 @@ static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
         const float *cb;
         if (direct) cb = dy + n0 * g.C * P;
         else {
-            im2col_kernel<<<vxk_blocks(cnt * CQ * P), VXK_THREADS, 0, s>>>(col, dy + n0 * g.C * g.IS, g, cnt);
+            conv_im2col(&g, cnt, s, col, dy + n0 * g.C * g.IS);
             if ((st = vxk_check(ctx, "ConvTranspose im2col"))) break;
             cb = col;
         }

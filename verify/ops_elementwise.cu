@@ -166,7 +166,7 @@ __global__ void k_binary_grad(const float *g, const float *a, const float *b, fl
         }
         }
         if (direct) gi[i] = v;
-        else atomicAdd(&gi[off[2]], v);
+        else vxk_atomic_add(&gi[off[2]], v);
     }
 }
 
@@ -292,7 +292,7 @@ __global__ void k_where_grad(const uint8_t *c, const float *g, float *gi, int64_
         bool take = c[off[0]] ? which == 1 : which == 2;
         float v = take ? g[i] : 0.0f;
         if (direct) gi[i] = v;
-        else if (take) atomicAdd(&gi[off[1]], v);
+        else vxk_atomic_add(&gi[off[1]], v);
     }
 }
 
@@ -645,7 +645,7 @@ __global__ void k_reduce_to(const float *s, float *d, int64_t n, Bc bc) {
     GRID_LOOP(i, n) {
         int64_t off[3];
         bc_offsets(bc, i, 1, off);
-        atomicAdd(&d[off[0]], s[i]);
+        vxk_atomic_add(&d[off[0]], s[i]);
     }
 }
 

@@ -117,8 +117,8 @@ __global__ void k_maxmin_n_grad(const float *g, const float *inter, float *gi, i
         float v = w * g[i];
         if (direct) {
             gi[i] = v;
-        } else if (v != 0.f) {
-            atomicAdd(gi + nbc_off_by(b, b.gst, i), v);
+        } else {
+            vxk_atomic_add(gi + nbc_off_by(b, b.gst, i), v);
         }
     }
 }
@@ -240,7 +240,7 @@ __global__ void k_pow_grad(const float *g, const float *x, const float *e, const
         if (which == 0) v = ev == 0.f ? 0.f : g[i] * ev * powf(xv, ev - 1.f);
         else v = xv == 0.f && ev >= 0.f ? 0.f : g[i] * y[i] * logf(xv);
         if (direct) gi[i] = v;
-        else atomicAdd(gi + nbc_off_by(b, b.gst, i), v);
+        else vxk_atomic_add(gi + nbc_off_by(b, b.gst, i), v);
     }
 }
 

@@ -23,28 +23,90 @@
 
 /* ---- BatchNormalization ------------------------------------------------------- */
 
-/* One block per channel: mean, inverse std; running stats updated. */
-static __global__ void bn_stats_kernel(const float *x, float *mean, float *invstd, float *rmean, float *rvar,
-                                       int64_t N, int64_t C, int64_t HW, float eps, float momentum) {
+/* The per-channel sums run in `parts` blocks per channel (a channel alone
+ * would leave most of the GPU idle at 64 channels), each adding its share
+ * atomically; indices in int32_t where X's size allows. */
+static int64_t bn_parts(int64_t C, int64_t cnt) {
+    int64_t parts = (1024 + C - 1) / C, most = cnt / 2048;
+    if (parts > most) parts = most;
+    return parts < 1 ? 1 : parts;
+}
+
+/* Block (c, part): a[c] += sum of f over its share of channel c, where f is
+ * x (center NULL) or (x - center[c])^2. */
+template <typename I>
+static __global__ void bn_sum_kernel(const float *x, const float *center, float *a, I N, I C, I HW, I parts) {
     __shared__ float sh[VXK_THREADS];
-    int64_t cnt = N * HW;
-    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-        float s = 0.f;
-        for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) s += x[((j / HW) * C + c) * HW + j % HW];
-        float m = vxk_block_reduce(s, sh, false) / (float)cnt;
-        float q = 0.f;
-        for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) {
-            float d = x[((j / HW) * C + c) * HW + j % HW] - m;
-            q += d * d;
-        }
-        float var = vxk_block_reduce(q, sh, false) / (float)cnt;
-        if (threadIdx.x == 0) {
-            mean[c] = m;
-            invstd[c] = rsqrtf(var + eps);
-            if (rmean) rmean[c] = momentum * rmean[c] + (1.f - momentum) * m;
-            if (rvar) rvar[c] = momentum * rvar[c] + (1.f - momentum) * (cnt > 1 ? var * cnt / (float)(cnt - 1) : var);
-        }
+    I c = (I)blockIdx.x / parts, part = (I)blockIdx.x % parts;
+    I cnt = N * HW, chunk = (cnt + parts - 1) / parts, end = (part + 1) * chunk < cnt ? (part + 1) * chunk : cnt;
+    float m = center ? center[c] : 0.f, acc = 0.f;
+    for (I j = part * chunk + (I)threadIdx.x; j < end; j += (I)blockDim.x) {
+        float v = x[((j / HW) * C + c) * HW + j % HW];
+        acc += center ? (v - m) * (v - m) : v;
     }
+    acc = vxk_block_reduce(acc, sh, false);
+    if (threadIdx.x == 0) atomicAdd(a + c, acc);
+}
+
+/* Block (c, part): sum_dy[c] += dy, sum_dyx[c] += dy * xhat over its share. */
+template <typename I>
+static __global__ void bn_bwd_sum_kernel(const float *dy, const float *x, const float *mean, const float *invstd,
+                                         const float *var, float *sum_dy, float *sum_dyx, I N, I C, I HW, I parts,
+                                         float eps) {
+    __shared__ float sh[VXK_THREADS];
+    I c = (I)blockIdx.x / parts, part = (I)blockIdx.x % parts;
+    I cnt = N * HW, chunk = (cnt + parts - 1) / parts, end = (part + 1) * chunk < cnt ? (part + 1) * chunk : cnt;
+    float m = mean[c], is = invstd ? invstd[c] : rsqrtf(var[c] + eps);
+    float a = 0.f, b = 0.f;
+    for (I j = part * chunk + (I)threadIdx.x; j < end; j += (I)blockDim.x) {
+        I k = ((j / HW) * C + c) * HW + j % HW;
+        a += dy[k];
+        b += dy[k] * (x[k] - m) * is;
+    }
+    a = vxk_block_reduce(a, sh, false);
+    b = vxk_block_reduce(b, sh, false);
+    if (threadIdx.x == 0) {
+        atomicAdd(sum_dy + c, a);
+        atomicAdd(sum_dyx + c, b);
+    }
+}
+
+/* mean[c] = sum / cnt, in place. */
+static __global__ void bn_mean_kernel(float *mean, int64_t C, float inv_cnt) {
+    VXK_LOOP(c, C) mean[c] *= inv_cnt;
+}
+
+/* invstd[c] from the sum of squared deviations it holds; running stats updated. */
+static __global__ void bn_invstd_kernel(const float *mean, float *invstd, float *rmean, float *rvar, int64_t C,
+                                        int64_t cnt, float eps, float momentum) {
+    VXK_LOOP(c, C) {
+        float var = invstd[c] / (float)cnt, m = mean[c];
+        invstd[c] = rsqrtf(var + eps);
+        if (rmean) rmean[c] = momentum * rmean[c] + (1.f - momentum) * m;
+        if (rvar) rvar[c] = momentum * rvar[c] + (1.f - momentum) * (cnt > 1 ? var * cnt / (float)(cnt - 1) : var);
+    }
+}
+
+static bool bn_fits32(int64_t N, int64_t C, int64_t HW) { return N * C * HW < INT32_MAX / 2; }
+
+/* mean and invstd of X's channels (both zeroed here first); running stats updated. */
+static vx_status bn_stats(vx_ctx *ctx, const float *x, float *mean, float *invstd, float *rmean, float *rvar, int64_t N,
+                          int64_t C, int64_t HW, float eps, float momentum) {
+    cudaStream_t s = vxk_stream(ctx);
+    int64_t cnt = N * HW, parts = bn_parts(C, cnt);
+    unsigned blocks = (unsigned)(C * parts);
+    vx_status st = vxk_zero(ctx, mean, (size_t)C * sizeof(float));
+    if (!st) st = vxk_zero(ctx, invstd, (size_t)C * sizeof(float));
+    if (st) return st;
+    for (int pass = 0; pass < 2; pass++) {
+        const float *center = pass ? mean : NULL;
+        float *acc = pass ? invstd : mean;
+        if (bn_fits32(N, C, HW)) bn_sum_kernel<int32_t><<<blocks, VXK_THREADS, 0, s>>>(x, center, acc, (int32_t)N, (int32_t)C, (int32_t)HW, (int32_t)parts);
+        else bn_sum_kernel<int64_t><<<blocks, VXK_THREADS, 0, s>>>(x, center, acc, N, C, HW, parts);
+        if (pass == 0) bn_mean_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(mean, C, 1.f / (float)cnt);
+    }
+    bn_invstd_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(mean, invstd, rmean, rvar, C, cnt, eps, momentum);
+    return vxk_check(ctx, "BatchNormalization statistics");
 }
 
 /* y = (x - mean) * istd * scale + b; istd from invstd, or from var when invstd is NULL. */
@@ -54,26 +116,6 @@ static __global__ void bn_apply_kernel(float *y, const float *x, const float *me
         int64_t c = (i / HW) % C;
         float is = invstd ? invstd[c] : rsqrtf(var[c] + eps);
         y[i] = (x[i] - mean[c]) * is * scale[c] + b[c];
-    }
-}
-
-/* One block per channel: sum dy and sum dy * xhat. */
-static __global__ void bn_bwd_reduce_kernel(const float *dy, const float *x, const float *mean, const float *invstd,
-                                            const float *var, float *sum_dy, float *sum_dyx, int64_t N, int64_t C,
-                                            int64_t HW, float eps) {
-    __shared__ float sh[VXK_THREADS];
-    int64_t cnt = N * HW;
-    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-        float m = mean[c], is = invstd ? invstd[c] : rsqrtf(var[c] + eps);
-        float a = 0.f, b = 0.f;
-        for (int64_t j = threadIdx.x; j < cnt; j += blockDim.x) {
-            int64_t k = ((j / HW) * C + c) * HW + j % HW;
-            a += dy[k];
-            b += dy[k] * (x[k] - m) * is;
-        }
-        a = vxk_block_reduce(a, sh, false);
-        b = vxk_block_reduce(b, sh, false);
-        if (threadIdx.x == 0) { sum_dy[c] = a; sum_dyx[c] = b; }
     }
 }
 
@@ -120,8 +162,7 @@ static vx_status bn_forward(vx_ctx *ctx, vx_run *run) {
         if (!run->saved[1]) return vxk_oom(ctx, "BatchNormalization statistics");
         float *mean = (float *)run->saved[0]->data, *invstd = (float *)run->saved[1]->data;
         if (C > 0 && N * HW > 0) {
-            bn_stats_kernel<<<(unsigned)(C < 65536 ? C : 65536), VXK_THREADS, 0, s>>>(
-                (const float *)X->data, mean, invstd, rmean, rvar, N, C, HW, eps, mom);
+            if ((st = bn_stats(ctx, (const float *)X->data, mean, invstd, rmean, rvar, N, C, HW, eps, mom))) return st;
             bn_apply_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, s>>>(y, (const float *)X->data, mean, invstd, NULL,
                                                                           scale, b, C, HW, X->numel, eps);
         }
@@ -171,12 +212,17 @@ static vx_status bn_backward(vx_ctx *ctx, vx_run *run) {
         sum_dy = own_dy ? ws : (float *)run->grad_in[2]->data;
         sum_dyx = own_dyx ? ws + C : (float *)run->grad_in[1]->data;
         if (C > 0) {
-            if (N * HW > 0)
-                bn_bwd_reduce_kernel<<<(unsigned)(C < 65536 ? C : 65536), VXK_THREADS, 0, s>>>(
-                    dy, x, mean, invstd, var, sum_dy, sum_dyx, N, C, HW, eps);
-            else {
-                vxk_fill_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(sum_dy, C, 0.f);
-                vxk_fill_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(sum_dyx, C, 0.f);
+            vxk_fill_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(sum_dy, C, 0.f);
+            vxk_fill_kernel<<<vxk_blocks(C), VXK_THREADS, 0, s>>>(sum_dyx, C, 0.f);
+            if (N * HW > 0) {
+                int64_t parts = bn_parts(C, N * HW);
+                unsigned blocks = (unsigned)(C * parts);
+                if (bn_fits32(N, C, HW))
+                    bn_bwd_sum_kernel<int32_t><<<blocks, VXK_THREADS, 0, s>>>(dy, x, mean, invstd, var, sum_dy, sum_dyx, (int32_t)N,
+                                                                             (int32_t)C, (int32_t)HW, (int32_t)parts, eps);
+                else
+                    bn_bwd_sum_kernel<int64_t><<<blocks, VXK_THREADS, 0, s>>>(dy, x, mean, invstd, var, sum_dy, sum_dyx, N, C, HW,
+                                                                             parts, eps);
             }
         }
     }

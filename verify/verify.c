@@ -32,6 +32,10 @@ void *vx_cublas(vx_ctx *ctx) {
     return ctx->cublas;
 }
 
+bool vx_conv_tf32(vx_ctx *ctx) {
+    return ctx->conv_tf32;
+}
+
 void *vx_stream(vx_ctx *ctx) {
     return ctx->stream;
 }
@@ -180,6 +184,10 @@ VX_EXPORT vx_status memest_verify_run(const est_graph *g, const vx_options *opt,
     if (!st) {
         cublasSetStream(h, stream);
         cublasSetMathMode(h, CUBLAS_DEFAULT_MATH); /* full float32, no TF32 */
+        /* convolutions in TF32 as PyTorch's cuDNN runs them by default;
+         * MEMEST_VERIFY_CONV_TF32=0 keeps them in float32 (numerics checks) */
+        const char *tf32 = getenv("MEMEST_VERIFY_CONV_TF32");
+        ctx->conv_tf32 = !(tf32 && strcmp(tf32, "0") == 0);
         if (cudaMalloc(&ctx->cublas_ws, o.cublas_workspace) != cudaSuccess) {
             cudaGetLastError();
             st = VX_EOOM;

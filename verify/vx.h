@@ -263,6 +263,11 @@ const vx_op *vx_find_op(const char *op_type);
 /* The cuBLAS handle of the context (created once; its workspace is reported
  * separately). */
 void *vx_cublas(vx_ctx *ctx);
+/* Under MEMEST_VERIFY_PROFILE, the time since the last mark goes to `what`
+ * (a kernel's part: "Conv im2col"); otherwise nothing. */
+void vx_profile_section(vx_ctx *ctx, const char *what);
+/* Whether convolutions' products run in TF32 (vxk_conv_blas). */
+bool vx_conv_tf32(vx_ctx *ctx);
 /* The CUDA stream kernels run on. */
 void *vx_stream(vx_ctx *ctx);
 /* Sets *err's message for the node and returns st. */

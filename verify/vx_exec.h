@@ -9,6 +9,8 @@
 
 #include "vx_internal.h"
 
+typedef struct vx_profile vx_profile;
+
 typedef struct node_state {
     const vx_op *op;
     bool host;             /* ran on the host */
@@ -40,6 +42,8 @@ typedef struct vx_exec {
     vx_weights *w;
     vx_tensor *prev_y, *prev_loss;
     int64_t adam_step;
+    vx_profile *prof;      /* MEMEST_VERIFY_PROFILE, else NULL */
+    bool profiling;        /* the measured step, with prof */
 } vx_exec;
 
 /* ---- exec.c -------------------------------------------------------------------- */
@@ -63,5 +67,16 @@ void vx_exec_release_node_state(vx_exec *x, node_state *s);
 /* loss.backward() for y.mean(), y being tensor yi. */
 vx_status vx_exec_backward(vx_exec *x, vx_tensor *y, int32_t yi);
 vx_status vx_exec_optimizer_step(vx_exec *x);
+
+/* ---- profile.c ----------------------------------------------------------------- */
+
+/* NULL unless MEMEST_VERIFY_PROFILE names a file to append to. Every call
+ * takes NULL. */
+vx_profile *vx_profile_open(void);
+void vx_profile_start(vx_profile *p);
+/* The time since the last mark (or the start) goes to (op_type, phase). */
+void vx_profile_mark(vx_profile *p, const char *op_type, int phase);
+void vx_profile_write(vx_profile *p, const char *model, int64_t batch);
+void vx_profile_close(vx_profile *p);
 
 #endif

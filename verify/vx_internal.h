@@ -44,6 +44,8 @@ struct vx_ctx {
     void *cublas;
     void *cublas_ws;
     uint64_t cublas_ws_bytes;
+    bool conv_tf32;             /* Conv's products in TF32 (vxk_conv_blas) */
+    struct vx_profile *prof;    /* the measured step's profile, or NULL (profile.c) */
     uint64_t seed;
     uint64_t rng_calls;
     /* errors */

@@ -57,6 +57,8 @@ void vx_free(vx_ctx *ctx, void *p) {
 void *vx_workspace(vx_ctx *ctx, size_t bytes) { return vx_malloc(ctx, bytes, VX_CAT_TEMP); }
 void vx_alloc_retag(vx_ctx *ctx, void *p, vx_category cat) { (void)ctx; (void)p; (void)cat; }
 void *vx_cublas(vx_ctx *ctx) { return ctx->cublas; }
+bool vx_conv_tf32(vx_ctx *ctx) { (void)ctx; return false; } /* gradients checked in float32 */
+void vx_profile_section(vx_ctx *ctx, const char *what) { (void)ctx; (void)what; }
 void *vx_stream(vx_ctx *ctx) { return ctx->stream; }
 vx_status vx_fail(vx_ctx *ctx, vx_status st, const char *fmt, ...) {
     va_list ap;

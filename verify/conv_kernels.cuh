@@ -1,0 +1,400 @@
+/*
+ * conv_kernels.cuh: the index kernels of ops_conv.cu (im2col, col2im, the
+ * depthwise kernels, the bias add) and their launchers.
+ *
+ * These kernels are mostly index arithmetic. Where every index fits in 31
+ * bits (nearly always) they run the fast forms: a block row per column row
+ * or channel plane, positions split with vxk_fdiv (a multiply and a shift,
+ * where a 32-bit division is some twenty instructions and a 64-bit one
+ * several times that), kernel taps walked in nested loops. Otherwise the
+ * generic forms run in 64-bit arithmetic.
+ *
+ * Spatial axes are depth, height and width; a 1-D or 2-D convolution has
+ * the leading ones of size 1 (kernel 1, stride 1, no padding).
+ */
+#ifndef MEMEST_VX_CONV_KERNELS_CUH
+#define MEMEST_VX_CONV_KERNELS_CUH
+
+#include "ops_common.cuh"
+
+enum { AXES = 3 };
+
+typedef struct conv_geom {
+    int sp;                    /* spatial rank: 1, 2 or 3 */
+    int64_t N, C, M, G, Cg, Mg;
+    int64_t in[AXES], k[AXES], st[AXES], dl[AXES], pad[AXES], out[AXES]; /* depth, height, width */
+    int64_t IS, KK, P;         /* input pixels, kernel taps, output pixels per channel */
+} conv_geom;
+
+/* Whether every index of g's tensors (and a kernel over `total` elements,
+ * grid-stride steps included) fits in int32_t. */
+static bool conv_fits32(const conv_geom *g, int64_t total) {
+    const int64_t lim = INT32_MAX / 2;
+    int64_t big = g->N * (g->C > g->M ? g->C : g->M) * (g->IS > g->P ? g->IS : g->P);
+    int64_t col = g->N * g->C * g->KK * g->P;
+    return total < lim && big < lim && col < lim;
+}
+
+/* ---- generic forms, 64-bit -------------------------------------------------------- */
+
+/* The input offset (within a channel) that output pixel p reads at kernel
+ * tap t, or -1 in the padding. */
+static __device__ __forceinline__ int64_t tap_input(const conv_geom &g, int64_t p, int64_t t) {
+    int64_t o[AXES], k[AXES], off = 0;
+    for (int ax = AXES - 1; ax >= 0; ax--) {
+        o[ax] = p % g.out[ax];
+        p /= g.out[ax];
+        k[ax] = t % g.k[ax];
+        t /= g.k[ax];
+    }
+    for (int ax = 0; ax < AXES; ax++) {
+        int64_t i = o[ax] * g.st[ax] - g.pad[ax] + k[ax] * g.dl[ax];
+        if (i < 0 || i >= g.in[ax]) return -1;
+        off = off * g.in[ax] + i;
+    }
+    return off;
+}
+
+/* The output pixel whose window puts tap t on input pixel q, or -1. */
+static __device__ __forceinline__ int64_t tap_output(const conv_geom &g, int64_t q, int64_t t) {
+    int64_t in[AXES], k[AXES], off = 0;
+    for (int ax = AXES - 1; ax >= 0; ax--) {
+        in[ax] = q % g.in[ax];
+        q /= g.in[ax];
+        k[ax] = t % g.k[ax];
+        t /= g.k[ax];
+    }
+    for (int ax = 0; ax < AXES; ax++) {
+        int64_t o = vxk_window_of(in[ax], g.pad[ax], k[ax], g.dl[ax], g.st[ax], g.out[ax]);
+        if (o < 0) return -1;
+        off = off * g.out[ax] + o;
+    }
+    return off;
+}
+
+/* col (nb, C*KK, P) of nb samples. */
+static __global__ void im2col_kernel(float *col, const float *x, conv_geom g, int64_t total) {
+    VXK_LOOP(i, total) {
+        int64_t p = i % g.P, t = i / g.P;
+        int64_t tap = t % g.KK, nc = t / g.KK; /* nc = n * C + c */
+        int64_t off = tap_input(g, p, tap);
+        col[i] = off >= 0 ? x[nc * g.IS + off] : 0.f;
+    }
+}
+
+/* dx of nb samples = col2im(dcol): each input element gathers. */
+static __global__ void col2im_kernel(float *dx, const float *dcol, conv_geom g, int64_t total) {
+    VXK_LOOP(i, total) {
+        int64_t q = i % g.IS, nc = i / g.IS;
+        float acc = 0.f;
+        for (int64_t t = 0; t < g.KK; t++) {
+            int64_t o = tap_output(g, q, t);
+            if (o >= 0) acc += dcol[(nc * g.KK + t) * g.P + o];
+        }
+        dx[i] = acc;
+    }
+}
+
+static __global__ void dw_forward_kernel(float *y, const float *x, const float *w, const float *b, conv_geom g) {
+    int64_t total = g.N * g.M * g.P;
+    VXK_LOOP(i, total) {
+        int64_t p = i % g.P, t = i / g.P;
+        int64_t m = t % g.M, n = t / g.M;
+        const float *xp = x + (n * g.C + m / g.Mg) * g.IS;
+        const float *wp = w + m * g.KK;
+        float acc = b ? b[m] : 0.f;
+        for (int64_t tap = 0; tap < g.KK; tap++) {
+            int64_t off = tap_input(g, p, tap);
+            if (off >= 0) acc += wp[tap] * xp[off];
+        }
+        y[i] = acc;
+    }
+}
+
+static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, conv_geom g) {
+    int64_t total = g.N * g.C * g.IS;
+    VXK_LOOP(i, total) {
+        int64_t q = i % g.IS, t = i / g.IS;
+        int64_t c = t % g.C, n = t / g.C;
+        float acc = 0.f;
+        for (int64_t j = 0; j < g.Mg; j++) {
+            int64_t m = c * g.Mg + j;
+            const float *dyp = dy + (n * g.M + m) * g.P;
+            const float *wp = w + m * g.KK;
+            for (int64_t tap = 0; tap < g.KK; tap++) {
+                int64_t o = tap_output(g, q, tap);
+                if (o >= 0) acc += wp[tap] * dyp[o];
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+/* One block per weight element, reducing over (N, output pixels). */
+static __global__ void dw_dw_kernel(float *dw, const float *dy, const float *x, conv_geom g) {
+    __shared__ float sh[VXK_THREADS];
+    for (int64_t e = blockIdx.x; e < g.M * g.KK; e += gridDim.x) {
+        int64_t tap = e % g.KK, m = e / g.KK, c = m / g.Mg;
+        float acc = 0.f;
+        for (int64_t j = threadIdx.x; j < g.N * g.P; j += blockDim.x) {
+            int64_t n = j / g.P, p = j % g.P;
+            int64_t off = tap_input(g, p, tap);
+            if (off >= 0) acc += dy[(n * g.M + m) * g.P + p] * x[(n * g.C + c) * g.IS + off];
+        }
+        acc = vxk_block_reduce(acc, sh, false);
+        if (threadIdx.x == 0) dw[e] = acc;
+        __syncthreads();
+    }
+}
+
+/* ---- fast forms, 32-bit ----------------------------------------------------------- */
+
+typedef struct conv_fast {
+    int in[AXES], k[AXES], st[AXES], dl[AXES], pad[AXES], out[AXES];
+    int C, M, Mg, IS, KK, P;
+    vxk_fdiv out_w, out_h, in_w, in_h, P_div; /* splitting output and input pixels, (n, p) */
+} conv_fast;
+
+static conv_fast conv_fast_of(const conv_geom *g) {
+    conv_fast f;
+    for (int ax = 0; ax < AXES; ax++) {
+        f.in[ax] = (int)g->in[ax], f.k[ax] = (int)g->k[ax], f.st[ax] = (int)g->st[ax];
+        f.dl[ax] = (int)g->dl[ax], f.pad[ax] = (int)g->pad[ax], f.out[ax] = (int)g->out[ax];
+    }
+    f.C = (int)g->C, f.M = (int)g->M, f.Mg = (int)g->Mg, f.IS = (int)g->IS, f.KK = (int)g->KK, f.P = (int)g->P;
+    f.out_w = vxk_fdiv_make((uint32_t)g->out[2]);
+    f.out_h = vxk_fdiv_make((uint32_t)g->out[1]);
+    f.in_w = vxk_fdiv_make((uint32_t)g->in[2]);
+    f.in_h = vxk_fdiv_make((uint32_t)g->in[1]);
+    f.P_div = vxk_fdiv_make((uint32_t)g->P);
+    return f;
+}
+
+/* Pixel p of a (d, h, w) grid split with the grid's dividers. */
+static __device__ __forceinline__ void split3(int p, vxk_fdiv w_div, vxk_fdiv h_div, int w_size, int h_size, int *d,
+                                              int *h, int *w) {
+    int t = (int)vxk_fdiv_div(w_div, (uint32_t)p);
+    *w = p - t * w_size;
+    *d = (int)vxk_fdiv_div(h_div, (uint32_t)t);
+    *h = t - *d * h_size;
+}
+
+/* The output position along an axis whose window puts tap k on input
+ * position i, or -1. */
+static __device__ __forceinline__ int out_of(int i, int pad, int k, int dil, int stride, int out) {
+    int p = i + pad - k * dil;
+    if (p < 0) return -1;
+    if (stride != 1) {
+        if (p % stride) return -1;
+        p /= stride;
+    }
+    return p < out ? p : -1;
+}
+
+/* The block threads over one row's pixels (grid x), rows over grid y. */
+static dim3 conv_grid(int64_t rows, int64_t pixels, unsigned *threads) {
+    unsigned t = pixels >= VXK_THREADS ? VXK_THREADS : (unsigned)((pixels + 31) / 32 * 32);
+    if (t == 0) t = 32;
+    int64_t x = (pixels + t - 1) / t;
+    *threads = t;
+    return dim3((unsigned)(x > 65535 ? 65535 : x < 1 ? 1 : x), (unsigned)(rows > 65535 ? 65535 : rows < 1 ? 1 : rows));
+}
+
+#define FAST_ROWS(row, rows) for (int row = blockIdx.y; row < (rows); row += gridDim.y)
+#define FAST_PIXELS(p, n) for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < (n); p += blockDim.x * gridDim.x)
+
+/* Row (n*C + c)*KK + tap of col: input channel nc read at that tap. */
+static __global__ void im2col_fast(float *col, const float *x, conv_fast g, int rows) {
+    FAST_ROWS(row, rows) {
+        int tap = row % g.KK, nc = row / g.KK;
+        int kw = tap % g.k[2], kh = (tap / g.k[2]) % g.k[1], kd = tap / (g.k[2] * g.k[1]);
+        const float *xb = x + (int64_t)nc * g.IS;
+        float *cb = col + (int64_t)row * g.P;
+        FAST_PIXELS(p, g.P) {
+            int od, oh, ow;
+            split3(p, g.out_w, g.out_h, g.out[2], g.out[1], &od, &oh, &ow);
+            int id = od * g.st[0] - g.pad[0] + kd * g.dl[0];
+            int ih = oh * g.st[1] - g.pad[1] + kh * g.dl[1];
+            int iw = ow * g.st[2] - g.pad[2] + kw * g.dl[2];
+            bool in = (unsigned)id < (unsigned)g.in[0] && (unsigned)ih < (unsigned)g.in[1] && (unsigned)iw < (unsigned)g.in[2];
+            cb[p] = in ? xb[(id * g.in[1] + ih) * g.in[2] + iw] : 0.f;
+        }
+    }
+}
+
+/* Plane nc of dx: each input pixel gathers the column entries that read it. */
+static __global__ void col2im_fast(float *dx, const float *dcol, conv_fast g, int rows) {
+    FAST_ROWS(nc, rows) {
+        const float *cb = dcol + (int64_t)nc * g.KK * g.P;
+        FAST_PIXELS(q, g.IS) {
+            int id, ih, iw;
+            split3(q, g.in_w, g.in_h, g.in[2], g.in[1], &id, &ih, &iw);
+            float acc = 0.f;
+            for (int kd = 0; kd < g.k[0]; kd++) {
+                int od = out_of(id, g.pad[0], kd, g.dl[0], g.st[0], g.out[0]);
+                if (od < 0) continue;
+                for (int kh = 0; kh < g.k[1]; kh++) {
+                    int oh = out_of(ih, g.pad[1], kh, g.dl[1], g.st[1], g.out[1]);
+                    if (oh < 0) continue;
+                    for (int kw = 0; kw < g.k[2]; kw++) {
+                        int ow = out_of(iw, g.pad[2], kw, g.dl[2], g.st[2], g.out[2]);
+                        if (ow < 0) continue;
+                        int tap = (kd * g.k[1] + kh) * g.k[2] + kw;
+                        acc += cb[(int64_t)tap * g.P + (od * g.out[1] + oh) * g.out[2] + ow];
+                    }
+                }
+            }
+            dx[(int64_t)nc * g.IS + q] = acc;
+        }
+    }
+}
+
+/* Plane n*M + m of y: one input channel per group, taps walked in place. */
+static __global__ void dw_forward_fast(float *y, const float *x, const float *w, const float *b, conv_fast g, int rows) {
+    FAST_ROWS(nm, rows) {
+        int m = nm % g.M, n = nm / g.M;
+        const float *xp = x + ((int64_t)n * g.C + m / g.Mg) * g.IS;
+        const float *wp = w + (int64_t)m * g.KK;
+        float bias = b ? b[m] : 0.f;
+        FAST_PIXELS(p, g.P) {
+            int od, oh, ow;
+            split3(p, g.out_w, g.out_h, g.out[2], g.out[1], &od, &oh, &ow);
+            float acc = bias;
+            for (int kd = 0; kd < g.k[0]; kd++) {
+                int id = od * g.st[0] - g.pad[0] + kd * g.dl[0];
+                if ((unsigned)id >= (unsigned)g.in[0]) continue;
+                for (int kh = 0; kh < g.k[1]; kh++) {
+                    int ih = oh * g.st[1] - g.pad[1] + kh * g.dl[1];
+                    if ((unsigned)ih >= (unsigned)g.in[1]) continue;
+                    for (int kw = 0; kw < g.k[2]; kw++) {
+                        int iw = ow * g.st[2] - g.pad[2] + kw * g.dl[2];
+                        if ((unsigned)iw >= (unsigned)g.in[2]) continue;
+                        acc += wp[(kd * g.k[1] + kh) * g.k[2] + kw] * xp[(id * g.in[1] + ih) * g.in[2] + iw];
+                    }
+                }
+            }
+            y[(int64_t)nm * g.P + p] = acc;
+        }
+    }
+}
+
+/* Plane n*C + c of dx: the gradient through every output channel of c's group. */
+static __global__ void dw_dx_fast(float *dx, const float *dy, const float *w, conv_fast g, int rows) {
+    FAST_ROWS(nc, rows) {
+        int c = nc % g.C, n = nc / g.C;
+        FAST_PIXELS(q, g.IS) {
+            int id, ih, iw;
+            split3(q, g.in_w, g.in_h, g.in[2], g.in[1], &id, &ih, &iw);
+            float acc = 0.f;
+            for (int j = 0; j < g.Mg; j++) {
+                int m = c * g.Mg + j;
+                const float *dyp = dy + ((int64_t)n * g.M + m) * g.P;
+                const float *wp = w + (int64_t)m * g.KK;
+                for (int kd = 0; kd < g.k[0]; kd++) {
+                    int od = out_of(id, g.pad[0], kd, g.dl[0], g.st[0], g.out[0]);
+                    if (od < 0) continue;
+                    for (int kh = 0; kh < g.k[1]; kh++) {
+                        int oh = out_of(ih, g.pad[1], kh, g.dl[1], g.st[1], g.out[1]);
+                        if (oh < 0) continue;
+                        for (int kw = 0; kw < g.k[2]; kw++) {
+                            int ow = out_of(iw, g.pad[2], kw, g.dl[2], g.st[2], g.out[2]);
+                            if (ow < 0) continue;
+                            acc += wp[(kd * g.k[1] + kh) * g.k[2] + kw] * dyp[(od * g.out[1] + oh) * g.out[2] + ow];
+                        }
+                    }
+                }
+            }
+            dx[(int64_t)nc * g.IS + q] = acc;
+        }
+    }
+}
+
+/* One block per weight element (m, tap), reducing over (n, output pixel). */
+static __global__ void dw_dw_fast(float *dw, const float *dy, const float *x, conv_fast g, int N) {
+    __shared__ float sh[VXK_THREADS];
+    for (int e = blockIdx.x; e < g.M * g.KK; e += gridDim.x) {
+        int tap = e % g.KK, m = e / g.KK, c = m / g.Mg;
+        int kw = tap % g.k[2], kh = (tap / g.k[2]) % g.k[1], kd = tap / (g.k[2] * g.k[1]);
+        float acc = 0.f;
+        for (int j = threadIdx.x; j < N * g.P; j += blockDim.x) {
+            int n = (int)vxk_fdiv_div(g.P_div, (uint32_t)j), p = j - n * g.P;
+            int od, oh, ow;
+            split3(p, g.out_w, g.out_h, g.out[2], g.out[1], &od, &oh, &ow);
+            int id = od * g.st[0] - g.pad[0] + kd * g.dl[0];
+            int ih = oh * g.st[1] - g.pad[1] + kh * g.dl[1];
+            int iw = ow * g.st[2] - g.pad[2] + kw * g.dl[2];
+            if ((unsigned)id < (unsigned)g.in[0] && (unsigned)ih < (unsigned)g.in[1] && (unsigned)iw < (unsigned)g.in[2])
+                acc += dy[((int64_t)n * g.M + m) * g.P + p] * x[((int64_t)n * g.C + c) * g.IS + (id * g.in[1] + ih) * g.in[2] + iw];
+        }
+        acc = vxk_block_reduce(acc, sh, false);
+        if (threadIdx.x == 0) dw[e] = acc;
+        __syncthreads();
+    }
+}
+
+/* y (n, M, P) += b[channel] */
+static __global__ void bias_add_kernel(float *y, const float *b, int64_t M, int64_t P, int64_t total) {
+    if (total < INT32_MAX / 2) {
+        int iM = (int)M, iP = (int)P;
+        VXK_LOOP(i, total) y[i] += b[((int)i / iP) % iM];
+    } else {
+        VXK_LOOP(i, total) y[i] += b[(i / P) % M];
+    }
+}
+
+/* ---- launchers -------------------------------------------------------------------- */
+
+/* col of nb samples from x (their first). */
+static void conv_im2col(const conv_geom *g, int64_t nb, cudaStream_t s, float *col, const float *x) {
+    int64_t rows = nb * g->C * g->KK;
+    if (conv_fits32(g, rows * g->P)) {
+        unsigned t;
+        dim3 grid = conv_grid(rows, g->P, &t);
+        im2col_fast<<<grid, t, 0, s>>>(col, x, conv_fast_of(g), (int)rows);
+    } else {
+        im2col_kernel<<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(col, x, *g, rows * g->P);
+    }
+}
+
+/* dx of nb samples from their columns. */
+static void conv_col2im(const conv_geom *g, int64_t nb, cudaStream_t s, float *dx, const float *dcol) {
+    int64_t rows = nb * g->C;
+    if (conv_fits32(g, rows * g->IS)) {
+        unsigned t;
+        dim3 grid = conv_grid(rows, g->IS, &t);
+        col2im_fast<<<grid, t, 0, s>>>(dx, dcol, conv_fast_of(g), (int)rows);
+    } else {
+        col2im_kernel<<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dcol, *g, rows * g->IS);
+    }
+}
+
+static void conv_dw_forward(const conv_geom *g, cudaStream_t s, float *y, const float *x, const float *w, const float *b) {
+    int64_t rows = g->N * g->M;
+    if (conv_fits32(g, rows * g->P)) {
+        unsigned t;
+        dim3 grid = conv_grid(rows, g->P, &t);
+        dw_forward_fast<<<grid, t, 0, s>>>(y, x, w, b, conv_fast_of(g), (int)rows);
+    } else {
+        dw_forward_kernel<<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(y, x, w, b, *g);
+    }
+}
+
+static void conv_dw_dx(const conv_geom *g, cudaStream_t s, float *dx, const float *dy, const float *w) {
+    int64_t rows = g->N * g->C;
+    if (conv_fits32(g, rows * g->IS)) {
+        unsigned t;
+        dim3 grid = conv_grid(rows, g->IS, &t);
+        dw_dx_fast<<<grid, t, 0, s>>>(dx, dy, w, conv_fast_of(g), (int)rows);
+    } else {
+        dw_dx_kernel<<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dy, w, *g);
+    }
+}
+
+static void conv_dw_dw(const conv_geom *g, cudaStream_t s, float *dw, const float *dy, const float *x) {
+    int64_t nw = g->M * g->KK;
+    unsigned blocks = (unsigned)(nw < 65536 ? nw : 65536);
+    if (conv_fits32(g, nw)) dw_dw_fast<<<blocks, VXK_THREADS, 0, s>>>(dw, dy, x, conv_fast_of(g), (int)g->N);
+    else dw_dw_kernel<<<blocks, VXK_THREADS, 0, s>>>(dw, dy, x, *g);
+}
+
+#endif
