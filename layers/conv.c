@@ -174,8 +174,8 @@ static conv_kind conv_workspace_kind(const est_cost_ctx *c) {
  * keep it under the output's size (at least one), then cuBLAS; 1x1 unit-
  * stride unpadded convs read X directly and one-channel-per-group convs
  * (depthwise) run direct kernels: no buffer. Backward uses the same buffer
- * for dX (col2im) and dW (im2col). */
-static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
+ * for dX (col2im) and dW (im2col). *chunk_out: the samples per chunk. */
+static uint64_t conv_im2col_elements(const est_cost_ctx *c, uint64_t *chunk_out) {
     const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
     if (!x || !w || !y || x->rank < 3 || w->rank != x->rank || y->rank != x->rank || w->dims[0] <= 0 ||
         w->dims[1] <= 0 || x->dims[0] <= 0)
@@ -191,7 +191,26 @@ static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
     uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? est_tval_elements(y) / per_sample : n;
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n;
-    return est_dtype_bytes(c->float_dtype, chunk * per_sample);
+    *chunk_out = chunk;
+    return chunk * per_sample;
+}
+
+static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
+    uint64_t chunk = 0;
+    return est_dtype_bytes(c->float_dtype, conv_im2col_elements(c, &chunk));
+}
+
+/* Backward under verify: the column buffer, and for dW a copy of a chunk's
+ * dY with the samples inside each channel (M x chunk x output pixels), so
+ * that one product per chunk sums over its samples. */
+static uint64_t conv_im2col_backward_workspace(const est_cost_ctx *c) {
+    if (!est_needs_grad(c, 0) && !est_needs_grad(c, 1)) return 0;
+    uint64_t chunk = 0, col = conv_im2col_elements(c, &chunk);
+    const est_tval *y = est_cost_out(c, 0);
+    if (!col || !est_needs_grad(c, 1) || y->dims[0] <= 0) return est_dtype_bytes(c->float_dtype, col);
+    uint64_t dy_chunk = est_tval_elements(y) / (uint64_t)y->dims[0] * chunk;
+    return est_add_sat(est_alloc_bytes(est_dtype_bytes(c->float_dtype, col)),
+                       est_alloc_bytes(est_dtype_bytes(c->float_dtype, dy_chunk)));
 }
 
 /* ConvTranspose under memest verify (verify/ops_conv.cu): the conv that
@@ -331,8 +350,7 @@ static uint64_t split_k_partials(const est_cost_ctx *c) {
 }
 
 static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY)
-        return est_needs_grad(c, 0) || est_needs_grad(c, 1) ? conv_im2col_workspace(c) : 0;
+    if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_backward_workspace(c);
     uint64_t strided = est_needs_grad(c, 0) || est_needs_grad(c, 1) ? strided_pointwise_workspace(c) : 0;
     if (strided) return strided;
     if (!est_needs_grad(c, 1)) return 0;

@@ -290,6 +290,10 @@ uint64_t est_add_sat(uint64_t a, uint64_t b) {
     return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
+uint64_t est_alloc_bytes(uint64_t bytes) {
+    return bytes > UINT64_MAX - EST_ALLOC_ROUND ? UINT64_MAX : (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
+}
+
 uint64_t est_tval_elements(const est_tval *t) {
     return t && t->rank >= 0 && t->elements > 0 ? (uint64_t)t->elements : 0;
 }

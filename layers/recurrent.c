@@ -193,25 +193,21 @@ static uint64_t reserve_bytes(const est_cost_ctx *c, const rnn_dims *d) {
 
 /* ---- memest verify's executor -------------------------------------------- */
 
-static uint64_t alloc_bytes(uint64_t bytes) {
-    return bytes > UINT64_MAX - EST_ALLOC_ROUND ? UINT64_MAX : (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
-}
-
 static const int verify_reserve_slots[RNN_MODES] = {[RNN_TANH] = 1, [RNN_GRU] = 4, [RNN_LSTM] = 5};
 
 /* The executor's reserve, and Y when the node omits it (both float32). */
 static uint64_t verify_forward_bytes(const est_cost_ctx *c, const rnn_dims *d) {
     uint64_t tnh = est_mul_sat(est_mul_sat(d->seq, d->batch), est_mul_sat(d->hidden, d->dirs));
-    uint64_t reserve = alloc_bytes(est_mul_sat(tnh, 4 * (uint64_t)verify_reserve_slots[mode_of(c->node)]));
+    uint64_t reserve = est_alloc_bytes(est_mul_sat(tnh, 4 * (uint64_t)verify_reserve_slots[mode_of(c->node)]));
     bool y_omitted = c->node->n_outputs < 1 || c->node->outputs[0] < 0;
-    return est_add_sat(reserve, y_omitted ? alloc_bytes(est_mul_sat(tnh, 4)) : 0);
+    return est_add_sat(reserve, y_omitted ? est_alloc_bytes(est_mul_sat(tnh, 4)) : 0);
 }
 
 static uint64_t verify_backward_bytes(const est_cost_ctx *c, const rnn_dims *d) {
     rnn_mode m = mode_of(c->node);
     uint64_t nh = est_mul_sat(d->batch, d->hidden), columns = m == RNN_TANH ? 1 : 4;
-    uint64_t dg = alloc_bytes(est_mul_sat(est_mul_sat(d->seq, nh), 4 * columns));
-    return est_add_sat(dg, est_mul_sat(m == RNN_LSTM ? 2 : 1, alloc_bytes(est_mul_sat(nh, 4))));
+    uint64_t dg = est_alloc_bytes(est_mul_sat(est_mul_sat(d->seq, nh), 4 * columns));
+    return est_add_sat(dg, est_mul_sat(m == RNN_LSTM ? 2 : 1, est_alloc_bytes(est_mul_sat(nh, 4))));
 }
 
 /* The executor's contiguous copies of strided inputs (a Transpose of the
@@ -219,7 +215,7 @@ static uint64_t verify_backward_bytes(const est_cost_ctx *c, const rnn_dims *d) 
 static uint64_t verify_input_copies(const est_cost_ctx *c) {
     uint64_t bytes = 0;
     for (int k = 0; k <= 6; k++)
-        if (k < c->n_in && c->in_strided[k]) bytes = est_add_sat(bytes, alloc_bytes(est_cost_bytes(c, est_cost_in(c, k))));
+        if (k < c->n_in && c->in_strided[k]) bytes = est_add_sat(bytes, est_alloc_bytes(est_cost_bytes(c, est_cost_in(c, k))));
     return bytes;
 }
 

@@ -245,6 +245,9 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
 /* a * b and a + b, saturating at UINT64_MAX so hostile shapes cannot wrap. */
 uint64_t est_mul_sat(uint64_t a, uint64_t b);
 uint64_t est_add_sat(uint64_t a, uint64_t b);
+/* bytes as one allocation takes them (EST_ALLOC_ROUND): a rule whose
+ * workspace is several allocations sums them rounded. */
+uint64_t est_alloc_bytes(uint64_t bytes);
 /* Elements of t; 0 when t is absent or its shape unknown. */
 uint64_t est_tval_elements(const est_tval *t);
 /* Input or output i of the node, NULL when absent. */

@@ -968,16 +968,17 @@ static void check_conv_im2col(void) {
     /* 64 -> 64 3x3 on 8 x 64 x 56 x 56: one sample's columns are
      * 64 x 9 x 56 x 56 = 1806336 floats, more than the whole output
      * (8 x 64 x 3136 = 1605632), so the chunk is one sample:
-     * 1806336 x 4 = 7225344 bytes (a multiple of 512), forward and backward. */
-    for (int m = 0; m < 2; m++) {
-        est_mode mode = m ? EST_MODE_TRAIN : EST_MODE_INFER;
-        uint64_t t = conv_im2col_temp(8, 64, 56, 64, 1, 3, mode);
-        CHECK(t == 7225344, "im2col 64->64 3x3 (%s): temp %llu, expected 7225344", est_mode_name(mode), U(t));
-    }
+     * 1806336 x 4 = 7225344 bytes (a multiple of 512). Training's backward
+     * adds the chunk's dY with its samples inside each channel, for dW:
+     * 64 x 1 x 3136 x 4 = 802816 bytes, 8028160 in all. */
+    uint64_t t = conv_im2col_temp(8, 64, 56, 64, 1, 3, EST_MODE_INFER);
+    CHECK(t == 7225344, "im2col 64->64 3x3 (infer): temp %llu, expected 7225344", U(t));
+    t = conv_im2col_temp(8, 64, 56, 64, 1, 3, EST_MODE_TRAIN);
+    CHECK(t == 8028160, "im2col 64->64 3x3 (train): temp %llu, expected 8028160", U(t));
     /* 4 -> 64 3x3 on 8 x 4 x 8 x 8: 4 x 9 x 64 = 2304 floats a sample; the
      * output (8 x 64 x 64 = 32768) holds 14 samples' worth, capped at the
      * batch of 8: 8 x 2304 x 4 = 73728 */
-    uint64_t t = conv_im2col_temp(8, 4, 8, 64, 1, 3, EST_MODE_INFER);
+    t = conv_im2col_temp(8, 4, 8, 64, 1, 3, EST_MODE_INFER);
     CHECK(t == 73728, "im2col 4->64 3x3: temp %llu, expected 73728", U(t));
     /* 1x1 unit-stride convs read X directly; depthwise convs run direct kernels */
     t = conv_im2col_temp(8, 64, 56, 128, 1, 1, EST_MODE_TRAIN);

@@ -35,6 +35,20 @@ static bool conv_fits32(const conv_geom *g, int64_t total) {
     return total < lim && big < lim && col < lim;
 }
 
+/* Where element (sample n, channel c, tap t, output pixel p) of a column
+ * buffer lies: n * sN + c * sC + t * sT + p. */
+typedef struct col_layout {
+    int64_t sN, sC, sT;
+} col_layout;
+
+/* Sample by sample: (nb, C*KK, P), each sample's columns one matrix. */
+static col_layout col_by_sample(const conv_geom *g) { return (col_layout){g->C * g->KK * g->P, g->KK * g->P, g->P}; }
+
+/* Samples inside each row: (C*KK, nb, P), a group's columns of all nb
+ * samples one matrix (C*KK rows of nb*P), which the weight gradient sums
+ * over in one product. */
+static col_layout col_by_row(const conv_geom *g, int64_t nb) { return (col_layout){g->P, g->KK * nb * g->P, nb * g->P}; }
+
 /* ---- generic forms, 64-bit -------------------------------------------------------- */
 
 /* The input offset (within a channel) that output pixel p reads at kernel
@@ -72,24 +86,25 @@ static __device__ __forceinline__ int64_t tap_output(const conv_geom &g, int64_t
     return off;
 }
 
-/* col (nb, C*KK, P) of nb samples. */
-static __global__ void im2col_kernel(float *col, const float *x, conv_geom g, int64_t total) {
+/* The columns of nb samples (total = nb * C * KK * P), laid out as l says. */
+static __global__ void im2col_kernel(float *col, const float *x, conv_geom g, col_layout l, int64_t total) {
     VXK_LOOP(i, total) {
         int64_t p = i % g.P, t = i / g.P;
         int64_t tap = t % g.KK, nc = t / g.KK; /* nc = n * C + c */
         int64_t off = tap_input(g, p, tap);
-        col[i] = off >= 0 ? x[nc * g.IS + off] : 0.f;
+        col[(nc / g.C) * l.sN + (nc % g.C) * l.sC + tap * l.sT + p] = off >= 0 ? x[nc * g.IS + off] : 0.f;
     }
 }
 
 /* dx of nb samples = col2im(dcol): each input element gathers. */
-static __global__ void col2im_kernel(float *dx, const float *dcol, conv_geom g, int64_t total) {
+static __global__ void col2im_kernel(float *dx, const float *dcol, conv_geom g, col_layout l, int64_t total) {
     VXK_LOOP(i, total) {
         int64_t q = i % g.IS, nc = i / g.IS;
+        const float *cb = dcol + (nc / g.C) * l.sN + (nc % g.C) * l.sC;
         float acc = 0.f;
         for (int64_t t = 0; t < g.KK; t++) {
             int64_t o = tap_output(g, q, t);
-            if (o >= 0) acc += dcol[(nc * g.KK + t) * g.P + o];
+            if (o >= 0) acc += cb[t * l.sT + o];
         }
         dx[i] = acc;
     }
@@ -203,13 +218,14 @@ static dim3 conv_grid(int64_t rows, int64_t pixels, unsigned *threads) {
 #define FAST_ROWS(row, rows) for (int row = blockIdx.y; row < (rows); row += gridDim.y)
 #define FAST_PIXELS(p, n) for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < (n); p += blockDim.x * gridDim.x)
 
-/* Row (n*C + c)*KK + tap of col: input channel nc read at that tap. */
-static __global__ void im2col_fast(float *col, const float *x, conv_fast g, int rows) {
+/* Row (n*C + c)*KK + tap: input channel plane n*C + c read at that tap,
+ * into the columns as l lays them out. */
+static __global__ void im2col_fast(float *col, const float *x, conv_fast g, col_layout l, int rows) {
     FAST_ROWS(row, rows) {
         int tap = row % g.KK, nc = row / g.KK;
         int kw = tap % g.k[2], kh = (tap / g.k[2]) % g.k[1], kd = tap / (g.k[2] * g.k[1]);
         const float *xb = x + (int64_t)nc * g.IS;
-        float *cb = col + (int64_t)row * g.P;
+        float *cb = col + (nc / g.C) * l.sN + (nc % g.C) * l.sC + tap * l.sT;
         FAST_PIXELS(p, g.P) {
             int od, oh, ow;
             split3(p, g.out_w, g.out_h, g.out[2], g.out[1], &od, &oh, &ow);
@@ -223,9 +239,9 @@ static __global__ void im2col_fast(float *col, const float *x, conv_fast g, int 
 }
 
 /* Plane nc of dx: each input pixel gathers the column entries that read it. */
-static __global__ void col2im_fast(float *dx, const float *dcol, conv_fast g, int rows) {
+static __global__ void col2im_fast(float *dx, const float *dcol, conv_fast g, col_layout l, int rows) {
     FAST_ROWS(nc, rows) {
-        const float *cb = dcol + (int64_t)nc * g.KK * g.P;
+        const float *cb = dcol + (nc / g.C) * l.sN + (nc % g.C) * l.sC;
         FAST_PIXELS(q, g.IS) {
             int id, ih, iw;
             split3(q, g.in_w, g.in_h, g.in[2], g.in[1], &id, &ih, &iw);
@@ -240,7 +256,7 @@ static __global__ void col2im_fast(float *dx, const float *dcol, conv_fast g, in
                         int ow = out_of(iw, g.pad[2], kw, g.dl[2], g.st[2], g.out[2]);
                         if (ow < 0) continue;
                         int tap = (kd * g.k[1] + kh) * g.k[2] + kw;
-                        acc += cb[(int64_t)tap * g.P + (od * g.out[1] + oh) * g.out[2] + ow];
+                        acc += cb[tap * l.sT + (od * g.out[1] + oh) * g.out[2] + ow];
                     }
                 }
             }
@@ -344,28 +360,46 @@ static __global__ void bias_add_kernel(float *y, const float *b, int64_t M, int6
 
 /* ---- launchers -------------------------------------------------------------------- */
 
-/* col of nb samples from x (their first). */
-static void conv_im2col(const conv_geom *g, int64_t nb, cudaStream_t s, float *col, const float *x) {
+/* The columns of nb samples of x (their first), laid out as l says. */
+static void conv_im2col(const conv_geom *g, int64_t nb, col_layout l, cudaStream_t s, float *col, const float *x) {
     int64_t rows = nb * g->C * g->KK;
     if (conv_fits32(g, rows * g->P)) {
         unsigned t;
         dim3 grid = conv_grid(rows, g->P, &t);
-        im2col_fast<<<grid, t, 0, s>>>(col, x, conv_fast_of(g), (int)rows);
+        im2col_fast<<<grid, t, 0, s>>>(col, x, conv_fast_of(g), l, (int)rows);
     } else {
-        im2col_kernel<<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(col, x, *g, rows * g->P);
+        im2col_kernel<<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(col, x, *g, l, rows * g->P);
     }
 }
 
-/* dx of nb samples from their columns. */
-static void conv_col2im(const conv_geom *g, int64_t nb, cudaStream_t s, float *dx, const float *dcol) {
+/* dx of nb samples from their columns, laid out as l says. */
+static void conv_col2im(const conv_geom *g, int64_t nb, col_layout l, cudaStream_t s, float *dx, const float *dcol) {
     int64_t rows = nb * g->C;
     if (conv_fits32(g, rows * g->IS)) {
         unsigned t;
         dim3 grid = conv_grid(rows, g->IS, &t);
-        col2im_fast<<<grid, t, 0, s>>>(dx, dcol, conv_fast_of(g), (int)rows);
+        col2im_fast<<<grid, t, 0, s>>>(dx, dcol, conv_fast_of(g), l, (int)rows);
     } else {
-        col2im_kernel<<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dcol, *g, rows * g->IS);
+        col2im_kernel<<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dcol, *g, l, rows * g->IS);
     }
+}
+
+/* dyt (M, nb, P) = dy (nb, M, P): a chunk's output gradient with the samples
+ * inside each channel. */
+static __global__ void samples_inner_kernel(float *dyt, const float *dy, int64_t M, int64_t nb, int64_t P) {
+    for (int64_t row = blockIdx.y; row < M * nb; row += gridDim.y) { /* row = m * nb + n */
+        int64_t m = row / nb, n = row - m * nb;
+        const float *src = dy + (n * M + m) * P;
+        float *dst = dyt + row * P;
+        for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < P; p += (int64_t)blockDim.x * gridDim.x)
+            dst[p] = src[p];
+    }
+}
+
+static void conv_samples_inner(const conv_geom *g, int64_t nb, cudaStream_t s, float *dyt, const float *dy) {
+    unsigned t;
+    dim3 grid = conv_grid(g->M * nb, g->P, &t);
+    samples_inner_kernel<<<grid, t, 0, s>>>(dyt, dy, g->M, nb, g->P);
 }
 
 static void conv_dw_forward(const conv_geom *g, cudaStream_t s, float *y, const float *x, const float *w, const float *b) {

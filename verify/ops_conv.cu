@@ -7,9 +7,14 @@
  * convolution with unit stride and no padding reads X directly (no im2col).
  * One input channel per group (depthwise, or C == 1) runs direct kernels.
  *
+ * The columns keep each chunk's samples inside each row, (C*KK, nb, P), so
+ * that a group's columns of the whole chunk are one matrix.
+ *
  * Backward: dX = col2im(W_g^T * dY_g) (a gather, no atomics); dW = sum over
- * samples of dY_g * col_g^T (GEMMs accumulating into dW); dB = sum of dY over
- * (N, spatial). saves X and W (one formula in PyTorch: both, whatever needs a
+ * chunks of dY_g * col_g^T, one product per chunk and group, on a copy of
+ * the chunk's dY with its samples inside each channel (M, nb, P), a second
+ * workspace (1x1 convs: a product per sample, on X and dY as they are);
+ * dB = sum of dY over (N, spatial). saves X and W (one formula in PyTorch: both, whatever needs a
  * gradient).
  *
  * ConvTranspose (groups, strides, pads, output_padding, output_shape,
@@ -152,19 +157,21 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
         if (!col) return vxk_oom(ctx, "Conv im2col workspace");
     }
     cublasHandle_t h = vxk_conv_blas(ctx);
+    /* X itself (1x1) or the columns: sample n, group gi at B + n * sN + gi * Cg * sC, rows sT apart */
+    col_layout l = direct ? (col_layout){g.C * P, P, P} : col_by_row(&g, nb);
     for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
         int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
         const float *cb;
         if (direct) cb = x + n0 * g.C * P;
         else {
-            conv_im2col(&g, cnt, s, col, x + n0 * g.C * g.IS);
+            conv_im2col(&g, cnt, l, s, col, x + n0 * g.C * g.IS);
             if ((st = vxk_check(ctx, "Conv im2col"))) break;
             vx_profile_section(ctx, "Conv im2col");
             cb = col;
         }
         for (int64_t gi = 0; gi < g.G && !st; gi++)
             st = vxk_blas_check(ctx, vxk_gemm_strided(h, false, false, g.Mg, P, Q, 1.f, w + gi * g.Mg * Q, Q, 0,
-                                                      cb + gi * Q * P, P, g.C * g.KK * P, 0.f,
+                                                      cb + gi * g.Cg * l.sC, l.sT, l.sN, 0.f,
                                                       Y + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, cnt),
                                 "Conv GEMM");
         vx_profile_section(ctx, "Conv GEMM");
@@ -189,7 +196,7 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
     int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK;
     bool need_dx = run->need_grad[0], need_dw = run->need_grad[1];
     bool need_db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
-    float *col = NULL;
+    float *col = NULL, *dyt = NULL;
     if (need_dx && (st = vxk_grad(ctx, run, 0))) goto fail;
     if (need_dw && (st = vxk_grad(ctx, run, 1))) goto fail;
     if (need_db) {
@@ -217,9 +224,14 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
     {
         bool direct = conv_is_1x1(&g);
         int64_t nb = conv_chunk(&g);
+        col_layout l = direct ? (col_layout){g.C * P, P, P} : col_by_row(&g, nb);
         if (!direct && (need_dx || need_dw)) {
             col = (float *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(float));
             if (!col) { st = vxk_oom(ctx, "Conv backward workspace"); goto fail; }
+        }
+        if (!direct && need_dw) {
+            dyt = (float *)vx_workspace(ctx, (size_t)(nb * g.M * P) * sizeof(float));
+            if (!dyt) { st = vxk_oom(ctx, "Conv backward workspace"); goto fail; }
         }
         if (need_dx) {
             float *dx = (float *)run->grad_in[0]->data;
@@ -229,11 +241,11 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
                 for (int64_t gi = 0; gi < g.G && !st; gi++)
                     st = vxk_blas_check(ctx, vxk_gemm_strided(h, true, false, Q, P, g.Mg, 1.f, w + gi * g.Mg * Q, Q, 0,
                                                               dy + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, 0.f,
-                                                              dc + gi * Q * P, P, CQ * P, cnt),
+                                                              dc + gi * g.Cg * l.sC, l.sT, l.sN, cnt),
                                         "Conv dX GEMM");
                 vx_profile_section(ctx, "Conv dX GEMM");
                 if (!st && !direct) {
-                    conv_col2im(&g, cnt, s, dx + n0 * g.C * g.IS, col);
+                    conv_col2im(&g, cnt, l, s, dx + n0 * g.C * g.IS, col);
                     st = vxk_check(ctx, "Conv col2im");
                     vx_profile_section(ctx, "Conv col2im");
                 }
@@ -245,28 +257,35 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
             if ((st = vxk_zero(ctx, dw, (size_t)Wt->numel * sizeof(float)))) goto fail;
             for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
                 int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
-                const float *cb;
-                if (direct) cb = x + n0 * g.C * P;
-                else {
-                    conv_im2col(&g, cnt, s, col, x + n0 * g.C * g.IS);
-                    if ((st = vxk_check(ctx, "Conv im2col"))) break;
-                    vx_profile_section(ctx, "Conv im2col");
-                    cb = col;
+                if (direct) { /* X itself: a product per sample */
+                    for (int64_t n = 0; n < cnt && !st; n++)
+                        for (int64_t gi = 0; gi < g.G && !st; gi++)
+                            st = vxk_blas_check(ctx, vxk_gemm(h, false, true, g.Mg, Q, P, 1.f,
+                                                              dy + ((n0 + n) * g.M + gi * g.Mg) * P, P,
+                                                              x + (n0 + n) * g.C * P + gi * Q * P, P, 1.f,
+                                                              dw + gi * g.Mg * Q, Q),
+                                                "Conv dW GEMM");
+                    continue;
                 }
-                for (int64_t n = 0; n < cnt && !st; n++)
-                    for (int64_t gi = 0; gi < g.G && !st; gi++)
-                        st = vxk_blas_check(ctx, vxk_gemm(h, false, true, g.Mg, Q, P, 1.f,
-                                                          dy + ((n0 + n) * g.M + gi * g.Mg) * P, P,
-                                                          cb + n * CQ * P + gi * Q * P, P, 1.f, dw + gi * g.Mg * Q, Q),
-                                            "Conv dW GEMM");
+                conv_im2col(&g, cnt, l, s, col, x + n0 * g.C * g.IS);
+                conv_samples_inner(&g, cnt, s, dyt, dy + n0 * g.M * P);
+                if ((st = vxk_check(ctx, "Conv im2col"))) break;
+                vx_profile_section(ctx, "Conv im2col");
+                /* dW_g += dY_g (Mg x cnt*P) col_g^T: the chunk's samples in one product */
+                for (int64_t gi = 0; gi < g.G && !st; gi++)
+                    st = vxk_blas_check(ctx, vxk_gemm(h, false, true, g.Mg, Q, cnt * P, 1.f, dyt + gi * g.Mg * cnt * P,
+                                                      cnt * P, col + gi * g.Cg * l.sC, l.sT, 1.f, dw + gi * g.Mg * Q, Q),
+                                        "Conv dW GEMM");
                 vx_profile_section(ctx, "Conv dW GEMM");
             }
             if (st) goto fail;
         }
     }
+    vx_free(ctx, dyt);
     vx_free(ctx, col);
     return VX_OK;
 fail:
+    vx_free(ctx, dyt);
     vx_free(ctx, col);
     return st;
 }
@@ -382,7 +401,7 @@ static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
                                                           dc + gi * Q * P, P, CQ * P, cnt),
                                     "ConvTranspose GEMM");
             if (!st && !direct) {
-                conv_col2im(&g, cnt, s, Y + n0 * g.C * g.IS, col);
+                conv_col2im(&g, cnt, col_by_sample(&g), s, Y + n0 * g.C * g.IS, col);
                 st = vxk_check(ctx, "ConvTranspose col2im");
             }
         }
@@ -437,7 +456,7 @@ static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
         const float *cb;
         if (direct) cb = dy + n0 * g.C * P;
         else {
-            conv_im2col(&g, cnt, s, col, dy + n0 * g.C * g.IS);
+            conv_im2col(&g, cnt, col_by_sample(&g), s, col, dy + n0 * g.C * g.IS);
             if ((st = vxk_check(ctx, "ConvTranspose im2col"))) break;
             cb = col;
         }
