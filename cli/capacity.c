@@ -80,36 +80,6 @@ static void csv_row(FILE *f, const point *pt, const fit_info *fit) {
     else fprintf(f, "%" PRIu64 "\n", pt->totals.reserved_bytes);
 }
 
-static void write_point(json_writer *w, const char *dim, const point *pt, const fit_info *fit) {
-    jw_begin_object(w, NULL);
-    jw_string(w, "dim", dim);
-    jw_i64(w, "value", pt->value);
-    if (pt->overflow) {
-        jw_null(w, "peak_bytes");
-        jw_bool(w, "overflow", true);
-    } else {
-        jw_u64(w, "peak_bytes", pt->peak.bytes);
-        jw_string(w, "peak_phase", est_phase_name(pt->peak.phase));
-        jw_u64(w, "params_bytes", pt->totals.params_bytes);
-        jw_u64(w, "buffers_bytes", pt->totals.buffers_bytes);
-        jw_u64(w, "grads_bytes", pt->totals.grads_bytes);
-        jw_u64(w, "optimizer_bytes", pt->totals.optimizer_bytes);
-        jw_u64(w, "activations_bytes", pt->totals.activations_bytes);
-        jw_u64(w, "temp_bytes", pt->totals.temp_bytes);
-        jw_u64(w, "reserved_bytes", pt->totals.reserved_bytes);
-        jw_u64(w, "param_count", pt->totals.param_count);
-        jw_u64(w, "flops_forward", pt->totals.flops_forward);
-        jw_u64(w, "flops_backward", pt->totals.flops_backward);
-    }
-    if (fit) {
-        jw_bool(w, "fits", point_fits(fit, pt));
-        if (pt->overflow) jw_null(w, "headroom_bytes");
-        else jw_i64(w, "headroom_bytes", fit_headroom(fit, pt->peak.bytes));
-        if (!pt->overflow) write_oom(w, "allocator_out_of_memory", &pt->totals);
-    }
-    jw_end_object(w);
-}
-
 /* 1 when a write failed; the caller's out_close says which and why. */
 static int finish(FILE *f, int bad) { return bad || ferror(f) ? 1 : 0; }
 
@@ -138,23 +108,9 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
             fprintf(stderr, "memest: %s\n", err.message);
             return 1;
         }
-        static json_writer w; /* 64 KiB: not on the stack */
-        jw_init(&w, f);
-        jw_begin_object(&w, NULL);
-        write_report_members(&w, r, o);
+        bad = print_json_doc(f, r, o, &mb, max_batch);
         est_report_free(r);
-        jw_begin_object(&w, "max_batch");
-        jw_i64(&w, "batch", lo);
-        if (lo) jw_u64(&w, "peak_bytes", lo_pt.peak.bytes);
-        else jw_null(&w, "peak_bytes");
-        if (hi) jw_i64(&w, "next_batch", hi);
-        else jw_null(&w, "next_batch");
-        if (hi && !hi_pt.overflow) jw_u64(&w, "next_peak_bytes", hi_pt.peak.bytes);
-        else jw_null(&w, "next_peak_bytes");
-        jw_i64(&w, "search_cap", max_batch);
-        jw_end_object(&w);
-        jw_end_object(&w);
-        bad = jw_finish(&w);
+        if (bad == 2) return 1;
     } else if (fmt == FORMAT_CSV) {
         fprintf(f, "role,batch,%s", csv_cols);
         if (lo) {
@@ -182,69 +138,37 @@ int run_max_batch(FILE *f, const est_graph *g, est_options *opt, int64_t max_bat
     return finish(f, bad);
 }
 
-int run_sweep(FILE *f, const est_graph *g, est_options *opt, est_binding *dims, size_t dims_cap,
-              const sweep_spec *sw, output_format fmt, const output_opts *o) {
-    bool is_batch = strcmp(sw->name, "batch") == 0;
-    int64_t saved_batch = opt->batch;
-    size_t saved_n = opt->n_dims, slot = opt->n_dims;
-    int64_t saved_val = 0;
-    if (!is_batch) {
-        for (size_t i = 0; i < opt->n_dims; i++)
-            if (strcmp(dims[i].name, sw->name) == 0) slot = i;
-        if (slot == opt->n_dims) {
-            if (slot == dims_cap) {
-                fprintf(stderr, "memest: too many dims\n");
-                return 1;
-            }
-            dims[slot].name = sw->name;
-            opt->n_dims++;
-        }
-        saved_val = dims[slot].value;
-    }
+int run_sweep(FILE *f, const est_graph *g, const est_options *opt, const sweep_spec *sw, output_format fmt,
+              const output_opts *o) {
     point *pts = calloc(sw->n, sizeof *pts);
     if (!pts) {
         fprintf(stderr, "memest: --sweep: out of memory\n");
         return 1;
     }
     est_error err;
-    int rc = 0;
-    for (size_t i = 0; i < sw->n; i++) {
-        if (is_batch) opt->batch = sw->values[i];
-        else dims[slot].value = sw->values[i];
-        if (est_estimate_point(g, opt, sw->values[i], &pts[i], &err) != EST_OK) {
-            fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[i], err.message);
-            rc = 1;
-            break;
-        }
-    }
-    opt->batch = saved_batch;
-    if (!is_batch) dims[slot].value = saved_val;
-    opt->n_dims = saved_n;
-    if (rc) {
+    size_t done = 0;
+    if (est_sweep(g, opt, sw->name, sw->values, sw->n, pts, &done, &err) != EST_OK) {
+        if (done < sw->n) fprintf(stderr, "memest: --sweep %s=%" PRId64 ": %s\n", sw->name, sw->values[done], err.message);
+        else fprintf(stderr, "memest: --sweep: %s\n", err.message);
         free(pts);
-        return rc;
+        return 1;
     }
     int bad = 0;
     if (fmt == FORMAT_JSON) {
-        static json_writer w; /* 64 KiB: not on the stack */
-        jw_init(&w, f);
-        jw_begin_object(&w, NULL);
-        jw_string(&w, "model", o->model);
-        jw_string(&w, "mode", est_mode_name(opt->mode));
-        jw_string(&w, "optimizer", opt->mode == EST_MODE_TRAIN ? est_optimizer_name(opt->optimizer) : NULL);
-        jw_string(&w, "dtype", est_dtype_name(opt->dtype));
-        if (opt->batch > 0 && !is_batch) jw_i64(&w, "batch", opt->batch);
-        else jw_null(&w, "batch");
-        jw_begin_object(&w, "dims");
-        for (size_t i = 0; i < opt->n_dims; i++)
-            if (strcmp(dims[i].name, sw->name) != 0) jw_i64(&w, dims[i].name, dims[i].value);
-        jw_end_object(&w);
-        if (o->fit) write_fit(&w, "fit", o->fit, 0, NULL);
-        jw_begin_array(&w, "sweep");
-        for (size_t i = 0; i < sw->n; i++) write_point(&w, sw->name, &pts[i], o->fit);
-        jw_end_array(&w);
-        jw_end_object(&w);
-        bad = jw_finish(&w);
+        est_fit fit = o->fit ? fit_of(o->fit) : (est_fit){0};
+        est_json_options j;
+        est_json_options_init(&j);
+        j.model = o->model;
+        j.fit = o->fit ? &fit : NULL;
+        j.gpu = o->fit ? o->fit->gpu : NULL;
+        char *text = NULL;
+        if (est_sweep_to_json(opt, sw->name, pts, sw->n, &j, &text, &err) != EST_OK) {
+            fprintf(stderr, "memest: %s\n", err.message);
+            free(pts);
+            return 1;
+        }
+        bad = fputs(text, f) == EOF;
+        est_free(text);
     } else if (fmt == FORMAT_CSV) {
         fprintf(f, "dim,value,%s", csv_cols);
         for (size_t i = 0; i < sw->n; i++) {

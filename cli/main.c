@@ -562,25 +562,24 @@ static int capacity(cli *c, const est_graph *g) {
     if (!out_open(&out, c->out_path)) return EXIT_FAIL;
     FILE *f = out.f;
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
-                     .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum};
+                     .opt = &c->opt};
     est_limits lim;
     est_limits_init(&lim);
     int64_t cap = c->limits.max_dim_value ? c->limits.max_dim_value : lim.max_dim_value;
     int rc = c->max_batch ? run_max_batch(f, g, &c->opt, cap, c->format, &o)
-                          : run_sweep(f, g, &c->opt, c->dims, MAX_DIM_FLAGS, &c->sweep, c->format, &o);
+                          : run_sweep(f, g, &c->opt, &c->sweep, c->format, &o);
     /* rc 1: an estimate failed and said so; a write that failed is out_close's to say */
     bool written = out_close(&out, false);
     return rc || !written ? EXIT_FAIL : EXIT_OK;
 }
 
 /* With --gpu NAME: the step's time on it (docs/time-model.md). */
-static bool time_step(const cli *c, const est_report *r, est_host *host, est_time **out) {
+static bool time_step(const cli *c, const est_report *r, est_time **out) {
     *out = NULL;
     if (!c->fit_given || !c->fit.gpu) return true;
-    if (c->host_given) *host = c->host;
-    else est_host_init(host);
     est_error err;
-    if (est_time_estimate(r, est_device_find(c->fit.gpu), host, out, &err) == EST_OK) return true;
+    if (est_time_estimate(r, est_device_find(c->fit.gpu), c->host_given ? &c->host : NULL, out, &err) == EST_OK)
+        return true;
     fprintf(stderr, "memest: %s\n", err.message);
     return false;
 }
@@ -592,9 +591,8 @@ static int estimate(const cli *c, const est_graph *g) {
         fprintf(stderr, "memest: %s\n", err.message);
         return EXIT_FAIL;
     }
-    est_host host;
     est_time *time = NULL;
-    if (!time_step(c, r, &host, &time)) {
+    if (!time_step(c, r, &time)) {
         est_report_free(r);
         return EXIT_FAIL;
     }
@@ -605,12 +603,11 @@ static int estimate(const cli *c, const est_graph *g) {
         return EXIT_FAIL;
     }
     output_opts o = {.model = c->model, .all_layers = c->all_layers, .fit = c->fit_given ? &c->fit : NULL,
-                     .checkpoint = &c->opt.checkpoint, .params = &c->opt.params, .grad_accum = c->opt.grad_accum,
-                     .timeline = c->timeline, .top = (size_t)c->top, .depth = c->depth, .time = time, .host = &host};
+                     .opt = &c->opt, .timeline = c->timeline, .top = (size_t)c->top, .depth = c->depth, .time = time};
     int bad = c->format == FORMAT_JSON  ? print_json(out.f, r, &o)
               : c->format == FORMAT_CSV ? print_csv(out.f, r, &o)
                                         : print_table(out.f, r, &o);
-    bool ok = out_close(&out, bad != 0);
+    bool ok = out_close(&out, bad == 1) && bad != 2; /* 2: the reason is printed */
     if (ok && c->plot_path) {
         out_file plot;
         size_t len = strlen(c->plot_path);

@@ -193,9 +193,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "\n");
     if (hidden)
         fprintf(f, "%zu shape-only layers (folded to constants) not shown; --all lists them.\n\n", hidden);
-    module_rollup m = {0};
-    if (o->depth && rollup_modules(r, o->depth, o->time, &m)) print_modules(f, &m, o->depth, o->time != NULL);
-    free_rollup(&m);
+    if (o->depth) print_modules(f, r, o->depth, o->time);
     fprintf(f, "totals\n");
     fprintf(f, "  layers          %zu\n", est_report_layer_count(r));
     fprintf(f, "  parameters      %" PRIu64 " (%s)", t->param_count, human_bytes(a, sizeof a, t->param_bytes));
@@ -211,7 +209,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "  flops           %s forward, %s backward\n", human_count(a, sizeof a, t->flops_forward),
             human_count(b, sizeof b, t->flops_backward));
     char accum[48] = "";
-    if (o->grad_accum > 1) snprintf(accum, sizeof accum, ", %lld micro-batches a step", (long long)o->grad_accum);
+    if (o->opt->grad_accum > 1) snprintf(accum, sizeof accum, ", %lld micro-batches a step", (long long)o->opt->grad_accum);
     fprintf(f, "\nmemory (%s, %s%s%s%s%s)\n", est_mode_name(est_report_mode(r)), est_dtype_name(est_report_dtype(r)),
             est_report_mode(r) == EST_MODE_TRAIN ? ", optimizer " : "",
             est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : "",
@@ -220,7 +218,7 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     if (t->checkpoint_segments) {
         char spec[512];
         fprintf(f, "  checkpoint      %s: %" PRIu64 " segments; backward recomputes %s FLOPs of forward\n",
-                checkpoint_string(spec, sizeof spec, o->checkpoint), t->checkpoint_segments,
+                checkpoint_string(spec, sizeof spec, &o->opt->checkpoint), t->checkpoint_segments,
                 human_count(a, sizeof a, t->flops_recompute));
     }
     print_parallel(f, r);
@@ -320,9 +318,7 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
         csv_field(f, L->module ? L->module : "");
         csv_eol(f, o, est_time_layer(o->time, i));
     }
-    module_rollup m = {0};
-    if (o->depth && rollup_modules(r, o->depth, o->time, &m)) csv_modules(f, &m, o->time != NULL);
-    free_rollup(&m);
+    if (o->depth) csv_modules(f, r, o->depth, o->time);
     const est_totals *t = est_report_totals(r);
     fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%" PRIu64 ",%" PRIu64
                ",%" PRIu64 ",",
@@ -349,7 +345,7 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
         /* checkpoint,SPEC,SEGMENTS,,,,,,,,,RECOMPUTED_FLOPS: the FLOPs under flops_forward */
         char spec[512];
         fputs("checkpoint,", f);
-        csv_field(f, checkpoint_string(spec, sizeof spec, o->checkpoint));
+        csv_field(f, checkpoint_string(spec, sizeof spec, &o->opt->checkpoint));
         fprintf(f, ",%" PRIu64 ",,,,,,,,,%" PRIu64 ",,,,", t->checkpoint_segments, t->flops_recompute);
         csv_eol(f, o, NULL);
     }
@@ -367,17 +363,6 @@ int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     return ferror(f) ? 1 : 0;
 }
 
-void write_oom(json_writer *w, const char *key, const est_totals *t) {
-    if (!t->out_of_memory) {
-        jw_null(w, key);
-        return;
-    }
-    jw_begin_object(w, key);
-    jw_string(w, "phase", est_phase_name(t->oom_phase));
-    jw_string(w, "layer", t->oom_layer);
-    jw_end_object(w);
-}
-
 const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck) {
     buf[0] = '\0';
     if (!ck || !n) return buf;
@@ -391,231 +376,37 @@ const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck) {
     return buf;
 }
 
-static void write_tensor(json_writer *w, const est_tensor_info *t) {
-    jw_begin_object(w, NULL);
-    jw_string(w, "name", t->name);
-    jw_string(w, "dtype", est_dtype_name(t->dtype));
-    jw_begin_array(w, "shape");
-    for (int d = 0; d < t->rank; d++) jw_i64(w, NULL, t->shape[d]);
-    jw_end_array(w);
-    jw_u64(w, "bytes", t->bytes);
-    jw_end_object(w);
-}
-
-void write_fit(json_writer *w, const char *key, const fit_info *fit, uint64_t peak, const est_totals *t) {
-    jw_begin_object(w, key);
-    jw_string(w, "gpu", fit->gpu);
-    jw_u64(w, "gpu_memory_bytes", fit->gpu_bytes);
-    jw_u64(w, "reserve_bytes", fit->reserve_bytes);
-    jw_u64(w, "usable_bytes", fit_usable(fit));
-    if (t) {
-        jw_bool(w, "fits", fit_ok(fit, peak, t));
-        jw_i64(w, "headroom_bytes", fit_headroom(fit, peak));
-        write_oom(w, "allocator_out_of_memory", t);
+/* The library's JSON options for what the command line asked. */
+static est_json_options json_options_of(const output_opts *o, est_fit *fit) {
+    est_json_options j;
+    est_json_options_init(&j);
+    j.model = o->model;
+    j.options = o->opt;
+    j.timeline = o->timeline;
+    j.depth = o->depth;
+    if (o->fit) {
+        *fit = fit_of(o->fit);
+        j.fit = fit;
+        j.gpu = o->fit->gpu;
     }
-    jw_end_object(w);
+    j.time = o->time;
+    return j;
 }
 
-int print_json(FILE *f, const est_report *r, const output_opts *o) {
-    static json_writer w; /* 64 KiB: not on the stack */
-    jw_init(&w, f);
-    jw_begin_object(&w, NULL);
-    write_report_members(&w, r, o);
-    jw_end_object(&w);
-    return jw_finish(&w) ? 1 : 0;
-}
-
-/* null for no patterns, else the list as given. */
-static void write_patterns(json_writer *w, const char *key, const char *const *patterns, size_t n) {
-    if (!n) {
-        jw_null(w, key);
-        return;
+int print_json_doc(FILE *f, const est_report *r, const output_opts *o, const est_max_batch_result *mb, int64_t cap) {
+    est_fit fit;
+    est_json_options j = json_options_of(o, &fit);
+    j.max_batch = mb;
+    j.max_batch_cap = cap;
+    est_error err;
+    char *text = NULL;
+    if (est_report_to_json(r, &j, &text, &err) != EST_OK) {
+        fprintf(stderr, "memest: %s\n", err.message);
+        return 2;
     }
-    jw_begin_array(w, key);
-    for (size_t i = 0; i < n; i++) jw_string(w, NULL, patterns[i]);
-    jw_end_array(w);
+    int bad = fputs(text, f) == EOF;
+    est_free(text);
+    return bad;
 }
 
-/* Every parameter, with both its names and whether it trains. */
-static void write_params(json_writer *w, const est_report *r) {
-    jw_begin_array(w, "parameters");
-    for (size_t i = 0; i < est_report_param_count(r); i++) {
-        const est_param_info *p = est_report_param(r, i);
-        jw_begin_object(w, NULL);
-        jw_string(w, "name", p->name);
-        jw_string(w, "torch_name", p->torch_name);
-        jw_begin_array(w, "shape");
-        for (int d = 0; d < p->rank; d++) jw_i64(w, NULL, p->shape[d]);
-        jw_end_array(w);
-        jw_string(w, "dtype", est_dtype_name(p->dtype));
-        jw_u64(w, "count", p->elements);
-        jw_u64(w, "bytes", p->bytes);
-        /* the gradient the step keeps for it (its .grad); 0 when frozen or in inference */
-        jw_u64(w, "grad_bytes", est_report_mode(r) == EST_MODE_TRAIN && p->trainable ? p->bytes : 0);
-        jw_bool(w, "trainable", p->trainable);
-        jw_end_object(w);
-    }
-    jw_end_array(w);
-}
-
-static void write_checkpoint(json_writer *w, const est_report *r, const output_opts *o) {
-    const est_totals *t = est_report_totals(r);
-    if (!t->checkpoint_segments || !o->checkpoint) {
-        jw_null(w, "checkpoint");
-        return;
-    }
-    jw_begin_object(w, "checkpoint");
-    if (o->checkpoint->every > 0) {
-        jw_i64(w, "every", o->checkpoint->every);
-    } else {
-        jw_begin_array(w, "prefixes");
-        for (size_t i = 0; i < o->checkpoint->n_prefixes; i++) jw_string(w, NULL, o->checkpoint->prefixes[i]);
-        jw_end_array(w);
-    }
-    jw_u64(w, "segments", t->checkpoint_segments);
-    jw_end_object(w);
-}
-
-static void write_layer(json_writer *w, const est_layer *L, const est_time *time, size_t i) {
-    jw_begin_object(w, NULL);
-    jw_string(w, "name", L->name);
-    jw_string(w, "op", L->op);
-    jw_string(w, "domain", L->domain);
-    jw_string(w, "module", L->module);
-    jw_begin_array(w, "inputs");
-    for (size_t k = 0; k < L->n_inputs; k++) write_tensor(w, &L->inputs[k]);
-    jw_end_array(w);
-    jw_begin_array(w, "outputs");
-    for (size_t k = 0; k < L->n_outputs; k++) write_tensor(w, &L->outputs[k]);
-    jw_end_array(w);
-    jw_u64(w, "param_count", L->param_count);
-    jw_u64(w, "param_bytes", L->param_bytes);
-    jw_u64(w, "buffer_bytes", L->buffer_bytes);
-    jw_u64(w, "output_bytes", L->output_bytes);
-    jw_u64(w, "flops_forward", L->flops_forward);
-    jw_u64(w, "flops_backward", L->flops_backward);
-    jw_u64(w, "saved_bytes", L->saved_bytes);
-    jw_u64(w, "temp_bytes", L->temp_bytes);
-    jw_bool(w, "shape_only", L->shape_only);
-    if (L->segment >= 0) jw_i64(w, "segment", L->segment);
-    else jw_null(w, "segment");
-    jw_bool(w, "recomputed", L->recomputed);
-    if (time) write_layer_time(w, time, i);
-    jw_end_object(w);
-}
-
-static void write_totals(json_writer *w, const est_report *r) {
-    const est_totals *t = est_report_totals(r);
-    jw_begin_object(w, "totals");
-    jw_u64(w, "layer_count", est_report_layer_count(r));
-    jw_u64(w, "param_count", t->param_count);
-    jw_u64(w, "param_bytes", t->param_bytes);
-    jw_u64(w, "trainable_param_count", t->trainable_param_count);
-    jw_u64(w, "trainable_param_bytes", t->trainable_param_bytes);
-    jw_u64(w, "buffer_count", t->buffer_count);
-    jw_u64(w, "buffer_bytes", t->buffer_bytes);
-    jw_u64(w, "constant_bytes", t->constant_bytes);
-    jw_u64(w, "input_bytes", t->input_bytes);
-    jw_u64(w, "output_bytes", t->output_bytes);
-    jw_u64(w, "flops_forward", t->flops_forward);
-    jw_u64(w, "flops_backward", t->flops_backward);
-    jw_u64(w, "params_bytes", t->params_bytes);
-    jw_u64(w, "buffers_bytes", t->buffers_bytes);
-    jw_u64(w, "grads_bytes", t->grads_bytes);
-    jw_u64(w, "optimizer_bytes", t->optimizer_bytes);
-    jw_u64(w, "activations_bytes", t->activations_bytes);
-    jw_u64(w, "temp_bytes", t->temp_bytes);
-    jw_u64(w, "peak_bytes", t->peak_bytes);
-    jw_u64(w, "flops_recompute", t->flops_recompute);
-    jw_u64(w, "reserved_bytes", t->reserved_bytes);
-    jw_end_object(w);
-}
-
-/* "parallel": null on one GPU. */
-static void write_parallel(json_writer *w, const est_report *r) {
-    const est_parallel *p = est_report_parallel(r);
-    if (p->world_size <= 1 && p->strategy == EST_STRATEGY_NONE) {
-        jw_null(w, "parallel");
-        return;
-    }
-    const est_comm *c = est_report_comm(r);
-    jw_begin_object(w, "parallel");
-    jw_string(w, "strategy", est_strategy_name(p->strategy));
-    jw_i64(w, "world_size", p->world_size);
-    if (p->strategy == EST_STRATEGY_HSDP) jw_i64(w, "shard_group", p->shard_group);
-    else jw_null(w, "shard_group");
-    jw_bool(w, "grad_as_bucket_view", p->grad_as_bucket_view != 0);
-    jw_bool(w, "offload", p->offload != 0);
-    jw_i64(w, "tp", p->tp);
-    jw_bool(w, "sequence_parallel", p->sequence_parallel != 0);
-    jw_begin_array(w, "tp_pairs");
-    for (size_t i = 0; i < est_report_tp_pair_count(r); i++) {
-        const est_tp_pair *pair = est_report_tp_pair(r, i);
-        jw_begin_object(w, NULL);
-        jw_string(w, "block", pair->block);
-        jw_begin_array(w, "columns");
-        for (size_t k = 0; k < pair->n_columns; k++) jw_string(w, NULL, pair->columns[k]);
-        jw_end_array(w);
-        jw_string(w, "row", pair->row);
-        jw_end_object(w);
-    }
-    jw_end_array(w);
-    jw_u64(w, "buckets", c->buckets);
-    jw_u64(w, "first_bucket_held_bytes", c->first_bucket_held_bytes);
-    jw_u64(w, "groups", c->groups);
-    jw_begin_object(w, "comm_bytes");
-    jw_u64(w, "all_reduce", c->all_reduce_bytes);
-    jw_u64(w, "all_gather", c->all_gather_bytes);
-    jw_u64(w, "reduce_scatter", c->reduce_scatter_bytes);
-    jw_u64(w, "broadcast", c->broadcast_bytes);
-    jw_end_object(w);
-    jw_end_object(w);
-}
-
-static void write_peak(json_writer *w, const est_report *r) {
-    const est_peak *p = est_report_peak(r);
-    jw_begin_object(w, "peak");
-    jw_u64(w, "bytes", p->bytes);
-    jw_string(w, "phase", est_phase_name(p->phase));
-    jw_string(w, "layer", p->layer);
-    jw_string(w, "module", p->module);
-    jw_begin_object(w, "breakdown");
-    for (int c = 0; c < EST_CAT_COUNT; c++) jw_u64(w, est_category_name((est_category)c), est_peak_category(p, (est_category)c));
-    jw_end_object(w);
-    write_live(w, r);
-    jw_end_object(w);
-}
-
-void write_report_members(json_writer *w, const est_report *r, const output_opts *o) {
-    jw_string(w, "model", o->model);
-    jw_string(w, "mode", est_mode_name(est_report_mode(r)));
-    jw_string(w, "optimizer",
-              est_report_mode(r) == EST_MODE_TRAIN ? est_optimizer_name(est_report_optimizer(r)) : NULL);
-    jw_string(w, "dtype", est_dtype_name(est_report_dtype(r)));
-    if (est_report_amp(r) != EST_AMP_NONE) jw_string(w, "amp", est_report_amp(r) == EST_AMP_BF16 ? "bf16" : "fp16");
-    write_checkpoint(w, r, o);
-    jw_i64(w, "grad_accum", o->grad_accum > 1 ? o->grad_accum : 1);
-    write_parallel(w, r);
-    write_patterns(w, "trainable", o->params ? o->params->trainable : NULL, o->params ? o->params->n_trainable : 0);
-    write_patterns(w, "freeze", o->params ? o->params->frozen : NULL, o->params ? o->params->n_frozen : 0);
-    if (est_report_batch(r) > 0) jw_i64(w, "batch", est_report_batch(r));
-    else jw_null(w, "batch");
-    jw_begin_object(w, "dims");
-    for (size_t i = 0; i < est_report_dim_count(r); i++) jw_i64(w, est_report_dim(r, i)->name, est_report_dim(r, i)->value);
-    jw_end_object(w);
-    jw_begin_array(w, "layers");
-    for (size_t i = 0; i < est_report_layer_count(r); i++) write_layer(w, est_report_layer(r, i), o->time, i);
-    jw_end_array(w);
-    write_params(w, r);
-    module_rollup m = {0};
-    if (o->depth && rollup_modules(r, o->depth, o->time, &m)) write_modules(w, &m, o->depth, o->time != NULL);
-    free_rollup(&m);
-    jw_begin_array(w, "outputs");
-    for (size_t k = 0; k < est_report_output_count(r); k++) write_tensor(w, est_report_output(r, k));
-    jw_end_array(w);
-    write_totals(w, r);
-    write_peak(w, r);
-    write_step(w, r, o->timeline);
-    if (o->fit) write_fit(w, "fit", o->fit, est_report_peak(r)->bytes, est_report_totals(r));
-    if (o->time) write_time(w, o->time, o->host);
-}
+int print_json(FILE *f, const est_report *r, const output_opts *o) { return print_json_doc(f, r, o, NULL, 0); }

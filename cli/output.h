@@ -6,7 +6,6 @@
 #include <stdio.h>
 
 #include "estimate.h"
-#include "json_writer.h"
 
 typedef enum { FORMAT_TABLE, FORMAT_JSON, FORMAT_CSV } output_format;
 
@@ -29,38 +28,22 @@ typedef struct output_opts {
     const char *model;      /* path as the user gave it */
     bool all_layers;        /* table: also list shape-only layers */
     const fit_info *fit;    /* NULL unless --gpu or --gpu-memory */
-    const est_checkpoint *checkpoint; /* --checkpoint as given; NULL or all zero: none */
-    const est_param_filter *params;   /* --trainable / --freeze as given; NULL: none */
-    int64_t grad_accum;               /* --grad-accum; 0 or 1: none */
+    const est_options *opt;           /* the command line's: its --checkpoint,
+                                         --trainable / --freeze and --grad-accum
+                                         as given */
     bool timeline;                    /* json: the "timeline" array (--timeline) */
     size_t top;                       /* table: the largest N live at the peak (--top) */
     int64_t depth;                    /* --depth N: the layers rolled up by module; 0: not */
     const est_time *time;             /* the step's time (--gpu NAME); NULL: none */
-    const est_host *host;             /* the host costs it was timed with */
 } output_opts;
 
-/* modules.c: --depth N. */
-typedef struct module_row {
-    char *name;                       /* the module path's first N parts */
-    size_t layers;
-    uint64_t param_count, param_bytes, output_bytes, saved_bytes, flops_forward, flops_backward;
-    double time_forward_s, time_backward_s; /* its layers' kernels (with a time) */
-} module_row;
-typedef struct module_rollup {
-    module_row *rows;                 /* in order of first appearance */
-    size_t n;
-} module_rollup;
-/* false: out of memory. `time` may be NULL (no time columns). */
-bool rollup_modules(const est_report *r, int64_t depth, const est_time *time, module_rollup *out);
-void free_rollup(module_rollup *m);
-void print_modules(FILE *f, const module_rollup *m, int64_t depth, bool time);
-void write_modules(json_writer *w, const module_rollup *m, int64_t depth, bool time);
-void csv_modules(FILE *f, const module_rollup *m, bool time);
+/* modules.c: --depth N, the rows of est_modules_rollup (nothing when it
+ * fails). `time` may be NULL (no time columns). */
+void print_modules(FILE *f, const est_report *r, int64_t depth, const est_time *time);
+void csv_modules(FILE *f, const est_report *r, int64_t depth, const est_time *time);
 /* output_time.c: the step's time. */
 const char *human_time(char *buf, size_t n, double s); /* "1.23 ms"; "-" for 0 */
 void print_time(FILE *f, const est_time *t);            /* the table's block */
-void write_layer_time(json_writer *w, const est_time *t, size_t i); /* a layer's time_* members */
-void write_time(json_writer *w, const est_time *t, const est_host *h); /* "time" */
 void csv_time(FILE *f, const est_time *t);              /* the time rows */
 /* plot.c: --plot, the step as an SVG picture (html: inside a page); 1
  * when the report has no timeline or writing failed. */
@@ -72,33 +55,25 @@ void csv_field(FILE *f, const char *s);
  * there is no checkpointing. */
 const char *checkpoint_string(char *buf, size_t n, const est_checkpoint *ck);
 
-/* Each returns 0, or 1 when writing failed. */
+/* Each returns 0, 1 when writing failed, or 2 when the report could not
+ * be made (the reason printed). */
 int print_table(FILE *f, const est_report *r, const output_opts *o);
 int print_csv(FILE *f, const est_report *r, const output_opts *o);
 int print_json(FILE *f, const est_report *r, const output_opts *o);
-
-/* The report's members, written into the object `w` has open (print_json
- * wraps them in the root object; --max-batch adds its own after them). */
-void write_report_members(json_writer *w, const est_report *r, const output_opts *o);
+/* The JSON report (est_report_to_json), with --max-batch's answer when mb
+ * is not NULL (cap: the search's). */
+int print_json_doc(FILE *f, const est_report *r, const output_opts *o, const est_max_batch_result *mb, int64_t cap);
 /* The step fits: its peak is within the usable memory, and the caching
  * allocator's replay under that limit did not run out (fragmentation). */
 bool fit_ok(const fit_info *fit, uint64_t peak, const est_totals *t);
-/* The "fit" object for a peak of `peak` bytes; with the step's totals `t`
- * (NULL for none) it adds "fits", "headroom_bytes" and
- * "allocator_out_of_memory". */
-void write_fit(json_writer *w, const char *key, const fit_info *fit, uint64_t peak, const est_totals *t);
-/* null, or {"phase", "layer"} where the allocator's replay ran out. */
-void write_oom(json_writer *w, const char *key, const est_totals *t);
 /* The table's lines on the fit: "FITS yes, headroom ..." */
 void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_totals *t);
 
 /* "1.50 MiB"; writes into buf and returns it. */
 const char *human_bytes(char *buf, size_t n, uint64_t bytes);
 
-/* output_step.c: the step over time, when the estimate recorded it
+/* output_step.c: what is live at the peak, when the estimate recorded it
  * (est_options.timeline). */
-void write_live(json_writer *w, const est_report *r);            /* peak's "live" */
-void write_step(json_writer *w, const est_report *r, bool timeline); /* "snapshots", "timeline" */
 void print_live(FILE *f, const est_report *r, size_t top);        /* the table's largest N */
 /* "3.63G" (decimal units; "-" for 0); writes into buf and returns it. */
 const char *human_count(char *buf, size_t n, uint64_t v);

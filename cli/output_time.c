@@ -1,5 +1,6 @@
 /* output_time.c: the step's time (est_time_estimate, with --gpu NAME) in the
- * table, JSON and CSV (docs/output-format.md, "Time"). */
+ * table and CSV; JSON's is the library's (libestimate/report_json.c;
+ * docs/output-format.md, "Time"). */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -14,56 +15,18 @@ const char *human_time(char *buf, size_t n, double s) {
     return buf;
 }
 
-/* Host-bound when issuing the work takes longer than running its kernels. */
-static const char *bound_of(const est_step_time *st) { return st->host_s > st->device_total_s ? "host" : "gpu"; }
-
 void print_time(FILE *f, const est_time *t) {
     const est_step_time *st = est_time_step(t);
     char a[32], b[32];
     fprintf(f, "\ntime (%s: kernels at their roofline, issued by an eager PyTorch host)\n", term(st->device->name));
     fprintf(f, "  STEP            %s  %s-bound: the GPU runs kernels %.0f%% of it\n", human_time(a, sizeof a, st->step_s),
-            bound_of(st), st->step_s > 0 ? 100.0 * st->device_total_s / st->step_s : 0.0);
+            est_step_time_bound(st), st->step_s > 0 ? 100.0 * st->device_total_s / st->step_s : 0.0);
     for (int p = 0; p < EST_PHASE_COUNT; p++) {
         if (st->phase_s[p] <= 0 && st->device_s[p] <= 0) continue;
         fprintf(f, "  %-15s %s  kernels %s\n", est_phase_name((est_phase)p), human_time(a, sizeof a, st->phase_s[p]),
                 human_time(b, sizeof b, st->device_s[p]));
     }
     fprintf(f, "  host            %s issuing the step's work\n", human_time(a, sizeof a, st->host_s));
-}
-
-void write_layer_time(json_writer *w, const est_time *t, size_t i) {
-    const est_layer_time *lt = est_time_layer(t, i);
-    if (!lt) return;
-    jw_double(w, "time_forward_s", lt->forward_s);
-    jw_double(w, "time_backward_s", lt->backward_s);
-    jw_string(w, "time_forward_bound", est_bound_name(lt->forward_bound));
-    jw_string(w, "time_backward_bound", est_bound_name(lt->backward_bound));
-}
-
-void write_time(json_writer *w, const est_time *t, const est_host *h) {
-    const est_step_time *st = est_time_step(t);
-    jw_begin_object(w, "time");
-    jw_string(w, "gpu", st->device->name);
-    jw_double(w, "step_s", st->step_s);
-    jw_string(w, "bound", bound_of(st));
-    jw_double(w, "host_s", st->host_s);
-    jw_double(w, "device_s", st->device_total_s);
-    jw_begin_object(w, "phases");
-    for (int p = 0; p < EST_PHASE_COUNT; p++) {
-        jw_begin_object(w, est_phase_name((est_phase)p));
-        jw_double(w, "wall_s", st->phase_s[p]);
-        jw_double(w, "device_s", st->device_s[p]);
-        jw_end_object(w);
-    }
-    jw_end_object(w);
-    jw_begin_object(w, "host");
-    jw_double(w, "forward_op_s", h->forward_op_s);
-    jw_double(w, "forward_param_s", h->forward_param_s);
-    jw_double(w, "backward_op_s", h->backward_op_s);
-    jw_double(w, "backward_param_s", h->backward_param_s);
-    jw_double(w, "optimizer_param_s", h->optimizer_param_s);
-    jw_end_object(w);
-    jw_end_object(w);
 }
 
 /* time,PHASE,GPU,...: each phase's wall time under time_forward_s and its
@@ -78,5 +41,5 @@ void csv_time(FILE *f, const est_time *t) {
     }
     fputs("time,step,", f);
     csv_field(f, st->device->name);
-    fprintf(f, ",%s,,,,,,,,,,,,,%.9g,%.9g\n", bound_of(st), st->step_s, st->device_total_s);
+    fprintf(f, ",%s,,,,,,,,,,,,,%.9g,%.9g\n", est_step_time_bound(st), st->step_s, st->device_total_s);
 }

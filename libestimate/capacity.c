@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -192,4 +193,34 @@ est_status est_max_batch(const est_graph *g, const est_options *opt, const est_f
     out->batch = s.lo;
     out->next_batch = s.hi;
     return EST_OK;
+}
+
+est_status est_sweep(const est_graph *g, const est_options *opt, const char *dim, const int64_t *values, size_t n,
+                     est_point *points, size_t *done, est_error *err) {
+    if (done) *done = 0;
+    if (!g || !opt || !dim || (n && (!values || !points)))
+        return est__fail(err, EST_EINVAL, "est_sweep: graph, options, dim, values or points missing");
+    est_options o = *opt;
+    bool is_batch = strcmp(dim, "batch") == 0;
+    /* opt's bindings with the swept dim's slot, replaced or appended */
+    est_binding *dims = calloc(opt->n_dims + 1, sizeof *dims);
+    if (!dims) return est__fail(err, EST_ENOMEM, "out of memory");
+    if (opt->n_dims) memcpy(dims, opt->dims, opt->n_dims * sizeof *dims);
+    size_t slot = opt->n_dims;
+    for (size_t i = 0; i < opt->n_dims; i++)
+        if (strcmp(dims[i].name, dim) == 0) slot = i;
+    if (!is_batch && slot == opt->n_dims) {
+        dims[slot].name = dim;
+        o.n_dims++;
+    }
+    o.dims = dims;
+    est_status st = EST_OK;
+    for (size_t i = 0; i < n && st == EST_OK; i++) {
+        if (is_batch) o.batch = values[i];
+        else dims[slot].value = values[i];
+        st = est_estimate_point(g, &o, values[i], &points[i], err);
+        if (st == EST_OK && done) *done = i + 1;
+    }
+    free(dims);
+    return st;
 }

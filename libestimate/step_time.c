@@ -33,6 +33,7 @@
 
 struct est_time {
     est_step_time step;
+    est_host host;            /* the costs it was timed with */
     est_layer_time *layers;
     size_t n_layers;
 };
@@ -256,6 +257,7 @@ est_status est_time_estimate(const est_report *r, const est_device *dev, const e
     }
     t->n_layers = r->n_layers;
     t->step.device = d;
+    t->host = *host;
     for (size_t i = 0; i < r->n_layers; i++) layer_time(r, d, i, &t->layers[i]);
     simulate_step(t, r, d, host);
     *out = t;
@@ -266,6 +268,12 @@ const est_step_time *est_time_step(const est_time *t) { return t ? &t->step : NU
 
 const est_layer_time *est_time_layer(const est_time *t, size_t i) {
     return t && i < t->n_layers ? &t->layers[i] : NULL;
+}
+
+const est_host *est_time_host(const est_time *t) { return t ? &t->host : NULL; }
+
+const char *est_step_time_bound(const est_step_time *st) {
+    return st && st->host_s > st->device_total_s ? "host" : "gpu";
 }
 
 void est_time_free(est_time *t) {

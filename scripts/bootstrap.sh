@@ -2,12 +2,15 @@
 # bootstrap.sh: set up memest on a fresh Debian machine.
 #
 #   scripts/bootstrap.sh demo   install what is missing, build, run memest on models/resnet18.onnx
-#   scripts/bootstrap.sh test   install what is missing, build, run the whole test suite, then
-#                               again under AddressSanitizer and UBSan
+#   scripts/bootstrap.sh test   install what is missing, build, run the whole test suite (the
+#                               Python module's pytest suite and the install test included),
+#                               then again under AddressSanitizer and UBSan
 set -eu
 cd "$(dirname "$0")/.."
 
-PACKAGES="meson ninja-build gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libonnx-dev"
+# python3-dev: the Python module; python3-pytest: its tests; help2man: memest(1)
+PACKAGES="meson ninja-build gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libonnx-dev
+          python3-dev python3-pytest help2man"
 
 install_missing() {
     missing=""

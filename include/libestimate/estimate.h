@@ -43,8 +43,11 @@
  *    layers) stays valid until the report is freed.
  *  - est_error: storage the caller provides (usually on the stack); it is
  *    filled on failure and never needs freeing.
- *  - Strings returned as `char *` (est_graph_to_json) belong to the caller and
- *    are freed with est_free().
+ *  - Strings returned as `char *` (est_graph_to_json, est_report_to_json,
+ *    est_sweep_to_json) belong to the caller and are freed with est_free().
+ *  - est_time, est_modules: created by est_time_estimate() and
+ *    est_modules_rollup(), owned by the caller, freed with est_time_free()
+ *    and est_modules_free().
  *
  * Threads: different graphs may be loaded and estimated on different threads
  * at once, and one graph estimated from several. Only est_graph_free() of a
@@ -983,6 +986,93 @@ EST_API const est_step_time *est_time_step(const est_time *t);
 /* Layer i's time (the report's layer order), NULL when out of range. */
 EST_API const est_layer_time *est_time_layer(const est_time *t, size_t i);
 EST_API void est_time_free(est_time *t);
+/* The host costs `t` was timed with (est_time_estimate's `host`, or the
+ * defaults). NULL for a NULL t. */
+EST_API const est_host *est_time_host(const est_time *t);
+/* "host" when the host takes longer to issue the step's work than the GPU
+ * takes to run its kernels, else "gpu". */
+EST_API const char *est_step_time_bound(const est_step_time *st);
+
+/* ------------------------------------------------------------------------ */
+/* Modules: the layers rolled up by module path (memest --depth N)          */
+/* ------------------------------------------------------------------------ */
+
+/* One module's layers summed, as torchinfo shows a model. */
+typedef struct est_module_row {
+    const char *name;         /* the module path's first `depth` parts
+                                 ("layer1.0"); "(model)" for the model's own
+                                 forward, "(unknown)" where the file does
+                                 not say */
+    size_t layers;
+    uint64_t param_count, param_bytes, output_bytes, saved_bytes, flops_forward, flops_backward;
+    double time_forward_s, time_backward_s; /* its layers' kernels; 0 without a time */
+} est_module_row;
+
+typedef struct est_modules est_modules;
+
+/* Rolls the report's layers up by the first `depth` (> 0) parts of their
+ * module path, in order of first appearance; with `time` (may be NULL) each
+ * row sums its layers' kernel times too. On success *out is owned by the
+ * caller (est_modules_free); it does not point into the report. */
+EST_API est_status est_modules_rollup(const est_report *r, int64_t depth, const est_time *time, est_modules **out,
+                                      est_error *err);
+EST_API size_t est_modules_count(const est_modules *m);
+/* The i-th row, or NULL when i is out of range. */
+EST_API const est_module_row *est_modules_row(const est_modules *m, size_t i);
+EST_API void est_modules_free(est_modules *m);
+
+/* ------------------------------------------------------------------------ */
+/* Sweeps: one graph estimated at each value of a dim                       */
+/* ------------------------------------------------------------------------ */
+
+/* Estimates `g` under `opt` at each of the n values of `dim`: "batch" sets
+ * est_options.batch, any other name binds that symbolic dim (in place of
+ * opt's binding of it, if any). points[i] gets the i-th (est_estimate_point:
+ * an overflow is a point, not an error). On failure *done (may be NULL)
+ * says how many points were estimated, so values[*done] is the one that
+ * failed. `opt` is only read. */
+EST_API est_status est_sweep(const est_graph *g, const est_options *opt, const char *dim, const int64_t *values,
+                             size_t n, est_point *points, size_t *done, est_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Reports as JSON (docs/output-format.md): what `memest --format json` prints */
+/* ------------------------------------------------------------------------ */
+
+/* What a JSON report says beyond the report: the figures the CLI's flags
+ * add. est_json_options_init() zeroes it (a plain report). Nothing is owned;
+ * everything is only read during the call. */
+typedef struct est_json_options {
+    const char *model;        /* "model": the path as the user gave it (NULL: null) */
+    const est_options *options; /* the options the report was estimated with:
+                                   its checkpoint, params and grad_accum are
+                                   echoed ("checkpoint", "trainable",
+                                   "freeze", "grad_accum"); NULL: none */
+    int timeline;             /* 1: the "timeline" array of every allocation
+                                 and free (the report needs est_options.timeline,
+                                 which also gives "peak.live" and "snapshots") */
+    int64_t depth;            /* > 0: "depth" and "modules", the layers rolled
+                                 up by module path (est_modules_rollup) */
+    const est_fit *fit;       /* "fit": the GPU's memory and the verdict; NULL: none */
+    const char *gpu;          /* the fit's GPU name ("fit.gpu"); NULL for a bare size */
+    const est_time *time;     /* "time" and each layer's time_*; NULL: none */
+    const est_max_batch_result *max_batch; /* "max_batch" after the report
+                                 (memest --max-batch: the report is then of
+                                 the largest batch that fits, or of batch 1) */
+    int64_t max_batch_cap;    /* its "search_cap": est_max_batch's cap */
+} est_json_options;
+
+EST_API void est_json_options_init(est_json_options *o);
+
+/* The report as memest --format json writes it, byte for byte, including
+ * the final newline. On success *out is a NUL-terminated string owned by the
+ * caller (est_free). `o` may be NULL (est_json_options_init's). */
+EST_API est_status est_report_to_json(const est_report *r, const est_json_options *o, char **out, est_error *err);
+
+/* A sweep's points (est_sweep under `opt`, of `dim`) as memest --sweep
+ * --format json writes them; of `o`, model, fit and gpu are read. On success
+ * *out is owned by the caller (est_free). */
+EST_API est_status est_sweep_to_json(const est_options *opt, const char *dim, const est_point *points, size_t n,
+                                     const est_json_options *o, char **out, est_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /*
- * json_writer.h: JSON written as it is produced, without a tree.
+ * json_writer.h: JSON written as it is produced, without a tree, into a
+ * growing string (the reports of est_report_to_json and est_sweep_to_json).
  *
  * Numbers are 64-bit integers printed exactly (cJSON's doubles round above
  * 2^53) or finite doubles; strings are escaped as JSON requires. The layout
@@ -7,40 +8,41 @@
  * so that reports read the same whichever writer made them.
  *
  *     json_writer w;
- *     jw_init(&w, stdout);
+ *     jw_init(&w);
  *     jw_begin_object(&w, NULL);         // the root: no key
  *     jw_string(&w, "model", "a.onnx");
  *     jw_begin_array(&w, "shape");
  *     jw_u64(&w, NULL, 32);              // inside an array: no key
  *     jw_end_array(&w);
  *     jw_end_object(&w);
- *     bool failed = jw_finish(&w);       // a write error, or unbalanced nesting
+ *     char *text;
+ *     est_status st = jw_finish(&w, &text);  // the caller frees text
  *
  * Inside an object every value takes a key; inside an array, or at the top
- * level, the key is NULL. Output is gathered in the writer (64 KiB, so keep
- * it off small stacks: static or heap) and handed to the stream in blocks.
+ * level, the key is NULL. After an allocation failure the writer only
+ * records it; jw_finish reports it once.
  */
-#ifndef MEMEST_JSON_WRITER_H
-#define MEMEST_JSON_WRITER_H
+#ifndef EST_JSON_WRITER_H
+#define EST_JSON_WRITER_H
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
+
+#include "estimate.h"
 
 #define JW_MAX_DEPTH 32
-#define JW_BUFFER 65536
 
 typedef struct json_writer {
-    FILE *f;
-    size_t len;                     /* bytes in buf not yet written to f */
-    char buf[JW_BUFFER];
+    char *buf;                      /* the text so far, malloc'd */
+    size_t len, cap;
     int depth;                      /* open objects and arrays */
     bool in_array[JW_MAX_DEPTH];    /* per level: an array, else an object */
     uint32_t count[JW_MAX_DEPTH];   /* per level: values written so far */
+    bool no_memory;                 /* an allocation failed */
     bool failed;                    /* nesting too deep or unbalanced */
 } json_writer;
 
-void jw_init(json_writer *w, FILE *f);
+void jw_init(json_writer *w);
 void jw_begin_object(json_writer *w, const char *key);
 void jw_end_object(json_writer *w);
 void jw_begin_array(json_writer *w, const char *key);
@@ -51,8 +53,9 @@ void jw_i64(json_writer *w, const char *key, int64_t v);
 void jw_double(json_writer *w, const char *key, double v);      /* not finite: null */
 void jw_bool(json_writer *w, const char *key, bool v);
 void jw_null(json_writer *w, const char *key);
-/* Ends the document with a newline; true when anything failed (a write
- * error of the stream, or nesting left open). */
-bool jw_finish(json_writer *w);
+/* Ends the document with a newline. EST_OK with *out the text (the caller
+ * frees it), or EST_ENOMEM / EST_EINVAL (nesting left open or too deep)
+ * with the text freed and *out NULL; err, when not NULL, says which. */
+est_status jw_finish(json_writer *w, char **out, est_error *err);
 
 #endif

@@ -2,36 +2,32 @@
 #include "json_writer.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-void jw_init(json_writer *w, FILE *f) {
-    w->f = f;
-    w->len = 0;
-    w->depth = 0;
-    w->failed = false;
-}
+#include "ir.h" /* est__fail */
 
-static void flush(json_writer *w) {
-    if (w->len && fwrite(w->buf, 1, w->len, w->f) != w->len) w->failed = true;
-    w->len = 0;
-}
-
-static void put(json_writer *w, char c) {
-    if (w->len == sizeof w->buf) flush(w);
-    w->buf[w->len++] = c;
-}
+void jw_init(json_writer *w) { memset(w, 0, sizeof *w); }
 
 static void puts_n(json_writer *w, const char *s, size_t n) {
-    if (w->len + n > sizeof w->buf) {
-        flush(w);
-        if (n > sizeof w->buf) {
-            if (fwrite(s, 1, n, w->f) != n) w->failed = true;
+    if (w->no_memory) return;
+    if (w->len + n + 1 > w->cap) {
+        size_t cap = w->cap ? w->cap : 65536;
+        while (cap < w->len + n + 1) cap *= 2;
+        char *grown = realloc(w->buf, cap);
+        if (!grown) {
+            w->no_memory = true;
             return;
         }
+        w->buf = grown;
+        w->cap = cap;
     }
     memcpy(w->buf + w->len, s, n);
     w->len += n;
 }
+
+static void put(json_writer *w, char c) { puts_n(w, &c, 1); }
 
 static void put_str(json_writer *w, const char *s) { puts_n(w, s, strlen(s)); }
 
@@ -158,8 +154,17 @@ void jw_null(json_writer *w, const char *key) {
     put_str(w, "null");
 }
 
-bool jw_finish(json_writer *w) {
+est_status jw_finish(json_writer *w, char **out, est_error *err) {
     put(w, '\n');
-    flush(w);
-    return w->failed || w->depth != 0 || ferror(w->f);
+    if (!w->no_memory) w->buf[w->len] = '\0'; /* puts_n keeps a byte for it */
+    est_status st = w->no_memory ? est__fail(err, EST_ENOMEM, "out of memory")
+                    : w->failed || w->depth != 0 ? est__fail(err, EST_EINVAL, "JSON writer: unbalanced nesting")
+                                                 : EST_OK;
+    if (st != EST_OK) {
+        free(w->buf);
+        w->buf = NULL;
+    }
+    *out = w->buf;
+    w->buf = NULL;
+    return st;
 }

@@ -1,0 +1,23 @@
+# Types of the C extension (python/memest/_memest.c); use the memest package.
+from typing import Any, Dict, Tuple
+
+STATUS: Dict[str, int]
+LIBRARY_VERSION: str
+
+class Graph:
+    name: str
+    path: str
+    node_count: int
+    opset: int
+    dtype: str
+    inputs: Tuple[str, ...]
+    parameters: Tuple[Tuple[str, str], ...]
+    def estimate(self, **options: Any) -> str: ...
+    def max_batch(self, **options: Any) -> str: ...
+    def sweep(self, dim: str, values: Any, **options: Any) -> str: ...
+
+def load(path: str) -> Graph: ...
+def gpus() -> Dict[str, int]: ...
+def default_reserve(gpu_bytes: int, world_size: int = ..., strategy: str | None = ..., tp: int = ...,
+                    shard_group: int = ...) -> int: ...
+def _set_error_class(cls: type) -> None: ...
