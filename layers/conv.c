@@ -169,9 +169,14 @@ static conv_kind conv_workspace_kind(const est_cost_ctx *c) {
     return per_filter == (uint64_t)w->dims[1] ? CONV_POINTWISE : CONV_SPATIAL;
 }
 
+/* Columns a verify chunk may hold whatever the output's size, in elements
+ * (verify/ops_conv.cu, COL_FLOOR: 64 MiB of float32). */
+#define VERIFY_COL_FLOOR ((uint64_t)16 << 20)
+
 /* memest verify's executor (verify/ops_conv.cu): im2col into a column
  * buffer of C x kernel x output-pixels per sample, for as many samples as
- * keep it under the output's size (at least one), then cuBLAS; 1x1 unit-
+ * keep it under the output's size or VERIFY_COL_FLOOR, whichever is larger
+ * (at least one), then cuBLAS; 1x1 unit-
  * stride unpadded convs read X directly and one-channel-per-group convs
  * (depthwise) run direct kernels: no buffer. Backward uses the same buffer
  * for dX (col2im) and dW (im2col). *chunk_out: the samples per chunk. */
@@ -188,7 +193,8 @@ static uint64_t conv_im2col_elements(const est_cost_ctx *c, uint64_t *chunk_out)
     uint64_t pixels = 1;
     for (int d = 2; d < y->rank; d++) pixels *= (uint64_t)y->dims[d];
     uint64_t per_sample = (uint64_t)x->dims[1] * kernel * pixels; /* C x kernel x output pixels */
-    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? est_tval_elements(y) / per_sample : n;
+    uint64_t room = est_tval_elements(y) > VERIFY_COL_FLOOR ? est_tval_elements(y) : VERIFY_COL_FLOOR;
+    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? room / per_sample : n;
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n;
     *chunk_out = chunk;
@@ -216,7 +222,7 @@ static uint64_t conv_im2col_backward_workspace(const est_cost_ctx *c) {
 /* ConvTranspose under memest verify (verify/ops_conv.cu): the conv that
  * maps Y back to X, run the other way with the same column buffer: Y's
  * channels x kernel x X's pixels per sample, for as many samples as keep it
- * under X's size (at least one); none for one output channel per group
+ * under X's size or VERIFY_COL_FLOOR (at least one); none for one output channel per group
  * (direct kernels) or a 1x1 kernel that keeps the size. Forward (GEMM then
  * col2im) and backward (one im2col of dY for dX and dW) alike. Under the
  * PyTorch kernels the rule has no workspace for ConvTranspose. */
@@ -233,7 +239,8 @@ static uint64_t conv_transpose_im2col_workspace(const est_cost_ctx *c) {
     uint64_t pixels = 1;
     for (int d = 2; d < x->rank; d++) pixels *= (uint64_t)x->dims[d];
     uint64_t per_sample = (uint64_t)y->dims[1] * kernel * pixels; /* Y's channels x kernel x X's pixels */
-    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? est_tval_elements(x) / per_sample : n;
+    uint64_t room = est_tval_elements(x) > VERIFY_COL_FLOOR ? est_tval_elements(x) : VERIFY_COL_FLOOR;
+    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? room / per_sample : n;
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n;
     return est_dtype_bytes(c->float_dtype, chunk * per_sample);

@@ -3,9 +3,10 @@
 # scripts/stage_gpu.sh made (STAGE, default .gpu): `memest verify` of each
 # staged model at each of BATCHES under MEMEST_VERIFY_PROFILE, so that
 # $OUT/profile.jsonl says where each measured step's time goes by op type
-# and phase (scripts/profile_table.py prints it), and $OUT/steps.tsv holds
-# the unprofiled step time (ms) and the peak's error (%) of the same runs.
-#   OUT=DIR [STAGE=.gpu] [BATCHES="32"] [FLAGS="--mode train --optimizer adam"] scripts/gpu_profile.sh
+# and phase (scripts/profile_table.py prints it), and $OUT/steps.tsv holds,
+# per model and batch, the median of REPEAT unprofiled runs' step times
+# (ms), the peak's error (%) and each run's step time.
+#   OUT=DIR [STAGE=.gpu] [BATCHES="32"] [REPEAT=3] [FLAGS="--mode train --optimizer adam"] scripts/gpu_profile.sh
 set -u
 stage=${STAGE:-.gpu}
 out=${OUT:?OUT is where results go}
@@ -18,9 +19,22 @@ status=0
 for m in "$stage"/models/*.onnx; do
     for b in ${BATCHES:-32}; do
         name=$(basename "$m" .onnx)
-        # shellcheck disable=SC2086
-        ms=$("$build/cli/memest" verify "$m" --batch "$b" ${FLAGS:---mode train --optimizer adam} --format json \
-              --tolerance 100000 2>>"$out/errors.log" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.2f\t%+.4f" % (d["step_ms"], 100 * d["peak"]["error"]))' 2>/dev/null)
+        # the median of REPEAT runs' measured steps (a step moves by some 10%
+        # from run to run on a shared machine)
+        runs=""
+        for r in $(seq "${REPEAT:-3}"); do
+            # shellcheck disable=SC2086
+            "$build/cli/memest" verify "$m" --batch "$b" ${FLAGS:---mode train --optimizer adam} --format json \
+                --tolerance 100000 >"$out/run.json" 2>>"$out/errors.log" && runs="$runs $out/run.json.$r" && cp "$out/run.json" "$out/run.json.$r"
+        done
+        ms=$(python3 - $runs <<'PY' 2>/dev/null
+import json, statistics, sys
+d = [json.load(open(f)) for f in sys.argv[1:]]
+print("%.2f\t%+.4f\t%s" % (statistics.median(x["step_ms"] for x in d), 100 * d[0]["peak"]["error"],
+                            ",".join("%.2f" % x["step_ms"] for x in d)))
+PY
+)
+        rm -f "$out"/run.json*
         [ -n "$ms" ] || { status=1; ms=failed; }
         printf '%s\t%s\t%s\n' "$name" "$b" "$ms" | tee -a "$out/steps.tsv"
         # shellcheck disable=SC2086

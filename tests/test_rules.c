@@ -965,19 +965,24 @@ static uint64_t conv_im2col_temp(int n, int c, int hw, int f, int group, int k, 
 }
 
 static void check_conv_im2col(void) {
-    /* 64 -> 64 3x3 on 8 x 64 x 56 x 56: one sample's columns are
-     * 64 x 9 x 56 x 56 = 1806336 floats, more than the whole output
-     * (8 x 64 x 3136 = 1605632), so the chunk is one sample:
-     * 1806336 x 4 = 7225344 bytes (a multiple of 512). Training's backward
-     * adds the chunk's dY with its samples inside each channel, for dW:
-     * 64 x 1 x 3136 x 4 = 802816 bytes, 8028160 in all. */
-    uint64_t t = conv_im2col_temp(8, 64, 56, 64, 1, 3, EST_MODE_INFER);
-    CHECK(t == 7225344, "im2col 64->64 3x3 (infer): temp %llu, expected 7225344", U(t));
-    t = conv_im2col_temp(8, 64, 56, 64, 1, 3, EST_MODE_TRAIN);
-    CHECK(t == 8028160, "im2col 64->64 3x3 (train): temp %llu, expected 8028160", U(t));
+    /* 64 -> 64 3x3 on 8 x 64 x 112 x 112: one sample's columns are
+     * 64 x 9 x 12544 = 7225344 floats; the output (8 x 64 x 12544 =
+     * 6422528) is under the 16M-element floor (16777216), which holds 2
+     * samples' columns: 2 x 7225344 x 4 = 57802752 bytes (a multiple of
+     * 512). Training's backward adds the chunk's dY with its samples inside
+     * each channel, for dW: 64 x 2 x 12544 x 4 = 6422528 bytes, 64225280 in
+     * all. */
+    uint64_t t = conv_im2col_temp(8, 64, 112, 64, 1, 3, EST_MODE_INFER);
+    CHECK(t == 57802752, "im2col 64->64 3x3 (infer): temp %llu, expected 57802752", U(t));
+    t = conv_im2col_temp(8, 64, 112, 64, 1, 3, EST_MODE_TRAIN);
+    CHECK(t == 64225280, "im2col 64->64 3x3 (train): temp %llu, expected 64225280", U(t));
+    /* The same conv at batch 32: the output (32 x 64 x 12544 = 25690112)
+     * is over the floor and holds 3 samples' columns: 3 x 7225344 x 4 =
+     * 86704128 */
+    t = conv_im2col_temp(32, 64, 112, 64, 1, 3, EST_MODE_INFER);
+    CHECK(t == 86704128, "im2col 64->64 3x3 batch 32: temp %llu, expected 86704128", U(t));
     /* 4 -> 64 3x3 on 8 x 4 x 8 x 8: 4 x 9 x 64 = 2304 floats a sample; the
-     * output (8 x 64 x 64 = 32768) holds 14 samples' worth, capped at the
-     * batch of 8: 8 x 2304 x 4 = 73728 */
+     * floor holds the whole batch of 8: 8 x 2304 x 4 = 73728 */
     t = conv_im2col_temp(8, 4, 8, 64, 1, 3, EST_MODE_INFER);
     CHECK(t == 73728, "im2col 4->64 3x3: temp %llu, expected 73728", U(t));
     /* 1x1 unit-stride convs read X directly; depthwise convs run direct kernels */
@@ -1022,16 +1027,21 @@ static uint64_t conv_transpose_temp(int n, int c, int hw, int m, int group, int 
 static void check_conv_transpose_verify(void) {
     /* 64 -> 32 3x3 stride 2 on 8 x 64 x 28 x 28 (Y 8 x 32 x 56 x 56): one
      * sample's columns are Y's 32 channels x 9 taps x X's 784 pixels =
-     * 225792 floats; X (401408) holds 1.78 of them, so the chunk is one
-     * sample: 903168 bytes (a multiple of 512), forward and backward. */
+     * 225792 floats; X (401408) is under the 16M-element floor, which holds
+     * the whole batch of 8: 8 x 225792 x 4 = 7225344 bytes (a multiple of
+     * 512), forward and backward. */
     for (int m = 0; m < 2; m++) {
         est_mode mode = m ? EST_MODE_TRAIN : EST_MODE_INFER;
         uint64_t t = conv_transpose_temp(8, 64, 28, 32, 1, 3, 2, mode);
-        CHECK(t == 903168, "ConvTranspose 64->32 3x3 stride 2 (%s): temp %llu, expected 903168", est_mode_name(mode), U(t));
+        CHECK(t == 7225344, "ConvTranspose 64->32 3x3 stride 2 (%s): temp %llu, expected 7225344", est_mode_name(mode), U(t));
     }
+    /* the same on 64 x 64 x 72 x 72: 32 x 9 x 5184 = 1492992 floats a
+     * sample; X (64 x 64 x 5184 = 21233664) is over the floor and holds 14
+     * samples' worth: 14 x 1492992 x 4 = 83607552 */
+    uint64_t big = conv_transpose_temp(64, 64, 72, 32, 1, 3, 2, EST_MODE_INFER);
+    CHECK(big == 83607552, "ConvTranspose 64->32 3x3 stride 2 batch 64: temp %llu, expected 83607552", U(big));
     /* 64 -> 2 3x3 stride 1 on 8 x 64 x 8 x 8: 2 x 9 x 64 = 1152 floats a
-     * sample; X (32768) holds 28 samples' worth, capped at the batch of 8:
-     * 8 x 1152 x 4 = 36864 */
+     * sample; the floor holds the batch of 8: 8 x 1152 x 4 = 36864 */
     uint64_t t = conv_transpose_temp(8, 64, 8, 2, 1, 3, 1, EST_MODE_TRAIN);
     CHECK(t == 36864, "ConvTranspose 64->2 3x3: temp %llu, expected 36864", U(t));
     /* one output channel per group runs direct kernels; a 1x1 kernel of

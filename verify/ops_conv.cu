@@ -117,10 +117,18 @@ static bool conv_is_1x1(const conv_geom *g) {
     return true;
 }
 
-/* Samples per chunk: the column workspace stays under the output's size. */
+/* Columns a chunk may hold whatever the output's size: 16M elements (64
+ * MiB), so that a conv with few output channels (DenseNet's 3x3 convs,
+ * 128 -> 32) runs a few large products instead of one per sample.
+ * layers/conv.c (VERIFY_COL_FLOOR) counts the same. */
+#define COL_FLOOR ((int64_t)16 << 20)
+
+/* Samples per chunk: the column workspace stays under the output's size,
+ * or COL_FLOOR when that is larger. */
 static int64_t conv_chunk(const conv_geom *g) {
     int64_t per = g->C * g->KK * g->P;
     int64_t out = g->N * g->M * g->P;
+    if (out < COL_FLOOR) out = COL_FLOOR;
     int64_t nb = per > 0 ? out / per : g->N;
     if (nb < 1) nb = 1;
     if (nb > g->N) nb = g->N;
