@@ -6,7 +6,8 @@
 # and phase (scripts/profile_table.py prints it), and $OUT/steps.tsv holds,
 # per model and batch, the median of REPEAT unprofiled runs' step times
 # (ms), the peak's error (%) and each run's step time.
-#   OUT=DIR [STAGE=.gpu] [BATCHES="32"] [REPEAT=3] [FLAGS="--mode train --optimizer adam"] scripts/gpu_profile.sh
+#   OUT=DIR [STAGE=.gpu] [BATCHES="32"] [REPEAT=3] [FLAGS="--mode train --optimizer adam"] \
+#       [MODELS="FILE.onnx ..."] scripts/gpu_profile.sh       (MODELS: default every staged model)
 set -u
 stage=${STAGE:-.gpu}
 out=${OUT:?OUT is where results go}
@@ -16,7 +17,7 @@ export LD_LIBRARY_PATH="$build/deps:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD
 export MEMEST_VERIFY_MODULE=$build/verify/libmemest_verify.so
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 status=0
-for m in "$stage"/models/*.onnx; do
+for m in ${MODELS:-"$stage"/models/*.onnx}; do
     for b in ${BATCHES:-32}; do
         name=$(basename "$m" .onnx)
         # the median of REPEAT runs' measured steps (a step moves by some 10%

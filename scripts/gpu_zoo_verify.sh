@@ -5,7 +5,8 @@
 # sweep), then the fine-tuning runs, each part's results packed into one
 # archive under $OUT (the device tool brings back few files).
 #   OUT=DIR [STAGE=.gpu] [BATCHES="8"] [RUNS="train:adam infer:-"] [PARTS="tests sweep finetune"] \
-#       [TIMED="resnet18,vit_b_16,..."] scripts/gpu_zoo_verify.sh
+#       [TIMED="resnet18,vit_b_16,..."] [MODELS="FILE.onnx ..."] scripts/gpu_zoo_verify.sh
+# MODELS: the sweep's models (default: every staged one).
 # PARTS may also name "torch": PyTorch's eager step time of the TIMED zoo
 # models at BATCHES, Adam (bench/accuracy/time_step.py), on the same GPU as
 # the sweep, for docs/verify.md's step-time ratio.
@@ -35,7 +36,7 @@ case " $parts " in *" tests "*)
 esac
 case " $parts " in *" sweep "*)
     SKIP_TESTS=1 SKIP_CONFORMANCE=1 SKIP_ORT=1 TRUTH=$stage/truth BATCHES=${BATCHES:-8} \
-        RUNS=${RUNS:-"train:adam infer:-"} MODELS="$(ls "$stage"/models/*.onnx)" \
+        RUNS=${RUNS:-"train:adam infer:-"} MODELS="${MODELS:-$(ls "$stage"/models/*.onnx)}" \
         sh scripts/gpu_verify.sh "$build" "$out/sweep" >"$out/sweep.log" 2>&1 || status=1
     grep -c "	ok$" "$out/sweep/sweep.tsv" | sed 's/^/runs ok: /'
     grep -v "	ok$" "$out/sweep/sweep.tsv" | cut -c1-220
