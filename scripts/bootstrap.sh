@@ -8,9 +8,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# python3-dev: the Python module; python3-pytest: its tests; help2man: memest(1)
+# python3-dev: the Python module; python3-pytest: its tests; python3-venv: the
+# wheel test's virtual environment (pip from ensurepip); help2man: memest(1)
 PACKAGES="meson ninja-build gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libonnx-dev
-          python3-dev python3-pytest help2man"
+          python3-dev python3-pytest python3-venv help2man"
 
 install_missing() {
     missing=""

@@ -18,6 +18,7 @@ docs/python.md).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import tempfile
 import warnings
@@ -361,7 +362,7 @@ class Graph:
         dim's name; ``--sweep dim=v1,v2,...``). Takes :meth:`estimate`'s
         options, except timeline and depth."""
         opt = self._capacity_options(gpu, gpu_memory, reserve, options)
-        return Sweep(self._g.sweep(dim, [int(v) for v in values], model=self._model, **opt))
+        return Sweep(self._g.sweep(dim, [operator.index(v) for v in values], model=self._model, **opt))
 
     @staticmethod
     def _capacity_options(gpu: Optional[str], gpu_memory: Size, reserve: Size,

@@ -6,10 +6,17 @@
  * Failures raise memest.Error with the library's code and message. The
  * options mean what the CLI's flags of the same names mean; memest/__init__.py
  * documents them and turns the text into Report objects.
+ *
+ * Arguments are untrusted: a wrong type raises TypeError, a value out of
+ * range memest.Error (EINVAL), never OverflowError or a crash. While the
+ * estimate runs without the GIL, the library reads only what the request
+ * owns (tuples copied from the caller's sequences), so another thread that
+ * changes the caller's lists cannot free a string under it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <string.h>
 
 #include "estimate.h"
@@ -19,7 +26,12 @@ static PyObject *error_class; /* memest.Error: _set_error_class */
 /* Raises memest.Error(message, code name, code). */
 static PyObject *raise_status(est_status code, const char *message) {
     PyObject *cls = error_class ? error_class : PyExc_RuntimeError;
-    PyObject *e = PyObject_CallFunction(cls, "ssi", message, est_status_name(code), (int)code);
+    /* the library escapes what a model names, but a message cut at its
+     * buffer's end may end inside a UTF-8 sequence */
+    PyObject *text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
+    if (!text) return NULL;
+    PyObject *e = PyObject_CallFunction(cls, "Osi", text, est_status_name(code), (int)code);
+    Py_DECREF(text);
     if (e) {
         PyErr_SetObject(cls, e);
         Py_DECREF(e);
@@ -29,9 +41,16 @@ static PyObject *raise_status(est_status code, const char *message) {
 
 static PyObject *raise_error(const est_error *err) { return raise_status(err->code, err->message); }
 
+/* A str of what the library wrote: names from a model and the JSON that
+ * quotes them are its bytes, which need not be UTF-8; surrogateescape keeps
+ * them, so that .encode("utf-8", "surrogateescape") gives the CLI's bytes. */
+static PyObject *str_of(const char *s) {
+    return PyUnicode_DecodeUTF8(s ? s : "", s ? (Py_ssize_t)strlen(s) : 0, "surrogateescape");
+}
+
 /* ---- options -------------------------------------------------------------- */
 
-#define MAX_KEEP 8
+#define MAX_KEEP 16
 
 /* One call's options, and what they point into: the Python objects are kept
  * referenced until request_free, the arrays are PyMem's. */
@@ -58,6 +77,10 @@ static void request_free(request *q) {
 }
 
 static void *request_alloc(request *q, size_t n, size_t size) {
+    if (q->n_mem == MAX_KEEP) {
+        PyErr_SetString(PyExc_SystemError, "_memest: too many arrays in one request");
+        return NULL;
+    }
     void *p = PyMem_Calloc(n ? n : 1, size);
     if (!p) {
         PyErr_NoMemory();
@@ -65,6 +88,19 @@ static void *request_alloc(request *q, size_t n, size_t size) {
     }
     q->mem[q->n_mem++] = p;
     return p;
+}
+
+/* q keeps o (a new reference, which it steals) until request_free; o on
+ * success, NULL (o released) on error. */
+static PyObject *request_keep(request *q, PyObject *o) {
+    if (!o) return NULL;
+    if (q->n_keep == MAX_KEEP) {
+        Py_DECREF(o);
+        PyErr_SetString(PyExc_SystemError, "_memest: too many objects in one request");
+        return NULL;
+    }
+    q->keep[q->n_keep++] = o;
+    return o;
 }
 
 /* Raises memest.Error(EINVAL) with the message; returns 0. */
@@ -78,39 +114,98 @@ static int invalid(const char *fmt, ...) {
     return 0;
 }
 
-/* A sequence of str as a C array, kept alive by q. 0 on error. */
+/* An integer option (an int, or what has __index__) into *out when it is
+ * in [lo, hi]; None leaves *out. TypeError for another type, memest.Error
+ * (EINVAL) out of range. 0 on error. */
+static int int_opt(PyObject *o, const char *name, long long lo, long long hi, long long *out) {
+    if (!o || o == Py_None) return 1;
+    PyObject *i = PyNumber_Index(o);
+    if (!i) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (v == -1 && PyErr_Occurred()) return 0;
+    if (overflow) return invalid("%s wants an integer from %lld to %lld, got a %s one", name, lo, hi,
+                                 overflow > 0 ? "larger" : "smaller");
+    if (v < lo || v > hi) return invalid("%s wants an integer from %lld to %lld, got %lld", name, lo, hi, v);
+    *out = v;
+    return 1;
+}
+
+/* A str as UTF-8 that lives as long as the object; TypeError (naming what)
+ * for another type. */
+static const char *utf8_of(PyObject *o, const char *what) {
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s wants str, got %.100s", what, Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return PyUnicode_AsUTF8(o);
+}
+
+/* A sequence of str as a C array, kept alive by q (a tuple copy: the
+ * caller's list may change while the GIL is released). 0 on error. */
 static int str_list(request *q, PyObject *seq, const char *what, const char *const **out, size_t *n) {
     *out = NULL;
     *n = 0;
     if (!seq || seq == Py_None) return 1;
-    PyObject *fast = PySequence_Fast(seq, what);
-    if (!fast) return 0;
-    q->keep[q->n_keep++] = fast;
-    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    if (PyUnicode_Check(seq) || PyBytes_Check(seq)) { /* not a sequence of one-letter patterns */
+        PyErr_Format(PyExc_TypeError, "%s, not a single str", what);
+        return 0;
+    }
+    PyObject *t = request_keep(q, PySequence_Tuple(seq));
+    if (!t) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, what);
+        }
+        return 0;
+    }
+    Py_ssize_t len = PyTuple_GET_SIZE(t);
     const char **a = request_alloc(q, (size_t)len, sizeof *a);
     if (!a) return 0;
     for (Py_ssize_t i = 0; i < len; i++)
-        if (!(a[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i)))) return 0;
+        if (!(a[i] = utf8_of(PyTuple_GET_ITEM(t, i), what))) return 0;
     *out = a;
     *n = (size_t)len;
     return 1;
 }
 
+/* The (key, value) pairs of a mapping, as a list of 2-tuples kept by q. */
+static PyObject *mapping_items(request *q, PyObject *map, const char *what) {
+    if (!PyDict_Check(map) && (PyUnicode_Check(map) || PyList_Check(map) || PyTuple_Check(map) ||
+                               !PyObject_HasAttrString(map, "items"))) {
+        PyErr_Format(PyExc_TypeError, "%s wants a dict, got %.100s", what, Py_TYPE(map)->tp_name);
+        return NULL;
+    }
+    PyObject *items = request_keep(q, PyMapping_Items(map));
+    if (!items) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) {
+            PyErr_Format(PyExc_TypeError, "%s: items() must give (key, value) pairs", what);
+            return NULL;
+        }
+    }
+    return items;
+}
+
 /* dims: a dict of name -> positive int. */
 static int parse_dims(request *q, PyObject *dims) {
     if (!dims || dims == Py_None) return 1;
-    PyObject *items = PyMapping_Items(dims);
+    PyObject *items = mapping_items(q, dims, "dims");
     if (!items) return 0;
-    q->keep[q->n_keep++] = items;
     Py_ssize_t n = PyList_GET_SIZE(items);
     est_binding *b = request_alloc(q, (size_t)n, sizeof *b);
     if (!b) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *kv = PyList_GET_ITEM(items, i);
-        if (!(b[i].name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kv, 0)))) return 0;
-        b[i].value = PyLong_AsLongLong(PyTuple_GET_ITEM(kv, 1));
-        if (b[i].value == -1 && PyErr_Occurred()) return 0;
-        if (b[i].value <= 0) return invalid("dims: %s wants a positive integer", b[i].name);
+        if (!(b[i].name = utf8_of(PyTuple_GET_ITEM(kv, 0), "dims: a dim's name"))) return 0;
+        long long v = 0;
+        char what[96];
+        snprintf(what, sizeof what, "dims: %.64s", b[i].name);
+        if (!int_opt(PyTuple_GET_ITEM(kv, 1), what, 1, LLONG_MAX, &v)) return 0;
+        if (PyTuple_GET_ITEM(kv, 1) == Py_None) return invalid("%s wants a positive integer, got None", what);
+        b[i].value = v;
     }
     q->opt.dims = b;
     q->opt.n_dims = (size_t)n;
@@ -121,33 +216,45 @@ static int parse_dims(request *q, PyObject *dims) {
  * int or a symbolic dim's name. */
 static int parse_input_shapes(request *q, PyObject *shapes) {
     if (!shapes || shapes == Py_None) return 1;
-    PyObject *items = PyMapping_Items(shapes);
+    PyObject *items = mapping_items(q, shapes, "input_shapes");
     if (!items) return 0;
-    q->keep[q->n_keep++] = items;
     Py_ssize_t n = PyList_GET_SIZE(items), total = 0;
+    /* each shape as a tuple of its own, which the request owns: its items
+     * stay alive, and its length cannot change between the two passes */
+    PyObject *owned = request_keep(q, PyList_New(n));
+    if (!owned) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t rank = PySequence_Size(PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1));
-        if (rank < 0) return 0;
-        total += rank;
+        PyObject *dims = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        if (PyUnicode_Check(dims)) {
+            PyErr_SetString(PyExc_TypeError, "input_shapes: a shape is a sequence of sizes and dim names");
+            return 0;
+        }
+        PyObject *t = PySequence_Tuple(dims);
+        if (!t) return 0;
+        PyList_SET_ITEM(owned, i, t);
+        if (PyTuple_GET_SIZE(t) > (1 << 20)) /* the library bounds the rank; this bounds the int it is held in */
+            return invalid("input_shapes: a shape of %zd dims", PyTuple_GET_SIZE(t));
+        total += PyTuple_GET_SIZE(t);
     }
     est_input_shape *s = request_alloc(q, (size_t)n, sizeof *s);
     est_dim *d = request_alloc(q, (size_t)total, sizeof *d);
     if (!s || !d) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *kv = PyList_GET_ITEM(items, i), *dims = PyTuple_GET_ITEM(kv, 1);
-        if (!(s[i].name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kv, 0)))) return 0;
-        s[i].rank = (int)PySequence_Size(dims);
+        PyObject *kv = PyList_GET_ITEM(items, i), *dims = PyList_GET_ITEM(owned, i);
+        if (!(s[i].name = utf8_of(PyTuple_GET_ITEM(kv, 0), "input_shapes: an input's name"))) return 0;
+        s[i].rank = (int)PyTuple_GET_SIZE(dims);
         s[i].dims = d;
         for (int k = 0; k < s[i].rank; k++, d++) {
-            PyObject *v = PySequence_GetItem(dims, k); /* the caller's tuple keeps it alive */
-            if (!v) return 0;
-            Py_DECREF(v);
+            PyObject *v = PyTuple_GET_ITEM(dims, k);
             if (PyUnicode_Check(v)) {
                 if (!(d->symbol = PyUnicode_AsUTF8(v))) return 0;
             } else {
-                d->value = PyLong_AsLongLong(v);
-                if (d->value == -1 && PyErr_Occurred()) return 0;
-                if (d->value <= 0) return invalid("input_shapes: %s: dim %d must be positive", s[i].name, k);
+                char what[112];
+                snprintf(what, sizeof what, "input_shapes: %.64s: dim %d", s[i].name, k);
+                if (v == Py_None) return invalid("%s wants a size or a dim name, got None", what);
+                long long value = 0;
+                if (!int_opt(v, what, 1, LLONG_MAX, &value)) return 0;
+                d->value = value;
             }
         }
     }
@@ -160,8 +267,9 @@ static int parse_input_shapes(request *q, PyObject *shapes) {
 static int parse_checkpoint(request *q, PyObject *ck) {
     if (!ck || ck == Py_None) return 1;
     if (PyLong_Check(ck)) {
-        q->opt.checkpoint.every = PyLong_AsLongLong(ck);
-        if (q->opt.checkpoint.every <= 0) return PyErr_Occurred() ? 0 : invalid("checkpoint=N wants a positive N");
+        long long every = 0;
+        if (!int_opt(ck, "checkpoint=N", 1, LLONG_MAX, &every)) return 0;
+        q->opt.checkpoint.every = every;
         return 1;
     }
     return str_list(q, ck, "checkpoint wants an int or a list of module prefixes", &q->opt.checkpoint.prefixes,
@@ -196,7 +304,7 @@ static int parse_names(request *q, const char *mode, const char *optimizer, cons
 
 /* gpu (a name of the device table) or gpu_memory (bytes), and reserve:
  * the fit, the device the rules follow, and the allocator's limit. */
-static int parse_gpu(request *q, const char *gpu, unsigned long long gpu_memory, PyObject *reserve) {
+static int parse_gpu(request *q, const char *gpu, long long gpu_memory, long long reserve) {
     if (gpu && gpu_memory) return invalid("give one of gpu and gpu_memory");
     if (gpu) {
         const est_device *d = est_device_find(gpu);
@@ -205,15 +313,14 @@ static int parse_gpu(request *q, const char *gpu, unsigned long long gpu_memory,
         q->fit.gpu_bytes = d->memory_bytes;
         q->opt.device = d; /* the hardware rules follow the GPU asked about */
     } else if (gpu_memory) {
-        q->fit.gpu_bytes = gpu_memory;
+        q->fit.gpu_bytes = (uint64_t)gpu_memory;
     } else {
-        if (reserve && reserve != Py_None) return invalid("reserve needs gpu or gpu_memory");
+        if (reserve >= 0) return invalid("reserve needs gpu or gpu_memory");
         return 1;
     }
     q->has_fit = 1;
-    if (reserve && reserve != Py_None) {
-        q->fit.reserve_bytes = PyLong_AsUnsignedLongLong(reserve);
-        if (PyErr_Occurred()) return 0;
+    if (reserve >= 0) {
+        q->fit.reserve_bytes = (uint64_t)reserve;
     } else {
         q->fit.reserve_bytes = est_default_reserve(q->fit.gpu_bytes, &q->opt.parallel);
     }
@@ -224,8 +331,23 @@ static int parse_gpu(request *q, const char *gpu, unsigned long long gpu_memory,
 
 static int parse_host(request *q, PyObject *host_us) {
     if (!host_us || host_us == Py_None) return 1;
+    static const char what[] = "host_us wants five costs in microseconds (fwd, fwd_param, bwd, bwd_param, opt_param)";
+    PyObject *t = PyUnicode_Check(host_us) ? NULL : PySequence_Tuple(host_us);
+    if (!t || PyTuple_GET_SIZE(t) != 5) {
+        Py_XDECREF(t);
+        if (!t && !PyErr_ExceptionMatches(PyExc_TypeError) && PyErr_Occurred()) return 0;
+        PyErr_Clear();
+        return invalid("%s", what);
+    }
     double us[5];
-    if (!PyArg_ParseTuple(host_us, "ddddd", &us[0], &us[1], &us[2], &us[3], &us[4])) return 0;
+    for (int i = 0; i < 5; i++) {
+        us[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(t, i));
+        if (us[i] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(t);
+            return 0;
+        }
+    }
+    Py_DECREF(t);
     q->host = (est_host){us[0] * 1e-6, us[1] * 1e-6, us[2] * 1e-6, us[3] * 1e-6, us[4] * 1e-6};
     q->has_host = 1;
     return 1;
@@ -240,8 +362,6 @@ static int check_combinations(request *q, int dtype_given) {
         return invalid("checkpoint changes training only; drop it with mode='infer'");
     if ((o->params.n_trainable || o->params.n_frozen || o->grad_accum > 1) && o->mode == EST_MODE_INFER)
         return invalid("trainable, freeze and grad_accum change training only; drop them with mode='infer'");
-    if (o->grad_accum < 0 || o->grad_accum > 1024)
-        return invalid("grad_accum wants a number of micro-batches from 1 to 1024");
     if (q->has_host && !q->gpu) return invalid("host_us times one estimate's step: it needs gpu=NAME");
     return 1;
 }
@@ -252,32 +372,40 @@ typedef struct graph_object {
     PyObject *path; /* str: the path as given, the reports' "model" */
 } graph_object;
 
-/* Fills q from a call's keywords; 0 (an exception set) on error. */
-static int parse_request(graph_object *self, PyObject *kw, request *q) {
+/* Fills q from a call's keywords (args: the positional arguments, which
+ * none of the options is); 0 (an exception set) on error. */
+static int parse_request(graph_object *self, PyObject *args, PyObject *kw, request *q) {
     static char *kwlist[] = {"batch", "dims", "input_shapes", "mode", "optimizer", "dtype", "amp", "checkpoint",
                              "trainable", "freeze", "grad_accum", "world_size", "strategy", "shard_group",
                              "bucket_mb", "grad_as_bucket_view", "offload", "tp", "sequence_parallel", "kernels",
                              "gpu", "gpu_memory", "reserve", "host_us", "timeline", "depth", "model", NULL};
-    long long batch = 0, grad_accum = 0, world = 0, shard = 0, bucket_mb = 0, tp = 0, depth = 0;
-    unsigned long long gpu_memory = 0;
+    long long batch = 0, grad_accum = 0, world = 0, shard = 0, bucket_mb = 0, tp = 0, depth = 0, gpu_memory = 0,
+              reserve = -1;
     int bucket_view = 0, offload = 0, seq_par = 0, timeline = 0;
     const char *mode = "train", *optimizer = "adam", *dtype = NULL, *amp = NULL, *strategy = NULL,
                *kernels = "pytorch", *gpu = NULL, *model = NULL;
-    PyObject *dims = NULL, *shapes = NULL, *ck = NULL, *trainable = NULL, *freeze = NULL, *reserve = NULL,
-             *host_us = NULL;
+    PyObject *dims = NULL, *shapes = NULL, *ck = NULL, *trainable = NULL, *freeze = NULL, *reserve_obj = NULL,
+             *host_us = NULL, *batch_obj = NULL, *accum_obj = NULL, *world_obj = NULL, *shard_obj = NULL,
+             *bucket_obj = NULL, *tp_obj = NULL, *depth_obj = NULL, *memory_obj = NULL;
     memset(q, 0, sizeof *q);
     est_options_init(&q->opt);
-    PyObject *empty = PyTuple_New(0);
-    if (!empty) return 0;
-    int ok = PyArg_ParseTupleAndKeywords(empty, kw, "|$LOOsszzOOOLLzLLppLpszKOOpLz", kwlist, &batch, &dims, &shapes,
-                                         &mode, &optimizer, &dtype, &amp, &ck, &trainable, &freeze, &grad_accum,
-                                         &world, &strategy, &shard, &bucket_mb, &bucket_view, &offload, &tp,
-                                         &seq_par, &kernels, &gpu, &gpu_memory, &reserve, &host_us, &timeline,
-                                         &depth, &model);
-    Py_DECREF(empty);
-    if (!ok) return 0;
-    if (batch < 0 || world < 0 || shard < 0 || bucket_mb < 0 || tp < 0 || depth < 0)
-        return invalid("batch, world_size, shard_group, bucket_mb, tp and depth must not be negative");
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOsszzOOOOOzOOppOpszOOOpOz", kwlist, &batch_obj, &dims, &shapes,
+                                     &mode, &optimizer, &dtype, &amp, &ck, &trainable, &freeze, &accum_obj,
+                                     &world_obj, &strategy, &shard_obj, &bucket_obj, &bucket_view, &offload, &tp_obj,
+                                     &seq_par, &kernels, &gpu, &memory_obj, &reserve_obj, &host_us, &timeline,
+                                     &depth_obj, &model))
+        return 0;
+    /* 0 is "not given" (the library's default), as None is; the library
+     * bounds batch, world_size, shard_group and tp itself; the others are
+     * the CLI's bounds */
+    if (!int_opt(batch_obj, "batch", 0, LLONG_MAX, &batch) ||
+        !int_opt(accum_obj, "grad_accum", 0, 1024, &grad_accum) ||
+        !int_opt(world_obj, "world_size", 0, LLONG_MAX, &world) ||
+        !int_opt(shard_obj, "shard_group", 0, LLONG_MAX, &shard) ||
+        !int_opt(bucket_obj, "bucket_mb", 0, 1 << 20, &bucket_mb) || !int_opt(tp_obj, "tp", 0, LLONG_MAX, &tp) ||
+        !int_opt(depth_obj, "depth", 0, 64, &depth) || !int_opt(memory_obj, "gpu_memory", 0, LLONG_MAX, &gpu_memory) ||
+        !int_opt(reserve_obj, "reserve", 0, LLONG_MAX, &reserve))
+        return 0;
     q->opt.batch = batch;
     q->opt.grad_accum = grad_accum;
     q->opt.parallel = (est_parallel){.world_size = world, .shard_group = shard,
@@ -316,7 +444,7 @@ static est_json_options json_of(const request *q) {
 }
 
 static PyObject *text_or_raise(est_status st, char *text, const est_error *err) {
-    PyObject *res = st == EST_OK ? PyUnicode_FromString(text) : raise_error(err);
+    PyObject *res = st == EST_OK ? str_of(text) : raise_error(err);
     est_free(text);
     return res;
 }
@@ -333,7 +461,7 @@ PyDoc_STRVAR(estimate_doc, "estimate(**options) -> str: the JSON report (memest 
 
 static PyObject *graph_estimate(graph_object *self, PyObject *args, PyObject *kw) {
     request q;
-    if (!parse_request(self, kw, &q)) {
+    if (!parse_request(self, args, kw, &q)) {
         request_free(&q);
         return NULL;
     }
@@ -363,17 +491,14 @@ PyDoc_STRVAR(max_batch_doc, "max_batch(cap=0, **options) -> str: memest --max-ba
 static PyObject *graph_max_batch(graph_object *self, PyObject *args, PyObject *kw) {
     long long cap = 0;
     PyObject *cap_obj = kw ? PyDict_GetItemString(kw, "cap") : NULL; /* borrowed */
-    if (cap_obj) {
-        cap = PyLong_AsLongLong(cap_obj);
-        if (PyErr_Occurred()) return NULL;
-    }
+    if (!int_opt(cap_obj, "cap", 0, LLONG_MAX, &cap)) return NULL;
     PyObject *rest = kw ? PyDict_Copy(kw) : PyDict_New(); /* the options without cap */
     if (!rest || (cap_obj && PyDict_DelItemString(rest, "cap") < 0)) {
         Py_XDECREF(rest);
         return NULL;
     }
     request q;
-    int parsed = parse_request(self, rest, &q);
+    int parsed = parse_request(self, args, rest, &q);
     Py_DECREF(rest); /* q keeps what it points into */
     if (!parsed) goto fail;
     if (!q.has_fit) {
@@ -424,23 +549,32 @@ static PyObject *graph_sweep(graph_object *self, PyObject *args, PyObject *kw) {
     request q;
     est_point *pts = NULL;
     int64_t *v = NULL;
-    if (!parse_request(self, kw, &q)) goto fail;
+    PyObject *none = PyTuple_New(0); /* dim and values are sweep's own */
+    int parsed = none && parse_request(self, none, kw, &q);
+    Py_XDECREF(none);
+    if (!none) return NULL;
+    if (!parsed) goto fail;
     if (strcmp(dim, "batch") == 0 && q.opt.batch) {
         invalid("sweep('batch', ...) sets the batch: drop batch");
         goto fail;
     }
-    PyObject *fast = PySequence_Fast(values, "values wants a sequence of ints");
+    PyObject *fast = request_keep(&q, PySequence_Fast(values, "sweep's values want a sequence of ints"));
     if (!fast) goto fail;
-    q.keep[q.n_keep++] = fast;
     size_t n = (size_t)PySequence_Fast_GET_SIZE(fast);
+    if (n == 0) {
+        invalid("sweep wants at least one value");
+        goto fail;
+    }
     if (!(v = request_alloc(&q, n, sizeof *v)) || !(pts = request_alloc(&q, n, sizeof *pts))) goto fail;
     for (size_t i = 0; i < n; i++) {
-        v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i));
-        if (v[i] == -1 && PyErr_Occurred()) goto fail;
-        if (v[i] <= 0) {
-            invalid("sweep wants positive integers, got %lld", (long long)v[i]);
+        long long value = 0;
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i);
+        if (item == Py_None) {
+            invalid("sweep wants positive integers, got None");
             goto fail;
         }
+        if (!int_opt(item, "sweep: a value", 1, LLONG_MAX, &value)) goto fail;
+        v[i] = value;
     }
     est_error err;
     char *text = NULL;
@@ -465,7 +599,7 @@ fail:
     return NULL;
 }
 
-static PyObject *graph_name(graph_object *self, void *c) { return PyUnicode_FromString(est_graph_name(self->g)); }
+static PyObject *graph_name(graph_object *self, void *c) { return str_of(est_graph_name(self->g)); }
 static PyObject *graph_path(graph_object *self, void *c) {
     Py_INCREF(self->path);
     return self->path;
@@ -482,7 +616,7 @@ static PyObject *graph_inputs(graph_object *self, void *c) {
     size_t n = est_graph_input_count(self->g);
     PyObject *t = PyTuple_New((Py_ssize_t)n);
     for (size_t i = 0; t && i < n; i++) {
-        PyObject *s = PyUnicode_FromString(est_graph_input_name(self->g, i));
+        PyObject *s = str_of(est_graph_input_name(self->g, i));
         if (!s) {
             Py_CLEAR(t);
             break;
@@ -496,7 +630,11 @@ static PyObject *graph_parameters(graph_object *self, void *c) {
     size_t n = est_graph_param_count(self->g);
     PyObject *t = PyTuple_New((Py_ssize_t)n);
     for (size_t i = 0; t && i < n; i++) {
-        PyObject *pair = Py_BuildValue("(ss)", est_graph_param_name(self->g, i), est_graph_param_torch_name(self->g, i));
+        PyObject *name = str_of(est_graph_param_name(self->g, i));
+        PyObject *torch = str_of(est_graph_param_torch_name(self->g, i));
+        PyObject *pair = name && torch ? PyTuple_Pack(2, name, torch) : NULL;
+        Py_XDECREF(name);
+        Py_XDECREF(torch);
         if (!pair) {
             Py_CLEAR(t);
             break;
@@ -588,13 +726,23 @@ static PyObject *mod_gpus(PyObject *m, PyObject *unused) {
 }
 
 static PyObject *mod_default_reserve(PyObject *m, PyObject *args) {
-    unsigned long long gpu_bytes;
-    long long world = 0, tp = 0, shard = 0;
+    long long gpu_bytes = 0, world = 0, tp = 0, shard = 0;
+    PyObject *bytes_obj, *world_obj = NULL, *tp_obj = NULL, *shard_obj = NULL;
     const char *strategy = NULL;
-    if (!PyArg_ParseTuple(args, "K|LzLL", &gpu_bytes, &world, &strategy, &tp, &shard)) return NULL;
+    if (!PyArg_ParseTuple(args, "O|OzOO", &bytes_obj, &world_obj, &strategy, &tp_obj, &shard_obj)) return NULL;
+    if (bytes_obj == Py_None) return invalid("default_reserve wants the GPU's memory in bytes"), NULL;
+    if (!int_opt(bytes_obj, "gpu_bytes", 0, LLONG_MAX, &gpu_bytes) ||
+        !int_opt(world_obj, "world_size", 0, 1 << 20, &world) || !int_opt(tp_obj, "tp", 0, 1 << 20, &tp) ||
+        !int_opt(shard_obj, "shard_group", 0, 1 << 20, &shard))
+        return NULL;
     est_parallel p = {.world_size = world, .tp = tp, .shard_group = shard};
-    if (strategy) p.strategy = (est_strategy)(est_strategy_from_name(strategy) > 0 ? est_strategy_from_name(strategy) : 0);
-    return PyLong_FromUnsignedLongLong(est_default_reserve(gpu_bytes, &p));
+    if (strategy) {
+        int s = est_strategy_from_name(strategy);
+        if (s < 0)
+            return invalid("strategy wants ddp, zero1, fsdp, fsdp-grad-op or hsdp, got '%s'", strategy), NULL;
+        p.strategy = (est_strategy)s;
+    }
+    return PyLong_FromUnsignedLongLong(est_default_reserve((uint64_t)gpu_bytes, &p));
 }
 
 static PyMethodDef mod_methods[] = {

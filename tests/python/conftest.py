@@ -16,11 +16,16 @@ def models() -> str:
 
 
 @pytest.fixture(scope="session")
-def cli():
+def cli_path() -> str:
+    """The memest command's path."""
+    return os.environ.get("MEMEST_CLI", os.path.join(ROOT, "build-py", "cli", "memest"))
+
+
+@pytest.fixture(scope="session")
+def cli(cli_path):
     """Runs the memest command; returns its standard output."""
-    exe = os.environ.get("MEMEST_CLI", os.path.join(ROOT, "build-py", "cli", "memest"))
 
     def run(*args: str) -> str:
-        return subprocess.run([exe, *args], check=True, capture_output=True, text=True).stdout
+        return subprocess.run([cli_path, *args], check=True, capture_output=True, text=True).stdout
 
     return run

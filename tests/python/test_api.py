@@ -3,6 +3,7 @@ for byte; a graph is loaded once; failures raise memest.Error."""
 import json
 import os
 import shutil
+import sys
 import threading
 
 import pytest
@@ -170,5 +171,19 @@ def test_graph_facts(resnet):
 
 def test_dataframe(resnet):
     pandas = pytest.importorskip("pandas")
-    df = resnet.estimate(batch=4).to_dataframe()
-    assert isinstance(df, pandas.DataFrame) and len(df) > 0 and "flops_forward" in df.columns
+    r = resnet.estimate(batch=4)
+    df = r.to_dataframe()
+    assert isinstance(df, pandas.DataFrame) and len(df) == len(r.layers) and "flops_forward" in df.columns
+    assert list(df["name"]) == [layer["name"] for layer in r.layers]
+    assert df["flops_forward"].sum() == r.totals["flops_forward"]
+    assert df["output_shapes"][0] == [[4, 64, 112, 112]] and "inputs" not in df.columns
+    sw = resnet.sweep("batch", [1, 8], gpu="T4").to_dataframe()
+    assert list(sw["value"]) == [1, 8] and list(sw["fits"]) == [True, True]
+
+
+def test_dataframe_without_pandas(resnet, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas fails
+    with pytest.raises(ImportError, match="pip install pandas"):
+        resnet.estimate(batch=1).to_dataframe()
+    with pytest.raises(ImportError, match="pip install pandas"):
+        resnet.sweep("batch", [1], gpu="T4").to_dataframe()
