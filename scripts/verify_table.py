@@ -5,9 +5,11 @@ error, step ms. Rows that did not run say why. With --torch FILE (the JSON
 lines of bench/accuracy/time_step.py, same GPU), training rows of the models
 it timed also get PyTorch's eager step and the ratio of verify's to it.
 --summary prints only the counts; --timed-only only the rows with a
-PyTorch step.
+PyTorch step. With --steps FILE (the steps.tsv of scripts/gpu_profile.sh:
+the median of several runs' steps), training rows take their step time
+from it instead of the sweep's single run.
 
-usage: scripts/verify_table.py [--torch FILE [--timed-only]] [--summary] DIR
+usage: scripts/verify_table.py [--torch FILE [--timed-only] [--steps TSV]] [--summary] DIR
 """
 import argparse
 import csv
@@ -26,13 +28,26 @@ def torch_steps(path):
     return steps
 
 
+def profile_steps(path):
+    """(model, batch) -> verify's median step in ms (gpu_profile.sh's steps.tsv:
+    model, batch, median ms, error %, each run's ms)."""
+    steps = {}
+    for line in open(path):
+        f = line.rstrip("\n").split("\t")
+        if len(f) >= 3 and f[2] != "failed":
+            steps[(f[0].removesuffix(".legacy-train"), f[1])] = float(f[2])
+    return steps
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir")
     ap.add_argument("--torch")
     ap.add_argument("--summary", action="store_true")
     ap.add_argument("--timed-only", action="store_true")
+    ap.add_argument("--steps")
     a = ap.parse_args()
+    medians = profile_steps(a.steps) if a.steps else {}
     with open(f"{a.dir}/sweep.tsv", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     steps = torch_steps(a.torch) if a.torch else {}
@@ -56,11 +71,14 @@ def main():
                   (" | |" if steps else ""))
             continue
         est, meas = int(r["estimate"]), int(r["measured"])
+        ms = float(r["step_ms"])
+        if r["mode"] == "train":
+            ms = medians.get((r["model"], r["batch"]), ms)
         line = (f"| {r['model']} | {r['mode']} | {r['optimizer']} | {r['batch']} | {est / MIB:.2f} | {meas / MIB:.2f} "
-                f"| {r['error']} | {float(r['step_ms']):.2f} |")
+                f"| {r['error']} | {ms:.2f} |")
         if steps:
             t = steps.get((r["model"], r["batch"])) if r["mode"] == "train" else None
-            line += f" {t:.2f} | {float(r['step_ms']) / t:.2f}x |" if t else " | |"
+            line += f" {t:.2f} | {ms / t:.2f}x |" if t else " | |"
         print(line)
 
 

@@ -22,9 +22,10 @@
  *  - backward: one workspace of P's size (dP, then the scores' gradient in
  *    place);
  *  - saves Q, K and V.
- * Products run per head with cuBLAS, on Q, K, V and the output's gradient
- * as they are (views whose last dim is the unit stride: the exporters'
- * Transposes), so nothing is copied.
+ * Products run as strided batched cuBLAS calls over the heads (and the
+ * samples, where their strides fold), on Q, K, V and the output's
+ * gradient as they are (views whose last dim is the unit stride: the
+ * exporters' Transposes), so nothing is copied.
  */
 #include "ops_common.cuh"
 
