@@ -8,11 +8,14 @@
  * only; Hq a multiple of Hk: a query head reads key head h / (Hq / Hk)), an
  * optional mask (slot 3) broadcasting to [B, Hq, Sq, Skv], float (added) or
  * bool (true: attend); attributes scale (default 1 / sqrt(D)), is_causal
- * (upper-left: query q attends to keys 0..q, as ONNX aligns it),
+ * (query q attends to keys 0..q + the past keys' count: upper-left
+ * without past, offset by the cache with it, as ONNX aligns it),
  * and memest.dropout (the fused chain had a Dropout; ratio 0.1 here, as the
  * node does not carry it). A row with nothing to attend to is all zeros
- * (_safe_softmax). Past key and value, nonpad_kv_seqlen, a padded mask,
- * softcap and the extra outputs are refused.
+ * (_safe_softmax). Past key and value (slots 4, 5) run forward only:
+ * the present key and value (outputs 1, 2) are the past ones then K and V
+ * along the sequence, and the scores read them. nonpad_kv_seqlen, a padded
+ * mask, softcap and qk_matmul_output are refused.
  *
  * Memory (layers/linear.c's verify rules follow it):
  *  - P, the probabilities [B, Hq, Sq, Skv] float32: saved[0] in training,
@@ -32,9 +35,10 @@
 #define ATTN_DROPOUT_RATIO 0.1f
 
 typedef struct attn_geom {
-    int64_t B, Hq, Hk, Sq, Skv, D, Dv;
+    int64_t B, Hq, Hk, Sq, Skv, D, Dv; /* Skv: the keys attended to, past ones included */
+    int64_t Sp;                        /* past keys (0 without past_key) */
     float scale;
-    bool causal, dropout;
+    bool causal, dropout, past;
     int64_t rows; /* B * Hq * Sq */
 } attn_geom;
 
@@ -50,11 +54,22 @@ static vx_status attn_geometry(vx_ctx *ctx, const vx_run *run, attn_geom *g, mas
     for (int k = 0; k < 3; k++)
         if (!vxk_has_in(run, k) || run->in[k]->dtype != VX_F32 || run->in[k]->rank != 4)
             return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: Q, K and V must be 4-D float32");
-    if (vxk_has_in(run, 4) || vxk_has_in(run, 5)) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: past key and value have no kernel");
+    g->past = vxk_has_in(run, 4) || vxk_has_in(run, 5);
+    if (g->past) {
+        if (!vxk_has_in(run, 4) || !vxk_has_in(run, 5))
+            return vx_fail(ctx, VX_ESHAPE, "Attention: past_key and past_value come together");
+        if (!vxk_has_out(run, 1) || !vxk_has_out(run, 2))
+            return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: past key and value without the present outputs have no kernel");
+        if (run->training) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: past key and value run forward only (inference)");
+        for (int k = 4; k < 6; k++)
+            if (run->in[k]->dtype != VX_F32 || run->in[k]->rank != 4)
+                return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: past key and value must be 4-D float32");
+    }
     if (vxk_has_in(run, 6)) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: nonpad_kv_seqlen has no kernel");
     if (vxk_attr_float(run, "softcap", 0) != 0) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: softcap has no kernel");
     for (int k = 1; k < run->n_out; k++)
-        if (vxk_has_out(run, k)) return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: only output Y has a kernel");
+        if (vxk_has_out(run, k) && !(g->past && k < 3))
+            return vx_fail(ctx, VX_EUNSUPPORTED, "Attention: output %d has no kernel", k);
     const vx_tensor *Q = run->in[0], *K = run->in[1], *V = run->in[2];
     g->B = Q->dims[0];
     g->Hq = Q->dims[1];
@@ -66,6 +81,14 @@ static vx_status attn_geometry(vx_ctx *ctx, const vx_run *run, attn_geom *g, mas
     if (K->dims[0] != g->B || V->dims[0] != g->B || K->dims[3] != g->D || V->dims[1] != g->Hk || V->dims[2] != g->Skv ||
         g->Hk < 1 || g->Hq % g->Hk)
         return vx_fail(ctx, VX_ESHAPE, "Attention: Q, K and V disagree");
+    if (g->past) {
+        const vx_tensor *PK = run->in[4], *PV = run->in[5];
+        if (PK->dims[0] != g->B || PK->dims[1] != g->Hk || PK->dims[3] != g->D || PV->dims[0] != g->B ||
+            PV->dims[1] != g->Hk || PV->dims[2] != PK->dims[2] || PV->dims[3] != g->Dv)
+            return vx_fail(ctx, VX_ESHAPE, "Attention: past key and value disagree with K and V");
+        g->Sp = PK->dims[2];
+        g->Skv += g->Sp;
+    }
     g->scale = (float)vxk_attr_float(run, "scale", g->D > 0 ? 1.0 / sqrt((double)g->D) : 1.0);
     g->causal = vxk_attr_int(run, "is_causal", 0) != 0;
     g->dropout = run->training && vxk_attr_int(run, EST_ATTENTION_DROPOUT, 0) != 0;
@@ -112,7 +135,7 @@ static __global__ void attn_softmax_kernel(float *p, const void *mask, mask_map 
         for (int64_t j = threadIdx.x; j < g.Skv; j += blockDim.x) {
             float v = pr[j];
             if (m.kind == 1) v += ((const float *)mask)[mask_off(m, r, j, g)];
-            if ((m.kind == 2 && !((const uint8_t *)mask)[mask_off(m, r, j, g)]) || (g.causal && j > q))
+            if ((m.kind == 2 && !((const uint8_t *)mask)[mask_off(m, r, j, g)]) || (g.causal && j > q + g.Sp))
                 v = -INFINITY;
             pr[j] = v;
             mx = fmaxf(mx, v);
@@ -261,6 +284,39 @@ static vx_status operands(vx_ctx *ctx, vx_tensor *const *ts, int n, t4 *out, vx_
     return VX_OK;
 }
 
+/* present [B, H, Sp + S, D] = past [B, H, Sp, D] then new (a t4 view of
+ * [B, H, S, D]) along the sequence. */
+static __global__ void attn_present_kernel(float *present, const float *past, t4 nw, int64_t B, int64_t H, int64_t Sp,
+                                           int64_t S, int64_t D) {
+    int64_t St = Sp + S, total = B * H * St * D;
+    VXK_LOOP(i, total) {
+        int64_t d = i % D, r = i / D, s = r % St, bh = r / St, h = bh % H, b = bh / H;
+        present[i] = s < Sp ? past[(bh * Sp + s) * D + d] : nw.p[b * nw.sb + h * nw.sh + (s - Sp) * nw.ld + d];
+    }
+}
+
+/* With past key and value: outputs 1 and 2, the present key and value, made
+ * here; they replace K and V in qkv[1..2]. */
+static vx_status attn_present(vx_ctx *ctx, vx_run *run, const attn_geom *g, t4 *qkv) {
+    for (int k = 0; k < 2; k++) {
+        int64_t dl = k ? g->Dv : g->D, pd[4] = {g->B, g->Hk, g->Skv, dl};
+        vx_status st = vxk_new_out(ctx, run, 1 + k, VX_F32, 4, pd);
+        if (st) return st;
+        vx_tensor *past = vx_contiguous(ctx, run->in[4 + k]);
+        if (!past) return vxk_oom(ctx, "Attention past copy");
+        float *present = (float *)run->out[1 + k]->data;
+        int64_t total = g->B * g->Hk * g->Skv * dl;
+        if (total)
+            attn_present_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+                present, (const float *)past->data, qkv[1 + k], g->B, g->Hk, g->Sp, g->Skv - g->Sp, dl);
+        st = vxk_check(ctx, "Attention present");
+        vx_tensor_release(ctx, past);
+        if (st) return st;
+        qkv[1 + k] = t4_dense(present, g->Hk, g->Skv, dl);
+    }
+    return VX_OK;
+}
+
 static vx_status attention_forward(vx_ctx *ctx, vx_run *run) {
     attn_geom g;
     mask_map m;
@@ -268,28 +324,29 @@ static vx_status attention_forward(vx_ctx *ctx, vx_run *run) {
     if (st) return st;
     int64_t yd[4] = {g.B, g.Hq, g.Sq, g.Dv}, pd[4] = {g.B, g.Hq, g.Sq, g.Skv};
     if ((st = vxk_new_out(ctx, run, 0, VX_F32, 4, yd))) return st;
-    float *P;
-    if (run->training) {
-        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, 4, pd))) return st;
-        P = (float *)run->saved[0]->data;
-    } else if (!(P = (float *)vx_workspace(ctx, (size_t)(g.rows * g.Skv > 0 ? g.rows * g.Skv : 1) * sizeof(float)))) {
-        return vxk_oom(ctx, "Attention probabilities");
-    }
-    if (g.rows * g.Skv == 0 || g.Dv == 0) {
-        if (run->out[0]->numel) st = vxk_zero(ctx, run->out[0]->data, (size_t)run->out[0]->numel * sizeof(float));
-        if (!run->training) vx_free(ctx, P);
-        return st;
-    }
+    float *P = NULL;
     uint8_t *keep = NULL;
     float *dropped = NULL;
-    if (g.dropout) {
-        if ((st = vxk_new_saved(ctx, run, 1, VX_BOOL, 4, pd)) || (st = vxk_new_saved(ctx, run, 2, VX_F32, 4, pd))) return st;
+    t4 qkv[3];
+    vx_tensor *copies[3] = {NULL, NULL, NULL};
+    if (run->training) {
+        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, 4, pd))) goto done;
+        P = (float *)run->saved[0]->data;
+    } else if (!(P = (float *)vx_workspace(ctx, (size_t)(g.rows * g.Skv > 0 ? g.rows * g.Skv : 1) * sizeof(float)))) {
+        st = vxk_oom(ctx, "Attention probabilities");
+        goto done;
+    }
+    if (g.dropout && g.rows * g.Skv > 0) {
+        if ((st = vxk_new_saved(ctx, run, 1, VX_BOOL, 4, pd)) || (st = vxk_new_saved(ctx, run, 2, VX_F32, 4, pd))) goto done;
         keep = (uint8_t *)run->saved[1]->data;
         dropped = (float *)run->saved[2]->data;
     }
-    t4 qkv[3];
-    vx_tensor *copies[3];
     if ((st = operands(ctx, run->in, 3, qkv, copies))) goto done;
+    if (g.past && (st = attn_present(ctx, run, &g, qkv))) goto done;
+    if (g.rows * g.Skv == 0 || g.Dv == 0) {
+        if (run->out[0]->numel) st = vxk_zero(ctx, run->out[0]->data, (size_t)run->out[0]->numel * sizeof(float));
+        goto done;
+    }
     {
         /* scores: scale * Q_h K_kv^T */
         head_gemm s = {false, true, g.Sq, g.Skv, g.D, qkv[0], qkv[1], t4_dense(P, g.Hq, g.Sq, g.Skv), g.scale, 0.f};
@@ -305,7 +362,7 @@ static vx_status attention_forward(vx_ctx *ctx, vx_run *run) {
     }
 done:
     for (int k = 0; k < 3; k++) vx_tensor_release(ctx, copies[k]);
-    if (!run->training) vx_free(ctx, P);
+    if (!run->training && P) vx_free(ctx, P);
     return st;
 }
 
