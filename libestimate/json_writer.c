@@ -35,6 +35,24 @@ static void tabs(json_writer *w, int n) {
     for (int i = 0; i < n; i++) put(w, '\t');
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_sequence(const unsigned char *p) {
+    unsigned char c = p[0];
+    if (c < 0x80) return 1;
+    size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (!n) return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+        (c == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/* A JSON string. Model names are the file's bytes: a byte that is not part
+ * of well-formed UTF-8 becomes U+FFFD, so that the output is always valid
+ * JSON text (RFC 8259 requires UTF-8). */
 static void quoted(json_writer *w, const char *s) {
     static const char hex[] = "0123456789abcdef";
     put(w, '"');
@@ -43,9 +61,12 @@ static void quoted(json_writer *w, const char *s) {
         if (c == '"' || c == '\\') {
             put(w, '\\');
             put(w, (char)c);
+        } else if (c >= 0x80 && !utf8_sequence(p)) {
+            put_str(w, "\\ufffd");
         } else if (c >= 0x20) {
-            size_t run = 1; /* the plain characters from here, copied at once */
-            while (p[run] >= 0x20 && p[run] != '"' && p[run] != '\\') run++;
+            size_t run = 0; /* the plain characters from here, copied at once */
+            for (size_t n; p[run] >= 0x20 && p[run] != '"' && p[run] != '\\' && (n = utf8_sequence(p + run));)
+                run += n;
             puts_n(w, (const char *)p, run);
             p += run - 1;
         } else {

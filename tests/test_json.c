@@ -779,6 +779,59 @@ static void check_allocation_failures(const char *source_dir) {
 }
 #endif
 
+/* Whether text is well-formed UTF-8 (RFC 3629), checked here apart from
+ * the writer's own check. */
+static bool valid_utf8(const unsigned char *p) {
+    while (*p) {
+        unsigned c = *p, n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (!n || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4)) return false;
+        unsigned long cp = n == 1 ? c : c & (0x7f >> n);
+        for (unsigned i = 1; i < n; i++) {
+            if ((p[i] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        p += n;
+    }
+    return true;
+}
+
+/* A node name that is not UTF-8 (names are the file's bytes): the report's
+ * JSON holds U+FFFD for each bad byte, keeps good multi-byte characters,
+ * and stays valid UTF-8. */
+static void check_report_names_not_utf8(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"n\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 3]}],\n"
+        " \"nodes\": [{\"name\": \"r\xff" "e\xc3\xa9\xed\xa0\x80\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_error err;
+    est_graph *g = NULL;
+    est_report *r = NULL;
+    char *json = NULL;
+    est_status st = est_load_json_buffer(text, sizeof text - 1, "names.json", &g, &err);
+    CHECK(st == EST_OK, "names.json: load: %s", err.message);
+    if (st == EST_OK) {
+        est_options opt;
+        est_options_init(&opt);
+        st = est_estimate(g, &opt, &r, &err);
+        CHECK(st == EST_OK, "names.json: estimate: %s", err.message);
+    }
+    if (r) {
+        st = est_report_to_json(r, NULL, &json, &err);
+        CHECK(st == EST_OK && json, "names.json: to_json: %s", err.message);
+    }
+    if (json) {
+        /* 0xff and the encoded surrogate (ED A0 80, three bytes) are not UTF-8 */
+        CHECK(strstr(json, "\"r\\ufffde\xc3\xa9\\ufffd\\ufffd\\ufffd\"") != NULL, "names.json: the bad bytes are not U+FFFD");
+        CHECK(valid_utf8((const unsigned char *)json), "names.json: the report's JSON is not valid UTF-8");
+    }
+    est_free(json);
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s ONNX_DIR SOURCE_DIR\n", argv[0]);
@@ -793,6 +846,7 @@ int main(int argc, char **argv) {
     check_bad_cases();
     check_truncations();
     check_io_limit();
+    check_report_names_not_utf8();
     check_doc_examples(source_dir);
     check_models(source_dir);
     round_trip_dir(models_dir, ".json", 2);
