@@ -51,16 +51,20 @@ static col_layout col_by_row(const conv_geom *g, int64_t nb) { return (col_layou
 
 /* ---- generic forms, 64-bit -------------------------------------------------------- */
 
+/* v's coordinates (depth, height, width) in a grid of dims. */
+static __device__ __forceinline__ void unravel3(int64_t v, const int64_t *dims, int64_t *c) {
+    for (int ax = AXES - 1; ax >= 0; ax--) {
+        c[ax] = v % dims[ax];
+        v /= dims[ax];
+    }
+}
+
 /* The input offset (within a channel) that output pixel p reads at kernel
  * tap t, or -1 in the padding. */
 static __device__ __forceinline__ int64_t tap_input(const conv_geom &g, int64_t p, int64_t t) {
     int64_t o[AXES], k[AXES], off = 0;
-    for (int ax = AXES - 1; ax >= 0; ax--) {
-        o[ax] = p % g.out[ax];
-        p /= g.out[ax];
-        k[ax] = t % g.k[ax];
-        t /= g.k[ax];
-    }
+    unravel3(p, g.out, o);
+    unravel3(t, g.k, k);
     for (int ax = 0; ax < AXES; ax++) {
         int64_t i = o[ax] * g.st[ax] - g.pad[ax] + k[ax] * g.dl[ax];
         if (i < 0 || i >= g.in[ax]) return -1;
@@ -72,12 +76,8 @@ static __device__ __forceinline__ int64_t tap_input(const conv_geom &g, int64_t 
 /* The output pixel whose window puts tap t on input pixel q, or -1. */
 static __device__ __forceinline__ int64_t tap_output(const conv_geom &g, int64_t q, int64_t t) {
     int64_t in[AXES], k[AXES], off = 0;
-    for (int ax = AXES - 1; ax >= 0; ax--) {
-        in[ax] = q % g.in[ax];
-        q /= g.in[ax];
-        k[ax] = t % g.k[ax];
-        t /= g.k[ax];
-    }
+    unravel3(q, g.in, in);
+    unravel3(t, g.k, k);
     for (int ax = 0; ax < AXES; ax++) {
         int64_t o = vxk_window_of(in[ax], g.pad[ax], k[ax], g.dl[ax], g.st[ax], g.out[ax]);
         if (o < 0) return -1;
@@ -206,6 +206,28 @@ static __device__ __forceinline__ int out_of(int i, int pad, int k, int dil, int
     return p < out ? p : -1;
 }
 
+/* The sum over the taps that put input pixel (id, ih, iw) in an output
+ * window of term(tap, output pixel): the gathers of col2im and of the
+ * depthwise dX. */
+template <typename Term>
+static __device__ __forceinline__ float gather_taps(const conv_fast &g, int id, int ih, int iw, Term term) {
+    float acc = 0.f;
+    for (int kd = 0; kd < g.k[0]; kd++) {
+        int od = out_of(id, g.pad[0], kd, g.dl[0], g.st[0], g.out[0]);
+        if (od < 0) continue;
+        for (int kh = 0; kh < g.k[1]; kh++) {
+            int oh = out_of(ih, g.pad[1], kh, g.dl[1], g.st[1], g.out[1]);
+            if (oh < 0) continue;
+            for (int kw = 0; kw < g.k[2]; kw++) {
+                int ow = out_of(iw, g.pad[2], kw, g.dl[2], g.st[2], g.out[2]);
+                if (ow < 0) continue;
+                acc += term((kd * g.k[1] + kh) * g.k[2] + kw, (od * g.out[1] + oh) * g.out[2] + ow);
+            }
+        }
+    }
+    return acc;
+}
+
 /* The block threads over one row's pixels (grid x), rows over grid y. */
 static dim3 conv_grid(int64_t rows, int64_t pixels, unsigned *threads) {
     unsigned t = pixels >= VXK_THREADS ? VXK_THREADS : (unsigned)((pixels + 31) / 32 * 32);
@@ -245,21 +267,7 @@ static __global__ void col2im_fast(float *dx, const float *dcol, conv_fast g, co
         FAST_PIXELS(q, g.IS) {
             int id, ih, iw;
             split3(q, g.in_w, g.in_h, g.in[2], g.in[1], &id, &ih, &iw);
-            float acc = 0.f;
-            for (int kd = 0; kd < g.k[0]; kd++) {
-                int od = out_of(id, g.pad[0], kd, g.dl[0], g.st[0], g.out[0]);
-                if (od < 0) continue;
-                for (int kh = 0; kh < g.k[1]; kh++) {
-                    int oh = out_of(ih, g.pad[1], kh, g.dl[1], g.st[1], g.out[1]);
-                    if (oh < 0) continue;
-                    for (int kw = 0; kw < g.k[2]; kw++) {
-                        int ow = out_of(iw, g.pad[2], kw, g.dl[2], g.st[2], g.out[2]);
-                        if (ow < 0) continue;
-                        int tap = (kd * g.k[1] + kh) * g.k[2] + kw;
-                        acc += cb[tap * l.sT + (od * g.out[1] + oh) * g.out[2] + ow];
-                    }
-                }
-            }
+            float acc = gather_taps(g, id, ih, iw, [&](int tap, int o) { return cb[tap * l.sT + o]; });
             dx[(int64_t)nc * g.IS + q] = acc;
         }
     }
@@ -306,19 +314,7 @@ static __global__ void dw_dx_fast(float *dx, const float *dy, const float *w, co
                 int m = c * g.Mg + j;
                 const float *dyp = dy + ((int64_t)n * g.M + m) * g.P;
                 const float *wp = w + (int64_t)m * g.KK;
-                for (int kd = 0; kd < g.k[0]; kd++) {
-                    int od = out_of(id, g.pad[0], kd, g.dl[0], g.st[0], g.out[0]);
-                    if (od < 0) continue;
-                    for (int kh = 0; kh < g.k[1]; kh++) {
-                        int oh = out_of(ih, g.pad[1], kh, g.dl[1], g.st[1], g.out[1]);
-                        if (oh < 0) continue;
-                        for (int kw = 0; kw < g.k[2]; kw++) {
-                            int ow = out_of(iw, g.pad[2], kw, g.dl[2], g.st[2], g.out[2]);
-                            if (ow < 0) continue;
-                            acc += wp[(kd * g.k[1] + kh) * g.k[2] + kw] * dyp[(od * g.out[1] + oh) * g.out[2] + ow];
-                        }
-                    }
-                }
+                acc += gather_taps(g, id, ih, iw, [&](int tap, int o) { return wp[tap] * dyp[o]; });
             }
             dx[(int64_t)nc * g.IS + q] = acc;
         }
