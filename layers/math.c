@@ -598,6 +598,13 @@ static est_status cast_infer(est_infer_ctx *ctx) {
     return cast_to(ctx, (est_dtype)to);
 }
 
+/* memest verify's Cast to the dtype its input has already is that input
+ * (verify/ops_elementwise.cu, cast_fwd: a view). */
+static bool cast_returns_input(const est_cost_ctx *c) {
+    const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
+    return c->kernels == EST_KERNELS_VERIFY && x && y && x->dtype == y->dtype;
+}
+
 /* CastLike: the target type is input 1's. */
 static est_status cast_like_infer(est_infer_ctx *ctx) {
     const est_tval *like;
@@ -789,7 +796,7 @@ EST_FAMILY(math,
      .infer = where_infer, .nondiff_inputs = EST_SLOT(0), .flops = simple_flops, .saves = where_saves},
     /* _to_copy: "self: _to_copy_backward(grad, self.options())" keeps nothing. */
     {.name = "Cast", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = cast_infer},
+     .infer = cast_infer, .returns_input = cast_returns_input},
     /* Only input 1's dtype matters: no gradient flows into it. */
     {.name = "CastLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
      .infer = cast_like_infer, .nondiff_inputs = EST_SLOT(1)},

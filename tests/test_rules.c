@@ -2207,6 +2207,38 @@ static void check_sum_of_many_folds(void) {
     est_graph_free(g);
 }
 
+/* A Cast to the dtype its input has already (TorchScript exports T5's
+ * hidden_states.to(torch.float32) so): the PyTorch kernels' estimate
+ * counts a new tensor, as before; memest verify's executor returns the
+ * input itself, so under EST_KERNELS_VERIFY the output shares its storage. x [1024, 1024] float32 -> Cast(to float) ->
+ * Relu, inference: PyTorch kernels x + the cast + Relu's output = 12 MiB;
+ * verify kernels x + Relu's output = 8 MiB. */
+static void check_cast_same_dtype_verify(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"cast\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1024, 1024]}],\n"
+        " \"nodes\": [{\"name\": \"cast\", \"op\": \"Cast\", \"inputs\": [\"x\"], \"outputs\": [\"y\"],\n"
+        "              \"attributes\": {\"to\": {\"int\": 1}}},\n"
+        "             {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"y\"], \"outputs\": [\"z\"]}],\n"
+        " \"outputs\": [\"z\"]}\n";
+    est_graph *g = load_json(text, "cast");
+    uint64_t peak[2] = {0, 0};
+    for (int k = 0; g && k < 2; k++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = EST_MODE_INFER;
+        opt.kernels = k ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_report *r = NULL;
+        est_error err;
+        if (est_estimate(g, &opt, &r, &err) == EST_OK) peak[k] = est_report_peak(r)->bytes;
+        else CHECK(false, "cast: %s", err.message);
+        est_report_free(r);
+    }
+    CHECK(peak[0] == 12u << 20, "Cast float -> float, PyTorch kernels: peak %llu, expected %llu", U(peak[0]), U(12u << 20));
+    CHECK(peak[1] == 8u << 20, "Cast float -> float, verify kernels: peak %llu, expected %llu", U(peak[1]), U(8u << 20));
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -2245,6 +2277,7 @@ int main(int argc, char **argv) {
     check_group_norm();
     check_bias_grad_sum();
     check_prelu_slope_grad();
+    check_cast_same_dtype_verify();
     check_embedding_backward();
     check_trainable_attention_mask();
     check_attention_verify();
