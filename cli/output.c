@@ -393,20 +393,21 @@ static est_json_options json_options_of(const output_opts *o, est_fit *fit) {
     return j;
 }
 
+/* est_report_write_json's sink: the report streams to f as it is made. */
+static int write_file(void *f, const char *data, size_t n) { return fwrite(data, 1, n, (FILE *)f) == n ? 0 : 1; }
+
 int print_json_doc(FILE *f, const est_report *r, const output_opts *o, const est_max_batch_result *mb, int64_t cap) {
     est_fit fit;
     est_json_options j = json_options_of(o, &fit);
     j.max_batch = mb;
     j.max_batch_cap = cap;
     est_error err;
-    char *text = NULL;
-    if (est_report_to_json(r, &j, &text, &err) != EST_OK) {
+    if (est_report_write_json(r, &j, write_file, f, &err) != EST_OK) {
+        if (err.code == EST_EIO) return 1; /* the caller names the file that could not be written */
         fprintf(stderr, "memest: %s\n", err.message);
         return 2;
     }
-    int bad = fputs(text, f) == EOF;
-    est_free(text);
-    return bad;
+    return 0;
 }
 
 int print_json(FILE *f, const est_report *r, const output_opts *o) { return print_json_doc(f, r, o, NULL, 0); }

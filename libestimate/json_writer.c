@@ -8,12 +8,31 @@
 
 #include "ir.h" /* est__fail */
 
+#define JW_PIECE 65536 /* a sink's piece, and the string's first size */
+
 void jw_init(json_writer *w) { memset(w, 0, sizeof *w); }
+
+void jw_init_sink(json_writer *w, est_write_fn sink, void *ctx) {
+    jw_init(w);
+    w->sink = sink;
+    w->sink_ctx = ctx;
+}
+
+/* With a sink: the buffered text goes to it. */
+static void sink_flush(json_writer *w) {
+    if (w->len && !w->sink_failed && w->sink(w->sink_ctx, w->buf, w->len) != 0) w->sink_failed = true;
+    w->len = 0;
+}
 
 static void puts_n(json_writer *w, const char *s, size_t n) {
     if (w->no_memory) return;
+    if (w->sink && w->len + n + 1 > JW_PIECE) {
+        sink_flush(w);
+        for (; n >= JW_PIECE; s += JW_PIECE - 1, n -= JW_PIECE - 1) /* a long string: straight through */
+            if (!w->sink_failed && w->sink(w->sink_ctx, s, JW_PIECE - 1) != 0) w->sink_failed = true;
+    }
     if (w->len + n + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : 65536;
+        size_t cap = w->cap ? w->cap : JW_PIECE;
         while (cap < w->len + n + 1) cap *= 2;
         char *grown = realloc(w->buf, cap);
         if (!grown) {
@@ -178,10 +197,12 @@ void jw_null(json_writer *w, const char *key) {
 est_status jw_finish(json_writer *w, char **out, est_error *err) {
     put(w, '\n');
     if (!w->no_memory) w->buf[w->len] = '\0'; /* puts_n keeps a byte for it */
+    if (w->sink && !w->no_memory) sink_flush(w);
     est_status st = w->no_memory ? est__fail(err, EST_ENOMEM, "out of memory")
                     : w->failed || w->depth != 0 ? est__fail(err, EST_EINVAL, "JSON writer: unbalanced nesting")
+                    : w->sink_failed             ? est__fail(err, EST_EIO, "JSON writer: the output could not be written")
                                                  : EST_OK;
-    if (st != EST_OK) {
+    if (st != EST_OK || w->sink) {
         free(w->buf);
         w->buf = NULL;
     }

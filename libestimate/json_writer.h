@@ -1,6 +1,7 @@
 /*
  * json_writer.h: JSON written as it is produced, without a tree, into a
- * growing string (the reports of est_report_to_json and est_sweep_to_json).
+ * growing string (the reports of est_report_to_json and est_sweep_to_json),
+ * or through a sink that takes each 64 KiB piece (est_report_write_json).
  *
  * Numbers are 64-bit integers printed exactly (cJSON's doubles round above
  * 2^53) or finite doubles; strings are escaped as JSON requires. The layout
@@ -33,8 +34,11 @@
 #define JW_MAX_DEPTH 32
 
 typedef struct json_writer {
-    char *buf;                      /* the text so far, malloc'd */
+    char *buf;                      /* the text so far (with a sink: not yet sunk), malloc'd */
     size_t len, cap;
+    est_write_fn sink;              /* NULL: keep the whole text */
+    void *sink_ctx;
+    bool sink_failed;               /* the sink returned nonzero */
     int depth;                      /* open objects and arrays */
     bool in_array[JW_MAX_DEPTH];    /* per level: an array, else an object */
     uint32_t count[JW_MAX_DEPTH];   /* per level: values written so far */
@@ -43,6 +47,9 @@ typedef struct json_writer {
 } json_writer;
 
 void jw_init(json_writer *w);
+/* A writer that hands its text to sink(ctx, ...) in pieces of 64 KiB at
+ * most; jw_finish then hands over the rest and returns no text. */
+void jw_init_sink(json_writer *w, est_write_fn sink, void *ctx);
 void jw_begin_object(json_writer *w, const char *key);
 void jw_end_object(json_writer *w);
 void jw_begin_array(json_writer *w, const char *key);
@@ -54,8 +61,9 @@ void jw_double(json_writer *w, const char *key, double v);      /* not finite: n
 void jw_bool(json_writer *w, const char *key, bool v);
 void jw_null(json_writer *w, const char *key);
 /* Ends the document with a newline. EST_OK with *out the text (the caller
- * frees it), or EST_ENOMEM / EST_EINVAL (nesting left open or too deep)
- * with the text freed and *out NULL; err, when not NULL, says which. */
+ * frees it; NULL with a sink), or EST_ENOMEM / EST_EINVAL (nesting left
+ * open or too deep) / EST_EIO (the sink failed) with the text freed and
+ * *out NULL; err, when not NULL, says which. */
 est_status jw_finish(json_writer *w, char **out, est_error *err);
 
 #endif

@@ -334,16 +334,31 @@ static bool write_report(json_writer *w, const est_report *r, const est_json_opt
     return true;
 }
 
+/* The whole document into w, which keeps it or sinks it. */
+static est_status write_document(json_writer *w, const est_report *r, const est_json_options *o, char **out,
+                                 est_error *err) {
+    est_json_options none;
+    est_json_options_init(&none);
+    jw_begin_object(w, NULL);
+    if (!write_report(w, r, o ? o : &none)) w->no_memory = true;
+    jw_end_object(w);
+    return jw_finish(w, out, err);
+}
+
 est_status est_report_to_json(const est_report *r, const est_json_options *o, char **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_report_to_json: out is NULL");
     *out = NULL;
     if (!r) return est__fail(err, EST_EINVAL, "est_report_to_json: report is NULL");
-    est_json_options none;
-    est_json_options_init(&none);
     json_writer w;
     jw_init(&w);
-    jw_begin_object(&w, NULL);
-    if (!write_report(&w, r, o ? o : &none)) w.no_memory = true;
-    jw_end_object(&w);
-    return jw_finish(&w, out, err);
+    return write_document(&w, r, o, out, err);
+}
+
+est_status est_report_write_json(const est_report *r, const est_json_options *o, est_write_fn write, void *ctx,
+                                 est_error *err) {
+    if (!r || !write) return est__fail(err, EST_EINVAL, "est_report_write_json: %s is NULL", r ? "write" : "report");
+    json_writer w;
+    jw_init_sink(&w, write, ctx);
+    char *none = NULL;
+    return write_document(&w, r, o, &none, err);
 }

@@ -832,6 +832,66 @@ static void check_report_names_not_utf8(void) {
     est_graph_free(g);
 }
 
+/* est_report_write_json's sink in the test: the pieces joined, and how
+ * many; fail_after > 0 refuses that piece. */
+typedef struct pieces {
+    char *text;
+    size_t len, count, largest;
+    size_t fail_after;
+} pieces;
+
+static int collect(void *ctx, const char *data, size_t n) {
+    pieces *p = ctx;
+    if (p->fail_after && p->count + 1 == p->fail_after) return 1;
+    char *grown = realloc(p->text, p->len + n + 1);
+    if (!grown) return 1;
+    memcpy(grown + p->len, data, n);
+    p->text = grown;
+    p->len += n;
+    p->text[p->len] = '\0';
+    p->count++;
+    if (n > p->largest) p->largest = n;
+    return 0;
+}
+
+/* The report streamed (est_report_write_json) is est_report_to_json's text,
+ * in pieces of 64 KiB at most; a sink that fails makes it EST_EIO.
+ * resnet18's report is some 150 KB: several pieces. */
+static void check_streamed_report(const char *source_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/resnet18.onnx", source_dir);
+    est_error err;
+    est_graph *g = NULL;
+    est_report *r = NULL;
+    char *text = NULL;
+    if (est_load_file(path, &g, &err) != EST_OK) {
+        CHECK(false, "%s: %s", path, err.message);
+        return;
+    }
+    est_options opt;
+    est_options_init(&opt);
+    opt.batch = 32;
+    est_status st = est_estimate(g, &opt, &r, &err);
+    CHECK(st == EST_OK, "resnet18: estimate: %s", err.message);
+    if (r) st = est_report_to_json(r, NULL, &text, &err);
+    pieces p = {0};
+    if (r && text) {
+        st = est_report_write_json(r, NULL, collect, &p, &err);
+        CHECK(st == EST_OK, "streamed report: %s", err.message);
+        CHECK(p.text && strcmp(p.text, text) == 0, "streamed report differs from est_report_to_json's (%zu against %zu bytes)",
+              p.len, strlen(text));
+        CHECK(p.count >= 2 && p.largest <= 65536, "streamed report: %zu pieces, the largest %zu bytes", p.count, p.largest);
+        pieces bad = {.fail_after = 2};
+        st = est_report_write_json(r, NULL, collect, &bad, &err);
+        CHECK(st == EST_EIO, "a failing sink: %s, expected EST_EIO", est_status_name(st));
+        free(bad.text);
+    }
+    free(p.text);
+    est_free(text);
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s ONNX_DIR SOURCE_DIR\n", argv[0]);
@@ -847,6 +907,7 @@ int main(int argc, char **argv) {
     check_truncations();
     check_io_limit();
     check_report_names_not_utf8();
+    check_streamed_report(source_dir);
     check_doc_examples(source_dir);
     check_models(source_dir);
     round_trip_dir(models_dir, ".json", 2);

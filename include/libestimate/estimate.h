@@ -1068,6 +1068,18 @@ EST_API void est_json_options_init(est_json_options *o);
  * caller (est_free). `o` may be NULL (est_json_options_init's). */
 EST_API est_status est_report_to_json(const est_report *r, const est_json_options *o, char **out, est_error *err);
 
+/* Where est_report_write_json sends the text: called with each piece in
+ * order (64 KiB at most, not NUL-terminated); nonzero stops the writing,
+ * which then fails with EST_EIO. */
+typedef int (*est_write_fn)(void *ctx, const char *data, size_t n);
+
+/* The same text as est_report_to_json, handed to write(ctx, ...) as it is
+ * made, so that a report too large to hold twice (a million layers) streams
+ * to a file in constant memory. The pieces joined are est_report_to_json's
+ * string. */
+EST_API est_status est_report_write_json(const est_report *r, const est_json_options *o, est_write_fn write, void *ctx,
+                                         est_error *err);
+
 /* A sweep's points (est_sweep under `opt`, of `dim`) as memest --sweep
  * --format json writes them; of `o`, model, fit and gpu are read. On success
  * *out is owned by the caller (est_free). */
