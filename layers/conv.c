@@ -176,25 +176,25 @@ static conv_kind conv_workspace_kind(const est_cost_ctx *c) {
 /* memest verify's executor (verify/ops_conv.cu): im2col into a column
  * buffer of C x kernel x output-pixels per sample, for as many samples as
  * keep it under the output's size or VERIFY_COL_FLOOR, whichever is larger
- * (at least one), then cuBLAS; 1x1 unit-
- * stride unpadded convs read X directly and one-channel-per-group convs
- * (depthwise) run direct kernels: no buffer. Backward uses the same buffer
- * for dX (col2im) and dW (im2col). *chunk_out: the samples per chunk. */
-static uint64_t conv_im2col_elements(const est_cost_ctx *c, uint64_t *chunk_out) {
-    const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
-    if (!x || !w || !y || x->rank < 3 || w->rank != x->rank || y->rank != x->rank || w->dims[0] <= 0 ||
-        w->dims[1] <= 0 || x->dims[0] <= 0)
+ * (at least one), then cuBLAS; 1x1 unit-stride unpadded convs read X
+ * directly and one-channel-per-group convs (depthwise) run direct kernels:
+ * no buffer. Backward uses the same buffer for dX (col2im) and dW (im2col).
+ * The elements of the buffer of the conv from `in` to `out` with weight w;
+ * *chunk_out: the samples per chunk. */
+static uint64_t im2col_elements(const est_tval *in, const est_tval *w, const est_tval *out, uint64_t *chunk_out) {
+    if (!in || !w || !out || in->rank < 3 || w->rank != in->rank || out->rank != in->rank || w->dims[0] <= 0 ||
+        w->dims[1] <= 0 || in->dims[0] <= 0)
         return 0;
     if (w->dims[1] == 1) return 0; /* one channel per group: direct kernels */
     bool pointwise = true;
-    for (int d = 2; d < w->rank; d++) pointwise &= w->dims[d] == 1 && x->dims[d] == y->dims[d];
+    for (int d = 2; d < w->rank; d++) pointwise &= w->dims[d] == 1 && in->dims[d] == out->dims[d];
     if (pointwise) return 0;
     uint64_t kernel = est_tval_elements(w) / ((uint64_t)w->dims[0] * (uint64_t)w->dims[1]);
     uint64_t pixels = 1;
-    for (int d = 2; d < y->rank; d++) pixels *= (uint64_t)y->dims[d];
-    uint64_t per_sample = (uint64_t)x->dims[1] * kernel * pixels; /* C x kernel x output pixels */
-    uint64_t room = est_tval_elements(y) > VERIFY_COL_FLOOR ? est_tval_elements(y) : VERIFY_COL_FLOOR;
-    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? room / per_sample : n;
+    for (int d = 2; d < out->rank; d++) pixels *= (uint64_t)out->dims[d];
+    uint64_t per_sample = (uint64_t)in->dims[1] * kernel * pixels; /* C x kernel x output pixels */
+    uint64_t room = est_tval_elements(out) > VERIFY_COL_FLOOR ? est_tval_elements(out) : VERIFY_COL_FLOOR;
+    uint64_t n = (uint64_t)in->dims[0], chunk = per_sample ? room / per_sample : n;
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n;
     *chunk_out = chunk;
@@ -203,7 +203,7 @@ static uint64_t conv_im2col_elements(const est_cost_ctx *c, uint64_t *chunk_out)
 
 static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
     uint64_t chunk = 0;
-    return est_dtype_bytes(c->float_dtype, conv_im2col_elements(c, &chunk));
+    return est_dtype_bytes(c->float_dtype, im2col_elements(est_cost_in(c, 0), est_cost_in(c, 1), est_cost_out(c, 0), &chunk));
 }
 
 /* Backward under verify: the column buffer, and for dW a copy of a chunk's
@@ -211,8 +211,8 @@ static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
  * that one product per chunk sums over its samples. */
 static uint64_t conv_im2col_backward_workspace(const est_cost_ctx *c) {
     if (!est_needs_grad(c, 0) && !est_needs_grad(c, 1)) return 0;
-    uint64_t chunk = 0, col = conv_im2col_elements(c, &chunk);
     const est_tval *y = est_cost_out(c, 0);
+    uint64_t chunk = 0, col = im2col_elements(est_cost_in(c, 0), est_cost_in(c, 1), y, &chunk);
     if (!col || !est_needs_grad(c, 1) || y->dims[0] <= 0) return est_dtype_bytes(c->float_dtype, col);
     uint64_t dy_chunk = est_tval_elements(y) / (uint64_t)y->dims[0] * chunk;
     return est_add_sat(est_alloc_bytes(est_dtype_bytes(c->float_dtype, col)),
@@ -220,30 +220,16 @@ static uint64_t conv_im2col_backward_workspace(const est_cost_ctx *c) {
 }
 
 /* ConvTranspose under memest verify (verify/ops_conv.cu): the conv that
- * maps Y back to X, run the other way with the same column buffer: Y's
- * channels x kernel x X's pixels per sample, for as many samples as keep it
- * under X's size or VERIFY_COL_FLOOR (at least one); none for one output channel per group
- * (direct kernels) or a 1x1 kernel that keeps the size. Forward (GEMM then
- * col2im) and backward (one im2col of dY for dX and dW) alike. Under the
- * PyTorch kernels the rule has no workspace for ConvTranspose. */
+ * maps Y back to X, run the other way with the same column buffer (Y's
+ * channels x kernel x X's pixels per sample, chunked under X's size or
+ * VERIFY_COL_FLOOR); none for one output channel per group (direct
+ * kernels) or a 1x1 kernel that keeps the size. Forward (GEMM then col2im)
+ * and backward (one im2col of dY for dX and dW) alike. Under the PyTorch
+ * kernels the rule has no workspace for ConvTranspose. */
 static uint64_t conv_transpose_im2col_workspace(const est_cost_ctx *c) {
-    const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
-    if (c->kernels != EST_KERNELS_VERIFY || !x || !w || !y || x->rank < 3 || w->rank != x->rank ||
-        y->rank != x->rank || w->dims[0] <= 0 || w->dims[1] <= 0 || x->dims[0] <= 0 || y->dims[1] <= 0)
-        return 0;
-    if (w->dims[1] == 1) return 0; /* one output channel per group: direct kernels */
-    bool pointwise = true;
-    for (int d = 2; d < w->rank; d++) pointwise &= w->dims[d] == 1 && x->dims[d] == y->dims[d];
-    if (pointwise) return 0;
-    uint64_t kernel = est_tval_elements(w) / ((uint64_t)w->dims[0] * (uint64_t)w->dims[1]);
-    uint64_t pixels = 1;
-    for (int d = 2; d < x->rank; d++) pixels *= (uint64_t)x->dims[d];
-    uint64_t per_sample = (uint64_t)y->dims[1] * kernel * pixels; /* Y's channels x kernel x X's pixels */
-    uint64_t room = est_tval_elements(x) > VERIFY_COL_FLOOR ? est_tval_elements(x) : VERIFY_COL_FLOOR;
-    uint64_t n = (uint64_t)x->dims[0], chunk = per_sample ? room / per_sample : n;
-    if (chunk < 1) chunk = 1;
-    if (chunk > n) chunk = n;
-    return est_dtype_bytes(c->float_dtype, chunk * per_sample);
+    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    uint64_t chunk = 0;
+    return est_dtype_bytes(c->float_dtype, im2col_elements(est_cost_out(c, 0), est_cost_in(c, 1), est_cost_in(c, 0), &chunk));
 }
 
 static uint64_t conv_transpose_backward_workspace(const est_cost_ctx *c) {
