@@ -114,6 +114,53 @@ static __device__ __forceinline__ int64_t pool_unravel_out(const pool_geom &g, i
     return i / g.out[0];
 }
 
+/* Input element i: its plane nc and its cell q[3]. */
+static __device__ __forceinline__ int64_t pool_unravel_in(const pool_geom &g, int64_t i, int64_t *q) {
+    q[2] = i % g.in[2];
+    i /= g.in[2];
+    q[1] = i % g.in[1];
+    i /= g.in[1];
+    q[0] = i % g.in[0];
+    return i / g.in[0];
+}
+
+/* The sum over window o's cells inside X of term(the cell's offset in its
+ * plane): the forward of the averaging pools. */
+template <typename Term> static __device__ __forceinline__ float pool_window_sum(const pool_geom &g, const int64_t *o, Term term) {
+    float acc = 0.f;
+    for (int64_t a = 0; a < g.k[0]; a++) {
+        int64_t z = o[0] * g.s[0] - g.pb[0] + a * g.d[0];
+        if (z < 0 || z >= g.in[0]) continue;
+        for (int64_t b = 0; b < g.k[1]; b++) {
+            int64_t h = o[1] * g.s[1] - g.pb[1] + b * g.d[1];
+            if (h < 0 || h >= g.in[1]) continue;
+            for (int64_t c = 0; c < g.k[2]; c++) {
+                int64_t w = o[2] * g.s[2] - g.pb[2] + c * g.d[2];
+                if (w >= 0 && w < g.in[2]) acc += term((z * g.in[1] + h) * g.in[2] + w);
+            }
+        }
+    }
+    return acc;
+}
+
+/* The sum over the windows that hold input cell q of term(the window's
+ * position o[3]): the backward gathers. */
+template <typename Term> static __device__ __forceinline__ float pool_gather(const pool_geom &g, const int64_t *q, Term term) {
+    float acc = 0.f;
+    int64_t o[3];
+    for (int64_t a = 0; a < g.k[0]; a++) {
+        if ((o[0] = vxk_window_of(q[0], g.pb[0], a, g.d[0], g.s[0], g.out[0])) < 0) continue;
+        for (int64_t b = 0; b < g.k[1]; b++) {
+            if ((o[1] = vxk_window_of(q[1], g.pb[1], b, g.d[1], g.s[1], g.out[1])) < 0) continue;
+            for (int64_t c = 0; c < g.k[2]; c++) {
+                if ((o[2] = vxk_window_of(q[2], g.pb[2], c, g.d[2], g.s[2], g.out[2])) < 0) continue;
+                acc += term(o);
+            }
+        }
+    }
+    return acc;
+}
+
 static __global__ void maxpool_kernel(float *y, int64_t *idx, const float *x, pool_geom g) {
     int64_t total = g.N * g.C * pool_plane_out(g), plane = pool_plane_in(g);
     VXK_LOOP(i, total) {
@@ -207,19 +254,7 @@ static __global__ void avgpool_kernel(float *y, const float *x, pool_geom g, boo
     VXK_LOOP(i, total) {
         int64_t o[3], nc = pool_unravel_out(g, i, o);
         const float *xp = x + nc * plane;
-        float acc = 0.f;
-        for (int64_t a = 0; a < g.k[0]; a++) {
-            int64_t z = o[0] * g.s[0] - g.pb[0] + a * g.d[0];
-            if (z < 0 || z >= g.in[0]) continue;
-            for (int64_t b = 0; b < g.k[1]; b++) {
-                int64_t h = o[1] * g.s[1] - g.pb[1] + b * g.d[1];
-                if (h < 0 || h >= g.in[1]) continue;
-                for (int64_t c = 0; c < g.k[2]; c++) {
-                    int64_t w = o[2] * g.s[2] - g.pb[2] + c * g.d[2];
-                    if (w >= 0 && w < g.in[2]) acc += xp[(z * g.in[1] + h) * g.in[2] + w];
-                }
-            }
-        }
+        float acc = pool_window_sum(g, o, [&](int64_t at) { return xp[at]; });
         float cnt = avg_count(g, o, include_pad);
         y[i] = cnt > 0.f ? acc / cnt : 0.f;
     }
@@ -229,24 +264,12 @@ static __global__ void avgpool_kernel(float *y, const float *x, pool_geom g, boo
 static __global__ void avgpool_bwd_kernel(float *dx, const float *dy, pool_geom g, bool include_pad) {
     int64_t total = g.N * g.C * pool_plane_in(g), oplane = pool_plane_out(g);
     VXK_LOOP(i, total) {
-        int64_t w = i % g.in[2], t = i / g.in[2];
-        int64_t h = t % g.in[1];
-        t /= g.in[1];
-        int64_t z = t % g.in[0], nc = t / g.in[0];
+        int64_t q[3], nc = pool_unravel_in(g, i, q);
         const float *dyp = dy + nc * oplane;
-        float acc = 0.f;
-        int64_t o[3];
-        for (int64_t a = 0; a < g.k[0]; a++) {
-            if ((o[0] = vxk_window_of(z, g.pb[0], a, g.d[0], g.s[0], g.out[0])) < 0) continue;
-            for (int64_t b = 0; b < g.k[1]; b++) {
-                if ((o[1] = vxk_window_of(h, g.pb[1], b, g.d[1], g.s[1], g.out[1])) < 0) continue;
-                for (int64_t c = 0; c < g.k[2]; c++) {
-                    if ((o[2] = vxk_window_of(w, g.pb[2], c, g.d[2], g.s[2], g.out[2])) < 0) continue;
-                    float cnt = avg_count(g, o, include_pad);
-                    if (cnt > 0.f) acc += dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]] / cnt;
-                }
-            }
-        }
+        float acc = pool_gather(g, q, [&](const int64_t *o) {
+            float cnt = avg_count(g, o, include_pad);
+            return cnt > 0.f ? dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]] / cnt : 0.f;
+        });
         dx[i] = acc;
     }
 }
@@ -329,21 +352,10 @@ static __global__ void lppool_kernel(float *y, const float *x, pool_geom g, floa
     VXK_LOOP(i, total) {
         int64_t o[3], nc = pool_unravel_out(g, i, o);
         const float *xp = x + nc * plane;
-        float acc = 0.f;
-        for (int64_t a = 0; a < g.k[0]; a++) {
-            int64_t z = o[0] * g.s[0] - g.pb[0] + a * g.d[0];
-            if (z < 0 || z >= g.in[0]) continue;
-            for (int64_t b = 0; b < g.k[1]; b++) {
-                int64_t h = o[1] * g.s[1] - g.pb[1] + b * g.d[1];
-                if (h < 0 || h >= g.in[1]) continue;
-                for (int64_t c = 0; c < g.k[2]; c++) {
-                    int64_t w = o[2] * g.s[2] - g.pb[2] + c * g.d[2];
-                    if (w < 0 || w >= g.in[2]) continue;
-                    float v = fabsf(xp[(z * g.in[1] + h) * g.in[2] + w]);
-                    acc += p == 1.f ? v : p == 2.f ? v * v : powf(v, p);
-                }
-            }
-        }
+        float acc = pool_window_sum(g, o, [&](int64_t at) {
+            float v = fabsf(xp[at]);
+            return p == 1.f ? v : p == 2.f ? v * v : powf(v, p);
+        });
         y[i] = p == 1.f ? acc : p == 2.f ? sqrtf(acc) : powf(acc, 1.f / p);
     }
 }
@@ -353,26 +365,14 @@ static __global__ void lppool_bwd_kernel(float *dx, const float *dy, const float
                                          float p) {
     int64_t total = g.N * g.C * pool_plane_in(g), oplane = pool_plane_out(g);
     VXK_LOOP(i, total) {
-        int64_t w = i % g.in[2], t = i / g.in[2];
-        int64_t h = t % g.in[1];
-        t /= g.in[1];
-        int64_t z = t % g.in[0], nc = t / g.in[0];
+        int64_t q[3], nc = pool_unravel_in(g, i, q);
         const float *dyp = dy + nc * oplane, *yp = y + nc * oplane;
         float v = x[i], sgn = v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f, xv = p == 1.f ? 1.f : powf(fabsf(v), p - 1.f);
-        float acc = 0.f;
-        int64_t o[3];
-        for (int64_t a = 0; a < g.k[0]; a++) {
-            if ((o[0] = vxk_window_of(z, g.pb[0], a, g.d[0], g.s[0], g.out[0])) < 0) continue;
-            for (int64_t b = 0; b < g.k[1]; b++) {
-                if ((o[1] = vxk_window_of(h, g.pb[1], b, g.d[1], g.s[1], g.out[1])) < 0) continue;
-                for (int64_t c = 0; c < g.k[2]; c++) {
-                    if ((o[2] = vxk_window_of(w, g.pb[2], c, g.d[2], g.s[2], g.out[2])) < 0) continue;
-                    int64_t at = (o[0] * g.out[1] + o[1]) * g.out[2] + o[2];
-                    float yv = yp[at], yd = p == 1.f ? 1.f : powf(yv, p - 1.f);
-                    if (yd > 0.f) acc += dyp[at] / yd;
-                }
-            }
-        }
+        float acc = pool_gather(g, q, [&](const int64_t *o) {
+            int64_t at = (o[0] * g.out[1] + o[1]) * g.out[2] + o[2];
+            float yv = yp[at], yd = p == 1.f ? 1.f : powf(yv, p - 1.f);
+            return yd > 0.f ? dyp[at] / yd : 0.f;
+        });
         dx[i] = acc * sgn * xv;
     }
 }
@@ -456,11 +456,11 @@ static vx_status reduce_fwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean
 static vx_status reduce_bwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
-    vx_status st = vxk_grad(ctx, run, 0);
-    if (st) return st;
+    vx_status st;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     vx_tensor *dX = run->grad_in[0];
     if (dX->numel == 0) return VX_OK;
-    if (!dY) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float));
     int64_t kd[VX_MAX_RANK], cnt = 1;
     for (int i = 0; i < X->rank; i++) {
         kd[i] = red[i] ? 1 : X->dims[i];
@@ -469,7 +469,7 @@ static vx_status reduce_bwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean
     vxk_bcast b;
     vxk_bcast_make(&b, X->rank, X->dims, X->rank, kd);
     bcast_back_kernel<<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)dX->data, (const float *)dY->data, b, dX->numel, mean ? 1.f / (float)cnt : 1.f);
+        dx, (const float *)dY->data, b, dX->numel, mean ? 1.f / (float)cnt : 1.f);
     return vxk_check(ctx, "reduction backward");
 }
 
