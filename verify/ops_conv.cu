@@ -71,6 +71,31 @@ static vx_status conv_pads(vx_ctx *ctx, const vx_run *run, conv_geom *g) {
     return VX_OK;
 }
 
+/* Per axis, the kernel's extent (from W, checked against kernel_shape)
+ * and T's spatial size into dims: T is X for Conv (dims: g->in); for
+ * ConvTranspose its input, the conv's output (dims: g->out). */
+static vx_status conv_kernel_axes(vx_ctx *ctx, const vx_run *run, const vx_tensor *T, const vx_tensor *Wt, const char *op,
+                                  int64_t *dims, conv_geom *g) {
+    int64_t ks[AXES], n;
+    for (int ax = 0; ax < AXES; ax++) {
+        int j = ax - (AXES - g->sp);
+        dims[ax] = j >= 0 ? T->dims[2 + j] : 1;
+        g->k[ax] = j >= 0 ? Wt->dims[2 + j] : 1;
+    }
+    if (!axis_attr(run, "kernel_shape", g->sp, 1, ks)) return vx_fail(ctx, VX_ESHAPE, "%s: kernel_shape has the wrong length", op);
+    if (vxk_attr_ints(run, "kernel_shape", &n))
+        for (int ax = 0; ax < AXES; ax++)
+            if (ks[ax] != g->k[ax]) return vx_fail(ctx, VX_ESHAPE, "%s: kernel_shape differs from W", op);
+    return VX_OK;
+}
+
+/* Input pixels, kernel taps and output pixels per channel, from the axes. */
+static void conv_sizes(conv_geom *g) {
+    g->IS = g->in[0] * g->in[1] * g->in[2];
+    g->KK = g->k[0] * g->k[1] * g->k[2];
+    g->P = g->out[0] * g->out[1] * g->out[2];
+}
+
 static vx_status conv_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, const vx_tensor *Wt, conv_geom *g) {
     memset(g, 0, sizeof *g);
     if (X->rank < 3 || X->rank > 5)
@@ -87,26 +112,14 @@ static vx_status conv_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor 
     g->Mg = g->M / g->G;
     if (Wt->dims[1] != g->Cg) return vx_fail(ctx, VX_ESHAPE, "Conv: W has %lld input channels, expected %lld",
                                              (long long)Wt->dims[1], (long long)g->Cg);
-    int64_t ks[AXES];
-    for (int ax = 0; ax < AXES; ax++) {
-        int j = ax - (AXES - sp);
-        g->in[ax] = j >= 0 ? X->dims[2 + j] : 1;
-        g->k[ax] = j >= 0 ? Wt->dims[2 + j] : 1;
-    }
-    if (!axis_attr(run, "kernel_shape", sp, 1, ks)) return vx_fail(ctx, VX_ESHAPE, "Conv: kernel_shape has the wrong length");
-    int64_t n;
-    if (vxk_attr_ints(run, "kernel_shape", &n))
-        for (int ax = 0; ax < AXES; ax++)
-            if (ks[ax] != g->k[ax]) return vx_fail(ctx, VX_ESHAPE, "Conv: kernel_shape differs from W");
+    vx_status st = conv_kernel_axes(ctx, run, X, Wt, "Conv", g->in, g);
+    if (st) return st;
     if (!axis_attr(run, "strides", sp, 1, g->st)) return vx_fail(ctx, VX_ESHAPE, "Conv: strides has the wrong length");
     if (!axis_attr(run, "dilations", sp, 1, g->dl)) return vx_fail(ctx, VX_ESHAPE, "Conv: dilations has the wrong length");
     for (int ax = 0; ax < AXES; ax++)
         if (g->st[ax] < 1 || g->dl[ax] < 1) return vx_fail(ctx, VX_ESHAPE, "Conv: strides and dilations must be >= 1");
-    vx_status st = conv_pads(ctx, run, g);
-    if (st) return st;
-    g->IS = g->in[0] * g->in[1] * g->in[2];
-    g->KK = g->k[0] * g->k[1] * g->k[2];
-    g->P = g->out[0] * g->out[1] * g->out[2];
+    if ((st = conv_pads(ctx, run, g))) return st;
+    conv_sizes(g);
     if (!vxk_gemm_fits(g->Mg, g->P, g->Cg * g->KK)) return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: too large for cuBLAS");
     return VX_OK;
 }
@@ -322,16 +335,9 @@ static vx_status convt_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor
     g->Cg = Wt->dims[1];
     g->C = g->Cg * g->G;
     g->Mg = g->M / g->G;
-    int64_t ks[AXES], op[AXES], n;
-    for (int ax = 0; ax < AXES; ax++) {
-        int j = ax - (AXES - sp);
-        g->out[ax] = j >= 0 ? X->dims[2 + j] : 1;
-        g->k[ax] = j >= 0 ? Wt->dims[2 + j] : 1;
-    }
-    if (!axis_attr(run, "kernel_shape", sp, 1, ks)) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: kernel_shape has the wrong length");
-    if (vxk_attr_ints(run, "kernel_shape", &n))
-        for (int ax = 0; ax < AXES; ax++)
-            if (ks[ax] != g->k[ax]) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: kernel_shape differs from W");
+    int64_t op[AXES], n;
+    vx_status st = conv_kernel_axes(ctx, run, X, Wt, "ConvTranspose", g->out, g);
+    if (st) return st;
     if (!axis_attr(run, "strides", sp, 1, g->st) || !axis_attr(run, "dilations", sp, 1, g->dl) ||
         !axis_attr(run, "output_padding", sp, 0, op))
         return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: strides, dilations or output_padding has the wrong length");
@@ -362,9 +368,7 @@ static vx_status convt_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor
         if (g->pad[ax] < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: negative pads");
         if (g->in[ax] < 1) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: output dim %d would be %lld", 2 + j, (long long)g->in[ax]);
     }
-    g->IS = g->in[0] * g->in[1] * g->in[2];
-    g->KK = g->k[0] * g->k[1] * g->k[2];
-    g->P = g->out[0] * g->out[1] * g->out[2];
+    conv_sizes(g);
     if (!vxk_gemm_fits(g->Cg * g->KK, g->P, g->Mg)) return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: too large for cuBLAS");
     return VX_OK;
 }
