@@ -422,6 +422,18 @@ static inline vx_status vxk_zero(vx_ctx *ctx, void *p, size_t bytes) {
     return VX_OK;
 }
 
+/* The backward of an op with one differentiable input: makes grad_in[0]
+ * (*dx its data). True when that is the whole backward, *st saying how it
+ * went: the gradient could not be made, or the output took no gradient
+ * (dY NULL), in which case dx is zeros. */
+static inline bool vxk_dx_or_done(vx_ctx *ctx, vx_run *run, const vx_tensor *dY, float **dx, vx_status *st) {
+    if ((*st = vxk_grad(ctx, run, 0))) return true;
+    *dx = (float *)run->grad_in[0]->data;
+    if (dY) return false;
+    *st = vxk_zero(ctx, *dx, (size_t)run->grad_in[0]->numel * sizeof(float));
+    return true;
+}
+
 /* ---- fast division ----------------------------------------------------------------- */
 
 /* n / d for n < 2^31 as a multiply-high and a shift (the divisor's magic

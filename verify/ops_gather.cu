@@ -266,10 +266,9 @@ static vx_status transpose_backward(vx_ctx *ctx, vx_run *run) {
     perm_geom g;
     vx_status st = perm_make(ctx, run, X, &g);
     if (st) return st;
-    if ((st = vxk_grad(ctx, run, 0))) return st;
-    float *dx = (float *)run->grad_in[0]->data;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     if (X->numel == 0) return VX_OK;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
     permute_kernel<float><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const float *)dY->data, g,
                                                                                       X->numel, true);
     return vxk_check(ctx, "Transpose backward");

@@ -412,9 +412,8 @@ static vx_status cumsum_backward(vx_ctx *ctx, vx_run *run) {
     vx_status st;
     const int64_t *a = saved_ints(ctx, run, 1, &st, "CumSum");
     if (!a) return st;
-    if ((st = vxk_grad(ctx, run, 0))) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     bool exclusive = vxk_attr_int(run, "exclusive", 0) != 0, reverse = vxk_attr_int(run, "reverse", 0) != 0;
     int64_t one = 1;
     return cumsum_run(ctx, VX_F32, dx, dY->data, X->rank ? X->dims : &one, X->rank ? X->rank : 1, (int)a[0], exclusive,
@@ -468,9 +467,8 @@ static vx_status trilu_backward(vx_ctx *ctx, vx_run *run) {
     vx_status st;
     const int64_t *k = saved_ints(ctx, run, 1, &st, "Trilu");
     if (!k) return st;
-    if ((st = vxk_grad(ctx, run, 0))) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     return trilu_run(ctx, sizeof(float), dx, dY->data, X, k[0], vxk_attr_int(run, "upper", 1) != 0);
 }
 

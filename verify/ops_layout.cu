@@ -100,10 +100,9 @@ static vx_status tile_fwd(vx_ctx *ctx, vx_run *run) {
 static vx_status tile_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
-    vx_status st = vxk_grad(ctx, run, 0);
-    if (st) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
+    vx_status st;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     if (!X->numel) return VX_OK;
     int64_t big[VX_MAX_RANK];
     bool keep[VX_MAX_RANK];
@@ -206,9 +205,9 @@ static vx_status depth_to_space_bwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     d2s_geom g;
     vx_status st = d2s_geom_of(ctx, run, X, true, &g);
-    if (st || (st = vxk_grad(ctx, run, 0))) return st;
-    if (!dY) return vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(float));
-    return d2s_move(ctx, sizeof(float), dY->data, run->grad_in[0]->data, X->numel, g, false);
+    float *dx;
+    if (st || vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    return d2s_move(ctx, sizeof(float), dY->data, dx, X->numel, g, false);
 }
 
 static vx_status space_to_depth_fwd(vx_ctx *ctx, vx_run *run) {
@@ -226,9 +225,9 @@ static vx_status space_to_depth_bwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     d2s_geom g;
     vx_status st = d2s_geom_of(ctx, run, X, false, &g);
-    if (st || (st = vxk_grad(ctx, run, 0))) return st;
-    if (!dY) return vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(float));
-    return d2s_move(ctx, sizeof(float), run->grad_in[0]->data, dY->data, X->numel, g, true);
+    float *dx;
+    if (st || vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    return d2s_move(ctx, sizeof(float), dx, dY->data, X->numel, g, true);
 }
 
 /* ---- ReverseSequence ------------------------------------------------------------------------ */
@@ -294,10 +293,10 @@ static vx_status reverse_seq_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     if (!run->saved[0]) return vx_fail(ctx, VX_ESHAPE, "ReverseSequence backward: the lengths were not kept");
-    vx_status st = vxk_grad(ctx, run, 0);
-    if (st) return st;
-    if (!dY) return vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(float));
-    return reverse_seq_run(ctx, run, sizeof(float), run->grad_in[0]->data, dY->data, X, run->saved[0]);
+    vx_status st;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    return reverse_seq_run(ctx, run, sizeof(float), dx, dY->data, X, run->saved[0]);
 }
 
 /* ---- CenterCropPad ------------------------------------------------------------------------------- */
@@ -369,10 +368,9 @@ static vx_status center_crop_pad_fwd(vx_ctx *ctx, vx_run *run) {
 static vx_status center_crop_pad_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
-    vx_status st = vxk_grad(ctx, run, 0);
-    if (st) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
+    vx_status st;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     int64_t off[VX_MAX_RANK];
     center_offsets(X, dY->dims, off);
     for (int d = 0; d < X->rank; d++) off[d] = -off[d];
@@ -487,9 +485,8 @@ static vx_status col2im_bwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     col2im_geom g;
     vx_status st = col2im_geom_of(ctx, run, X, &g);
-    if (st || (st = vxk_grad(ctx, run, 0))) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
+    float *dx;
+    if (st || vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     if (!X->numel) return VX_OK;
     im2col_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const float *)dY->data, X->numel, g);
     return vxk_check(ctx, "Col2Im backward");

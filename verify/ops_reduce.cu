@@ -214,10 +214,10 @@ static vx_status red_backward(vx_ctx *ctx, vx_run *run, const char *op, int mode
     vx_status st = red_setup(ctx, run, op, &r, red, &orank, od);
     if (st) return st;
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
-    if ((st = vxk_grad(ctx, run, 0))) return st;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     vx_tensor *dX = run->grad_in[0];
     if (dX->numel == 0) return VX_OK;
-    if (!dY) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float));
     bool logsum = !strcmp(op, "ReduceLogSum");
     /* only what the op keeps: X (not for ReduceLogSum), Y (not for
      * ReduceLogSum, ReduceSumSquare, ReduceL1) */
@@ -242,7 +242,7 @@ static vx_status red_backward(vx_ctx *ctx, vx_run *run, const char *op, int mode
         vxk_bcast b;
         vxk_bcast_make(&b, X->rank, X->dims, X->rank, kd);
         red_bwd_kernel<<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-            (float *)dX->data, (const float *)dY->data, x, y, logsum ? (const float *)run->saved[0]->data : aux, aux2,
+            dx, (const float *)dY->data, x, y, logsum ? (const float *)run->saved[0]->data : aux, aux2,
             b, dX->numel, logsum ? RM_SUM : mode);
         st = vxk_check(ctx, op);
     }

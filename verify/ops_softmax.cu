@@ -106,10 +106,9 @@ static vx_status sm_backward(vx_ctx *ctx, vx_run *run, bool log_) {
     int64_t outer, L, inner;
     vx_status st = sm_geom(ctx, run, Y, &outer, &L, &inner);
     if (st) return st;
-    if ((st = vxk_grad(ctx, run, 0))) return st;
-    float *dx = (float *)run->grad_in[0]->data;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
     if (Y->numel == 0) return VX_OK;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)Y->numel * sizeof(float));
     cudaStream_t s = vxk_stream(ctx);
     if (inner == 1)
         softmax_bwd_rows_kernel<<<(unsigned)(outer < 65536 ? outer : 65536), sm_threads(L), 0, s>>>(
