@@ -243,22 +243,80 @@ static vx_status topk_bwd(vx_ctx *ctx, vx_run *run) {
 /* ONNX MaxPool's indices flatten the whole tensor (n, c and the spatial
  * dims), so Y[idx[i]] = X[i] over Y's flat storage; out-of-range indices
  * write nothing. Backward gathers dX[i] = dY[idx[i]]. */
-static __global__ void unpool_kernel(float *y, float *x, const int64_t *idx, int64_t n, int64_t ny, bool gather) {
+/* ONNX's indices are flat over the default unpooled shape ((in - 1) *
+ * stride + kernel - pads, as MaxPool's input was); an output_shape other
+ * than that keeps each cell at its coordinates (the onnx reference pads
+ * at the end). From flat index t over src to the flat index over dst. */
+typedef struct unpool_map {
+    int rank;
+    bool remap;                 /* src and dst differ */
+    int64_t src[VX_MAX_RANK], dst[VX_MAX_RANK];
+} unpool_map;
+
+static __device__ __forceinline__ int64_t unpool_target(const unpool_map &m, int64_t t) {
+    if (!m.remap) return t;
+    int64_t out = 0, stride = 1;
+    for (int d = m.rank - 1; d >= 0; d--) {
+        int64_t c = t % m.src[d];
+        t /= m.src[d];
+        if (c >= m.dst[d]) return -1;
+        out += c * stride;
+        stride *= m.dst[d];
+    }
+    return out;
+}
+
+static __global__ void unpool_kernel(float *y, float *x, const int64_t *idx, int64_t n, int64_t ny, unpool_map m,
+                                     bool gather) {
     VXK_LOOP(i, n) {
         int64_t t = idx[i];
+        if (t >= 0) t = unpool_target(m, t);
         bool in = t >= 0 && t < ny;
         if (gather) x[i] = in ? y[t] : 0.f;
         else if (in) y[t] = x[i];
     }
 }
 
-static vx_status unpool_run(vx_ctx *ctx, float *y, int64_t ny, float *x, const vx_tensor *I, bool gather) {
+/* The unpooled shape the indices count over, from X and the attributes. */
+static vx_status unpool_default_dims(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, int64_t *dims) {
+    int n = X->rank - 2;
+    int64_t nk, ns, np;
+    const int64_t *k = vxk_attr_ints(run, "kernel_shape", &nk), *strides = vxk_attr_ints(run, "strides", &ns),
+                  *pads = vxk_attr_ints(run, "pads", &np);
+    if (!k || nk != n) return vx_fail(ctx, VX_ESHAPE, "MaxUnpool: kernel_shape needs %d values", n);
+    dims[0] = X->dims[0];
+    dims[1] = X->dims[1];
+    for (int i = 0; i < n; i++) {
+        int64_t s = strides && ns == n ? strides[i] : 1;
+        int64_t p = pads && np == 2 * n ? pads[i] + pads[i + n] : 0;
+        dims[2 + i] = (X->dims[2 + i] - 1) * s + k[i] - p;
+        if (dims[2 + i] <= 0)
+            return vx_fail(ctx, VX_ESHAPE, "MaxUnpool: output dim %d would be %lld", 2 + i, (long long)dims[2 + i]);
+    }
+    return VX_OK;
+}
+
+/* y (shaped dst) and x (X's) through the indices I: a scatter into y, or
+ * with gather a gather from it (the backward). */
+static vx_status unpool_run(vx_ctx *ctx, const vx_run *run, float *y, const int64_t *dst, float *x, const vx_tensor *X,
+                            bool gather) {
+    const vx_tensor *I = run->in[1];
     if (!I->numel) return VX_OK;
+    unpool_map m;
+    m.rank = X->rank;
+    vx_status st = unpool_default_dims(ctx, run, X, m.src);
+    if (st) return st;
+    int64_t ny = 1;
+    m.remap = false;
+    for (int d = 0; d < m.rank; d++) {
+        m.dst[d] = dst[d];
+        m.remap |= m.src[d] != dst[d];
+        ny *= dst[d];
+    }
     void *ws;
-    vx_status st;
     const int64_t *di = vxk_dev_i64(ctx, I, &ws, &st);
     if (!di) return st;
-    unpool_kernel<<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(y, x, di, I->numel, ny, gather);
+    unpool_kernel<<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(y, x, di, I->numel, ny, m, gather);
     st = vxk_check(ctx, "MaxUnpool");
     vx_free(ctx, ws);
     return st;
@@ -271,42 +329,28 @@ static vx_status max_unpool_fwd(vx_ctx *ctx, vx_run *run) {
     if (X->dtype != VX_F32 || I->numel != X->numel || X->rank < 3)
         return vx_fail(ctx, VX_EUNSUPPORTED, "MaxUnpool: float X (N, C, spatial...) and one index per element");
     int64_t dims[VX_MAX_RANK];
-    int n = X->rank - 2;
+    vx_status st;
     if (vxk_has_in(run, 2)) {
         if (vxk_host_i64(ctx, run->in[2], dims, VX_MAX_RANK) != X->rank)
             return vx_fail(ctx, VX_ESHAPE, "MaxUnpool: output_shape must have rank %d values", X->rank);
-    } else {
-        int64_t nk, ns, np;
-        const int64_t *k = vxk_attr_ints(run, "kernel_shape", &nk), *strides = vxk_attr_ints(run, "strides", &ns),
-                      *pads = vxk_attr_ints(run, "pads", &np);
-        if (!k || nk != n) return vx_fail(ctx, VX_ESHAPE, "MaxUnpool: kernel_shape needs %d values", n);
-        dims[0] = X->dims[0];
-        dims[1] = X->dims[1];
-        for (int i = 0; i < n; i++) {
-            int64_t s = strides && ns == n ? strides[i] : 1;
-            int64_t p = pads && np == 2 * n ? pads[i] + pads[i + n] : 0;
-            dims[2 + i] = (X->dims[2 + i] - 1) * s + k[i] - p;
-            if (dims[2 + i] <= 0) return vx_fail(ctx, VX_ESHAPE, "MaxUnpool: output dim %d would be %lld", 2 + i,
-                                                 (long long)dims[2 + i]);
-        }
+    } else if ((st = unpool_default_dims(ctx, run, X, dims))) {
+        return st;
     }
-    vx_status st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, dims);
-    if (st) return st;
+    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, dims))) return st;
     vx_tensor *Y = run->out[0];
     if ((st = vxk_zero(ctx, Y->data, (size_t)Y->numel * sizeof(float)))) return st;
-    return unpool_run(ctx, (float *)Y->data, Y->numel, (float *)X->data, I, false);
+    return unpool_run(ctx, run, (float *)Y->data, dims, (float *)X->data, X, false);
 }
 
 /* max_unpool's backward (max_pool_double_backward): a gather at the indices,
  * which it keeps. */
 static vx_status max_unpool_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
-    const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
-    vx_status st = vxk_grad(ctx, run, 0);
-    if (st) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if (!dY) return vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
-    return unpool_run(ctx, (float *)dY->data, dY->numel, dx, run->in[1], true);
+    const vx_tensor *dY = run->grad_out[0];
+    vx_status st;
+    float *dx;
+    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    return unpool_run(ctx, run, (float *)dY->data, dY->dims, dx, run->in[0], true);
 }
 
 /* ---- table ---------------------------------------------------------------------------------------- */

@@ -310,9 +310,15 @@ static void crop_unpool_cases() {
     run_case("MaxUnpool 2x2 stride 2", c);
     Case d{Node("MaxUnpool").is("kernel_shape", {2, 2}).is("strides", {2, 2}), {x, idx, vec({1, 2, 5, 4})},
            {true, false, false}};
+    /* the indices count over the default shape (1, 2, 4, 4); output_shape
+     * keeps each cell at its coordinates (the onnx reference, and the node
+     * test test_maxunpool_export_with_output_shape) */
     d.ref = [](const std::vector<HT> &in) {
         HT y = mk({1, 2, 5, 4});
-        for (int64_t e = 0; e < in[0].numel(); e++) y.f[in[1].i[e]] = in[0].f[e];
+        for (int64_t e = 0; e < in[0].numel(); e++) {
+            int64_t t = in[1].i[e], w = t % 4, h = t / 4 % 4, c = t / 16;
+            y.f[(c * 5 + h) * 4 + w] = in[0].f[e];
+        }
         return y;
     };
     run_case("MaxUnpool with output_shape", d);
