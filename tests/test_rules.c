@@ -944,10 +944,9 @@ static void conv_temps(int n, int c, int hw, int f, int group, int k, uint64_t *
     conv_temps_strided(n, c, hw, f, group, k, 1, infer, train);
 }
 
-/* The same conv under est_options.kernels = EST_KERNELS_VERIFY: memest
- * verify's im2col buffer (layers/conv.c, conv_im2col_workspace). */
-static uint64_t conv_im2col_temp(int n, int c, int hw, int f, int group, int k, est_mode mode) {
-    est_graph *g = conv_graph(n, c, hw, f, group, k);
+/* The temp bytes of layer `name` of g (freed here) under
+ * EST_KERNELS_VERIFY in `mode`; UINT64_MAX when it does not estimate. */
+static uint64_t verify_layer_temp(est_graph *g, est_mode mode, const char *name, const char *what) {
     est_options opt;
     est_options_init(&opt);
     opt.mode = mode;
@@ -956,12 +955,18 @@ static uint64_t conv_im2col_temp(int n, int c, int hw, int f, int group, int k, 
     est_error err;
     uint64_t temp = UINT64_MAX;
     if (g && est_estimate(g, &opt, &r, &err) == EST_OK) {
-        const est_layer *L = layer_named(r, "conv", "conv im2col");
+        const est_layer *L = layer_named(r, name, what);
         if (L) temp = L->temp_bytes;
     }
     est_report_free(r);
     est_graph_free(g);
     return temp;
+}
+
+/* The same conv under est_options.kernels = EST_KERNELS_VERIFY: memest
+ * verify's im2col buffer (layers/conv.c, conv_im2col_workspace). */
+static uint64_t conv_im2col_temp(int n, int c, int hw, int f, int group, int k, est_mode mode) {
+    return verify_layer_temp(conv_graph(n, c, hw, f, group, k), mode, "conv", "conv im2col");
 }
 
 static void check_conv_im2col(void) {
@@ -1007,21 +1012,7 @@ static uint64_t conv_transpose_temp(int n, int c, int hw, int m, int group, int 
              "                  \"pads\": {\"ints\": [%d, %d, %d, %d]}, \"output_padding\": {\"ints\": [%d, %d]}}}],\n"
              " \"outputs\": [\"y\"]}\n",
              n, c, hw, hw, c, m / group, k, k, group, stride, stride, p, p, p, p, op, op);
-    est_graph *g = load_json(text, "convt");
-    est_options opt;
-    est_options_init(&opt);
-    opt.mode = mode;
-    opt.kernels = EST_KERNELS_VERIFY;
-    est_report *r = NULL;
-    est_error err;
-    uint64_t temp = UINT64_MAX;
-    if (g && est_estimate(g, &opt, &r, &err) == EST_OK) {
-        const est_layer *L = layer_named(r, "convt", "conv transpose column buffer");
-        if (L) temp = L->temp_bytes;
-    }
-    est_report_free(r);
-    est_graph_free(g);
-    return temp;
+    return verify_layer_temp(load_json(text, "convt"), mode, "convt", "conv transpose column buffer");
 }
 
 static void check_conv_transpose_verify(void) {
