@@ -24,34 +24,46 @@ static void sink_flush(json_writer *w) {
     w->len = 0;
 }
 
-static void puts_n(json_writer *w, const char *s, size_t n) {
-    if (w->no_memory) return;
-    if (w->sink && w->len + n + 1 > JW_PIECE) {
+/* The rare case of puts_n, out of line: a sink's piece is full (a string
+ * longer than a piece goes straight to the sink, leaving in *s and *n what
+ * is still to copy), or the buffer must grow. false when it cannot. */
+static bool make_room(json_writer *w, const char **s, size_t *n) {
+    if (w->no_memory) return false;
+    if (w->sink && w->len + *n + 1 > JW_PIECE) {
         sink_flush(w);
-        for (; n >= JW_PIECE; s += JW_PIECE - 1, n -= JW_PIECE - 1) /* a long string: straight through */
-            if (!w->sink_failed && w->sink(w->sink_ctx, s, JW_PIECE - 1) != 0) w->sink_failed = true;
+        for (; *n >= JW_PIECE; *s += JW_PIECE - 1, *n -= JW_PIECE - 1)
+            if (!w->sink_failed && w->sink(w->sink_ctx, *s, JW_PIECE - 1) != 0) w->sink_failed = true;
     }
-    if (w->len + n + 1 > w->cap) {
+    if (w->len + *n + 1 > w->cap) {
         size_t cap = w->cap ? w->cap : JW_PIECE;
-        while (cap < w->len + n + 1) cap *= 2;
+        while (cap < w->len + *n + 1) cap *= 2;
         char *grown = realloc(w->buf, cap);
         if (!grown) {
             w->no_memory = true;
-            return;
+            return false;
         }
         w->buf = grown;
         w->cap = cap;
     }
+    return true;
+}
+
+/* Appends n bytes; the common case is a comparison and a copy. The buffer
+ * always keeps a byte for jw_finish's terminator. */
+static inline void puts_n(json_writer *w, const char *s, size_t n) {
+    size_t end = w->len + n + 1;
+    if ((end > w->cap || (w->sink && end > JW_PIECE)) && !make_room(w, &s, &n)) return;
     memcpy(w->buf + w->len, s, n);
     w->len += n;
 }
 
-static void put(json_writer *w, char c) { puts_n(w, &c, 1); }
+static inline void put(json_writer *w, char c) { puts_n(w, &c, 1); }
 
-static void put_str(json_writer *w, const char *s) { puts_n(w, s, strlen(s)); }
+static inline void put_str(json_writer *w, const char *s) { puts_n(w, s, strlen(s)); }
 
 static void tabs(json_writer *w, int n) {
-    for (int i = 0; i < n; i++) put(w, '\t');
+    static const char many[JW_MAX_DEPTH + 1] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
+    puts_n(w, many, (size_t)(n < JW_MAX_DEPTH ? n : JW_MAX_DEPTH));
 }
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
@@ -69,6 +81,22 @@ static size_t utf8_sequence(const unsigned char *p) {
     return n;
 }
 
+/* The length of the text at p that a JSON string holds as it is: printable
+ * ASCII but '"' and '\\', and well-formed UTF-8. */
+static size_t plain_run(const unsigned char *p) {
+    size_t run = 0;
+    for (;;) {
+        unsigned char c = p[run];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            run++;
+            continue;
+        }
+        size_t n = c >= 0x80 ? utf8_sequence(p + run) : 0;
+        if (!n) return run;
+        run += n;
+    }
+}
+
 /* A JSON string. Model names are the file's bytes: a byte that is not part
  * of well-formed UTF-8 becomes U+FFFD, so that the output is always valid
  * JSON text (RFC 8259 requires UTF-8). */
@@ -83,9 +111,7 @@ static void quoted(json_writer *w, const char *s) {
         } else if (c >= 0x80 && !utf8_sequence(p)) {
             put_str(w, "\\ufffd");
         } else if (c >= 0x20) {
-            size_t run = 0; /* the plain characters from here, copied at once */
-            for (size_t n; p[run] >= 0x20 && p[run] != '"' && p[run] != '\\' && (n = utf8_sequence(p + run));)
-                run += n;
+            size_t run = plain_run(p); /* copied at once */
             puts_n(w, (const char *)p, run);
             p += run - 1;
         } else {
