@@ -78,12 +78,6 @@ est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
     return c;
 }
 
-const est_attr *est_attr_get(const est_node *n, const char *name) {
-    for (int32_t k = 0; k < n->n_attrs; k++) /* the first character spares most strcmp calls */
-        if (n->attrs[k].name[0] == name[0] && strcmp(n->attrs[k].name, name) == 0) return &n->attrs[k];
-    return NULL;
-}
-
 static const char *const attr_type_names[] = {
     "undefined", "float", "int", "string", "tensor", "graph", "floats", "ints",
     "strings", "tensors", "graphs", "sparse tensor", "sparse tensors", "type", "types",
@@ -280,16 +274,6 @@ void est_save_extra(est_saved *s, uint64_t bytes) {
 
 /* ---- helpers for training-step rules ------------------------------------ */
 
-uint64_t est_mul_sat(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-uint64_t est_add_sat(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
 uint64_t est_alloc_bytes(uint64_t bytes) {
     return bytes > UINT64_MAX - EST_ALLOC_ROUND ? UINT64_MAX : (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
 }
@@ -336,29 +320,6 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
 uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
     if (!t) return 0;
     return est_dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
-}
-
-int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt) {
-    const est_attr *a = est_attr_get(n, name);
-    return a && a->type == EST_ATTR_INT ? a->i : dflt;
-}
-
-double est_node_attr_float(const est_node *n, const char *name, double dflt) {
-    const est_attr *a = est_attr_get(n, name);
-    if (a && a->type == EST_ATTR_FLOAT) return a->f;
-    return a && a->type == EST_ATTR_INT ? (double)a->i : dflt;
-}
-
-const char *est_node_attr_string(const est_node *n, const char *name, const char *dflt) {
-    const est_attr *a = est_attr_get(n, name);
-    return a && a->type == EST_ATTR_STRING && a->s ? a->s : dflt;
-}
-
-const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count) {
-    const est_attr *a = est_attr_get(n, name);
-    bool ok = a && a->type == EST_ATTR_INTS;
-    *count = ok ? a->n : 0;
-    return ok ? a->ints : NULL;
 }
 
 /* Copies element j of src into element k of dst, converting between storages. */

@@ -200,8 +200,7 @@ est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src);
  * node with EST_ENOMEM once its infer returns. */
 est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt);
 
-/* Attributes. */
-const est_attr *est_attr_get(const est_node *n, const char *name);
+/* Attributes (est_attr_get and est_node_attr_* are the IR's: ir.h). */
 /* Fails with EST_EATTR when present with the wrong type. */
 est_status est_attr_int(est_infer_ctx *ctx, const char *name, int64_t dflt, int64_t *out);
 est_status est_attr_float(est_infer_ctx *ctx, const char *name, double dflt, double *out);
@@ -242,9 +241,6 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
                           bool ceil_mode, int64_t *out);
 /* ---- helpers for training-step rules (layers/op_util.c) ------------------ */
 
-/* a * b and a + b, saturating at UINT64_MAX so hostile shapes cannot wrap. */
-uint64_t est_mul_sat(uint64_t a, uint64_t b);
-uint64_t est_add_sat(uint64_t a, uint64_t b);
 /* bytes as one allocation takes them (EST_ALLOC_ROUND): a rule whose
  * workspace is several allocations sums them rounded. */
 uint64_t est_alloc_bytes(uint64_t bytes);
@@ -282,13 +278,6 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
 uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t);
 /* dims[from] * ... * dims[to - 1] (1 for an empty range). */
 int64_t est_dims_product(int from, int to, const int64_t *dims);
-/* Attributes read by training-step rules. Inference has already checked
- * them, so these only fall back to dflt when absent or of another type. */
-int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt);
-double est_node_attr_float(const est_node *n, const char *name, double dflt);
-const char *est_node_attr_string(const est_node *n, const char *name, const char *dflt);
-/* An ints attribute, NULL (and *count 0) when absent. */
-const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count);
 
 /* Folding helpers shared by the shape and index families. */
 void est_const_copy(est_const *dst, int64_t k, const est_const *src, int64_t j);

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "ir.h"
-#include "registry.h" /* est_add_sat */
 
 /* 1 GiB: the CUDA context (527 MiB) and what nvidia-smi counts but CUDA
  * cannot allocate (480 MiB on an H100, 615 MiB on an H200); then 1.5% of the

@@ -1,4 +1,5 @@
-/* common.c: error strings, dtypes, small-constant storage. */
+/* common.c: error strings, dtypes, small-constant storage, node attributes,
+ * saturating arithmetic. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -256,4 +257,47 @@ void est__limits_resolve(const est_limits *lim, est_limits *out) {
     if (!out->max_nesting) out->max_nesting = d.max_nesting;
     if (out->max_nesting > EST_MAX_NESTING_CAP) out->max_nesting = EST_MAX_NESTING_CAP;
     if (!out->max_work) out->max_work = d.max_work;
+}
+
+/* ---- node attributes ------------------------------------------------------ */
+
+const est_attr *est_attr_get(const est_node *n, const char *name) {
+    for (int32_t k = 0; k < n->n_attrs; k++) /* the first character spares most strcmp calls */
+        if (n->attrs[k].name[0] == name[0] && strcmp(n->attrs[k].name, name) == 0) return &n->attrs[k];
+    return NULL;
+}
+
+int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt) {
+    const est_attr *a = est_attr_get(n, name);
+    return a && a->type == EST_ATTR_INT ? a->i : dflt;
+}
+
+double est_node_attr_float(const est_node *n, const char *name, double dflt) {
+    const est_attr *a = est_attr_get(n, name);
+    if (a && a->type == EST_ATTR_FLOAT) return a->f;
+    return a && a->type == EST_ATTR_INT ? (double)a->i : dflt;
+}
+
+const char *est_node_attr_string(const est_node *n, const char *name, const char *dflt) {
+    const est_attr *a = est_attr_get(n, name);
+    return a && a->type == EST_ATTR_STRING && a->s ? a->s : dflt;
+}
+
+const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count) {
+    const est_attr *a = est_attr_get(n, name);
+    bool ok = a && a->type == EST_ATTR_INTS;
+    *count = ok ? a->n : 0;
+    return ok ? a->ints : NULL;
+}
+
+/* ---- saturating arithmetic ------------------------------------------------ */
+
+uint64_t est_mul_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t est_add_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }

@@ -59,7 +59,6 @@
 #include <string.h>
 
 #include "ir.h"
-#include "registry.h"
 
 typedef struct fuse_ctx {
     est_graph *g;

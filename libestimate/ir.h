@@ -257,6 +257,20 @@ est_status est__graph_finish(est_graph *g, est_error *err);
 est_status est__plan_module_calls(est_graph *g, est_error *err);
 /* Frees what an attribute owns (not the struct). */
 void est__attr_free(est_attr *a);
+/* common.c: node n's attribute called name, NULL when absent. */
+const est_attr *est_attr_get(const est_node *n, const char *name);
+/* Attribute values for passes and training-step rules. Inference has
+ * already checked them, so these only fall back to dflt when absent or of
+ * another type. */
+int64_t est_node_attr_int(const est_node *n, const char *name, int64_t dflt);
+double est_node_attr_float(const est_node *n, const char *name, double dflt);
+const char *est_node_attr_string(const est_node *n, const char *name, const char *dflt);
+/* An ints attribute, NULL (and *count 0) when absent. */
+const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count);
+/* common.c: a * b and a + b, saturating at UINT64_MAX so hostile shapes
+ * cannot wrap. */
+uint64_t est_mul_sat(uint64_t a, uint64_t b);
+uint64_t est_add_sat(uint64_t a, uint64_t b);
 /* Frees what a node owns and zeroes it. */
 void est__node_clear(est_node *n);
 /* Per tensor, how many node inputs and graph outputs read it (n_tensors

@@ -28,7 +28,6 @@
 #include <string.h>
 
 #include "ir.h"
-#include "registry.h" /* est_node_attr_int */
 
 /* Chunk i's [start, end) along the axis, from the split input's value
  * (NULL: no split). False when it cannot be known without the dim. */
