@@ -173,7 +173,8 @@ static const char help_capacity_text[] =
 
 static const char help_verify_text[] =
     "Options for verify (also --batch, --dim, --mode, --optimizer, --format table|json,\n"
-    "--output; float32 only):\n"
+    "--output, --trainable / --freeze, and --dtype float32, bfloat16 or float16: the\n"
+    "whole model in that dtype, as model.to(dtype); --amp is estimated, not run):\n"
     "      --tolerance PCT   exit 1 when the peak's relative error is above PCT\n"
     "                        percent (default: 5)\n"
     "      --input [NAME=]FILE.npy\n"
@@ -185,8 +186,9 @@ static const char help_verify_text[] =
     "      --dump-outputs DIR\n"
     "                        write the graph outputs of the measured step to DIR:\n"
     "                        output_K.bin (raw little-endian float32 / int64 /\n"
-    "                        uint8 bool) and outputs.json (name, dtype, shape, file\n"
-    "                        of each) (default: none)\n"
+    "                        uint8 bool; a half run's outputs as float32) and\n"
+    "                        outputs.json (name, dtype, shape, file of each)\n"
+    "                        (default: none)\n"
     "\n"
     "Examples:\n"
     "  memest models/resnet18.onnx --batch 32\n"

@@ -95,7 +95,7 @@ static int print_json_v(FILE *f, const verify_request *q, const est_report *rep,
     cJSON_AddStringToObject(root, "mode", est_mode_name(q->opt.mode));
     if (q->opt.mode == EST_MODE_TRAIN) cJSON_AddStringToObject(root, "optimizer", est_optimizer_name(q->opt.optimizer));
     cJSON_AddNumberToObject(root, "batch", (double)q->opt.batch);
-    cJSON_AddStringToObject(root, "dtype", "float32");
+    cJSON_AddStringToObject(root, "dtype", est_dtype_name(q->opt.dtype));
     cJSON_AddStringToObject(root, "device", r->device_name);
     cJSON *cats = cJSON_AddObjectToObject(root, "categories");
     for (int c = 0; c < VX_CAT_COUNT; c++) {
@@ -281,9 +281,13 @@ static void print_oom(FILE *f, const verify_request *q, const vx_result *r, cons
 }
 
 int run_verify(const verify_request *q, const est_graph *g) {
-    if (q->opt.dtype != EST_DT_FLOAT) {
-        fprintf(stderr, "memest: verify runs float32 only (--dtype %s is estimated, not measured)\n",
+    if (q->opt.dtype != EST_DT_FLOAT && q->opt.dtype != EST_DT_BFLOAT16 && q->opt.dtype != EST_DT_FLOAT16) {
+        fprintf(stderr, "memest: verify runs float32, bfloat16 or float16 (--dtype %s is estimated, not measured)\n",
                 est_dtype_name(q->opt.dtype));
+        return EXIT_USAGE;
+    }
+    if (q->opt.amp != EST_AMP_NONE) {
+        fprintf(stderr, "memest: verify does not run --amp yet (it is estimated, not measured)\n");
         return EXIT_USAGE;
     }
     if (q->format == FORMAT_CSV) {
@@ -307,6 +311,7 @@ int run_verify(const verify_request *q, const est_graph *g) {
     m.options_init(&o);
     o.mode = q->opt.mode;
     o.optimizer = q->opt.optimizer;
+    o.dtype = q->opt.dtype;
     o.batch = q->opt.batch;
     o.dims = q->opt.dims;
     o.n_dims = q->opt.n_dims;

@@ -662,31 +662,36 @@ static void attention_math_saves(const est_cost_ctx *c, est_saved *s) {
 
 /* memest verify's executor (verify/ops_attention.cu) runs the math per
  * head on Q, K and V as they are (grouped-query heads read their key head,
- * no repeat): it keeps Q, K, V and the float32 probabilities, with dropout
- * also the bool mask and the dropped probabilities; in inference the
- * probabilities are its forward's workspace; its backward takes one
- * buffer of their size for the scores' gradient when Q, K or the mask
- * needs a gradient. */
+ * no repeat): it keeps Q, K, V and the probabilities (in Q's dtype: float32,
+ * or bfloat16 / float16 under --dtype), with dropout also the bool mask and
+ * the dropped probabilities; in inference the probabilities are its
+ * forward's workspace; its backward takes one buffer of their size for the
+ * scores' gradient when Q, K or the mask needs a gradient. */
+static uint64_t attention_verify_probs(const est_cost_ctx *c) {
+    const est_tval *q = est_cost_in(c, 0);
+    est_dtype dt = q ? est__step_dtype(q->dtype, c->export_dtype, c->float_dtype) : EST_DT_FLOAT;
+    return est_dtype_bytes(dt, est_mul_sat(attention_rows(c), attention_kv_len(c)));
+}
+
 static void attention_verify_saves(const est_cost_ctx *c, est_saved *s) {
     for (int i = 0; i <= 2; i++) est_save_input(c, s, i);
-    uint64_t elements = est_mul_sat(attention_rows(c), attention_kv_len(c));
-    est_save_extra(s, est_mul_sat(elements, 4));
+    uint64_t probs = attention_verify_probs(c);
+    est_save_extra(s, probs);
     if (est_node_attr_int(c->node, EST_ATTENTION_DROPOUT, 0)) {
-        est_save_extra(s, elements);
-        est_save_extra(s, est_mul_sat(elements, 4));
+        est_save_extra(s, est_mul_sat(attention_rows(c), attention_kv_len(c)));
+        est_save_extra(s, probs);
     }
 }
 
 static uint64_t attention_verify_backward(const est_cost_ctx *c) {
     bool scores = est_needs_grad(c, 0) || est_needs_grad(c, 1) || est_needs_grad(c, 3);
-    return scores ? est_mul_sat(est_mul_sat(attention_rows(c), attention_kv_len(c)), 4) : 0;
+    return scores ? attention_verify_probs(c) : 0;
 }
 
 /* The math kernel's forward: the masked scores beside the probabilities,
  * and the repeated key, held until the call returns. */
 static uint64_t attention_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY)
-        return c->train ? 0 : est_mul_sat(est_mul_sat(attention_rows(c), attention_kv_len(c)), 4);
+    if (c->kernels == EST_KERNELS_VERIFY) return c->train ? 0 : attention_verify_probs(c);
     if (!attention_runs_math(c)) return 0;
     return est_add_sat(attention_probs_bytes(c), est_mul_sat(kv_repeats(c), est_cost_bytes(c, est_cost_in(c, 1))));
 }

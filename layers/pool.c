@@ -171,6 +171,15 @@ static void max_pool_saves(const est_cost_ctx *c, est_saved *s) {
     else est_save_extra(s, est_dtype_bytes(EST_DT_INT64, out_elements(c)));
 }
 
+/* memest verify's MaxPool and GlobalMaxPool (verify/ops_pool.cu) write the
+ * int64 indices whether or not backward runs, as max_pool2d_with_indices
+ * does on CUDA: without a backward (inference, a frozen input) they are the
+ * forward's workspace, unless the node outputs them. */
+static uint64_t max_pool_workspace(const est_cost_ctx *c) {
+    if (c->kernels != EST_KERNELS_VERIFY || est_backward_runs(c) || est_cost_out(c, 1)) return 0;
+    return est_dtype_bytes(EST_DT_INT64, out_elements(c));
+}
+
 /* avg_pool2d: "self: avg_pool2d_backward(grad, self, kernel_size, ...)":
  * the backward reads only X's shape, but autograd keeps X itself. */
 static void average_pool_saves(const est_cost_ctx *c, est_saved *s) {
@@ -214,7 +223,8 @@ static void max_unpool_saves(const est_cost_ctx *c, est_saved *s) {
 
 EST_FAMILY(pool,
     {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 2,
-     .infer = window_pool_infer, .flops = window_pool_flops, .saves = max_pool_saves},
+     .infer = window_pool_infer, .flops = window_pool_flops, .saves = max_pool_saves,
+     .workspace = max_pool_workspace},
     {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = window_pool_infer, .flops = window_pool_flops, .saves = average_pool_saves},
     {.name = "LpPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
@@ -222,7 +232,8 @@ EST_FAMILY(pool,
     {.name = "GlobalAveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = global_pool_infer, .flops = global_pool_flops},
     {.name = "GlobalMaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = global_pool_infer, .flops = global_pool_flops, .saves = global_max_pool_saves},
+     .infer = global_pool_infer, .flops = global_pool_flops, .saves = global_max_pool_saves,
+     .workspace = max_pool_workspace},
     {.name = "GlobalLpPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
      .infer = global_pool_infer, .flops = global_lp_pool_flops, .saves = lp_pool_saves},
     /* rois are box coordinates, not weights */

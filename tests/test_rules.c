@@ -831,11 +831,12 @@ static void check_trainable_attention_mask(void) {
 }
 
 /* Attention under --kernels verify (verify/ops_attention.cu): Q, K, V and
- * the float32 probabilities kept (with dropout also the bool mask and the
- * dropped probabilities), the probabilities the inference forward's
- * workspace, one buffer of their size in backward. */
-static void check_attention_verify(void) {
-    const uint64_t Q = 2 * 4 * 64 * 32 * 4, P = 2 * 4 * 64 * 64 * 4;
+ * the probabilities kept (with dropout also the bool mask and the dropped
+ * probabilities), the probabilities the inference forward's workspace, one
+ * buffer of their size in backward; all in the step's dtype (--dtype
+ * bfloat16: 2 bytes an element, the mask 1). */
+static void check_attention_verify_in(bool half) {
+    const uint64_t es = half ? 2 : 4, Q = 2 * 4 * 64 * 32 * es, P = 2 * 4 * 64 * 64 * es, M = 2 * 4 * 64 * 64;
     for (int dropout = 0; dropout <= 1; dropout++) {
         char text[2048];
         snprintf(text, sizeof text,
@@ -848,18 +849,20 @@ static void check_attention_verify(void) {
                  "  {\"name\": \"att\", \"op\": \"Attention\", \"inputs\": [\"q\", \"k\", \"v\"], \"outputs\": [\"y\"]%s}],\n"
                  " \"outputs\": [\"y\"]}\n",
                  dropout ? ", \"attributes\": {\"memest.dropout\": {\"int\": 1}}" : "");
-        const char *what = dropout ? "verify attention, dropout" : "verify attention";
+        const char *what = dropout ? (half ? "verify attention, dropout, bfloat16" : "verify attention, dropout")
+                                   : (half ? "verify attention, bfloat16" : "verify attention");
         est_graph *g = load_json(text, what);
         for (int train = 0; train <= 1 && g; train++) {
             est_options opt;
             est_options_init(&opt);
             opt.mode = train ? EST_MODE_TRAIN : EST_MODE_INFER;
             opt.kernels = EST_KERNELS_VERIFY;
+            if (half) opt.dtype = EST_DT_BFLOAT16;
             est_error err;
             est_report *r = NULL;
             CHECK(est_estimate(g, &opt, &r, &err) == EST_OK, "%s: %s", what, err.message);
             const est_layer *att = r ? layer_named(r, "att", what) : NULL;
-            uint64_t saves = train ? 3 * Q + P + (dropout ? P / 4 + P : 0) : 0;
+            uint64_t saves = train ? 3 * Q + P + (dropout ? M + P : 0) : 0;
             if (att)
                 CHECK(att->saved_bytes == saves && att->temp_bytes == P, "%s (%s): saves %llu (%llu), temp %llu (%llu)",
                       what, train ? "train" : "infer", U(att->saved_bytes), U(saves), U(att->temp_bytes), U(P));
@@ -867,6 +870,49 @@ static void check_attention_verify(void) {
         }
         est_graph_free(g);
     }
+}
+
+static void check_attention_verify(void) {
+    check_attention_verify_in(false);
+    check_attention_verify_in(true);
+}
+
+/* MaxPool (kernel 2x2, stride 2) of q = x * w [2, 4, 16, 16] into Y [2, 4,
+ * 8, 8] (512 elements): memest verify's kernel writes the int64 indices
+ * (4096 bytes) even when no backward reads them, so under --kernels verify
+ * they are the forward's workspace in inference, in float32 and bfloat16
+ * alike; in training they are saved (X and the indices), no workspace. */
+static void check_max_pool_verify_workspace(void) {
+    const char *text =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mp\", \"opset_import\": {\"\": 18},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 4, 16, 16]}],\n"
+        " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [16]}],\n"
+        " \"nodes\": [{\"name\": \"q\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"q\"]},\n"
+        "  {\"name\": \"mp\", \"op\": \"MaxPool\", \"inputs\": [\"q\"], \"outputs\": [\"y\"],\n"
+        "   \"attributes\": {\"kernel_shape\": {\"ints\": [2, 2]}, \"strides\": {\"ints\": [2, 2]}}}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_graph *g = load_json(text, "max pool");
+    for (int run = 0; run < 6 && g; run++) {
+        bool verify = run % 3 != 2, train = run % 3 == 1, half = run >= 3;
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = train ? EST_MODE_TRAIN : EST_MODE_INFER;
+        opt.kernels = verify ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        if (half) opt.dtype = EST_DT_BFLOAT16;
+        est_error err;
+        est_report *r = NULL;
+        CHECK(est_estimate(g, &opt, &r, &err) == EST_OK, "max pool: %s", err.message);
+        const est_layer *mp = r ? layer_named(r, "mp", "max pool") : NULL;
+        uint64_t x_bytes = 2 * 4 * 16 * 16 * (half ? 2 : 4), idx = 2 * 4 * 8 * 8 * 8;
+        uint64_t want_temp = verify && !train ? idx : 0, want_saved = train ? x_bytes + idx : 0;
+        if (mp)
+            CHECK(mp->temp_bytes == want_temp && mp->saved_bytes == want_saved,
+                  "MaxPool (%s kernels, %s, %s): temp %llu (%llu), saves %llu (%llu)", verify ? "verify" : "pytorch",
+                  train ? "train" : "infer", half ? "bfloat16" : "float32", U(mp->temp_bytes), U(want_temp),
+                  U(mp->saved_bytes), U(want_saved));
+        est_report_free(r);
+    }
+    est_graph_free(g);
 }
 
 /* LpPool (kernel 2x2, stride 2) of q = x * w [2, 4, 16, 16] (X = 8192 bytes)
@@ -2273,6 +2319,7 @@ int main(int argc, char **argv) {
     check_trainable_attention_mask();
     check_attention_verify();
     check_lp_pool_saves();
+    check_max_pool_verify_workspace();
     check_sdpa_bias();
     check_group_norm_shared_weights();
     check_sum_of_many_folds();

@@ -87,46 +87,49 @@ static __device__ __forceinline__ int64_t tap_output(const conv_geom &g, int64_t
 }
 
 /* The columns of nb samples (total = nb * C * KK * P), laid out as l says. */
-static __global__ void im2col_kernel(float *col, const float *x, conv_geom g, col_layout l, int64_t total) {
+template <typename T>
+static __global__ void im2col_kernel(T *col, const T *x, conv_geom g, col_layout l, int64_t total) {
     VXK_LOOP(i, total) {
         int64_t p = i % g.P, t = i / g.P;
         int64_t tap = t % g.KK, nc = t / g.KK; /* nc = n * C + c */
         int64_t off = tap_input(g, p, tap);
-        col[(nc / g.C) * l.sN + (nc % g.C) * l.sC + tap * l.sT + p] = off >= 0 ? x[nc * g.IS + off] : 0.f;
+        col[(nc / g.C) * l.sN + (nc % g.C) * l.sC + tap * l.sT + p] =
+            vxk_st<T>(off >= 0 ? vxk_ld(x[nc * g.IS + off]) : 0.f);
     }
 }
 
 /* dx of nb samples = col2im(dcol): each input element gathers. */
-static __global__ void col2im_kernel(float *dx, const float *dcol, conv_geom g, col_layout l, int64_t total) {
+template <typename T>
+static __global__ void col2im_kernel(T *dx, const T *dcol, conv_geom g, col_layout l, int64_t total) {
     VXK_LOOP(i, total) {
         int64_t q = i % g.IS, nc = i / g.IS;
-        const float *cb = dcol + (nc / g.C) * l.sN + (nc % g.C) * l.sC;
+        const T *cb = dcol + (nc / g.C) * l.sN + (nc % g.C) * l.sC;
         float acc = 0.f;
         for (int64_t t = 0; t < g.KK; t++) {
             int64_t o = tap_output(g, q, t);
-            if (o >= 0) acc += cb[t * l.sT + o];
+            if (o >= 0) acc += vxk_ld(cb[t * l.sT + o]);
         }
-        dx[i] = acc;
+        dx[i] = vxk_st<T>(acc);
     }
 }
 
-static __global__ void dw_forward_kernel(float *y, const float *x, const float *w, const float *b, conv_geom g) {
+template <typename T> static __global__ void dw_forward_kernel(T *y, const T *x, const T *w, const T *b, conv_geom g) {
     int64_t total = g.N * g.M * g.P;
     VXK_LOOP(i, total) {
         int64_t p = i % g.P, t = i / g.P;
         int64_t m = t % g.M, n = t / g.M;
-        const float *xp = x + (n * g.C + m / g.Mg) * g.IS;
-        const float *wp = w + m * g.KK;
-        float acc = b ? b[m] : 0.f;
+        const T *xp = x + (n * g.C + m / g.Mg) * g.IS;
+        const T *wp = w + m * g.KK;
+        float acc = b ? vxk_ld(b[m]) : 0.f;
         for (int64_t tap = 0; tap < g.KK; tap++) {
             int64_t off = tap_input(g, p, tap);
-            if (off >= 0) acc += wp[tap] * xp[off];
+            if (off >= 0) acc += vxk_ld(wp[tap]) * vxk_ld(xp[off]);
         }
-        y[i] = acc;
+        y[i] = vxk_st<T>(acc);
     }
 }
 
-static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, conv_geom g) {
+template <typename T> static __global__ void dw_dx_kernel(T *dx, const T *dy, const T *w, conv_geom g) {
     int64_t total = g.N * g.C * g.IS;
     VXK_LOOP(i, total) {
         int64_t q = i % g.IS, t = i / g.IS;
@@ -134,19 +137,19 @@ static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, 
         float acc = 0.f;
         for (int64_t j = 0; j < g.Mg; j++) {
             int64_t m = c * g.Mg + j;
-            const float *dyp = dy + (n * g.M + m) * g.P;
-            const float *wp = w + m * g.KK;
+            const T *dyp = dy + (n * g.M + m) * g.P;
+            const T *wp = w + m * g.KK;
             for (int64_t tap = 0; tap < g.KK; tap++) {
                 int64_t o = tap_output(g, q, tap);
-                if (o >= 0) acc += wp[tap] * dyp[o];
+                if (o >= 0) acc += vxk_ld(wp[tap]) * vxk_ld(dyp[o]);
             }
         }
-        dx[i] = acc;
+        dx[i] = vxk_st<T>(acc);
     }
 }
 
 /* One block per weight element, reducing over (N, output pixels). */
-static __global__ void dw_dw_kernel(float *dw, const float *dy, const float *x, conv_geom g) {
+template <typename T> static __global__ void dw_dw_kernel(T *dw, const T *dy, const T *x, conv_geom g) {
     __shared__ float sh[VXK_THREADS];
     for (int64_t e = blockIdx.x; e < g.M * g.KK; e += gridDim.x) {
         int64_t tap = e % g.KK, m = e / g.KK, c = m / g.Mg;
@@ -154,10 +157,10 @@ static __global__ void dw_dw_kernel(float *dw, const float *dy, const float *x, 
         for (int64_t j = threadIdx.x; j < g.N * g.P; j += blockDim.x) {
             int64_t n = j / g.P, p = j % g.P;
             int64_t off = tap_input(g, p, tap);
-            if (off >= 0) acc += dy[(n * g.M + m) * g.P + p] * x[(n * g.C + c) * g.IS + off];
+            if (off >= 0) acc += vxk_ld(dy[(n * g.M + m) * g.P + p]) * vxk_ld(x[(n * g.C + c) * g.IS + off]);
         }
         acc = vxk_block_reduce(acc, sh, false);
-        if (threadIdx.x == 0) dw[e] = acc;
+        if (threadIdx.x == 0) dw[e] = vxk_st<T>(acc);
         __syncthreads();
     }
 }
@@ -242,12 +245,12 @@ static dim3 conv_grid(int64_t rows, int64_t pixels, unsigned *threads) {
 
 /* Row (n*C + c)*KK + tap: input channel plane n*C + c read at that tap,
  * into the columns as l lays them out. */
-static __global__ void im2col_fast(float *col, const float *x, conv_fast g, col_layout l, int rows) {
+template <typename T> static __global__ void im2col_fast(T *col, const T *x, conv_fast g, col_layout l, int rows) {
     FAST_ROWS(row, rows) {
         int tap = row % g.KK, nc = row / g.KK;
         int kw = tap % g.k[2], kh = (tap / g.k[2]) % g.k[1], kd = tap / (g.k[2] * g.k[1]);
-        const float *xb = x + (int64_t)nc * g.IS;
-        float *cb = col + (nc / g.C) * l.sN + (nc % g.C) * l.sC + tap * l.sT;
+        const T *xb = x + (int64_t)nc * g.IS;
+        T *cb = col + (nc / g.C) * l.sN + (nc % g.C) * l.sC + tap * l.sT;
         FAST_PIXELS(p, g.P) {
             int od, oh, ow;
             split3(p, g.out_w, g.out_h, g.out[2], g.out[1], &od, &oh, &ow);
@@ -255,31 +258,32 @@ static __global__ void im2col_fast(float *col, const float *x, conv_fast g, col_
             int ih = oh * g.st[1] - g.pad[1] + kh * g.dl[1];
             int iw = ow * g.st[2] - g.pad[2] + kw * g.dl[2];
             bool in = (unsigned)id < (unsigned)g.in[0] && (unsigned)ih < (unsigned)g.in[1] && (unsigned)iw < (unsigned)g.in[2];
-            cb[p] = in ? xb[(id * g.in[1] + ih) * g.in[2] + iw] : 0.f;
+            cb[p] = vxk_st<T>(in ? vxk_ld(xb[(id * g.in[1] + ih) * g.in[2] + iw]) : 0.f);
         }
     }
 }
 
 /* Plane nc of dx: each input pixel gathers the column entries that read it. */
-static __global__ void col2im_fast(float *dx, const float *dcol, conv_fast g, col_layout l, int rows) {
+template <typename T> static __global__ void col2im_fast(T *dx, const T *dcol, conv_fast g, col_layout l, int rows) {
     FAST_ROWS(nc, rows) {
-        const float *cb = dcol + (nc / g.C) * l.sN + (nc % g.C) * l.sC;
+        const T *cb = dcol + (nc / g.C) * l.sN + (nc % g.C) * l.sC;
         FAST_PIXELS(q, g.IS) {
             int id, ih, iw;
             split3(q, g.in_w, g.in_h, g.in[2], g.in[1], &id, &ih, &iw);
-            float acc = gather_taps(g, id, ih, iw, [&](int tap, int o) { return cb[tap * l.sT + o]; });
-            dx[(int64_t)nc * g.IS + q] = acc;
+            float acc = gather_taps(g, id, ih, iw, [&](int tap, int o) { return vxk_ld(cb[tap * l.sT + o]); });
+            dx[(int64_t)nc * g.IS + q] = vxk_st<T>(acc);
         }
     }
 }
 
 /* Plane n*M + m of y: one input channel per group, taps walked in place. */
-static __global__ void dw_forward_fast(float *y, const float *x, const float *w, const float *b, conv_fast g, int rows) {
+template <typename T>
+static __global__ void dw_forward_fast(T *y, const T *x, const T *w, const T *b, conv_fast g, int rows) {
     FAST_ROWS(nm, rows) {
         int m = nm % g.M, n = nm / g.M;
-        const float *xp = x + ((int64_t)n * g.C + m / g.Mg) * g.IS;
-        const float *wp = w + (int64_t)m * g.KK;
-        float bias = b ? b[m] : 0.f;
+        const T *xp = x + ((int64_t)n * g.C + m / g.Mg) * g.IS;
+        const T *wp = w + (int64_t)m * g.KK;
+        float bias = b ? vxk_ld(b[m]) : 0.f;
         FAST_PIXELS(p, g.P) {
             int od, oh, ow;
             split3(p, g.out_w, g.out_h, g.out[2], g.out[1], &od, &oh, &ow);
@@ -293,17 +297,18 @@ static __global__ void dw_forward_fast(float *y, const float *x, const float *w,
                     for (int kw = 0; kw < g.k[2]; kw++) {
                         int iw = ow * g.st[2] - g.pad[2] + kw * g.dl[2];
                         if ((unsigned)iw >= (unsigned)g.in[2]) continue;
-                        acc += wp[(kd * g.k[1] + kh) * g.k[2] + kw] * xp[(id * g.in[1] + ih) * g.in[2] + iw];
+                        acc += vxk_ld(wp[(kd * g.k[1] + kh) * g.k[2] + kw]) *
+                               vxk_ld(xp[(id * g.in[1] + ih) * g.in[2] + iw]);
                     }
                 }
             }
-            y[(int64_t)nm * g.P + p] = acc;
+            y[(int64_t)nm * g.P + p] = vxk_st<T>(acc);
         }
     }
 }
 
 /* Plane n*C + c of dx: the gradient through every output channel of c's group. */
-static __global__ void dw_dx_fast(float *dx, const float *dy, const float *w, conv_fast g, int rows) {
+template <typename T> static __global__ void dw_dx_fast(T *dx, const T *dy, const T *w, conv_fast g, int rows) {
     FAST_ROWS(nc, rows) {
         int c = nc % g.C, n = nc / g.C;
         FAST_PIXELS(q, g.IS) {
@@ -312,17 +317,17 @@ static __global__ void dw_dx_fast(float *dx, const float *dy, const float *w, co
             float acc = 0.f;
             for (int j = 0; j < g.Mg; j++) {
                 int m = c * g.Mg + j;
-                const float *dyp = dy + ((int64_t)n * g.M + m) * g.P;
-                const float *wp = w + (int64_t)m * g.KK;
-                acc += gather_taps(g, id, ih, iw, [&](int tap, int o) { return wp[tap] * dyp[o]; });
+                const T *dyp = dy + ((int64_t)n * g.M + m) * g.P;
+                const T *wp = w + (int64_t)m * g.KK;
+                acc += gather_taps(g, id, ih, iw, [&](int tap, int o) { return vxk_ld(wp[tap]) * vxk_ld(dyp[o]); });
             }
-            dx[(int64_t)nc * g.IS + q] = acc;
+            dx[(int64_t)nc * g.IS + q] = vxk_st<T>(acc);
         }
     }
 }
 
 /* One block per weight element (m, tap), reducing over (n, output pixel). */
-static __global__ void dw_dw_fast(float *dw, const float *dy, const float *x, conv_fast g, int N) {
+template <typename T> static __global__ void dw_dw_fast(T *dw, const T *dy, const T *x, conv_fast g, int N) {
     __shared__ float sh[VXK_THREADS];
     for (int e = blockIdx.x; e < g.M * g.KK; e += gridDim.x) {
         int tap = e % g.KK, m = e / g.KK, c = m / g.Mg;
@@ -336,95 +341,101 @@ static __global__ void dw_dw_fast(float *dw, const float *dy, const float *x, co
             int ih = oh * g.st[1] - g.pad[1] + kh * g.dl[1];
             int iw = ow * g.st[2] - g.pad[2] + kw * g.dl[2];
             if ((unsigned)id < (unsigned)g.in[0] && (unsigned)ih < (unsigned)g.in[1] && (unsigned)iw < (unsigned)g.in[2])
-                acc += dy[((int64_t)n * g.M + m) * g.P + p] * x[((int64_t)n * g.C + c) * g.IS + (id * g.in[1] + ih) * g.in[2] + iw];
+                acc += vxk_ld(dy[((int64_t)n * g.M + m) * g.P + p]) *
+                       vxk_ld(x[((int64_t)n * g.C + c) * g.IS + (id * g.in[1] + ih) * g.in[2] + iw]);
         }
         acc = vxk_block_reduce(acc, sh, false);
-        if (threadIdx.x == 0) dw[e] = acc;
+        if (threadIdx.x == 0) dw[e] = vxk_st<T>(acc);
         __syncthreads();
     }
 }
 
 /* y (n, M, P) += b[channel] */
-static __global__ void bias_add_kernel(float *y, const float *b, int64_t M, int64_t P, int64_t total) {
+template <typename T> static __global__ void bias_add_kernel(T *y, const T *b, int64_t M, int64_t P, int64_t total) {
     if (total < INT32_MAX / 2) {
         int iM = (int)M, iP = (int)P;
-        VXK_LOOP(i, total) y[i] += b[((int)i / iP) % iM];
+        VXK_LOOP(i, total) y[i] = vxk_st<T>(vxk_ld(y[i]) + vxk_ld(b[((int)i / iP) % iM]));
     } else {
-        VXK_LOOP(i, total) y[i] += b[(i / P) % M];
+        VXK_LOOP(i, total) y[i] = vxk_st<T>(vxk_ld(y[i]) + vxk_ld(b[(i / P) % M]));
     }
 }
 
 /* ---- launchers -------------------------------------------------------------------- */
 
 /* The columns of nb samples of x (their first), laid out as l says. */
-static void conv_im2col(const conv_geom *g, int64_t nb, col_layout l, cudaStream_t s, float *col, const float *x) {
+template <typename T>
+static void conv_im2col(const conv_geom *g, int64_t nb, col_layout l, cudaStream_t s, T *col, const T *x) {
     int64_t rows = nb * g->C * g->KK;
     if (conv_fits32(g, rows * g->P)) {
         unsigned t;
         dim3 grid = conv_grid(rows, g->P, &t);
-        im2col_fast<<<grid, t, 0, s>>>(col, x, conv_fast_of(g), l, (int)rows);
+        im2col_fast<T><<<grid, t, 0, s>>>(col, x, conv_fast_of(g), l, (int)rows);
     } else {
-        im2col_kernel<<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(col, x, *g, l, rows * g->P);
+        im2col_kernel<T><<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(col, x, *g, l, rows * g->P);
     }
 }
 
 /* dx of nb samples from their columns, laid out as l says. */
-static void conv_col2im(const conv_geom *g, int64_t nb, col_layout l, cudaStream_t s, float *dx, const float *dcol) {
+template <typename T>
+static void conv_col2im(const conv_geom *g, int64_t nb, col_layout l, cudaStream_t s, T *dx, const T *dcol) {
     int64_t rows = nb * g->C;
     if (conv_fits32(g, rows * g->IS)) {
         unsigned t;
         dim3 grid = conv_grid(rows, g->IS, &t);
-        col2im_fast<<<grid, t, 0, s>>>(dx, dcol, conv_fast_of(g), l, (int)rows);
+        col2im_fast<T><<<grid, t, 0, s>>>(dx, dcol, conv_fast_of(g), l, (int)rows);
     } else {
-        col2im_kernel<<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dcol, *g, l, rows * g->IS);
+        col2im_kernel<T><<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dcol, *g, l, rows * g->IS);
     }
 }
 
 /* dyt (M, nb, P) = dy (nb, M, P): a chunk's output gradient with the samples
  * inside each channel. */
-static __global__ void samples_inner_kernel(float *dyt, const float *dy, int64_t M, int64_t nb, int64_t P) {
+template <typename T>
+static __global__ void samples_inner_kernel(T *dyt, const T *dy, int64_t M, int64_t nb, int64_t P) {
     for (int64_t row = blockIdx.y; row < M * nb; row += gridDim.y) { /* row = m * nb + n */
         int64_t m = row / nb, n = row - m * nb;
-        const float *src = dy + (n * M + m) * P;
-        float *dst = dyt + row * P;
+        const T *src = dy + (n * M + m) * P;
+        T *dst = dyt + row * P;
         for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < P; p += (int64_t)blockDim.x * gridDim.x)
             dst[p] = src[p];
     }
 }
 
-static void conv_samples_inner(const conv_geom *g, int64_t nb, cudaStream_t s, float *dyt, const float *dy) {
+template <typename T>
+static void conv_samples_inner(const conv_geom *g, int64_t nb, cudaStream_t s, T *dyt, const T *dy) {
     unsigned t;
     dim3 grid = conv_grid(g->M * nb, g->P, &t);
-    samples_inner_kernel<<<grid, t, 0, s>>>(dyt, dy, g->M, nb, g->P);
+    samples_inner_kernel<T><<<grid, t, 0, s>>>(dyt, dy, g->M, nb, g->P);
 }
 
-static void conv_dw_forward(const conv_geom *g, cudaStream_t s, float *y, const float *x, const float *w, const float *b) {
+template <typename T>
+static void conv_dw_forward(const conv_geom *g, cudaStream_t s, T *y, const T *x, const T *w, const T *b) {
     int64_t rows = g->N * g->M;
     if (conv_fits32(g, rows * g->P)) {
         unsigned t;
         dim3 grid = conv_grid(rows, g->P, &t);
-        dw_forward_fast<<<grid, t, 0, s>>>(y, x, w, b, conv_fast_of(g), (int)rows);
+        dw_forward_fast<T><<<grid, t, 0, s>>>(y, x, w, b, conv_fast_of(g), (int)rows);
     } else {
-        dw_forward_kernel<<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(y, x, w, b, *g);
+        dw_forward_kernel<T><<<vxk_blocks(rows * g->P), VXK_THREADS, 0, s>>>(y, x, w, b, *g);
     }
 }
 
-static void conv_dw_dx(const conv_geom *g, cudaStream_t s, float *dx, const float *dy, const float *w) {
+template <typename T> static void conv_dw_dx(const conv_geom *g, cudaStream_t s, T *dx, const T *dy, const T *w) {
     int64_t rows = g->N * g->C;
     if (conv_fits32(g, rows * g->IS)) {
         unsigned t;
         dim3 grid = conv_grid(rows, g->IS, &t);
-        dw_dx_fast<<<grid, t, 0, s>>>(dx, dy, w, conv_fast_of(g), (int)rows);
+        dw_dx_fast<T><<<grid, t, 0, s>>>(dx, dy, w, conv_fast_of(g), (int)rows);
     } else {
-        dw_dx_kernel<<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dy, w, *g);
+        dw_dx_kernel<T><<<vxk_blocks(rows * g->IS), VXK_THREADS, 0, s>>>(dx, dy, w, *g);
     }
 }
 
-static void conv_dw_dw(const conv_geom *g, cudaStream_t s, float *dw, const float *dy, const float *x) {
+template <typename T> static void conv_dw_dw(const conv_geom *g, cudaStream_t s, T *dw, const T *dy, const T *x) {
     int64_t nw = g->M * g->KK;
     unsigned blocks = (unsigned)(nw < 65536 ? nw : 65536);
-    if (conv_fits32(g, nw)) dw_dw_fast<<<blocks, VXK_THREADS, 0, s>>>(dw, dy, x, conv_fast_of(g), (int)g->N);
-    else dw_dw_kernel<<<blocks, VXK_THREADS, 0, s>>>(dw, dy, x, *g);
+    if (conv_fits32(g, nw)) dw_dw_fast<T><<<blocks, VXK_THREADS, 0, s>>>(dw, dy, x, conv_fast_of(g), (int)g->N);
+    else dw_dw_kernel<T><<<blocks, VXK_THREADS, 0, s>>>(dw, dy, x, *g);
 }
 
 #endif

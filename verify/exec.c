@@ -145,6 +145,11 @@ static vx_status run_node(vx_exec *x, int32_t i) {
     if (!s->host) {
         op = vx_find_op(n->op_type);
         if (!op) return vx_fail(ctx, VX_EUNSUPPORTED, "no device kernel for %s", n->op_type);
+        if (!(op->dtypes & VX_HALF))
+            for (int k = 0; k < n->n_inputs; k++)
+                if (run.in[k] && vx_dtype_is_float(run.in[k]->dtype) && run.in[k]->dtype != VX_F32)
+                    return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for %s yet", vx_dtype_name(run.in[k]->dtype),
+                                   n->op_type);
         for (int k = 0; k < n->n_inputs; k++) {
             if (!run.in[k]) continue;
             if (op->host_inputs & VX_SLOT(k)) {
@@ -183,6 +188,11 @@ static vx_status run_node(vx_exec *x, int32_t i) {
     s->op = op;
     vx_alloc_free_workspaces(ctx);
     if (!st) st = vx_exec_check_launch(x);
+    if (!st && !s->host && !(op->dtypes & VX_HALF) && vx_float_dtype(ctx) != VX_F32)
+        for (int k = 0; k < n->n_outputs && !st; k++)
+            if (run.out[k] && run.out[k]->dtype == VX_F32) /* a float32 tensor in a half run */
+                st = vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for %s yet", vx_dtype_name(vx_float_dtype(ctx)),
+                             n->op_type);
     if (st == VX_EOOM) return vx_exec_oom(x, "the forward");
     if (st) return st;
     for (int k = 0; k < n->n_outputs; k++) {
@@ -241,7 +251,7 @@ static vx_status forward(vx_exec *x) {
 static int32_t loss_output(vx_exec *x) {
     for (int32_t k = 0; k < x->g->n_outputs; k++) {
         int32_t ti = x->g->outputs[k];
-        if (x->val[ti] && x->val[ti]->dtype == VX_F32) return ti;
+        if (x->val[ti] && vx_dtype_is_float(x->val[ti]->dtype)) return ti;
     }
     return -1;
 }
@@ -272,7 +282,7 @@ static vx_status step(vx_exec *x, bool measured) {
     if (x->train) {
         if (yi < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "no floating graph output to take the loss of");
         vx_tensor *y = x->val[yi];
-        vx_tensor *loss = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_CAT_OTHER);
+        vx_tensor *loss = vx_tensor_new(ctx, y->dtype, 0, NULL, VX_CAT_OTHER);
         if (!loss) return vx_exec_oom(x, "the loss");
         vx_tensor *yc = vx_contiguous(ctx, y); /* y.mean() reads a strided y in place; rare */
         if (!yc) return vx_exec_oom(x, "the loss");
@@ -310,6 +320,14 @@ static vx_status step(vx_exec *x, bool measured) {
             v->data = malloc((size_t)(t->numel ? t->numel : 1) * vx_dtype_size(t->dtype));
             if (!v->data) return vx_fail(ctx, VX_EOOM, "host out of memory");
             if ((st = vx_tensor_download(ctx, t, v->data))) return st;
+            if (t->dtype == VX_BF16 || t->dtype == VX_F16) { /* fetched as float32 */
+                float *f = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(float));
+                if (!f) return vx_fail(ctx, VX_EOOM, "host out of memory");
+                vx_to_f32(t->dtype, v->data, f, t->numel);
+                free(v->data);
+                v->data = f;
+                v->dtype = VX_F32;
+            }
         }
     }
     for (int32_t k = 0; k < x->g->n_outputs; k++) {

@@ -13,10 +13,12 @@
 
 /* ---- dtypes -------------------------------------------------------------------- */
 
-static bool map_dtype(est_dtype dt, vx_dtype *out) {
+/* The graph's floating tensors take the run's dtype (--dtype, as
+ * model.to(dtype) converts them). */
+static bool map_dtype(const vx_exec *x, est_dtype dt, vx_dtype *out) {
     switch (dt) {
     case EST_DT_FLOAT: case EST_DT_DOUBLE: case EST_DT_FLOAT16: case EST_DT_BFLOAT16:
-        *out = VX_F32;
+        *out = vx_float_dtype(x->ctx);
         return true;
     case EST_DT_INT8: case EST_DT_UINT8: case EST_DT_INT16: case EST_DT_UINT16: case EST_DT_INT32:
     case EST_DT_INT64: case EST_DT_UINT32: case EST_DT_UINT64:
@@ -73,6 +75,50 @@ static vx_status resolve_dims(vx_exec *x, const est_tensor *t, int *rank, int64_
 
 /* ---- setup ---------------------------------------------------------------------- */
 
+/* Uploads given input values into v (float32 values converted to v's
+ * floating dtype). */
+static vx_status upload_given(vx_ctx *ctx, vx_tensor *v, const vx_value *given) {
+    if (given->dtype == v->dtype) return vx_tensor_upload(ctx, v, given->data);
+    void *h = malloc((size_t)(v->numel ? v->numel : 1) * vx_dtype_size(v->dtype));
+    if (!h) return vx_fail(ctx, VX_EOOM, "host out of memory");
+    vx_from_f32(v->dtype, given->data, h, v->numel);
+    vx_status st = vx_tensor_upload(ctx, v, h);
+    if (!st) st = vx_sync(ctx);
+    free(h);
+    return st;
+}
+
+/* Whether node n reads or makes a tensor the graph declares floating (one
+ * of unknown dtype is left to run_node's check of the values). */
+static bool touches_float(const est_graph *g, const est_node *n) {
+    for (int side = 0; side < 2; side++) {
+        int cnt = side ? n->n_outputs : n->n_inputs;
+        const int32_t *ids = side ? n->outputs : n->inputs;
+        for (int k = 0; k < cnt; k++) {
+            if (ids[k] < 0) continue;
+            est_dtype dt = g->tensors[ids[k]].dtype;
+            if (dt == EST_DT_FLOAT || dt == EST_DT_DOUBLE || dt == EST_DT_FLOAT16 || dt == EST_DT_BFLOAT16) return true;
+        }
+    }
+    return false;
+}
+
+/* In a half run, the ops whose kernels hold floats but take no half tensor
+ * yet, listed in `missing` (refused before anything runs). */
+static void missing_half_kernels(const vx_exec *x, char *missing, size_t cap) {
+    const est_graph *g = x->g;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        const vx_op *op = vx_find_op(n->op_type), *hop = vx_find_host_op(n->op_type);
+        if (strcmp(n->op_type, "Constant") == 0 || !op || (op->dtypes & VX_HALF)) continue;
+        if ((hop && hop->host_only) || !touches_float(g, n)) continue;
+        if (!strstr(missing, n->op_type) && strlen(missing) + strlen(n->op_type) + 3 < cap) {
+            if (missing[0]) strcat(missing, ", ");
+            strcat(missing, n->op_type);
+        }
+    }
+}
+
 /* The first consumer of tensor ti, and the slot. */
 static const est_node *consumer_of(const est_graph *g, int32_t ti, int *slot) {
     for (int32_t i = 0; i < g->n_nodes; i++)
@@ -111,7 +157,7 @@ static bool const_values(const est_const *c, vx_tensor *t) {
     if (!c || c->count != t->numel) return false;
     for (int64_t k = 0; k < t->numel; k++) {
         double v = c->i64 ? (double)c->i64[k] : c->f64 ? c->f64[k] : 0;
-        if (t->dtype == VX_F32) t->host_f32[k] = (float)v;
+        if (vx_dtype_is_float(t->dtype)) t->host_f32[k] = (float)v;
         else t->host_i64[k] = c->i64 ? c->i64[k] : (int64_t)v;
     }
     return true;
@@ -131,11 +177,11 @@ static vx_status make_value(vx_exec *x, int32_t ti, vx_dtype dt, int rank, const
         t->cat = cat;
         bool ok = false;
         if (x->w) {
-            if (dt == VX_F32) ok = vx_weights_get(x->w, name, VX_F32, numel, t->host_f32);
+            if (vx_dtype_is_float(dt)) ok = vx_weights_get(x->w, name, VX_F32, numel, t->host_f32);
             else ok = vx_weights_get(x->w, name, VX_I64, numel, t->host_i64);
         }
         if (!ok) ok = const_values(known, t);
-        if (!ok && dt != VX_F32) {
+        if (!ok && !vx_dtype_is_float(dt)) {
             vx_tensor_release(ctx, t);
             return vx_fail(ctx, VX_EIO, "constant '%s' has no values in the file", name);
         }
@@ -154,30 +200,33 @@ static vx_status make_value(vx_exec *x, int32_t ti, vx_dtype dt, int rank, const
     }
     vx_tensor *t = vx_tensor_new(ctx, dt, rank, dims, cat);
     if (!t) return vx_exec_oom(x, name);
-    size_t esz = dt == VX_F32 ? 4 : 8;
+    bool is_float = vx_dtype_is_float(dt);
+    size_t esz = is_float ? 4 : 8;
     void *host = numel ? malloc((size_t)numel * esz) : NULL;
     bool ok = false;
-    if (host && x->w) ok = vx_weights_get(x->w, name, dt == VX_F32 ? VX_F32 : VX_I64, numel, host);
+    if (host && x->w) ok = vx_weights_get(x->w, name, is_float ? VX_F32 : VX_I64, numel, host);
     vx_status st = VX_OK;
     if (ok) {
         if (dt == VX_BOOL) {
             uint8_t *b = host;
             for (int64_t k = 0; k < numel; k++) b[k] = ((int64_t *)host)[k] != 0;
         }
+        if (is_float) vx_from_f32(dt, host, host, numel); /* in place: the storage is narrower */
         st = vx_tensor_upload(ctx, t, host);
         if (!st) st = vx_sync(ctx);
     } else if (known && known->count == numel && host) {
         vx_tensor tmp = *t;
-        tmp.host_f32 = dt == VX_F32 ? host : NULL;
-        tmp.host_i64 = dt == VX_F32 ? NULL : host;
+        tmp.host_f32 = is_float ? host : NULL;
+        tmp.host_i64 = is_float ? NULL : host;
         const_values(known, &tmp);
         if (dt == VX_BOOL) {
             uint8_t *b = host;
             for (int64_t k = 0; k < numel; k++) b[k] = ((int64_t *)host)[k] != 0;
         }
+        if (is_float) vx_from_f32(dt, host, host, numel);
         st = vx_tensor_upload(ctx, t, host);
         if (!st) st = vx_sync(ctx);
-    } else if (dt == VX_F32) {
+    } else if (is_float) {
         float lo, hi;
         bool c;
         random_range(x->g, ti, t, &lo, &hi, &c);
@@ -212,14 +261,14 @@ static vx_status make_constant_node(vx_exec *x, const est_node *n) {
     int rank = 0;
     const est_const *known = NULL;
     if ((a = node_attr(n, "value")) && a->type == EST_ATTR_TENSOR) {
-        if (!map_dtype(a->t_dtype, &dt))
+        if (!map_dtype(x, a->t_dtype, &dt))
             return vx_fail(x->ctx, VX_EUNSUPPORTED, "Constant of dtype %s", est_dtype_name(a->t_dtype));
         if (a->t_rank > VX_MAX_RANK) return vx_fail(x->ctx, VX_EUNSUPPORTED, "Constant of rank %d", a->t_rank);
         rank = a->t_rank;
         for (int i = 0; i < rank; i++) dims[i] = a->t_dims[i];
         known = a->t_value;
     } else if ((a = node_attr(n, "value_float"))) {
-        dt = VX_F32;
+        dt = vx_float_dtype(x->ctx);
         fv = a->f;
         tmpc = (est_const){.dtype = EST_DT_FLOAT, .count = 1, .f64 = &fv};
         known = &tmpc;
@@ -235,7 +284,7 @@ static vx_status make_constant_node(vx_exec *x, const est_node *n) {
         tmpc = (est_const){.dtype = EST_DT_INT64, .count = a->n, .i64 = a->ints};
         known = &tmpc;
     } else if ((a = node_attr(n, "value_floats"))) {
-        dt = VX_F32;
+        dt = vx_float_dtype(x->ctx);
         rank = 1;
         dims[0] = a->n;
         tmpc = (est_const){.dtype = EST_DT_FLOAT, .count = a->n, .f64 = a->floats};
@@ -266,6 +315,11 @@ vx_status vx_exec_setup(vx_exec *x) {
         }
     }
     if (missing[0]) return vx_fail(ctx, VX_EUNSUPPORTED, "no kernel for: %s", missing);
+    if (vx_float_dtype(ctx) != VX_F32) {
+        missing_half_kernels(x, missing, sizeof missing);
+        if (missing[0])
+            return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for %s yet", vx_dtype_name(vx_float_dtype(ctx)), missing);
+    }
 
     /* initializers */
     for (int32_t ti = 0; ti < g->n_tensors; ti++) {
@@ -274,12 +328,12 @@ vx_status vx_exec_setup(vx_exec *x) {
          * onnx/rnn_weights.c does) never exists in PyTorch's step */
         if (t->kind != EST_T_INITIALIZER || t->readers == 0) continue;
         vx_dtype dt;
-        if (!map_dtype(t->dtype, &dt))
+        if (!map_dtype(x, t->dtype, &dt))
             return vx_fail(ctx, VX_EUNSUPPORTED, "initializer '%s' has dtype %s", t->name, est_dtype_name(t->dtype));
         int rank;
         int64_t dims[VX_MAX_RANK];
         if ((st = resolve_dims(x, t, &rank, dims))) return st;
-        vx_category cat = t->role == EST_ROLE_PARAM && dt == VX_F32 ? VX_CAT_PARAMS
+        vx_category cat = t->role == EST_ROLE_PARAM && vx_dtype_is_float(dt) ? VX_CAT_PARAMS
                           : t->role == EST_ROLE_BUFFER              ? VX_CAT_BUFFERS
                                                                     : VX_CAT_OTHER;
         bool host_ok = cat == VX_CAT_OTHER;
@@ -296,7 +350,7 @@ vx_status vx_exec_setup(vx_exec *x) {
         int32_t ti = g->inputs[k];
         const est_tensor *t = &g->tensors[ti];
         vx_dtype dt;
-        if (!map_dtype(t->dtype, &dt))
+        if (!map_dtype(x, t->dtype, &dt))
             return vx_fail(ctx, VX_EUNSUPPORTED, "input '%s' has dtype %s", t->name, est_dtype_name(t->dtype));
         const vx_value *given = NULL;
         for (size_t v = 0; v < x->o->n_inputs; v++)
@@ -306,7 +360,8 @@ vx_status vx_exec_setup(vx_exec *x) {
         if (given) {
             rank = given->rank;
             memcpy(dims, given->dims, sizeof(int64_t) * (size_t)rank);
-            dt = given->dtype;
+            /* float32 values of a float input are converted to the run's dtype */
+            if (!(given->dtype == VX_F32 && vx_dtype_is_float(dt))) dt = given->dtype;
         } else if ((st = resolve_dims(x, t, &rank, dims))) {
             return st;
         }
@@ -315,8 +370,8 @@ vx_status vx_exec_setup(vx_exec *x) {
         x->val[ti] = v;
         x->persistent[ti] = true;
         if (given) {
-            if ((st = vx_tensor_upload(ctx, v, given->data))) return st;
-        } else if (dt == VX_F32) {
+            if ((st = upload_given(ctx, v, given))) return st;
+        } else if (vx_dtype_is_float(dt)) {
             if ((st = vx_k_random(ctx, v, -1.0f, 1.0f, vx_mix64(x->o->seed + 7 + (uint64_t)k)))) return st;
         } else {
             /* indices: below the smallest table they index (Gather data dim 0) */
@@ -366,7 +421,7 @@ vx_status vx_exec_setup(vx_exec *x) {
                 if (n->outputs[k] >= 0) {
                     vx_dtype dt = VX_F32;
                     const est_tensor *ot = &g->tensors[n->outputs[k]];
-                    if (ot->dtype == EST_DT_UNDEFINED || (map_dtype(ot->dtype, &dt) && dt == VX_F32))
+                    if (ot->dtype == EST_DT_UNDEFINED || (map_dtype(x, ot->dtype, &dt) && vx_dtype_is_float(dt)))
                         x->req_grad[n->outputs[k]] = true;
                 }
         for (int k = 0; k < n->n_inputs; k++) {

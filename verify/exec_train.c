@@ -64,7 +64,7 @@ static vx_status accumulate(vx_exec *x, int32_t ti, vx_tensor *gr) {
         vx_tensor_release(ctx, gr);
         return st;
     }
-    vx_tensor *sum = vx_tensor_new(ctx, VX_F32, cur->rank, cur->dims, VX_CAT_TEMP);
+    vx_tensor *sum = vx_tensor_new(ctx, cur->dtype, cur->rank, cur->dims, VX_CAT_TEMP);
     if (!sum) {
         vx_tensor_release(ctx, gr);
         return vx_exec_oom(x, "a gradient sum");
@@ -185,11 +185,11 @@ vx_status vx_exec_backward(vx_exec *x, vx_tensor *y, int32_t yi) {
     ctx->phase = VX_PHASE_BACKWARD;
     /* loss.backward()'s seed, torch.ones_like(loss): one scalar block held
      * by autograd's Python frame until backward returns */
-    vx_tensor *seed = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_CAT_TEMP);
+    vx_tensor *seed = vx_tensor_new(ctx, y->dtype, 0, NULL, VX_CAT_TEMP);
     if (!seed) return vx_exec_oom(x, "the backward seed");
     vx_status st = vx_k_fill(ctx, seed, 1.0f);
     /* d mean / d y */
-    vx_tensor *gy = st ? NULL : vx_tensor_new(ctx, VX_F32, y->rank, y->dims, VX_CAT_TEMP);
+    vx_tensor *gy = st ? NULL : vx_tensor_new(ctx, y->dtype, y->rank, y->dims, VX_CAT_TEMP);
     if (!st && !gy) {
         vx_tensor_release(ctx, seed);
         return vx_exec_oom(x, "the loss gradient");
@@ -235,7 +235,7 @@ vx_status vx_exec_optimizer_step(vx_exec *x) {
                 st = vx_k_sgd(ctx, x->val[ti], gr, lr_sgd);
             } else {
                 bool first = !x->opt_a[ti];
-                if (first && !(x->opt_a[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_CAT_OPTIMIZER)))
+                if (first && !(x->opt_a[ti] = vx_tensor_new(ctx, gr->dtype, gr->rank, gr->dims, VX_CAT_OPTIMIZER)))
                     return vx_exec_oom(x, "the momentum buffers");
                 st = vx_k_momentum(ctx, x->val[ti], gr, x->opt_a[ti], lr_sgd, mom, first);
             }
@@ -252,8 +252,8 @@ vx_status vx_exec_optimizer_step(vx_exec *x) {
         vx_tensor *gr = x->grad[ti];
         if (!gr || !is_param(x, ti)) continue;
         if (!x->opt_a[ti]) {
-            x->opt_a[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_CAT_OPTIMIZER);
-            x->opt_b[ti] = vx_tensor_new(ctx, VX_F32, gr->rank, gr->dims, VX_CAT_OPTIMIZER);
+            x->opt_a[ti] = vx_tensor_new(ctx, gr->dtype, gr->rank, gr->dims, VX_CAT_OPTIMIZER);
+            x->opt_b[ti] = vx_tensor_new(ctx, gr->dtype, gr->rank, gr->dims, VX_CAT_OPTIMIZER);
             if (!x->opt_a[ti] || !x->opt_b[ti]) return vx_exec_oom(x, "the Adam state");
             if ((st = vx_tensor_zero(ctx, x->opt_a[ti])) || (st = vx_tensor_zero(ctx, x->opt_b[ti]))) return st;
         }
@@ -264,7 +264,7 @@ vx_status vx_exec_optimizer_step(vx_exec *x) {
     for (int32_t ti = 0; ti < nt && !st; ti++) {
         if (!x->grad[ti] || !is_param(x, ti)) continue;
         vx_tensor *v = x->opt_b[ti];
-        if (!(tmp[ti] = vx_tensor_new(ctx, VX_F32, v->rank, v->dims, VX_CAT_TEMP)))
+        if (!(tmp[ti] = vx_tensor_new(ctx, v->dtype, v->rank, v->dims, VX_CAT_TEMP)))
             st = vx_exec_oom(x, "the Adam step");
         else st = vx_k_adam_denom(ctx, v, tmp[ti], (float)sqrt(bc2), eps);
     }

@@ -2,6 +2,7 @@
  * column (memest_verify_op_info, verify.h). Built from the op tables
  * (vx_find_op, vx_find_host_op), so a kernel shows up as soon as its family
  * registers it; the notes below only say why, where that is known. */
+#include <stdio.h>
 #include <string.h>
 
 #include "vx_internal.h"
@@ -73,6 +74,16 @@ static const char *find_note(const op_note *notes, size_t n, const char *op_type
     return NULL;
 }
 
+/* The note of an op whose kernels also take bfloat16 and float16 tensors
+ * (vx_op.dtypes): the others run float32 only, and a --dtype bfloat16 /
+ * float16 run refuses them. Valid until the next call. */
+static const char *with_half(const char *why) {
+    static char buf[256];
+    if (!why) return "runs in bfloat16 / float16 too (--dtype)";
+    snprintf(buf, sizeof buf, "%s; runs in bfloat16 / float16 too", why);
+    return buf;
+}
+
 VX_EXPORT int memest_verify_op_info(const char *op_type, const char *domain, int *has_backward, const char **note) {
     int backward = 0, kind = MEMEST_VERIFY_OP_NONE;
     const char *why = NULL;
@@ -92,6 +103,7 @@ VX_EXPORT int memest_verify_op_info(const char *op_type, const char *domain, int
                 why = find_note(forward_only_notes, sizeof forward_only_notes / sizeof forward_only_notes[0], op_type);
                 if (!why) why = "no gradient flows through it";
             }
+            if (op->dtypes & VX_HALF) why = with_half(why);
         } else if (op || hop) {
             kind = MEMEST_VERIFY_OP_HOST;
             why = "shape arithmetic on the host: no device memory, no gradient";

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "vx.h"
+#include "vx_half.cuh"
 
 #define VXK_THREADS 256
 
@@ -194,7 +195,7 @@ static inline vx_status vxk_input_ints(vx_ctx *ctx, vx_run *run, int k, int64_t 
     if (t->numel > cap) return vx_fail(ctx, VX_EUNSUPPORTED, "%s has %lld values", what, (long long)t->numel);
     vx_status st = vx_tensor_to_host(ctx, t);
     if (st) return st;
-    for (int64_t i = 0; i < t->numel; i++) vals[i] = t->dtype == VX_F32 ? (int64_t)t->host_f32[i] : t->host_i64[i];
+    for (int64_t i = 0; i < t->numel; i++) vals[i] = vx_dtype_is_float(t->dtype) ? (int64_t)t->host_f32[i] : t->host_i64[i];
     *n = t->numel;
     return VX_OK;
 }
@@ -251,8 +252,9 @@ static __device__ __forceinline__ int64_t vxk_bcast_off(const vxk_bcast &b, int6
 }
 
 /* y[i] = alpha * small[bcast(i)] over the big shape. */
-static __global__ void vxk_bcast_copy_kernel(float *y, const float *small, vxk_bcast b, int64_t n, float alpha) {
-    VXK_LOOP(i, n) y[i] = alpha * small[vxk_bcast_off(b, i)];
+template <typename T>
+static __global__ void vxk_bcast_copy_kernel(T *y, const T *small, vxk_bcast b, int64_t n, float alpha) {
+    VXK_LOOP(i, n) y[i] = vxk_st<T>(alpha * vxk_ld(small[vxk_bcast_off(b, i)]));
 }
 
 /* A reduction of a big tensor onto a small one that broadcasts to it: the
@@ -293,62 +295,68 @@ static __device__ __forceinline__ I vxk_unravel(int n, const int64_t *dims, cons
 }
 
 /* One thread per output element (many outputs, short reductions). */
-template <typename I> static __global__ void vxk_reduce_thread_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+template <typename I, typename T>
+static __global__ void vxk_reduce_thread_kernel(T *out, const T *in, vxk_reduce r, float scale, float beta) {
     VXK_LOOP(o, r.n_out) {
         I base = vxk_unravel<I>(r.nk, r.kdims, r.kstride, (I)o);
         float acc = 0.f;
-        for (I j = 0; j < (I)r.n_red; j++) acc += in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)];
-        out[o] = scale * acc + (beta != 0.f ? beta * out[o] : 0.f);
+        for (I j = 0; j < (I)r.n_red; j++) acc += vxk_ld(in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)]);
+        out[o] = vxk_st<T>(scale * acc + (beta != 0.f ? beta * vxk_ld(out[o]) : 0.f));
     }
 }
 
 /* One warp per output element (the lanes read neighbours of the reduced
  * dims: coalesced where the innermost dim is reduced). */
-template <typename I> static __global__ void vxk_reduce_warp_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+template <typename I, typename T>
+static __global__ void vxk_reduce_warp_kernel(T *out, const T *in, vxk_reduce r, float scale, float beta) {
     int lane = threadIdx.x & 31;
     int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
     for (int64_t o = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; o < r.n_out; o += warps) {
         I base = vxk_unravel<I>(r.nk, r.kdims, r.kstride, (I)o);
         float acc = 0.f;
-        for (I j = lane; j < (I)r.n_red; j += 32) acc += in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)];
+        for (I j = lane; j < (I)r.n_red; j += 32) acc += vxk_ld(in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)]);
         for (int k = 16; k > 0; k >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, k);
-        if (lane == 0) out[o] = scale * acc + (beta != 0.f ? beta * out[o] : 0.f);
+        if (lane == 0) out[o] = vxk_st<T>(scale * acc + (beta != 0.f ? beta * vxk_ld(out[o]) : 0.f));
     }
 }
 
 /* One block per output element (few outputs, long reductions). */
-template <typename I> static __global__ void vxk_reduce_block_kernel(float *out, const float *in, vxk_reduce r, float scale, float beta) {
+template <typename I, typename T>
+static __global__ void vxk_reduce_block_kernel(T *out, const T *in, vxk_reduce r, float scale, float beta) {
     __shared__ float sh[VXK_THREADS];
     for (int64_t o = blockIdx.x; o < r.n_out; o += gridDim.x) {
         I base = vxk_unravel<I>(r.nk, r.kdims, r.kstride, (I)o);
         float acc = 0.f;
         for (I j = threadIdx.x; j < (I)r.n_red; j += blockDim.x)
-            acc += in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)];
+            acc += vxk_ld(in[base + vxk_unravel<I>(r.nr, r.rdims, r.rstride, j)]);
         sh[threadIdx.x] = acc;
         __syncthreads();
         for (int s = blockDim.x / 2; s > 0; s >>= 1) {
             if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
             __syncthreads();
         }
-        if (threadIdx.x == 0) out[o] = scale * sh[0] + (beta != 0.f ? beta * out[o] : 0.f);
+        if (threadIdx.x == 0) out[o] = vxk_st<T>(scale * sh[0] + (beta != 0.f ? beta * vxk_ld(out[o]) : 0.f));
         __syncthreads();
     }
 }
 
-template <typename I> static inline void vxk_reduce_launch(cudaStream_t s, float *out, const float *in, const vxk_reduce *r,
+template <typename I, typename T>
+static inline void vxk_reduce_launch(cudaStream_t s, T *out, const T *in, const vxk_reduce *r,
                                                            float scale, float beta) {
     if (r->n_out < 1024 && r->n_red >= 1024) {
         unsigned g = (unsigned)(r->n_out < 65536 ? r->n_out : 65536);
-        vxk_reduce_block_kernel<I><<<g, VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+        vxk_reduce_block_kernel<I, T><<<g, VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
     } else if (r->n_red >= 32) {
-        vxk_reduce_warp_kernel<I><<<vxk_blocks(r->n_out * 32), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+        vxk_reduce_warp_kernel<I, T><<<vxk_blocks(r->n_out * 32), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
     } else {
-        vxk_reduce_thread_kernel<I><<<vxk_blocks(r->n_out), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
+        vxk_reduce_thread_kernel<I, T><<<vxk_blocks(r->n_out), VXK_THREADS, 0, s>>>(out, in, *r, scale, beta);
     }
 }
 
-/* out (the kept dims, row-major) = scale * sum over the others [+ beta * out]. */
-static inline vx_status vxk_reduce_run(vx_ctx *ctx, float *out, const float *in, const vxk_reduce *r, float scale,
+/* out (the kept dims, row-major) = scale * sum over the others [+ beta * out],
+ * accumulated in float32 whatever the storage T. */
+template <typename T>
+static inline vx_status vxk_reduce_run(vx_ctx *ctx, T *out, const T *in, const vxk_reduce *r, float scale,
                                        float beta) {
     cudaStream_t s = vxk_stream(ctx);
     if (r->n_out == 0) return VX_OK;
@@ -356,14 +364,15 @@ static inline vx_status vxk_reduce_run(vx_ctx *ctx, float *out, const float *in,
     for (int d = 0; d < r->nk; d++) span += (r->kdims[d] - 1) * r->kstride[d];
     for (int d = 0; d < r->nr; d++) span += (r->rdims[d] - 1) * r->rstride[d];
     if (span < INT32_MAX / 2 && r->n_out < INT32_MAX / 2 && r->n_red < INT32_MAX / 2)
-        vxk_reduce_launch<int32_t>(s, out, in, r, scale, beta);
+        vxk_reduce_launch<int32_t, T>(s, out, in, r, scale, beta);
     else
-        vxk_reduce_launch<int64_t>(s, out, in, r, scale, beta);
+        vxk_reduce_launch<int64_t, T>(s, out, in, r, scale, beta);
     return vxk_check(ctx, "reduce kernel");
 }
 
 /* Sums a big tensor onto a shape that broadcasts to it (right-aligned). */
-static inline vx_status vxk_reduce_to(vx_ctx *ctx, float *out, int rs, const int64_t *small, const float *in, int rb,
+template <typename T>
+static inline vx_status vxk_reduce_to(vx_ctx *ctx, T *out, int rs, const int64_t *small, const T *in, int rb,
                                       const int64_t *big, float scale) {
     bool keep[VX_MAX_RANK];
     for (int i = 0; i < rb; i++) {
@@ -389,6 +398,21 @@ static __device__ __forceinline__ void vxk_atomic_add(float *p, float v) {
         }
     }
     atomicAdd(p, v);
+}
+
+/* The same into half storage: the warp sums in float32, then one half
+ * atomic per warp (sm_80's bfloat16 atomicAdd, sm_70's half). */
+template <typename T> static __device__ __forceinline__ void vxk_atomic_add(T *p, float v) {
+    unsigned mask = __activemask();
+    if (mask == 0xffffffffu) {
+        T *p0 = (T *)__shfl_sync(mask, (unsigned long long)p, 0);
+        if (__all_sync(mask, p == p0)) {
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(mask, v, o);
+            if ((threadIdx.x & 31) == 0) vxk_atomic_add_t(p, v);
+            return;
+        }
+    }
+    vxk_atomic_add_t(p, v);
 }
 
 /* The max or the sum of v over the block (every thread passes its value;
@@ -476,6 +500,38 @@ static inline cublasStatus_t vxk_gemm_strided(cublasHandle_t h, bool ta, bool tb
                                      (int)k, &alpha, B, (int)ldb, sB, A, (int)lda, sA, &beta, C, (int)ldc, sC,
                                      (int)batch);
 }
+
+/* The same on half storage: cublasGemmEx / cublasGemmStridedBatchedEx with
+ * bfloat16 or float16 inputs and output and a float32 accumulator, as
+ * PyTorch's half matmuls run. Overloads of vxk_gemm / vxk_gemm_strided, so
+ * a kernel templated on its storage type calls one name. */
+template <typename T>
+static inline cublasStatus_t vxk_gemm_half(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                           float alpha, const T *A, int64_t lda, int64_t sA, const T *B, int64_t ldb,
+                                           int64_t sB, float beta, T *C, int64_t ldc, int64_t sC, int64_t batch) {
+    cudaDataType_t dt = vxk_cuda_type<T>();
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (batch == 1)
+        return cublasGemmEx(h, opb, opa, (int)n, (int)m, (int)k, &alpha, B, dt, (int)ldb, A, dt, (int)lda, &beta, C, dt,
+                            (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return cublasGemmStridedBatchedEx(h, opb, opa, (int)n, (int)m, (int)k, &alpha, B, dt, (int)ldb, sB, A, dt,
+                                      (int)lda, sA, &beta, C, dt, (int)ldc, sC, (int)batch, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT);
+}
+#define VXK_GEMM_HALF_OVERLOADS(T)                                                                                     \
+    static inline cublasStatus_t vxk_gemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k,         \
+                                          float alpha, const T *A, int64_t lda, const T *B, int64_t ldb, float beta,   \
+                                          T *C, int64_t ldc) {                                                         \
+        return vxk_gemm_half<T>(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);                 \
+    }                                                                                                                  \
+    static inline cublasStatus_t vxk_gemm_strided(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, \
+                                                  float alpha, const T *A, int64_t lda, int64_t sA, const T *B,        \
+                                                  int64_t ldb, int64_t sB, float beta, T *C, int64_t ldc, int64_t sC,  \
+                                                  int64_t batch) {                                                     \
+        return vxk_gemm_half<T>(h, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);          \
+    }
+VXK_GEMM_HALF_OVERLOADS(__nv_bfloat16)
+VXK_GEMM_HALF_OVERLOADS(__half)
 
 /* Matrix sizes cuBLAS (int) can take. */
 static inline bool vxk_gemm_fits(int64_t m, int64_t n, int64_t k) {

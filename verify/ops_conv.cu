@@ -148,21 +148,21 @@ static int64_t conv_chunk(const conv_geom *g) {
     return nb;
 }
 
-static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
+template <typename T> static vx_status conv_forward_t(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "Conv needs X and W");
     const vx_tensor *X = run->in[0], *Wt = run->in[1];
     const vx_tensor *Bt = vxk_has_in(run, 2) ? run->in[2] : NULL;
-    if (X->dtype != VX_F32 || Wt->dtype != VX_F32 || (Bt && Bt->dtype != VX_F32))
-        return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: float32 only");
+    if (Wt->dtype != X->dtype || (Bt && Bt->dtype != X->dtype))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "Conv: inputs of different dtypes");
     conv_geom g;
     vx_status st = conv_geom_make(ctx, run, X, Wt, &g);
     if (st) return st;
     if (Bt && Bt->numel != g.M) return vx_fail(ctx, VX_ESHAPE, "Conv: B has %lld elements, expected %lld", (long long)Bt->numel, (long long)g.M);
     int64_t yd[2 + AXES] = {g.N, g.M};
     for (int j = 0; j < g.sp; j++) yd[2 + j] = g.out[AXES - g.sp + j];
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
-    float *Y = (float *)run->out[0]->data;
-    const float *x = (const float *)X->data, *w = (const float *)Wt->data, *b = Bt ? (const float *)Bt->data : NULL;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd))) return st;
+    T *Y = (T *)run->out[0]->data;
+    const T *x = (const T *)X->data, *w = (const T *)Wt->data, *b = Bt ? (const T *)Bt->data : NULL;
     cudaStream_t s = vxk_stream(ctx);
     int64_t P = g.P, Q = g.Cg * g.KK, ytotal = g.N * g.M * P;
     if (ytotal == 0) return VX_OK;
@@ -172,9 +172,9 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
     }
     bool direct = conv_is_1x1(&g);
     int64_t nb = conv_chunk(&g);
-    float *col = NULL;
+    T *col = NULL;
     if (!direct) {
-        col = (float *)vx_workspace(ctx, (size_t)(nb * g.C * g.KK * P) * sizeof(float));
+        col = (T *)vx_workspace(ctx, (size_t)(nb * g.C * g.KK * P) * sizeof(T));
         if (!col) return vxk_oom(ctx, "Conv im2col workspace");
     }
     cublasHandle_t h = vxk_conv_blas(ctx);
@@ -182,7 +182,7 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
     col_layout l = direct ? (col_layout){g.C * P, P, P} : col_by_row(&g, nb);
     for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
         int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
-        const float *cb;
+        const T *cb;
         if (direct) cb = x + n0 * g.C * P;
         else {
             conv_im2col(&g, cnt, l, s, col, x + n0 * g.C * g.IS);
@@ -198,46 +198,51 @@ static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
         vx_profile_section(ctx, "Conv GEMM");
     }
     if (!st && b) {
-        bias_add_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, b, g.M, P, ytotal);
+        bias_add_kernel<T><<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, b, g.M, P, ytotal);
         st = vxk_check(ctx, "Conv bias");
     }
     vx_free(ctx, col);
     return st;
 }
 
-static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
+static vx_status conv_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "Conv needs X");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "Conv", conv_forward_t<T>(ctx, run));
+}
+
+template <typename T> static vx_status conv_backward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *Wt = run->in[1], *dYt = run->grad_out[0];
     if (!dYt) return VX_OK;
     conv_geom g;
     vx_status st = conv_geom_make(ctx, run, X, Wt, &g);
     if (st) return st;
-    const float *x = (const float *)X->data, *w = (const float *)Wt->data, *dy = (const float *)dYt->data;
+    const T *x = (const T *)X->data, *w = (const T *)Wt->data, *dy = (const T *)dYt->data;
     cudaStream_t s = vxk_stream(ctx);
     cublasHandle_t h = vxk_conv_blas(ctx);
     int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK;
     bool need_dx = run->need_grad[0], need_dw = run->need_grad[1];
     bool need_db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
-    float *col = NULL, *dyt = NULL;
+    T *col = NULL, *dyt = NULL;
     if (need_dx && (st = vxk_grad(ctx, run, 0))) goto fail;
     if (need_dw && (st = vxk_grad(ctx, run, 1))) goto fail;
     if (need_db) {
         if ((st = vxk_grad(ctx, run, 2))) goto fail;
         int64_t big[3] = {g.N, g.M, P}, small[2] = {g.M, 1};
-        if ((st = vxk_reduce_to(ctx, (float *)run->grad_in[2]->data, 2, small, dy, 3, big, 1.f))) goto fail;
+        if ((st = vxk_reduce_to(ctx, (T *)run->grad_in[2]->data, 2, small, dy, 3, big, 1.f))) goto fail;
     }
     if (g.N * P == 0 || g.M == 0) {
-        if (need_dx) st = vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(float));
-        if (!st && need_dw) st = vxk_zero(ctx, run->grad_in[1]->data, (size_t)Wt->numel * sizeof(float));
+        if (need_dx) st = vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(T));
+        if (!st && need_dw) st = vxk_zero(ctx, run->grad_in[1]->data, (size_t)Wt->numel * sizeof(T));
         if (st) goto fail;
         return VX_OK;
     }
     if (g.Cg == 1) {
         if (need_dx) {
-            conv_dw_dx(&g, s, (float *)run->grad_in[0]->data, dy, w);
+            conv_dw_dx(&g, s, (T *)run->grad_in[0]->data, dy, w);
             if ((st = vxk_check(ctx, "Conv depthwise dX"))) goto fail;
         }
         if (need_dw) {
-            conv_dw_dw(&g, s, (float *)run->grad_in[1]->data, dy, x);
+            conv_dw_dw(&g, s, (T *)run->grad_in[1]->data, dy, x);
             if ((st = vxk_check(ctx, "Conv depthwise dW"))) goto fail;
         }
         return VX_OK;
@@ -247,18 +252,18 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
         int64_t nb = conv_chunk(&g);
         col_layout l = direct ? (col_layout){g.C * P, P, P} : col_by_row(&g, nb);
         if (!direct && (need_dx || need_dw)) {
-            col = (float *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(float));
+            col = (T *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(T));
             if (!col) { st = vxk_oom(ctx, "Conv backward workspace"); goto fail; }
         }
         if (!direct && need_dw) {
-            dyt = (float *)vx_workspace(ctx, (size_t)(nb * g.M * P) * sizeof(float));
+            dyt = (T *)vx_workspace(ctx, (size_t)(nb * g.M * P) * sizeof(T));
             if (!dyt) { st = vxk_oom(ctx, "Conv backward workspace"); goto fail; }
         }
         if (need_dx) {
-            float *dx = (float *)run->grad_in[0]->data;
+            T *dx = (T *)run->grad_in[0]->data;
             for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
                 int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
-                float *dc = direct ? dx + n0 * g.C * P : col;
+                T *dc = direct ? dx + n0 * g.C * P : col;
                 for (int64_t gi = 0; gi < g.G && !st; gi++)
                     st = vxk_blas_check(ctx, vxk_gemm_strided(h, true, false, Q, P, g.Mg, 1.f, w + gi * g.Mg * Q, Q, 0,
                                                               dy + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, 0.f,
@@ -274,8 +279,8 @@ static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
             if (st) goto fail;
         }
         if (need_dw) {
-            float *dw = (float *)run->grad_in[1]->data;
-            if ((st = vxk_zero(ctx, dw, (size_t)Wt->numel * sizeof(float)))) goto fail;
+            T *dw = (T *)run->grad_in[1]->data;
+            if ((st = vxk_zero(ctx, dw, (size_t)Wt->numel * sizeof(T)))) goto fail;
             for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
                 int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
                 if (direct) { /* X itself: a product per sample */
@@ -309,6 +314,11 @@ fail:
     vx_free(ctx, dyt);
     vx_free(ctx, col);
     return st;
+}
+
+static vx_status conv_backward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "Conv needs X");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "Conv", conv_backward_t<T>(ctx, run));
 }
 
 /* ---- ConvTranspose --------------------------------------------------------------- */
@@ -373,12 +383,12 @@ static vx_status convt_geom_make(vx_ctx *ctx, const vx_run *run, const vx_tensor
     return VX_OK;
 }
 
-static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
+template <typename T> static vx_status convt_forward_t(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose needs X and W");
     const vx_tensor *X = run->in[0], *Wt = run->in[1];
     const vx_tensor *Bt = vxk_has_in(run, 2) ? run->in[2] : NULL;
-    if (X->dtype != VX_F32 || Wt->dtype != VX_F32 || (Bt && Bt->dtype != VX_F32))
-        return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: float32 only");
+    if (Wt->dtype != X->dtype || (Bt && Bt->dtype != X->dtype))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "ConvTranspose: inputs of different dtypes");
     conv_geom g;
     vx_status st = convt_geom_make(ctx, run, X, Wt, &g);
     if (st) return st;
@@ -386,27 +396,27 @@ static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
         return vx_fail(ctx, VX_ESHAPE, "ConvTranspose: B has %lld elements, expected %lld", (long long)Bt->numel, (long long)g.C);
     int64_t yd[2 + AXES] = {g.N, g.C};
     for (int j = 0; j < g.sp; j++) yd[2 + j] = g.in[AXES - g.sp + j];
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
-    float *Y = (float *)run->out[0]->data;
-    const float *x = (const float *)X->data, *w = (const float *)Wt->data;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd))) return st;
+    T *Y = (T *)run->out[0]->data;
+    const T *x = (const T *)X->data, *w = (const T *)Wt->data;
     cudaStream_t s = vxk_stream(ctx);
     int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK, ytotal = g.N * g.C * g.IS;
     if (ytotal == 0) return VX_OK;
     if (P == 0 || g.M == 0) {
-        st = vxk_zero(ctx, Y, (size_t)ytotal * sizeof(float));
+        st = vxk_zero(ctx, Y, (size_t)ytotal * sizeof(T));
     } else if (g.Cg == 1) {
         conv_dw_dx(&g, s, Y, x, w);
         st = vxk_check(ctx, "ConvTranspose depthwise");
     } else {
         bool direct = conv_is_1x1(&g);
         int64_t nb = conv_chunk(&g);
-        float *col = NULL;
-        if (!direct && !(col = (float *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(float))))
+        T *col = NULL;
+        if (!direct && !(col = (T *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(T))))
             return vxk_oom(ctx, "ConvTranspose column workspace");
         cublasHandle_t h = vxk_conv_blas(ctx);
         for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
             int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
-            float *dc = direct ? Y + n0 * g.C * P : col;
+            T *dc = direct ? Y + n0 * g.C * P : col;
             for (int64_t gi = 0; gi < g.G && !st; gi++)
                 st = vxk_blas_check(ctx, vxk_gemm_strided(h, true, false, Q, P, g.Mg, 1.f, w + gi * g.Mg * Q, Q, 0,
                                                           x + (n0 * g.M + gi * g.Mg) * P, P, g.M * P, 0.f,
@@ -420,52 +430,57 @@ static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
         vx_free(ctx, col);
     }
     if (!st && Bt) {
-        bias_add_kernel<<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, (const float *)Bt->data, g.C, g.IS, ytotal);
+        bias_add_kernel<T><<<vxk_blocks(ytotal), VXK_THREADS, 0, s>>>(Y, (const T *)Bt->data, g.C, g.IS, ytotal);
         st = vxk_check(ctx, "ConvTranspose bias");
     }
     return st;
 }
 
-static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
+static vx_status convt_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose needs X");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "ConvTranspose", convt_forward_t<T>(ctx, run));
+}
+
+template <typename T> static vx_status convt_backward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *Wt = run->in[1], *dYt = run->grad_out[0];
     if (!dYt) return VX_OK;
     conv_geom g;
     vx_status st = convt_geom_make(ctx, run, X, Wt, &g);
     if (st) return st;
-    const float *x = (const float *)X->data, *w = (const float *)Wt->data, *dy = (const float *)dYt->data;
+    const T *x = (const T *)X->data, *w = (const T *)Wt->data, *dy = (const T *)dYt->data;
     cudaStream_t s = vxk_stream(ctx);
     cublasHandle_t h = vxk_conv_blas(ctx);
     int64_t P = g.P, Q = g.Cg * g.KK, CQ = g.C * g.KK;
     bool need_dx = run->need_grad[0], need_dw = run->need_grad[1];
     bool need_db = run->n_in > 2 && run->need_grad[2] && vxk_has_in(run, 2);
-    float *col = NULL, *dx = NULL, *dw = NULL;
+    T *col = NULL, *dx = NULL, *dw = NULL;
     if (need_dx && (st = vxk_grad(ctx, run, 0))) return st;
     if (need_dw && (st = vxk_grad(ctx, run, 1))) return st;
-    if (need_dx) dx = (float *)run->grad_in[0]->data;
-    if (need_dw) dw = (float *)run->grad_in[1]->data;
+    if (need_dx) dx = (T *)run->grad_in[0]->data;
+    if (need_dw) dw = (T *)run->grad_in[1]->data;
     if (need_db) {
         if ((st = vxk_grad(ctx, run, 2))) return st;
         int64_t big[3] = {g.N, g.C, g.IS}, small[2] = {g.C, 1};
-        if ((st = vxk_reduce_to(ctx, (float *)run->grad_in[2]->data, 2, small, dy, 3, big, 1.f))) return st;
+        if ((st = vxk_reduce_to(ctx, (T *)run->grad_in[2]->data, 2, small, dy, 3, big, 1.f))) return st;
     }
-    if (dw && (st = vxk_zero(ctx, dw, (size_t)Wt->numel * sizeof(float)))) return st;
+    if (dw && (st = vxk_zero(ctx, dw, (size_t)Wt->numel * sizeof(T)))) return st;
     if (g.N * P == 0 || g.C == 0 || (!dx && !dw)) {
-        if (dx) st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float));
+        if (dx) st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(T));
         return st;
     }
     if (g.Cg == 1) {
-        if (dx) conv_dw_forward(&g, s, dx, dy, w, NULL);
+        if (dx) conv_dw_forward<T>(&g, s, dx, dy, w, NULL);
         if (dw) conv_dw_dw(&g, s, dw, x, dy);
         return vxk_check(ctx, "ConvTranspose depthwise backward");
     }
     bool direct = conv_is_1x1(&g);
     int64_t nb = conv_chunk(&g);
-    if (!direct && !(col = (float *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(float))))
+    if (!direct && !(col = (T *)vx_workspace(ctx, (size_t)(nb * CQ * P) * sizeof(T))))
         return vxk_oom(ctx, "ConvTranspose backward workspace");
     /* one im2col of dY per chunk serves dX and dW */
     for (int64_t n0 = 0; n0 < g.N && !st; n0 += nb) {
         int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
-        const float *cb;
+        const T *cb;
         if (direct) cb = dy + n0 * g.C * P;
         else {
             conv_im2col(&g, cnt, col_by_sample(&g), s, col, dy + n0 * g.C * g.IS);
@@ -487,11 +502,16 @@ static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
     return st;
 }
 
+static vx_status convt_backward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "ConvTranspose needs X");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "ConvTranspose", convt_backward_t<T>(ctx, run));
+}
+
 extern "C" {
 const vx_op vx_ops_conv[] = {
-    {"Conv", conv_forward, conv_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL},
+    {"Conv", conv_forward, conv_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0, VX_HALF},
     /* convolution_backward with transposed = true: X and W as Conv */
-    {"ConvTranspose", convt_forward, convt_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL},
+    {"ConvTranspose", convt_forward, convt_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0, VX_HALF},
 };
 const size_t vx_ops_conv_count = sizeof vx_ops_conv / sizeof vx_ops_conv[0];
 }

@@ -1,9 +1,8 @@
 /* ops_elementwise.cu: Add, Sub, Mul, Div, Mod, Max, Min (numpy
  * broadcasting), the comparisons and logical ops, Not, RandomUniformLike,
  * Dropout, Where, Cast (the one-input activations and math are in
- * ops_unary.cu); and the small
- * kernels the executor, the optimizer and the shape ops share (fill, add,
- * mean, cast, random, broadcast copy, reduce-to-shape, slice). */
+ * ops_unary.cu; the small kernels shared with the executor, the optimizer
+ * and the shape ops in ops_helpers.cu). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <string.h>
@@ -11,69 +10,7 @@
 #include "ops_common.cuh"
 #include "vx_internal.h"
 
-#define TPB 256
-
-static inline unsigned blocks_for(int64_t n) {
-    int64_t b = (n + TPB - 1) / TPB;
-    if (b > 65535LL * 16) b = 65535LL * 16;
-    return (unsigned)(b < 1 ? 1 : b);
-}
-
-#define STREAM(ctx) ((cudaStream_t)vx_stream(ctx))
-#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-static vx_status launched(vx_ctx *ctx, const char *what) {
-    cudaError_t e = cudaPeekAtLastError();
-    if (e == cudaSuccess) return VX_OK;
-    cudaGetLastError();
-    return vx_fail(ctx, VX_ECUDA, "%s: %s", what, cudaGetErrorString(e));
-}
-
-/* ---- broadcasting -------------------------------------------------------------- */
-
-/* Output index space (rank, dims) and, per operand, its strides there (0 on
- * a broadcast dim). */
-struct Bc {
-    int rank;
-    int64_t dims[VX_MAX_RANK];
-    int64_t st[3][VX_MAX_RANK];
-};
-
-static void bc_strides(Bc *bc, int which, const int64_t *dims, int rank) {
-    int off = bc->rank - rank;
-    int64_t s = 1;
-    for (int d = bc->rank - 1; d >= 0; d--) {
-        if (d < off) {
-            bc->st[which][d] = 0;
-            continue;
-        }
-        int64_t e = dims[d - off];
-        bc->st[which][d] = e == 1 ? 0 : s;
-        s *= e;
-    }
-}
-
-/* Like bc_strides, through t's own strides when t is a strided view (an
- * expanded, sliced or transposed operand is read in place, as PyTorch's
- * TensorIterator does). */
-static void bc_strides_t(Bc *bc, int which, const vx_tensor *t) {
-    if (!t->strided) {
-        bc_strides(bc, which, t->dims, t->rank);
-        return;
-    }
-    int off = bc->rank - t->rank;
-    for (int d = 0; d < bc->rank; d++)
-        bc->st[which][d] = d < off || t->dims[d - off] == 1 ? 0 : t->strides[d - off];
-}
-
-__device__ __forceinline__ void bc_offsets(const Bc &bc, int64_t i, int nops, int64_t *off) {
-    off[0] = off[1] = off[2] = 0;
-    for (int d = bc.rank - 1; d >= 0; d--) {
-        int64_t c = i % bc.dims[d];
-        i /= bc.dims[d];
-        for (int k = 0; k < nops; k++) off[k] += c * bc.st[k][d];
-    }
-}
+#include "ops_bcast.cuh"
 
 /* ---- binary arithmetic ------------------------------------------------------------ */
 
@@ -114,12 +51,31 @@ __global__ void k_binary(const T *a, const T *b, T *o, int64_t n, Bc bc, int op,
     }
 }
 
+/* Half operands computed in float, the result rounded to T. */
+template <typename T>
+__global__ void k_binary_h(const T *a, const T *b, T *o, int64_t n, Bc bc, int op, bool flat) {
+    GRID_LOOP(i, n) {
+        int64_t off[3];
+        if (flat) off[0] = off[1] = i;
+        else bc_offsets(bc, i, 2, off);
+        o[i] = vxk_st<T>(bin_apply<float>(op, vxk_ld(a[off[0]]), vxk_ld(b[off[1]])));
+    }
+}
+
+/* Comparisons read T as C (float for the half types). */
+template <typename T> struct CmpOf { typedef T C; };
+template <> struct CmpOf<__nv_bfloat16> { typedef float C; };
+template <> struct CmpOf<__half> { typedef float C; };
+template <typename T> __device__ __forceinline__ typename CmpOf<T>::C cmp_ld(T v) { return v; }
+template <> __device__ __forceinline__ float cmp_ld<__nv_bfloat16>(__nv_bfloat16 v) { return vxk_ld(v); }
+template <> __device__ __forceinline__ float cmp_ld<__half>(__half v) { return vxk_ld(v); }
+
 template <typename T>
 __global__ void k_compare(const T *a, const T *b, uint8_t *o, int64_t n, Bc bc, int op) {
     GRID_LOOP(i, n) {
         int64_t off[3];
         bc_offsets(bc, i, 2, off);
-        T x = a[off[0]], y = b[off[1]];
+        typename CmpOf<T>::C x = cmp_ld(a[off[0]]), y = cmp_ld(b[off[1]]);
         bool v;
         switch (op) {
         case B_EQ: v = x == y; break;
@@ -137,35 +93,36 @@ __global__ void k_compare(const T *a, const T *b, uint8_t *o, int64_t n, Bc bc, 
 
 /* Gradient of one operand, written (same shape) or atomically summed
  * (broadcast operand) into gi. which: 0 for a, 1 for b. */
-__global__ void k_binary_grad(const float *g, const float *a, const float *b, float *gi, int64_t n, Bc bc, int op,
-                              int which, bool direct) {
+template <typename T>
+__global__ void k_binary_grad(const T *g, const T *a, const T *b, T *gi, int64_t n, Bc bc, int op, int which,
+                              bool direct) {
     GRID_LOOP(i, n) {
         int64_t off[3];
         bc_offsets(bc, i, 3, off); /* 0: a, 1: b, 2: the operand receiving */
-        float gv = g[i], v;
+        float gv = vxk_ld(g[i]), v;
         switch (op) {
         case B_ADD: v = gv; break;
         case B_SUB: v = which ? -gv : gv; break;
-        case B_MUL: v = which ? gv * a[off[0]] : gv * b[off[1]]; break;
+        case B_MUL: v = which ? gv * vxk_ld(a[off[0]]) : gv * vxk_ld(b[off[1]]); break;
         case B_MOD:
         case B_FMOD: {
-            float q = a[off[0]] / b[off[1]];
+            float q = vxk_ld(a[off[0]]) / vxk_ld(b[off[1]]);
             v = which ? -gv * (op == B_MOD ? floorf(q) : truncf(q)) : gv;
             break;
         }
         case B_MAX:
         case B_MIN: { /* maximum / minimum: ties share the gradient */
-            float x = a[off[0]], y = b[off[1]], mine = which ? y : x, other = which ? x : y;
+            float x = vxk_ld(a[off[0]]), y = vxk_ld(b[off[1]]), mine = which ? y : x, other = which ? x : y;
             bool wins = op == B_MAX ? mine > other : mine < other;
             v = wins ? gv : mine == other ? 0.5f * gv : 0.f;
             break;
         }
         default: {
-            float bv = b[off[1]];
-            v = which ? -gv * a[off[0]] / (bv * bv) : gv / bv;
+            float bv = vxk_ld(b[off[1]]);
+            v = which ? -gv * vxk_ld(a[off[0]]) / (bv * bv) : gv / bv;
         }
         }
-        if (direct) gi[i] = v;
+        if (direct) gi[i] = vxk_st<T>(v);
         else vxk_atomic_add(&gi[off[2]], v);
     }
 }
@@ -187,8 +144,13 @@ static int bin_code(const vx_run *run) {
 static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *a = run->in[0], *b = run->in[1];
     int op = bin_code(run);
-    if (run->n_in != 2 && (op == B_MAX || op == B_MIN)) /* a chain of n - 1 (ops_math.cu) */
+    if (run->n_in != 2 && (op == B_MAX || op == B_MIN)) { /* a chain of n - 1 (ops_math.cu), float32 only */
+        for (int k = 0; k < run->n_in; k++)
+            if (run->in[k] && (run->in[k]->dtype == VX_BF16 || run->in[k]->dtype == VX_F16))
+                return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for %s of %d inputs yet",
+                               vx_dtype_name(run->in[k]->dtype), run->node->op_type, run->n_in);
         return vx_k_maxmin_n_fwd(ctx, run, op == B_MAX);
+    }
     if (run->n_in != 2 || !a || !b) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: only two inputs have a kernel", run->node->op_type);
     if (a->dtype != b->dtype) return vx_fail(ctx, VX_EUNSUPPORTED, "operands of different dtypes");
     vx_tensor *ab[2] = {a, b};
@@ -210,6 +172,12 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
         else if (a->dtype == VX_I64)
             k_compare<long long><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
                 (const long long *)a->data, (const long long *)b->data, (uint8_t *)o->data, o->numel, bc, op);
+        else if (a->dtype == VX_BF16)
+            k_compare<__nv_bfloat16><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
+                (const __nv_bfloat16 *)a->data, (const __nv_bfloat16 *)b->data, (uint8_t *)o->data, o->numel, bc, op);
+        else if (a->dtype == VX_F16)
+            k_compare<__half><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
+                (const __half *)a->data, (const __half *)b->data, (uint8_t *)o->data, o->numel, bc, op);
         else
             k_compare<uint8_t><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
                 (const uint8_t *)a->data, (const uint8_t *)b->data, (uint8_t *)o->data, o->numel, bc, op);
@@ -219,10 +187,31 @@ static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     } else if (a->dtype == VX_I64) {
         k_binary<long long><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
             (const long long *)a->data, (const long long *)b->data, (long long *)o->data, o->numel, bc, op, flat);
+    } else if (a->dtype == VX_BF16) {
+        k_binary_h<__nv_bfloat16><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
+            (const __nv_bfloat16 *)a->data, (const __nv_bfloat16 *)b->data, (__nv_bfloat16 *)o->data, o->numel, bc, op,
+            flat);
+    } else if (a->dtype == VX_F16) {
+        k_binary_h<__half><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
+            (const __half *)a->data, (const __half *)b->data, (__half *)o->data, o->numel, bc, op, flat);
     } else {
         return vx_fail(ctx, VX_EUNSUPPORTED, "arithmetic on bool");
     }
     return launched(ctx, run->node->op_type);
+}
+
+template <typename T>
+static vx_status binary_grad_t(vx_ctx *ctx, const vx_tensor *g, const vx_tensor *a, const vx_tensor *b, vx_tensor *gi,
+                               Bc bc, int op, int which, bool direct) {
+    k_binary_grad<T><<<blocks_for(g->numel), TPB, 0, STREAM(ctx)>>>(
+        (const T *)g->data, a->data ? (const T *)a->data : NULL, b->data ? (const T *)b->data : NULL, (T *)gi->data,
+        g->numel, bc, op, which, direct);
+    return VX_OK;
+}
+
+static vx_status binary_grad_launch(vx_ctx *ctx, const vx_tensor *g, const vx_tensor *a, const vx_tensor *b,
+                                    vx_tensor *gi, Bc bc, int op, int which, bool direct) {
+    VXK_FLOAT_DISPATCH(ctx, g->dtype, "binary backward", binary_grad_t<T>(ctx, g, a, b, gi, bc, op, which, direct));
 }
 
 static vx_status binary_bwd(vx_ctx *ctx, vx_run *run) {
@@ -250,9 +239,8 @@ static vx_status binary_bwd(vx_ctx *ctx, vx_run *run) {
         if (!same && vx_tensor_zero(ctx, gi)) return VX_ECUDA;
         Bc b3 = bc;
         bc_strides(&b3, 2, x->dims, x->rank);
-        k_binary_grad<<<blocks_for(g->numel), TPB, 0, STREAM(ctx)>>>(
-            (const float *)g->data, a->data ? (const float *)a->data : NULL, b->data ? (const float *)b->data : NULL,
-            (float *)gi->data, g->numel, b3, op, k, same);
+        vx_status st = binary_grad_launch(ctx, g, a, b, gi, b3, op, k, same);
+        if (st) return st;
     }
     return launched(ctx, run->node->op_type);
 }
@@ -285,15 +273,29 @@ __global__ void k_where(const uint8_t *c, const T *x, const T *y, T *o, int64_t 
     }
 }
 
-__global__ void k_where_grad(const uint8_t *c, const float *g, float *gi, int64_t n, Bc bc, int which, bool direct) {
+template <typename T>
+__global__ void k_where_grad(const uint8_t *c, const T *g, T *gi, int64_t n, Bc bc, int which, bool direct) {
     GRID_LOOP(i, n) {
         int64_t off[3];
         bc_offsets(bc, i, 3, off); /* 0: cond, 1: receiving operand */
         bool take = c[off[0]] ? which == 1 : which == 2;
-        float v = take ? g[i] : 0.0f;
-        if (direct) gi[i] = v;
+        float v = take ? vxk_ld(g[i]) : 0.0f;
+        if (direct) gi[i] = vxk_st<T>(v);
         else vxk_atomic_add(&gi[off[1]], v);
     }
+}
+
+template <typename T>
+static vx_status where_grad_t(vx_ctx *ctx, const vx_tensor *c, const vx_tensor *g, vx_tensor *gi, Bc bc, int which,
+                              bool direct) {
+    k_where_grad<T><<<blocks_for(g->numel), TPB, 0, STREAM(ctx)>>>((const uint8_t *)c->data, (const T *)g->data,
+                                                                   (T *)gi->data, g->numel, bc, which, direct);
+    return VX_OK;
+}
+
+static vx_status where_grad_launch(vx_ctx *ctx, const vx_tensor *c, const vx_tensor *g, vx_tensor *gi, Bc bc, int which,
+                                   bool direct) {
+    VXK_FLOAT_DISPATCH(ctx, g->dtype, "Where backward", where_grad_t<T>(ctx, c, g, gi, bc, which, direct));
 }
 
 static vx_status where_fwd(vx_ctx *ctx, vx_run *run) {
@@ -315,6 +317,9 @@ static vx_status where_fwd(vx_ctx *ctx, vx_run *run) {
         k_where<long long><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
             (const uint8_t *)c->data, (const long long *)x->data, (const long long *)y->data, (long long *)o->data,
             o->numel, bc);
+    else if (vx_dtype_size(x->dtype) == 2)
+        k_where<h16><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
+            (const uint8_t *)c->data, (const h16 *)x->data, (const h16 *)y->data, (h16 *)o->data, o->numel, bc);
     else
         k_where<uint8_t><<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>(
             (const uint8_t *)c->data, (const uint8_t *)x->data, (const uint8_t *)y->data, (uint8_t *)o->data, o->numel, bc);
@@ -337,8 +342,8 @@ static vx_status where_bwd(vx_ctx *ctx, vx_run *run) {
         memcpy(bc.dims, g->dims, sizeof bc.dims);
         bc_strides_t(&bc, 0, c);
         bc_strides(&bc, 1, x->dims, x->rank);
-        k_where_grad<<<blocks_for(g->numel), TPB, 0, STREAM(ctx)>>>((const uint8_t *)c->data, (const float *)g->data,
-                                                                    (float *)gi->data, g->numel, bc, k, direct);
+        vx_status st = where_grad_launch(ctx, c, g, gi, bc, k, direct);
+        if (st) return st;
     }
     return launched(ctx, "Where backward");
 }
@@ -365,7 +370,7 @@ static vx_status random_like_fwd(vx_ctx *ctx, vx_run *run) {
     int64_t dt = est_node_attr_int(run->node, "dtype", 1);
     if (!x || (dt != 1 && dt != 11 && dt != 10 && dt != 16))
         return vx_fail(ctx, VX_EUNSUPPORTED, "RandomUniformLike: a floating output only");
-    vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
+    vx_tensor *o = vx_out_new(ctx, run, 0, vx_float_dtype(ctx), x->rank, x->dims);
     if (!o) return VX_EOOM;
     float lo = (float)est_node_attr_float(run->node, "low", 0.0), hi = (float)est_node_attr_float(run->node, "high", 1.0);
     return vx_k_random(ctx, o, lo, hi, vx_seed(ctx));
@@ -373,7 +378,8 @@ static vx_status random_like_fwd(vx_ctx *ctx, vx_run *run) {
 
 /* ---- Dropout ---------------------------------------------------------------------- */
 
-__global__ void k_dropout(const float *x, float *o, uint8_t *mask, int64_t n, float p, unsigned long long seed) {
+template <typename T>
+__global__ void k_dropout(const T *x, T *o, uint8_t *mask, int64_t n, float p, unsigned long long seed) {
     GRID_LOOP(i, n) {
         unsigned long long z = seed + (unsigned long long)i * 0x9e3779b97f4a7c15ull;
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -382,12 +388,27 @@ __global__ void k_dropout(const float *x, float *o, uint8_t *mask, int64_t n, fl
         float u = (float)(z >> 40) * (1.0f / 16777216.0f);
         uint8_t keep = u >= p;
         mask[i] = keep;
-        o[i] = keep ? x[i] / (1.f - p) : 0.f;
+        o[i] = vxk_st<T>(keep ? vxk_ld(x[i]) / (1.f - p) : 0.f);
     }
 }
 
-__global__ void k_dropout_grad(const float *g, const uint8_t *mask, float *gi, int64_t n, float scale) {
-    GRID_LOOP(i, n) gi[i] = mask[i] ? g[i] * scale : 0.f;
+template <typename T>
+__global__ void k_dropout_grad(const T *g, const uint8_t *mask, T *gi, int64_t n, float scale) {
+    GRID_LOOP(i, n) gi[i] = vxk_st<T>(mask[i] ? vxk_ld(g[i]) * scale : 0.f);
+}
+
+template <typename T>
+static vx_status dropout_launch_t(vx_ctx *ctx, const vx_tensor *x, vx_tensor *o, vx_tensor *m, float p) {
+    k_dropout<T><<<blocks_for(x->numel), TPB, 0, STREAM(ctx)>>>((const T *)x->data, (T *)o->data, (uint8_t *)m->data,
+                                                                x->numel, p, (unsigned long long)vx_seed(ctx));
+    return VX_OK;
+}
+
+template <typename T>
+static vx_status dropout_grad_t(vx_ctx *ctx, const vx_tensor *g, const vx_tensor *m, vx_tensor *gi, float scale) {
+    k_dropout_grad<T><<<blocks_for(gi->numel), TPB, 0, STREAM(ctx)>>>((const T *)g->data, (const uint8_t *)m->data,
+                                                                      (T *)gi->data, gi->numel, scale);
+    return VX_OK;
 }
 
 static bool dropout_training(vx_ctx *ctx, const vx_run *run, float *p) {
@@ -401,7 +422,7 @@ static bool dropout_training(vx_ctx *ctx, const vx_run *run, float *p) {
 
 static vx_status dropout_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *x = run->in[0];
-    if (!x || x->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a float32 input");
+    if (!x || !vx_dtype_is_float(x->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a floating input");
     float p;
     bool has_mask = run->n_out > 1 && run->node->outputs[1] >= 0;
     if (!dropout_training(ctx, run, &p)) {
@@ -416,7 +437,7 @@ static vx_status dropout_fwd(vx_ctx *ctx, vx_run *run) {
         }
         return VX_OK;
     }
-    vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
+    vx_tensor *o = vx_out_new(ctx, run, 0, x->dtype, x->rank, x->dims);
     if (!o) return VX_EOOM;
     vx_tensor *m;
     if (has_mask) {
@@ -428,12 +449,15 @@ static vx_status dropout_fwd(vx_ctx *ctx, vx_run *run) {
     if (!m) return VX_EOOM;
     vx_tensor *xc = vx_contiguous(ctx, x); /* a strided input: a temporary copy */
     if (!xc) return VX_EOOM;
-    if (x->numel)
-        k_dropout<<<blocks_for(x->numel), TPB, 0, STREAM(ctx)>>>((const float *)xc->data, (float *)o->data,
-                                                                (uint8_t *)m->data, x->numel, p,
-                                                                (unsigned long long)vx_seed(ctx));
+    vx_status st = VX_OK;
+    if (x->numel) {
+        vx_dtype dt = x->dtype;
+        st = dt == VX_BF16 ? dropout_launch_t<__nv_bfloat16>(ctx, xc, o, m, p)
+             : dt == VX_F16 ? dropout_launch_t<__half>(ctx, xc, o, m, p)
+                            : dropout_launch_t<float>(ctx, xc, o, m, p);
+    }
     vx_tensor_release(ctx, xc);
-    return launched(ctx, "Dropout");
+    return st ? st : launched(ctx, "Dropout");
 }
 
 /* The mask output is kept for backward only when the op drops (its output
@@ -457,42 +481,24 @@ static vx_status dropout_bwd(vx_ctx *ctx, vx_run *run) {
     }
     vx_tensor *gi = vx_grad_new(ctx, run, 0);
     if (!gi) return VX_EOOM;
-    if (gi->numel)
-        k_dropout_grad<<<blocks_for(gi->numel), TPB, 0, STREAM(ctx)>>>(
-            (const float *)g->data, (const uint8_t *)m->data, (float *)gi->data, gi->numel, 1.f / (1.f - p));
+    if (gi->numel) {
+        vx_dtype dt = g->dtype;
+        float sc = 1.f / (1.f - p);
+        vx_status st = dt == VX_BF16 ? dropout_grad_t<__nv_bfloat16>(ctx, g, m, gi, sc)
+                       : dt == VX_F16 ? dropout_grad_t<__half>(ctx, g, m, gi, sc)
+                                      : dropout_grad_t<float>(ctx, g, m, gi, sc);
+        if (st) return st;
+    }
     return launched(ctx, "Dropout backward");
 }
 
-/* ---- Cast ------------------------------------------------------------------------- */
+/* ---- Cast (its kernels: vx_k_cast, ops_helpers.cu) --------------------------------- */
 
-template <typename S, typename D> __global__ void k_cast(const S *s, D *d, int64_t n) {
-    GRID_LOOP(i, n) d[i] = (D)s[i];
-}
-template <typename S> __global__ void k_cast_bool(const S *s, uint8_t *d, int64_t n) {
-    GRID_LOOP(i, n) d[i] = s[i] != (S)0;
-}
-
-extern "C" vx_status vx_k_cast(vx_ctx *ctx, const vx_tensor *s, vx_tensor *d) {
-    int64_t n = s->numel;
-    if (!n) return VX_OK;
-    unsigned b = blocks_for(n);
-    cudaStream_t st = STREAM(ctx);
-    if (s->dtype == d->dtype) {
-        return vx_cuda_status(ctx, cudaMemcpyAsync(d->data, s->data, (size_t)n * vx_dtype_size(s->dtype),
-                                                   cudaMemcpyDeviceToDevice, st), "Cast");
-    }
-    if (s->dtype == VX_F32 && d->dtype == VX_I64) k_cast<float, long long><<<b, TPB, 0, st>>>((const float *)s->data, (long long *)d->data, n);
-    else if (s->dtype == VX_F32) k_cast_bool<float><<<b, TPB, 0, st>>>((const float *)s->data, (uint8_t *)d->data, n);
-    else if (s->dtype == VX_I64 && d->dtype == VX_F32) k_cast<long long, float><<<b, TPB, 0, st>>>((const long long *)s->data, (float *)d->data, n);
-    else if (s->dtype == VX_I64) k_cast_bool<long long><<<b, TPB, 0, st>>>((const long long *)s->data, (uint8_t *)d->data, n);
-    else if (d->dtype == VX_F32) k_cast<uint8_t, float><<<b, TPB, 0, st>>>((const uint8_t *)s->data, (float *)d->data, n);
-    else k_cast<uint8_t, long long><<<b, TPB, 0, st>>>((const uint8_t *)s->data, (long long *)d->data, n);
-    return launched(ctx, "Cast");
-}
-
-static vx_dtype onnx_to_vx(int64_t to) {
+/* A float `to` is the run's float dtype (--dtype converts every float
+ * tensor of the graph, as model.to(dtype) does). */
+static vx_dtype onnx_to_vx(vx_ctx *ctx, int64_t to) {
     switch (to) {
-    case 1: case 10: case 11: case 16: return VX_F32;
+    case 1: case 10: case 11: case 16: return vx_float_dtype(ctx);
     case 9: return VX_BOOL;
     default: return VX_I64;
     }
@@ -500,7 +506,7 @@ static vx_dtype onnx_to_vx(int64_t to) {
 
 static vx_status cast_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *x = run->in[0];
-    vx_dtype to = onnx_to_vx(est_node_attr_int(run->node, "to", 1));
+    vx_dtype to = onnx_to_vx(ctx, est_node_attr_int(run->node, "to", 1));
     if (to == x->dtype) {
         run->out[0] = vx_tensor_view(ctx, x, x->rank, x->dims);
         return run->out[0] ? VX_OK : VX_EOOM;
@@ -514,237 +520,47 @@ static vx_status cast_fwd(vx_ctx *ctx, vx_run *run) {
     return st;
 }
 
+/* The gradient passes through, cast back to the input's float dtype where
+ * the cast changed it (ToCopyBackward). */
 static vx_status cast_bwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *g = run->grad_out[0];
-    if (!g || !run->need_grad[0] || run->in[0]->dtype != VX_F32) return VX_OK;
-    run->grad_in[0] = vx_tensor_view(ctx, g, g->rank, g->dims);
-    return run->grad_in[0] ? VX_OK : VX_EOOM;
-}
-
-/* ---- shared helpers ------------------------------------------------------------------ */
-
-__global__ void k_fill(float *p, int64_t n, float v) {
-    GRID_LOOP(i, n) p[i] = v;
-}
-__global__ void k_fill_i64(long long *p, int64_t n, long long v) {
-    GRID_LOOP(i, n) p[i] = v;
-}
-__global__ void k_add(const float *a, const float *b, float *o, int64_t n) {
-    GRID_LOOP(i, n) o[i] = a[i] + b[i];
-}
-__global__ void k_sum(const float *x, float *out, int64_t n, float scale) {
-    __shared__ float sh[TPB];
-    float s = 0.f;
-    GRID_LOOP(i, n) s += x[i];
-    sh[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = TPB / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-        __syncthreads();
+    if (!g || !run->need_grad[0] || !vx_dtype_is_float(run->in[0]->dtype)) return VX_OK;
+    if (g->dtype == run->in[0]->dtype) {
+        run->grad_in[0] = vx_tensor_view(ctx, g, g->rank, g->dims);
+        return run->grad_in[0] ? VX_OK : VX_EOOM;
     }
-    if (threadIdx.x == 0) atomicAdd(out, sh[0] * scale);
-}
-/* Counter-based uniform in [0, 1) for element i (splitmix64 of seed + i):
- * no generator state, so every random op is one pass with no extra memory. */
-static __device__ __forceinline__ float rand_u01(unsigned long long seed, int64_t i) {
-    unsigned long long z = seed + (unsigned long long)i * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
-__global__ void k_random(float *p, int64_t n, float lo, float hi, unsigned long long seed) {
-    GRID_LOOP(i, n) p[i] = lo + (hi - lo) * rand_u01(seed, i);
-}
-/* Box-Muller on two draws of the same counter stream (2i, 2i + 1). */
-__global__ void k_random_normal(float *p, int64_t n, float mean, float scale, unsigned long long seed) {
-    GRID_LOOP(i, n) {
-        float u1 = 1.0f - rand_u01(seed, 2 * i), u2 = rand_u01(seed, 2 * i + 1); /* u1 in (0, 1] */
-        p[i] = mean + scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    }
-}
-/* y = (u < p) as float32 or bool (esize 4 or 1). */
-__global__ void k_bernoulli(const float *prob, void *y, int64_t n, int esize, unsigned long long seed) {
-    GRID_LOOP(i, n) {
-        bool on = rand_u01(seed, i) < prob[i];
-        if (esize == 4) ((float *)y)[i] = on ? 1.f : 0.f;
-        else ((uint8_t *)y)[i] = on;
-    }
-}
-
-extern "C" vx_status vx_k_fill(vx_ctx *ctx, vx_tensor *t, float v) {
-    if (!t->numel) return VX_OK;
-    if (t->dtype == VX_F32) k_fill<<<blocks_for(t->numel), TPB, 0, STREAM(ctx)>>>((float *)t->data, t->numel, v);
-    else if (t->dtype == VX_I64)
-        k_fill_i64<<<blocks_for(t->numel), TPB, 0, STREAM(ctx)>>>((long long *)t->data, t->numel, (long long)v);
-    else
-        return vx_cuda_status(ctx, cudaMemsetAsync(t->data, v != 0, (size_t)t->numel, STREAM(ctx)), "fill");
-    return launched(ctx, "fill");
-}
-
-extern "C" vx_status vx_k_add_inplace(vx_ctx *ctx, vx_tensor *dst, const vx_tensor *src) {
-    if (!dst->numel) return VX_OK;
-    k_add<<<blocks_for(dst->numel), TPB, 0, STREAM(ctx)>>>((const float *)dst->data, (const float *)src->data,
-                                                           (float *)dst->data, dst->numel);
-    return launched(ctx, "gradient sum");
-}
-
-extern "C" vx_status vx_k_add(vx_ctx *ctx, const vx_tensor *a, const vx_tensor *b, vx_tensor *o) {
-    if (!o->numel) return VX_OK;
-    k_add<<<blocks_for(o->numel), TPB, 0, STREAM(ctx)>>>((const float *)a->data, (const float *)b->data,
-                                                         (float *)o->data, o->numel);
-    return launched(ctx, "gradient sum");
-}
-
-extern "C" vx_status vx_k_mean(vx_ctx *ctx, const vx_tensor *x, vx_tensor *out) {
-    if (cudaMemsetAsync(out->data, 0, sizeof(float), STREAM(ctx)) != cudaSuccess) return launched(ctx, "mean");
-    if (!x->numel) return VX_OK;
-    unsigned b = blocks_for(x->numel);
-    if (b > 1024) b = 1024;
-    k_sum<<<b, TPB, 0, STREAM(ctx)>>>((const float *)x->data, (float *)out->data, x->numel, 1.0f / (float)x->numel);
-    return launched(ctx, "mean");
-}
-
-extern "C" vx_status vx_k_copy(vx_ctx *ctx, vx_tensor *dst, const vx_tensor *src) {
-    if (!dst->numel) return VX_OK;
-    return vx_cuda_status(ctx, cudaMemcpyAsync(dst->data, src->data, (size_t)dst->numel * vx_dtype_size(dst->dtype),
-                                               cudaMemcpyDeviceToDevice, STREAM(ctx)), "copy");
-}
-
-extern "C" vx_status vx_k_random(vx_ctx *ctx, vx_tensor *t, float lo, float hi, uint64_t seed) {
-    if (!t->numel) return VX_OK;
-    k_random<<<blocks_for(t->numel), TPB, 0, STREAM(ctx)>>>((float *)t->data, t->numel, lo, hi,
-                                                            (unsigned long long)seed);
-    return launched(ctx, "random");
-}
-
-extern "C" vx_status vx_k_random_normal(vx_ctx *ctx, vx_tensor *t, float mean, float scale, uint64_t seed) {
-    if (!t->numel) return VX_OK;
-    k_random_normal<<<blocks_for(t->numel), TPB, 0, STREAM(ctx)>>>((float *)t->data, t->numel, mean, scale,
-                                                                   (unsigned long long)seed);
-    return launched(ctx, "random normal");
-}
-
-extern "C" vx_status vx_k_bernoulli(vx_ctx *ctx, const vx_tensor *prob, vx_tensor *out, uint64_t seed) {
-    if (!out->numel) return VX_OK;
-    k_bernoulli<<<blocks_for(out->numel), TPB, 0, STREAM(ctx)>>>((const float *)prob->data, out->data, out->numel,
-                                                                 (int)vx_dtype_size(out->dtype),
-                                                                 (unsigned long long)seed);
-    return launched(ctx, "Bernoulli");
-}
-
-/* Broadcast copy (Expand): dst[i] = src[broadcast index]. */
-template <typename T> __global__ void k_bcopy(const T *s, T *d, int64_t n, Bc bc) {
-    GRID_LOOP(i, n) {
-        int64_t off[3];
-        bc_offsets(bc, i, 1, off);
-        d[i] = s[off[0]];
-    }
-}
-__global__ void k_reduce_to(const float *s, float *d, int64_t n, Bc bc) {
-    GRID_LOOP(i, n) {
-        int64_t off[3];
-        bc_offsets(bc, i, 1, off);
-        vxk_atomic_add(&d[off[0]], s[i]);
-    }
-}
-
-extern "C" vx_status vx_k_broadcast_copy(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst);
-extern "C" vx_status vx_k_broadcast_copy(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst) {
-    if (!dst->numel) return VX_OK;
-    Bc bc;
-    memset(&bc, 0, sizeof bc);
-    bc.rank = dst->rank;
-    memcpy(bc.dims, dst->dims, sizeof bc.dims);
-    bc_strides(&bc, 0, src->dims, src->rank);
-    unsigned b = blocks_for(dst->numel);
-    if (dst->dtype == VX_F32) k_bcopy<float><<<b, TPB, 0, STREAM(ctx)>>>((const float *)src->data, (float *)dst->data, dst->numel, bc);
-    else if (dst->dtype == VX_I64) k_bcopy<long long><<<b, TPB, 0, STREAM(ctx)>>>((const long long *)src->data, (long long *)dst->data, dst->numel, bc);
-    else k_bcopy<uint8_t><<<b, TPB, 0, STREAM(ctx)>>>((const uint8_t *)src->data, (uint8_t *)dst->data, dst->numel, bc);
-    return launched(ctx, "broadcast copy");
-}
-
-/* dst (zeroed here) = src summed over the dims dst broadcasts along. */
-extern "C" vx_status vx_k_reduce_to(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst);
-extern "C" vx_status vx_k_reduce_to(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst) {
-    vx_status st = vx_tensor_zero(ctx, dst);
-    if (st || !src->numel) return st;
-    Bc bc;
-    memset(&bc, 0, sizeof bc);
-    bc.rank = src->rank;
-    memcpy(bc.dims, src->dims, sizeof bc.dims);
-    bc_strides(&bc, 0, dst->dims, dst->rank);
-    k_reduce_to<<<blocks_for(src->numel), TPB, 0, STREAM(ctx)>>>((const float *)src->data, (float *)dst->data,
-                                                                 src->numel, bc);
-    return launched(ctx, "reduce");
-}
-
-/* Slice: dst[i] = src[start + idx * step] per dim; backward scatters. */
-struct Sl {
-    int rank;
-    int64_t dims[VX_MAX_RANK];   /* dst dims */
-    int64_t sst[VX_MAX_RANK];    /* src stride * step */
-    int64_t base;                /* src offset of dst[0] */
-};
-template <typename T> __global__ void k_slice(const T *s, T *d, int64_t n, Sl sl, bool scatter) {
-    GRID_LOOP(i, n) {
-        int64_t r = i, off = sl.base;
-        for (int k = sl.rank - 1; k >= 0; k--) {
-            off += (r % sl.dims[k]) * sl.sst[k];
-            r /= sl.dims[k];
-        }
-        if (scatter) ((T *)s)[off] = d[i];
-        else d[i] = s[off];
-    }
-}
-
-/* starts/steps per dim of src (already normalised); dst has the slice's dims.
- * scatter: write dst's values into src at the slice (backward). */
-extern "C" vx_status vx_k_slice(vx_ctx *ctx, vx_tensor *src, vx_tensor *dst, const int64_t *starts,
-                                const int64_t *steps, int scatter);
-extern "C" vx_status vx_k_slice(vx_ctx *ctx, vx_tensor *src, vx_tensor *dst, const int64_t *starts,
-                                const int64_t *steps, int scatter) {
-    if (!dst->numel) return VX_OK;
-    Sl sl;
-    memset(&sl, 0, sizeof sl);
-    sl.rank = src->rank;
-    int64_t s = 1;
-    for (int k = src->rank - 1; k >= 0; k--) {
-        sl.dims[k] = dst->dims[k];
-        sl.sst[k] = s * steps[k];
-        sl.base += starts[k] * s;
-        s *= src->dims[k];
-    }
-    unsigned b = blocks_for(dst->numel);
-    if (src->dtype == VX_F32) k_slice<float><<<b, TPB, 0, STREAM(ctx)>>>((const float *)src->data, (float *)dst->data, dst->numel, sl, scatter);
-    else if (src->dtype == VX_I64) k_slice<long long><<<b, TPB, 0, STREAM(ctx)>>>((const long long *)src->data, (long long *)dst->data, dst->numel, sl, scatter);
-    else k_slice<uint8_t><<<b, TPB, 0, STREAM(ctx)>>>((const uint8_t *)src->data, (uint8_t *)dst->data, dst->numel, sl, scatter);
-    return launched(ctx, "Slice");
+    vx_tensor *gi = vx_grad_new(ctx, run, 0);
+    if (!gi) return VX_EOOM;
+    vx_tensor *gc = vx_contiguous(ctx, g);
+    if (!gc) return VX_EOOM;
+    vx_status st = vx_k_cast(ctx, gc, gi);
+    vx_tensor_release(ctx, gc);
+    return st;
 }
 
 /* ---- table ----------------------------------------------------------------------- */
 
 extern "C" const vx_op vx_ops_elementwise[] = {
-    {"Add", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Sub", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Mul", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Div", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Mod", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Max", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Min", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Equal", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
-    {"GreaterOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
-    {"Less", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
-    {"Greater", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
-    {"LessOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
+    {"Add", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Sub", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Mul", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Div", binary_fwd, binary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Mod", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Max", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Min", binary_fwd, binary_bwd, 0, 0, false, 0, binary_saves, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Equal", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN, VX_HALF},
+    {"GreaterOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN, VX_HALF},
+    {"Less", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN, VX_HALF},
+    {"Greater", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN, VX_HALF},
+    {"LessOrEqual", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN, VX_HALF},
     {"And", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
     {"Or", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
     {"Xor", binary_fwd, NULL, 0, 0, false, 0, NULL, VX_STRIDED_IN},
     {"Not", not_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"RandomUniformLike", random_like_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"Where", where_fwd, where_bwd, VX_SLOT(0), 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED},
+    {"RandomUniformLike", random_like_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Where", where_fwd, where_bwd, VX_SLOT(0), 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
     {"Dropout", dropout_fwd, dropout_bwd, VX_SLOT(1) | VX_SLOT(2), VX_SLOT(1), false, VX_SLOT(1) | VX_SLOT(2),
-     dropout_saves, VX_STRIDED_IN},
-    {"Cast", cast_fwd, cast_bwd, 0, 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED | VX_STRIDED_GRAD},
+     dropout_saves, VX_STRIDED_IN, VX_HALF},
+    {"Cast", cast_fwd, cast_bwd, 0, 0, false, 0, NULL, VX_STRIDED_IN | VX_STRIDED_SAVED | VX_STRIDED_GRAD, VX_HALF},
 };
 extern "C" const size_t vx_ops_elementwise_count = sizeof vx_ops_elementwise / sizeof vx_ops_elementwise[0];

@@ -13,6 +13,9 @@
  */
 #include "ops_common.cuh"
 
+/* Half data moves as 2-byte words; its gradients add in float (vxk_ld). */
+typedef unsigned short h16;
+
 /* ---- Gather ---------------------------------------------------------------------- */
 
 template <typename T>
@@ -28,7 +31,8 @@ static __global__ void gather_kernel(T *y, const T *x, const int64_t *idx, int64
     }
 }
 
-static __global__ void gather_bwd_kernel(float *dx, const float *dy, const int64_t *idx, int64_t outer, int64_t A,
+template <typename T>
+static __global__ void gather_bwd_kernel(T *dx, const T *dy, const int64_t *idx, int64_t outer, int64_t A,
                                          int64_t nI, int64_t inner) {
     int64_t total = outer * nI * inner;
     VXK_LOOP(t, total) {
@@ -36,7 +40,7 @@ static __global__ void gather_bwd_kernel(float *dx, const float *dy, const int64
         int64_t j = r % nI, o = r / nI;
         int64_t k = idx[j];
         if (k < 0) k += A;
-        if (k >= 0 && k < A) atomicAdd(dx + (o * A + k) * inner + i, dy[t]);
+        if (k >= 0 && k < A) vxk_atomic_add_t(dx + (o * A + k) * inner + i, vxk_ld(dy[t]));
     }
 }
 
@@ -67,6 +71,9 @@ static vx_status gather_forward(vx_ctx *ctx, vx_run *run) {
     else if (X->dtype == VX_I64)
         gather_kernel<int64_t><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
             (int64_t *)run->out[0]->data, (const int64_t *)X->data, idx, outer, A, I->numel, inner);
+    else if (vx_dtype_size(X->dtype) == 2)
+        gather_kernel<h16><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (h16 *)run->out[0]->data, (const h16 *)X->data, idx, outer, A, I->numel, inner);
     else /* bool: a mask's rows (BART's causal mask) */
         gather_kernel<uint8_t><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
             (uint8_t *)run->out[0]->data, (const uint8_t *)X->data, idx, outer, A, I->numel, inner);
@@ -75,24 +82,28 @@ static vx_status gather_forward(vx_ctx *ctx, vx_run *run) {
     return st;
 }
 
-static vx_status gather_backward(vx_ctx *ctx, vx_run *run) {
-    if (!run->need_grad[0]) return VX_OK;
+template <typename T> static vx_status gather_backward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *I = run->in[1], *dY = run->grad_out[0];
     int a = vxk_axis(vxk_attr_int(run, "axis", 0), X->rank);
     vx_status st = vxk_grad(ctx, run, 0);
     if (st) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if ((st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float)))) return st;
+    T *dx = (T *)run->grad_in[0]->data;
+    if ((st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(T)))) return st;
     if (!dY || dY->numel == 0) return VX_OK;
     int64_t outer = vxk_prod(X->dims, 0, a), A = X->dims[a], inner = vxk_prod(X->dims, a + 1, X->rank);
     void *ws;
     const int64_t *idx = vxk_dev_i64(ctx, I, &ws, &st);
     if (!idx) return st;
-    gather_bwd_kernel<<<vxk_blocks(dY->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const float *)dY->data, idx,
-                                                                                   outer, A, I->numel, inner);
+    gather_bwd_kernel<T><<<vxk_blocks(dY->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const T *)dY->data, idx,
+                                                                                      outer, A, I->numel, inner);
     st = vxk_check(ctx, "Gather backward");
     vx_free(ctx, ws);
     return st;
+}
+
+static vx_status gather_backward(vx_ctx *ctx, vx_run *run) {
+    if (!run->need_grad[0]) return VX_OK;
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "Gather backward", gather_backward_t<T>(ctx, run));
 }
 
 /* ---- GatherElements ------------------------------------------------------------ */
@@ -124,11 +135,12 @@ static __global__ void gather_elements_kernel(T *y, const T *x, const int64_t *i
     }
 }
 
-static __global__ void gather_elements_bwd_kernel(float *dx, const float *dy, const int64_t *idx, ge_geom g, int64_t n) {
+template <typename T>
+static __global__ void gather_elements_bwd_kernel(T *dx, const T *dy, const int64_t *idx, ge_geom g, int64_t n) {
     VXK_LOOP(p, n) {
         int64_t k = idx[p];
         if (k < 0) k += g.A;
-        if (k >= 0 && k < g.A) atomicAdd(dx + ge_off(g, p, k), dy[p]);
+        if (k >= 0 && k < g.A) vxk_atomic_add_t(dx + ge_off(g, p, k), vxk_ld(dy[p]));
     }
 }
 
@@ -152,8 +164,7 @@ static vx_status ge_make(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, con
 static vx_status gather_elements_forward(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "GatherElements needs data and indices");
     const vx_tensor *X = run->in[0], *I = run->in[1];
-    if (X->dtype != VX_F32 && X->dtype != VX_I64)
-        return vx_fail(ctx, VX_EUNSUPPORTED, "GatherElements: float32 or int64 data only");
+    if (X->dtype == VX_BOOL) return vx_fail(ctx, VX_EUNSUPPORTED, "GatherElements: floating or int64 data only");
     ge_geom g;
     vx_status st = ge_make(ctx, run, X, I, &g);
     if (st) return st;
@@ -165,6 +176,9 @@ static vx_status gather_elements_forward(vx_ctx *ctx, vx_run *run) {
     if (X->dtype == VX_F32) {
         gather_elements_kernel<float><<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
             (float *)run->out[0]->data, (const float *)X->data, idx, g, I->numel);
+    } else if (vx_dtype_size(X->dtype) == 2) {
+        gather_elements_kernel<h16><<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (h16 *)run->out[0]->data, (const h16 *)X->data, idx, g, I->numel);
     } else {
         const int64_t *x = vxk_dev_i64(ctx, X, &xws, &st); /* a host-mirrored integer tensor is uploaded */
         if (!x) {
@@ -180,24 +194,28 @@ static vx_status gather_elements_forward(vx_ctx *ctx, vx_run *run) {
     return st;
 }
 
-static vx_status gather_elements_backward(vx_ctx *ctx, vx_run *run) {
-    if (!run->need_grad[0]) return VX_OK;
+template <typename T> static vx_status gather_elements_backward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *I = run->in[1], *dY = run->grad_out[0];
     ge_geom g;
     vx_status st = ge_make(ctx, run, X, I, &g);
     if (st) return st;
     if ((st = vxk_grad(ctx, run, 0))) return st;
-    float *dx = (float *)run->grad_in[0]->data;
-    if ((st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float)))) return st;
+    T *dx = (T *)run->grad_in[0]->data;
+    if ((st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(T)))) return st;
     if (!dY || I->numel == 0) return VX_OK;
     void *ws;
     const int64_t *idx = vxk_dev_i64(ctx, I, &ws, &st);
     if (!idx) return st;
-    gather_elements_bwd_kernel<<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        dx, (const float *)dY->data, idx, g, I->numel);
+    gather_elements_bwd_kernel<T><<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        dx, (const T *)dY->data, idx, g, I->numel);
     st = vxk_check(ctx, "GatherElements backward");
     vx_free(ctx, ws);
     return st;
+}
+
+static vx_status gather_elements_backward(vx_ctx *ctx, vx_run *run) {
+    if (!run->need_grad[0]) return VX_OK;
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "GatherElements backward", gather_elements_backward_t<T>(ctx, run));
 }
 
 /* ---- Transpose ------------------------------------------------------------------ */
@@ -244,7 +262,7 @@ static vx_status perm_make(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, p
 static vx_status transpose_forward(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "Transpose needs X");
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32 && X->dtype != VX_I64) return vx_fail(ctx, VX_EUNSUPPORTED, "Transpose: float32 or int64 only");
+    if (X->dtype == VX_BOOL) return vx_fail(ctx, VX_EUNSUPPORTED, "Transpose: floating or int64 only");
     perm_geom g;
     vx_status st = perm_make(ctx, run, X, &g);
     if (st) return st;
@@ -254,6 +272,9 @@ static vx_status transpose_forward(vx_ctx *ctx, vx_run *run) {
     if (X->dtype == VX_F32)
         permute_kernel<float><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
             (float *)run->out[0]->data, (const float *)X->data, g, X->numel, false);
+    else if (vx_dtype_size(X->dtype) == 2)
+        permute_kernel<h16><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (h16 *)run->out[0]->data, (const h16 *)X->data, g, X->numel, false);
     else
         permute_kernel<int64_t><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
             (int64_t *)run->out[0]->data, (const int64_t *)X->data, g, X->numel, false);
@@ -266,19 +287,25 @@ static vx_status transpose_backward(vx_ctx *ctx, vx_run *run) {
     perm_geom g;
     vx_status st = perm_make(ctx, run, X, &g);
     if (st) return st;
-    float *dx;
-    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    if ((st = vxk_grad(ctx, run, 0))) return st;
+    vx_tensor *dX = run->grad_in[0];
+    if (!dY) return vxk_zero(ctx, dX->data, (size_t)dX->numel * vx_dtype_size(dX->dtype));
     if (X->numel == 0) return VX_OK;
-    permute_kernel<float><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const float *)dY->data, g,
-                                                                                      X->numel, true);
+    if (vx_dtype_size(dX->dtype) == 2)
+        permute_kernel<h16><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (h16 *)dX->data, (const h16 *)dY->data, g, X->numel, true);
+    else
+        permute_kernel<float><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (float *)dX->data, (const float *)dY->data, g, X->numel, true);
     return vxk_check(ctx, "Transpose backward");
 }
 
 extern "C" {
 const vx_op vx_ops_gather[] = {
-    {"Gather", gather_forward, gather_backward, VX_SLOT(1), 0, false, 0, NULL},
-    {"GatherElements", gather_elements_forward, gather_elements_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL},
-    {"Transpose", transpose_forward, transpose_backward, 0, 0, false, 0, NULL},
+    {"Gather", gather_forward, gather_backward, VX_SLOT(1), 0, false, 0, NULL, 0, VX_HALF},
+    {"GatherElements", gather_elements_forward, gather_elements_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0,
+     VX_HALF},
+    {"Transpose", transpose_forward, transpose_backward, 0, 0, false, 0, NULL, 0, VX_HALF},
 };
 const size_t vx_ops_gather_count = sizeof vx_ops_gather / sizeof vx_ops_gather[0];
 }

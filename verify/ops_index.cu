@@ -155,9 +155,10 @@ static vx_status split_backward(vx_ctx *ctx, vx_run *run) {
     if (X->numel == 0) return VX_OK;
     char *dx = (char *)run->grad_in[0]->data;
     int64_t outer = vxk_prod(X->dims, 0, a), inner = vxk_prod(X->dims, a + 1, X->rank);
-    size_t pitch = (size_t)(X->dims[a] * inner) * sizeof(float), off = 0;
+    size_t es = vx_dtype_size(run->grad_in[0]->dtype);
+    size_t pitch = (size_t)(X->dims[a] * inner) * es, off = 0;
     for (int k = 0; k < run->n_out; k++) {
-        size_t w = (size_t)(sizes[k] * inner) * sizeof(float);
+        size_t w = (size_t)(sizes[k] * inner) * es;
         const vx_tensor *g = run->grad_out[k];
         if (w) {
             cudaError_t e = g && g->data
@@ -224,7 +225,7 @@ static __global__ void pad_kernel(T *y, const T *x, pad_geom g, int64_t n, T val
 }
 
 /* constant: dx[i] = dy at i's place in the output, 0 where cropped. */
-static __global__ void pad_crop_bwd_kernel(float *dx, const float *dy, pad_geom g, int64_t n) {
+template <typename T> static __global__ void pad_crop_bwd_kernel(T *dx, const T *dy, pad_geom g, int64_t n) {
     VXK_LOOP(i, n) {
         int64_t r = i, off = 0, s = 1;
         bool in = true;
@@ -235,13 +236,13 @@ static __global__ void pad_crop_bwd_kernel(float *dx, const float *dy, pad_geom 
             off += o * s;
             s *= g.ydims[d];
         }
-        dx[i] = in ? dy[off] : 0.f;
+        dx[i] = in ? dy[off] : vxk_st<T>(0.f);
     }
 }
 
 /* reflect, edge, wrap: every output cell adds into the cell it copies. */
-static __global__ void pad_scatter_bwd_kernel(float *dx, const float *dy, pad_geom g, int64_t n) {
-    VXK_LOOP(o, n) atomicAdd(dx + pad_src(g, o), dy[o]);
+template <typename T> static __global__ void pad_scatter_bwd_kernel(T *dx, const T *dy, pad_geom g, int64_t n) {
+    VXK_LOOP(o, n) vxk_atomic_add_t(dx + pad_src(g, o), vxk_ld(dy[o]));
 }
 
 /* pads (attribute before opset 11, else input 1) and axes (input 3, opset
@@ -299,6 +300,12 @@ static vx_status pad_forward(vx_ctx *ctx, vx_run *run) {
         unsigned b = vxk_blocks(n);
         if (X->dtype == VX_F32)
             pad_kernel<float><<<b, VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)y, (const float *)X->data, g, n, (float)value);
+        else if (X->dtype == VX_BF16)
+            pad_kernel<__nv_bfloat16><<<b, VXK_THREADS, 0, vxk_stream(ctx)>>>(
+                (__nv_bfloat16 *)y, (const __nv_bfloat16 *)X->data, g, n, vxk_st<__nv_bfloat16>((float)value));
+        else if (X->dtype == VX_F16)
+            pad_kernel<__half><<<b, VXK_THREADS, 0, vxk_stream(ctx)>>>((__half *)y, (const __half *)X->data, g, n,
+                                                                       vxk_st<__half>((float)value));
         else if (X->dtype == VX_I64)
             pad_kernel<int64_t><<<b, VXK_THREADS, 0, vxk_stream(ctx)>>>((int64_t *)y, (const int64_t *)X->data, g, n,
                                                                         (int64_t)value);
@@ -310,9 +317,25 @@ static vx_status pad_forward(vx_ctx *ctx, vx_run *run) {
     return any_grad(run) ? save_host_ints(ctx, run, g.begin, X->rank) : VX_OK;
 }
 
+template <typename T> static vx_status pad_backward_t(vx_ctx *ctx, vx_run *run, const pad_geom *g) {
+    const vx_tensor *X = run->in[0], *Y = run->out[0], *dY = run->grad_out[0];
+    T *dx = (T *)run->grad_in[0]->data;
+    vx_status st;
+    if (!dY || Y->numel == 0 || g->mode != PAD_CONSTANT) {
+        if ((st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(T)))) return st;
+        if (!dY || Y->numel == 0) return VX_OK;
+        pad_scatter_bwd_kernel<T><<<vxk_blocks(Y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const T *)dY->data,
+                                                                                            *g, Y->numel);
+    } else {
+        pad_crop_bwd_kernel<T><<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const T *)dY->data, *g,
+                                                                                         X->numel);
+    }
+    return vxk_check(ctx, "Pad backward");
+}
+
 static vx_status pad_backward(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
-    const vx_tensor *X = run->in[0], *Y = run->out[0], *dY = run->grad_out[0];
+    const vx_tensor *X = run->in[0], *Y = run->out[0];
     pad_geom g;
     vx_status st;
     if ((g.mode = pad_mode(ctx, run, &st)) < 0) return st;
@@ -326,18 +349,8 @@ static vx_status pad_backward(vx_ctx *ctx, vx_run *run) {
         g.begin[d] = begin[d];
     }
     if ((st = vxk_grad(ctx, run, 0))) return st;
-    float *dx = (float *)run->grad_in[0]->data;
     if (X->numel == 0) return VX_OK;
-    if (!dY || Y->numel == 0 || g.mode != PAD_CONSTANT) {
-        if ((st = vxk_zero(ctx, dx, (size_t)X->numel * sizeof(float)))) return st;
-        if (!dY || Y->numel == 0) return VX_OK;
-        pad_scatter_bwd_kernel<<<vxk_blocks(Y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const float *)dY->data,
-                                                                                         g, Y->numel);
-    } else {
-        pad_crop_bwd_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const float *)dY->data, g,
-                                                                                      X->numel);
-    }
-    return vxk_check(ctx, "Pad backward");
+    VXK_FLOAT_DISPATCH(ctx, run->grad_in[0]->dtype, "Pad backward", pad_backward_t<T>(ctx, run, &g));
 }
 
 /* reflection_pad / replication_pad backward keep the input (derivatives.yaml);
@@ -758,8 +771,8 @@ static void scatter_nd_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
 
 extern "C" {
 const vx_op vx_ops_index[] = {
-    {"Split", split_forward, split_backward, 0, 0, false, VX_SLOT(1), NULL, VX_STRIDED_IN},
-    {"Pad", pad_forward, pad_backward, 0, 0, false, VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3), pad_saves, 0},
+    {"Split", split_forward, split_backward, 0, 0, false, VX_SLOT(1), NULL, VX_STRIDED_IN, VX_HALF},
+    {"Pad", pad_forward, pad_backward, 0, 0, false, VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3), pad_saves, 0, VX_HALF},
     {"CumSum", cumsum_forward, cumsum_backward, 0, 0, false, VX_SLOT(1), NULL, 0},
     {"Trilu", trilu_forward, trilu_backward, 0, 0, false, VX_SLOT(1), NULL, 0},
     {"GatherND", gather_nd_forward, gather_nd_backward, VX_SLOT(1), 0, false, 0, NULL, 0},

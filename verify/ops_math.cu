@@ -217,10 +217,10 @@ static const float *pow_operand(vx_ctx *ctx, const vx_tensor *t, void **ws, vx_s
     float *h = (float *)malloc(n * sizeof(float));
     if (!h) { *st = vx_fail(ctx, VX_EOOM, "host out of memory"); return NULL; }
     for (int64_t i = 0; i < t->numel; i++)
-        h[i] = t->dtype == VX_F32 ? (t->host_f32 ? t->host_f32[i] : 0.f) : (float)(t->host_i64 ? t->host_i64[i] : 0);
+        h[i] = vx_dtype_is_float(t->dtype) ? (t->host_f32 ? t->host_f32[i] : 0.f) : (float)(t->host_i64 ? t->host_i64[i] : 0);
     cudaError_t e = cudaMemcpyAsync(d, h, (size_t)t->numel * sizeof(float), cudaMemcpyHostToDevice, vxk_stream(ctx));
     free(h);
-    if ((t->dtype == VX_F32 ? !t->host_f32 : !t->host_i64) && t->numel)
+    if ((vx_dtype_is_float(t->dtype) ? !t->host_f32 : !t->host_i64) && t->numel)
         *st = vx_fail(ctx, VX_ESHAPE, "Pow: operand has no data");
     else if (e != cudaSuccess)
         *st = vx_fail(ctx, VX_ECUDA, "Pow: upload failed");

@@ -126,7 +126,8 @@ static __device__ __forceinline__ int64_t pool_unravel_in(const pool_geom &g, in
 
 /* The sum over window o's cells inside X of term(the cell's offset in its
  * plane): the forward of the averaging pools. */
-template <typename Term> static __device__ __forceinline__ float pool_window_sum(const pool_geom &g, const int64_t *o, Term term) {
+template <typename Term>
+static __device__ __forceinline__ float pool_window_sum(const pool_geom &g, const int64_t *o, Term term) {
     float acc = 0.f;
     for (int64_t a = 0; a < g.k[0]; a++) {
         int64_t z = o[0] * g.s[0] - g.pb[0] + a * g.d[0];
@@ -145,7 +146,8 @@ template <typename Term> static __device__ __forceinline__ float pool_window_sum
 
 /* The sum over the windows that hold input cell q of term(the window's
  * position o[3]): the backward gathers. */
-template <typename Term> static __device__ __forceinline__ float pool_gather(const pool_geom &g, const int64_t *q, Term term) {
+template <typename Term>
+static __device__ __forceinline__ float pool_gather(const pool_geom &g, const int64_t *q, Term term) {
     float acc = 0.f;
     int64_t o[3];
     for (int64_t a = 0; a < g.k[0]; a++) {
@@ -161,11 +163,11 @@ template <typename Term> static __device__ __forceinline__ float pool_gather(con
     return acc;
 }
 
-static __global__ void maxpool_kernel(float *y, int64_t *idx, const float *x, pool_geom g) {
+template <typename T> static __global__ void maxpool_kernel(T *y, int64_t *idx, const T *x, pool_geom g) {
     int64_t total = g.N * g.C * pool_plane_out(g), plane = pool_plane_in(g);
     VXK_LOOP(i, total) {
         int64_t o[3], nc = pool_unravel_out(g, i, o);
-        const float *xp = x + nc * plane;
+        const T *xp = x + nc * plane;
         float best = -INFINITY;
         int64_t bi = -1;
         bool nan = false;
@@ -179,57 +181,82 @@ static __global__ void maxpool_kernel(float *y, int64_t *idx, const float *x, po
                     int64_t w = o[2] * g.s[2] - g.pb[2] + c * g.d[2];
                     if (w < 0 || w >= g.in[2]) continue;
                     int64_t at = (z * g.in[1] + h) * g.in[2] + w;
-                    float v = xp[at];
+                    float v = vxk_ld(xp[at]);
                     if (v > best || bi < 0 || v != v) { best = v; bi = at; if (v != v) { nan = true; break; } }
                 }
             }
         }
-        y[i] = bi < 0 ? 0.f : best;
+        y[i] = vxk_st<T>(bi < 0 ? 0.f : best);
         idx[i] = bi < 0 ? -1 : nc * plane + bi;
     }
 }
 
-static __global__ void maxpool_bwd_kernel(float *dx, const float *dy, const int64_t *idx, int64_t n) {
+template <typename T> static __global__ void maxpool_bwd_kernel(T *dx, const T *dy, const int64_t *idx, int64_t n) {
     VXK_LOOP(i, n) {
         int64_t k = idx[i];
-        if (k >= 0) atomicAdd(dx + k, dy[i]);
+        if (k >= 0) vxk_atomic_add_t(dx + k, vxk_ld(dy[i]));
     }
 }
 
-static vx_status maxpool_forward(vx_ctx *ctx, vx_run *run) {
-    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "MaxPool needs X");
+/* The arg-max indices (int64, one per output element): output 1 when the
+ * node has it, saved[0] when backward runs, else a workspace of the forward:
+ * max_pool2d_with_indices writes them on CUDA even when nothing reads them
+ * (layers/pool.c's verify rule counts that workspace). */
+static vx_status pool_indices(vx_ctx *ctx, vx_run *run, int rank, const int64_t *yd, int64_t **idx) {
+    vx_status st;
+    if (vxk_has_out(run, 1)) {
+        if ((st = vxk_new_out(ctx, run, 1, VX_I64, rank, yd))) return st;
+        run->saved[0] = vx_tensor_retain(run->out[1]);
+    } else if (run->training && run->need_grad[0]) {
+        if ((st = vxk_new_saved(ctx, run, 0, VX_I64, rank, yd))) return st;
+    } else {
+        int64_t n = vxk_prod(yd, 0, rank);
+        *idx = n ? (int64_t *)vx_workspace(ctx, (size_t)n * sizeof(int64_t)) : NULL;
+        return n && !*idx ? vxk_oom(ctx, "MaxPool indices") : VX_OK;
+    }
+    *idx = (int64_t *)run->saved[0]->data;
+    return VX_OK;
+}
+
+template <typename T> static vx_status maxpool_forward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "MaxPool: float32 only");
     pool_geom g;
     vx_status st = pool_geom_make(ctx, run, X, "MaxPool", &g);
     if (st) return st;
     int64_t yd[5];
     pool_out_dims(&g, yd);
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
-    if (vxk_has_out(run, 1)) {
-        if ((st = vxk_new_out(ctx, run, 1, VX_I64, X->rank, yd))) return st;
-        run->saved[0] = vx_tensor_retain(run->out[1]);
-    } else if ((st = vxk_new_saved(ctx, run, 0, VX_I64, X->rank, yd))) {
+    int64_t *idx = NULL;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd)) || (st = pool_indices(ctx, run, X->rank, yd, &idx)))
         return st;
-    }
     int64_t total = run->out[0]->numel;
-    if (total == 0) return VX_OK;
-    maxpool_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)run->out[0]->data, (int64_t *)run->saved[0]->data, (const float *)X->data, g);
-    return vxk_check(ctx, "MaxPool");
+    if (total)
+        maxpool_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)run->out[0]->data, idx,
+                                                                                 (const T *)X->data, g);
+    st = vxk_check(ctx, "MaxPool");
+    if (!run->saved[0]) vx_free(ctx, idx); /* the workspace: nothing reads the indices */
+    return st;
+}
+
+static vx_status maxpool_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "MaxPool needs X");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "MaxPool", maxpool_forward_t<T>(ctx, run));
+}
+
+template <typename T> static vx_status maxpool_backward_t(vx_ctx *ctx, vx_run *run) {
+    vx_status st = vxk_grad(ctx, run, 0);
+    if (st) return st;
+    vx_tensor *dX = run->grad_in[0];
+    if ((st = vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(T)))) return st;
+    const vx_tensor *dY = run->grad_out[0], *idx = run->saved[0];
+    if (!dY || !idx || dY->numel == 0) return VX_OK;
+    maxpool_bwd_kernel<T><<<vxk_blocks(dY->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (T *)dX->data, (const T *)dY->data, (const int64_t *)idx->data, dY->numel);
+    return vxk_check(ctx, "MaxPool backward");
 }
 
 static vx_status maxpool_backward(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
-    vx_status st = vxk_grad(ctx, run, 0);
-    if (st) return st;
-    vx_tensor *dX = run->grad_in[0];
-    if ((st = vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float)))) return st;
-    const vx_tensor *dY = run->grad_out[0], *idx = run->saved[0];
-    if (!dY || !idx || dY->numel == 0) return VX_OK;
-    maxpool_bwd_kernel<<<vxk_blocks(dY->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)dX->data, (const float *)dY->data, (const int64_t *)idx->data, dY->numel);
-    return vxk_check(ctx, "MaxPool backward");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "MaxPool backward", maxpool_backward_t<T>(ctx, run));
 }
 
 /* ---- AveragePool ------------------------------------------------------------- */
@@ -249,63 +276,70 @@ static __device__ __forceinline__ float avg_count(const pool_geom &g, const int6
     return cnt;
 }
 
-static __global__ void avgpool_kernel(float *y, const float *x, pool_geom g, bool include_pad) {
+template <typename T> static __global__ void avgpool_kernel(T *y, const T *x, pool_geom g, bool include_pad) {
     int64_t total = g.N * g.C * pool_plane_out(g), plane = pool_plane_in(g);
     VXK_LOOP(i, total) {
         int64_t o[3], nc = pool_unravel_out(g, i, o);
-        const float *xp = x + nc * plane;
-        float acc = pool_window_sum(g, o, [&](int64_t at) { return xp[at]; });
+        const T *xp = x + nc * plane;
+        float acc = pool_window_sum(g, o, [&](int64_t at) { return vxk_ld(xp[at]); });
         float cnt = avg_count(g, o, include_pad);
-        y[i] = cnt > 0.f ? acc / cnt : 0.f;
+        y[i] = vxk_st<T>(cnt > 0.f ? acc / cnt : 0.f);
     }
 }
 
 /* Each input cell gathers from the windows that contain it. */
-static __global__ void avgpool_bwd_kernel(float *dx, const float *dy, pool_geom g, bool include_pad) {
+template <typename T> static __global__ void avgpool_bwd_kernel(T *dx, const T *dy, pool_geom g, bool include_pad) {
     int64_t total = g.N * g.C * pool_plane_in(g), oplane = pool_plane_out(g);
     VXK_LOOP(i, total) {
         int64_t q[3], nc = pool_unravel_in(g, i, q);
-        const float *dyp = dy + nc * oplane;
+        const T *dyp = dy + nc * oplane;
         float acc = pool_gather(g, q, [&](const int64_t *o) {
             float cnt = avg_count(g, o, include_pad);
-            return cnt > 0.f ? dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]] / cnt : 0.f;
+            return cnt > 0.f ? vxk_ld(dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]]) / cnt : 0.f;
         });
-        dx[i] = acc;
+        dx[i] = vxk_st<T>(acc);
     }
 }
 
-static vx_status avgpool_forward(vx_ctx *ctx, vx_run *run) {
-    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "AveragePool needs X");
+template <typename T> static vx_status avgpool_forward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "AveragePool: float32 only");
     pool_geom g;
     vx_status st = pool_geom_make(ctx, run, X, "AveragePool", &g);
     if (st) return st;
     int64_t yd[5];
     pool_out_dims(&g, yd);
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd))) return st;
     int64_t total = run->out[0]->numel;
     if (total == 0) return VX_OK;
     bool incl = vxk_attr_int(run, "count_include_pad", 0) != 0;
-    avgpool_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)run->out[0]->data,
-                                                                            (const float *)X->data, g, incl);
+    avgpool_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)run->out[0]->data,
+                                                                               (const T *)X->data, g, incl);
     return vxk_check(ctx, "AveragePool");
 }
 
-static vx_status avgpool_backward(vx_ctx *ctx, vx_run *run) {
-    if (!run->need_grad[0]) return VX_OK;
+static vx_status avgpool_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "AveragePool needs X");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "AveragePool", avgpool_forward_t<T>(ctx, run));
+}
+
+template <typename T> static vx_status avgpool_backward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     pool_geom g;
     vx_status st = pool_geom_make(ctx, run, X, "AveragePool", &g);
     if (st) return st;
     if ((st = vxk_grad(ctx, run, 0))) return st;
     vx_tensor *dX = run->grad_in[0];
-    if (!dY || dY->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float));
+    if (!dY || dY->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(T));
     if (dX->numel == 0) return VX_OK;
     bool incl = vxk_attr_int(run, "count_include_pad", 0) != 0;
-    avgpool_bwd_kernel<<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)dX->data,
-                                                                                    (const float *)dY->data, g, incl);
+    avgpool_bwd_kernel<T><<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)dX->data,
+                                                                                       (const T *)dY->data, g, incl);
     return vxk_check(ctx, "AveragePool backward");
+}
+
+static vx_status avgpool_backward(vx_ctx *ctx, vx_run *run) {
+    if (!run->need_grad[0]) return VX_OK;
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "AveragePool backward", avgpool_backward_t<T>(ctx, run));
 }
 
 /* ---- GlobalMaxPool, LpPool, GlobalLpPool ------------------------------------------- */
@@ -328,22 +362,28 @@ static vx_status global_geom_make(vx_ctx *ctx, const vx_tensor *X, const char *o
 
 /* adaptive_max_pool: the arg-max indices (saved[0], int64 flat over X) and X
  * (autograd keeps self), as MaxPool; backward is MaxPool's scatter. */
-static vx_status gmp_forward(vx_ctx *ctx, vx_run *run) {
-    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "GlobalMaxPool needs X");
+template <typename T> static vx_status gmp_forward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "GlobalMaxPool: float32 only");
     pool_geom g;
     vx_status st = global_geom_make(ctx, X, "GlobalMaxPool", &g);
     if (st) return st;
     int64_t yd[5];
     pool_out_dims(&g, yd);
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
-    if ((st = vxk_new_saved(ctx, run, 0, VX_I64, X->rank, yd))) return st;
+    int64_t *idx = NULL;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd)) || (st = pool_indices(ctx, run, X->rank, yd, &idx)))
+        return st;
     int64_t total = run->out[0]->numel;
-    if (total == 0) return VX_OK;
-    maxpool_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)run->out[0]->data, (int64_t *)run->saved[0]->data, (const float *)X->data, g);
-    return vxk_check(ctx, "GlobalMaxPool");
+    if (total)
+        maxpool_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)run->out[0]->data, idx,
+                                                                                 (const T *)X->data, g);
+    st = vxk_check(ctx, "GlobalMaxPool");
+    if (!run->saved[0]) vx_free(ctx, idx); /* the workspace: nothing reads the indices */
+    return st;
+}
+
+static vx_status gmp_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "GlobalMaxPool needs X");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "GlobalMaxPool", gmp_forward_t<T>(ctx, run));
 }
 
 /* y = (sum over the window of |x|^p)^(1/p); pads add nothing. */
@@ -430,15 +470,17 @@ static vx_status glppool_backward(vx_ctx *ctx, vx_run *run) { return lppool_back
 
 /* ---- reductions: GlobalAveragePool, ReduceMean, ReduceSum ------------------------ */
 
-static __global__ void bcast_back_kernel(float *dx, const float *dy, vxk_bcast b, int64_t n, float scale) {
-    VXK_LOOP(i, n) dx[i] = scale * dy[vxk_bcast_off(b, i)];
+template <typename T>
+static __global__ void bcast_back_kernel(T *dx, const T *dy, vxk_bcast b, int64_t n, float scale) {
+    VXK_LOOP(i, n) dx[i] = vxk_st<T>(scale * vxk_ld(dy[vxk_bcast_off(b, i)]));
 }
 
 /* Forward of a reduction of X over the axes marked in red[] (by mean when
  * mean), output shape od (rank orank). */
-static vx_status reduce_fwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean, int orank, const int64_t *od) {
+template <typename T>
+static vx_status reduce_fwd_t(vx_ctx *ctx, vx_run *run, const bool *red, bool mean, int orank, const int64_t *od) {
     const vx_tensor *X = run->in[0];
-    vx_status st = vxk_new_out(ctx, run, 0, VX_F32, orank, od);
+    vx_status st = vxk_new_out(ctx, run, 0, X->dtype, orank, od);
     if (st) return st;
     bool keep[VX_MAX_RANK];
     int64_t cnt = 1;
@@ -449,17 +491,21 @@ static vx_status reduce_fwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean
     vxk_reduce r;
     vxk_reduce_make(&r, X->rank, X->dims, keep);
     float scale = mean ? (cnt > 0 ? 1.f / (float)cnt : NAN) : 1.f;
-    return vxk_reduce_run(ctx, (float *)run->out[0]->data, (const float *)X->data, &r, scale, 0.f);
+    return vxk_reduce_run(ctx, (T *)run->out[0]->data, (const T *)X->data, &r, scale, 0.f);
+}
+
+static vx_status reduce_fwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean, int orank, const int64_t *od) {
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, run->node->op_type, reduce_fwd_t<T>(ctx, run, red, mean, orank, od));
 }
 
 /* dX = scale * dY broadcast back over the reduced axes. */
-static vx_status reduce_bwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean) {
-    if (!run->need_grad[0]) return VX_OK;
+template <typename T> static vx_status reduce_bwd_t(vx_ctx *ctx, vx_run *run, const bool *red, bool mean) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
-    vx_status st;
-    float *dx;
-    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    vx_status st = vxk_grad(ctx, run, 0);
+    if (st) return st;
     vx_tensor *dX = run->grad_in[0];
+    T *dx = (T *)dX->data;
+    if (!dY) return vxk_zero(ctx, dx, (size_t)dX->numel * sizeof(T));
     if (dX->numel == 0) return VX_OK;
     int64_t kd[VX_MAX_RANK], cnt = 1;
     for (int i = 0; i < X->rank; i++) {
@@ -468,9 +514,14 @@ static vx_status reduce_bwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean
     }
     vxk_bcast b;
     vxk_bcast_make(&b, X->rank, X->dims, X->rank, kd);
-    bcast_back_kernel<<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        dx, (const float *)dY->data, b, dX->numel, mean ? 1.f / (float)cnt : 1.f);
+    bcast_back_kernel<T><<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        dx, (const T *)dY->data, b, dX->numel, mean ? 1.f / (float)cnt : 1.f);
     return vxk_check(ctx, "reduction backward");
+}
+
+static vx_status reduce_bwd(vx_ctx *ctx, vx_run *run, const bool *red, bool mean) {
+    if (!run->need_grad[0]) return VX_OK;
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "reduction backward", reduce_bwd_t<T>(ctx, run, red, mean));
 }
 
 static void gap_axes(const vx_tensor *X, bool *red, int64_t *od) {
@@ -483,7 +534,6 @@ static void gap_axes(const vx_tensor *X, bool *red, int64_t *od) {
 static vx_status gap_forward(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "GlobalAveragePool needs X");
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "GlobalAveragePool: float32 only");
     if (X->rank < 2) return vx_fail(ctx, VX_ESHAPE, "GlobalAveragePool: X rank %d", X->rank);
     bool red[VX_MAX_RANK];
     int64_t od[VX_MAX_RANK];
@@ -500,7 +550,6 @@ static vx_status gap_backward(vx_ctx *ctx, vx_run *run) {
 
 static vx_status reduce_forward_common(vx_ctx *ctx, vx_run *run, const char *op, bool mean) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
-    if (run->in[0]->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 only", op);
     bool red[VX_MAX_RANK];
     int64_t od[VX_MAX_RANK];
     int orank;
@@ -525,14 +574,14 @@ static vx_status reducesum_backward(vx_ctx *ctx, vx_run *run) { return reduce_ba
 
 extern "C" {
 const vx_op vx_ops_pool[] = {
-    {"MaxPool", maxpool_forward, maxpool_backward, VX_SLOT(0), 0, false, 0, NULL},
-    {"AveragePool", avgpool_forward, avgpool_backward, VX_SLOT(0), 0, false, 0, NULL},
-    {"GlobalAveragePool", gap_forward, gap_backward, 0, 0, false, 0, NULL},
-    {"GlobalMaxPool", gmp_forward, maxpool_backward, VX_SLOT(0), 0, false, 0, NULL},
+    {"MaxPool", maxpool_forward, maxpool_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
+    {"AveragePool", avgpool_forward, avgpool_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
+    {"GlobalAveragePool", gap_forward, gap_backward, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"GlobalMaxPool", gmp_forward, maxpool_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
     {"LpPool", lppool_forward, lppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL},
     {"GlobalLpPool", glppool_forward, glppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL},
-    {"ReduceMean", reducemean_forward, reducemean_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL},
-    {"ReduceSum", reducesum_forward, reducesum_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL},
+    {"ReduceMean", reducemean_forward, reducemean_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
+    {"ReduceSum", reducesum_forward, reducesum_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
 };
 const size_t vx_ops_pool_count = sizeof vx_ops_pool / sizeof vx_ops_pool[0];
 }

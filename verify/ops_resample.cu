@@ -140,7 +140,7 @@ static vx_status rz_modes(vx_ctx *ctx, const vx_run *run, const char *op, rz_geo
 
 /* Element k of scales / sizes: from its host copy, else downloaded. */
 static double rz_host_value(vx_ctx *ctx, const vx_tensor *t, int64_t k) {
-    if (t->dtype == VX_F32 && t->host_f32) return t->host_f32[k];
+    if (vx_dtype_is_float(t->dtype) && t->host_f32) return t->host_f32[k];
     if (t->dtype != VX_F32 && t->host_i64) return (double)t->host_i64[k];
     if (!t->data || cudaStreamSynchronize(vxk_stream(ctx)) != cudaSuccess) return 0;
     if (t->dtype == VX_F32) {

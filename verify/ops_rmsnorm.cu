@@ -3,8 +3,8 @@
  *
  * RMSNormalization (X, scale): normalized over axes [axis, rank) (axis
  *   default -1), y = x * rstd * scale, rstd = 1 / sqrt(mean(x^2) + epsilon).
- *   As PyTorch's _fused_rms_norm: saved[0] = rstd (float32, one per row, in
- *   X's shape with 1 from axis on); saves X and scale.
+ *   As PyTorch's _fused_rms_norm: saved[0] = rstd (float32 whatever X's
+ *   dtype, one per row, in X's shape with 1 from axis on); saves X and scale.
  * LRN: across channels, window [c - floor((size-1)/2), c + ceil((size-1)/2)],
  *   y = x / (bias + alpha / size * sum x^2)^beta. Keeps X and three X-sized
  *   tensors, as F.local_response_norm's autograd graph (layers/norm.c's
@@ -13,42 +13,59 @@
 #include "ops_common.cuh"
 
 /* One block per row of D elements: rstd, y. */
-static __global__ void rms_forward_kernel(float *y, float *rstd, const float *x, const float *scale, int64_t rows,
-                                          int64_t D, float eps) {
+template <typename T>
+static __global__ void rms_forward_kernel(T *y, float *rstd, const T *x, const T *scale, int64_t rows, int64_t D,
+                                          float eps) {
     __shared__ float sh[VXK_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + r * D;
+        const T *xr = x + r * D;
         float q = 0.f;
-        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) q += xr[j] * xr[j];
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) q += vxk_ld(xr[j]) * vxk_ld(xr[j]);
         float rs = rsqrtf(vxk_block_reduce(q, sh, false) / (float)D + eps);
-        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) y[r * D + j] = xr[j] * rs * scale[j];
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
+            y[r * D + j] = vxk_st<T>(vxk_ld(xr[j]) * rs * vxk_ld(scale[j]));
         if (threadIdx.x == 0) rstd[r] = rs;
     }
 }
 
 /* dx = rstd (dy scale - xhat mean(dy scale xhat)), xhat = x rstd. */
-static __global__ void rms_dx_kernel(float *dx, const float *dy, const float *x, const float *rstd, const float *scale,
-                                     int64_t rows, int64_t D) {
+template <typename T>
+static __global__ void rms_dx_kernel(T *dx, const T *dy, const T *x, const float *rstd, const T *scale, int64_t rows,
+                                     int64_t D) {
     __shared__ float sh[VXK_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + r * D, *dyr = dy + r * D;
+        const T *xr = x + r * D, *dyr = dy + r * D;
         float rs = rstd[r], b = 0.f;
-        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) b += dyr[j] * scale[j] * xr[j] * rs;
+        for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
+            b += vxk_ld(dyr[j]) * vxk_ld(scale[j]) * vxk_ld(xr[j]) * rs;
         b = vxk_block_reduce(b, sh, false) / (float)D;
         for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
-            dx[r * D + j] = rs * (dyr[j] * scale[j] - xr[j] * rs * b);
+            dx[r * D + j] = vxk_st<T>(rs * (vxk_ld(dyr[j]) * vxk_ld(scale[j]) - vxk_ld(xr[j]) * rs * b));
     }
 }
 
 /* dscale[j] += sum over a chunk of rows of dy * xhat (atomic). */
-static __global__ void rms_dscale_kernel(float *dscale, const float *dy, const float *x, const float *rstd,
+template <typename T>
+static __global__ void rms_dscale_kernel(float *dscale, const T *dy, const T *x, const float *rstd,
                                          int64_t rows, int64_t D, int64_t rows_per) {
     int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= D) return;
     int64_t r0 = (int64_t)blockIdx.y * rows_per, r1 = r0 + rows_per < rows ? r0 + rows_per : rows;
     float a = 0.f;
-    for (int64_t r = r0; r < r1; r++) a += dy[r * D + j] * x[r * D + j] * rstd[r];
+    for (int64_t r = r0; r < r1; r++) a += vxk_ld(dy[r * D + j]) * vxk_ld(x[r * D + j]) * rstd[r];
     atomicAdd(dscale + j, a);
+}
+
+/* The same into a half gradient without a float32 workspace: one thread per
+ * column sums every row and stores once. */
+template <typename T>
+static __global__ void rms_dscale_direct_kernel(T *dscale, const T *dy, const T *x, const float *rstd, int64_t rows,
+                                                int64_t D) {
+    VXK_LOOP(j, D) {
+        float a = 0.f;
+        for (int64_t r = 0; r < rows; r++) a += vxk_ld(dy[r * D + j]) * vxk_ld(x[r * D + j]) * rstd[r];
+        dscale[j] = vxk_st<T>(a);
+    }
 }
 
 static vx_status rms_geom(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, int *axis, int64_t *rows, int64_t *D) {
@@ -60,10 +77,9 @@ static vx_status rms_geom(vx_ctx *ctx, const vx_run *run, const vx_tensor *X, in
     return VX_OK;
 }
 
-static vx_status rms_forward(vx_ctx *ctx, vx_run *run) {
-    if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "RMSNormalization needs X and scale");
+template <typename T> static vx_status rms_forward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *S = run->in[1];
-    if (X->dtype != VX_F32 || S->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "RMSNormalization: float32 only");
+    if (S->dtype != X->dtype) return vx_fail(ctx, VX_EUNSUPPORTED, "RMSNormalization: X and scale of different dtypes");
     int axis;
     int64_t rows, D;
     vx_status st = rms_geom(ctx, run, X, &axis, &rows, &D);
@@ -71,18 +87,22 @@ static vx_status rms_forward(vx_ctx *ctx, vx_run *run) {
     if (S->numel != D)
         return vx_fail(ctx, VX_EUNSUPPORTED, "RMSNormalization: scale must cover the normalized shape (no broadcast)");
     float eps = (float)vxk_attr_float(run, "epsilon", 1e-5);
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, X->dims))) return st;
     int64_t sd[VX_MAX_RANK];
     for (int i = 0; i < X->rank; i++) sd[i] = i < axis ? X->dims[i] : 1;
-    if ((st = vxk_new_saved(ctx, run, 0, VX_F32, X->rank, sd))) return st;
+    if ((st = vxk_new_saved(ctx, run, 0, VX_F32, X->rank, sd))) return st; /* rstd stays float32 */
     if (rows == 0 || D == 0) return VX_OK;
-    rms_forward_kernel<<<(unsigned)(rows < 65536 ? rows : 65536), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)run->out[0]->data, (float *)run->saved[0]->data, (const float *)X->data, (const float *)S->data, rows,
-        D, eps);
+    rms_forward_kernel<T><<<(unsigned)(rows < 65536 ? rows : 65536), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (T *)run->out[0]->data, (float *)run->saved[0]->data, (const T *)X->data, (const T *)S->data, rows, D, eps);
     return vxk_check(ctx, "RMSNormalization");
 }
 
-static vx_status rms_backward(vx_ctx *ctx, vx_run *run) {
+static vx_status rms_forward(vx_ctx *ctx, vx_run *run) {
+    if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "RMSNormalization needs X and scale");
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "RMSNormalization", rms_forward_t<T>(ctx, run));
+}
+
+template <typename T> static vx_status rms_backward_t(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *S = run->in[1], *dYt = run->grad_out[0];
     int axis;
     int64_t rows, D;
@@ -92,23 +112,31 @@ static vx_status rms_backward(vx_ctx *ctx, vx_run *run) {
     if (dx && (st = vxk_grad(ctx, run, 0))) return st;
     if (ds && (st = vxk_grad(ctx, run, 1))) return st;
     if (!dYt || rows == 0 || D == 0) {
-        if (dx && (st = vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(float)))) return st;
-        if (ds && (st = vxk_zero(ctx, run->grad_in[1]->data, (size_t)S->numel * sizeof(float)))) return st;
+        if (dx && (st = vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(T)))) return st;
+        if (ds && (st = vxk_zero(ctx, run->grad_in[1]->data, (size_t)S->numel * sizeof(T)))) return st;
         return VX_OK;
     }
-    const float *x = (const float *)X->data, *dy = (const float *)dYt->data, *rstd = (const float *)run->saved[0]->data;
+    const T *x = (const T *)X->data, *dy = (const T *)dYt->data;
+    const float *rstd = (const float *)run->saved[0]->data;
     cudaStream_t s = vxk_stream(ctx);
     if (dx)
-        rms_dx_kernel<<<(unsigned)(rows < 65536 ? rows : 65536), VXK_THREADS, 0, s>>>(
-            (float *)run->grad_in[0]->data, dy, x, rstd, (const float *)S->data, rows, D);
-    if (ds) {
+        rms_dx_kernel<T><<<(unsigned)(rows < 65536 ? rows : 65536), VXK_THREADS, 0, s>>>(
+            (T *)run->grad_in[0]->data, dy, x, rstd, (const T *)S->data, rows, D);
+    if (ds && sizeof(T) != sizeof(float)) {
+        rms_dscale_direct_kernel<T><<<vxk_blocks(D), VXK_THREADS, 0, s>>>((T *)run->grad_in[1]->data, dy, x, rstd,
+                                                                          rows, D);
+    } else if (ds) {
         if ((st = vxk_zero(ctx, run->grad_in[1]->data, (size_t)D * sizeof(float)))) return st;
         int64_t chunks = rows < 256 ? rows : 256, per = (rows + chunks - 1) / chunks;
         chunks = (rows + per - 1) / per;
         dim3 grid((unsigned)((D + VXK_THREADS - 1) / VXK_THREADS), (unsigned)chunks);
-        rms_dscale_kernel<<<grid, VXK_THREADS, 0, s>>>((float *)run->grad_in[1]->data, dy, x, rstd, rows, D, per);
+        rms_dscale_kernel<T><<<grid, VXK_THREADS, 0, s>>>((float *)run->grad_in[1]->data, dy, x, rstd, rows, D, per);
     }
     return vxk_check(ctx, "RMSNormalization backward");
+}
+
+static vx_status rms_backward(vx_ctx *ctx, vx_run *run) {
+    VXK_FLOAT_DISPATCH(ctx, run->in[0]->dtype, "RMSNormalization backward", rms_backward_t<T>(ctx, run));
 }
 
 /* ---- LRN ------------------------------------------------------------------------- */
@@ -210,7 +238,7 @@ static vx_status lrn_backward(vx_ctx *ctx, vx_run *run) {
 
 extern "C" {
 const vx_op vx_ops_rmsnorm[] = {
-    {"RMSNormalization", rms_forward, rms_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL},
+    {"RMSNormalization", rms_forward, rms_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0, VX_HALF},
     {"LRN", lrn_forward, lrn_backward, VX_SLOT(0), 0, false, 0, NULL},
 };
 const size_t vx_ops_rmsnorm_count = sizeof vx_ops_rmsnorm / sizeof vx_ops_rmsnorm[0];

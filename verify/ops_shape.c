@@ -28,7 +28,7 @@ static vx_status in_ints(vx_ctx *ctx, vx_run *run, int k, int64_t *vals, int64_t
     if (t->numel > max) return vx_fail(ctx, VX_EUNSUPPORTED, "input %d has %lld values", k, (long long)t->numel);
     vx_status st = vx_tensor_to_host(ctx, t);
     if (st) return st;
-    for (int64_t i = 0; i < t->numel; i++) vals[i] = t->dtype == VX_F32 ? (int64_t)t->host_f32[i] : t->host_i64[i];
+    for (int64_t i = 0; i < t->numel; i++) vals[i] = vx_dtype_is_float(t->dtype) ? (int64_t)t->host_f32[i] : t->host_i64[i];
     *n = t->numel;
     return VX_OK;
 }
@@ -387,10 +387,10 @@ static vx_status transpose_bwd(vx_ctx *ctx, vx_run *run) {
 /* ---- host-side evaluators --------------------------------------------------------------- */
 
 static double hget(const vx_tensor *t, int64_t k) {
-    return t->dtype == VX_F32 ? (double)t->host_f32[k] : (double)t->host_i64[k];
+    return vx_dtype_is_float(t->dtype) ? (double)t->host_f32[k] : (double)t->host_i64[k];
 }
 static int64_t hgeti(const vx_tensor *t, int64_t k) {
-    return t->dtype == VX_F32 ? (int64_t)t->host_f32[k] : t->host_i64[k];
+    return vx_dtype_is_float(t->dtype) ? (int64_t)t->host_f32[k] : t->host_i64[k];
 }
 
 static vx_tensor *host_out(vx_ctx *ctx, vx_run *run, int k, vx_dtype dt, int rank, const int64_t *dims) {
@@ -457,7 +457,7 @@ static vx_status h_binary(vx_ctx *ctx, vx_run *run) {
     if (!o) return vx_fail(ctx, VX_EUNSUPPORTED, "result too large for the host path");
     for (int64_t i = 0; i < o->numel; i++) {
         int64_t ia = bc_off(a, rank, dims, i), ib = bc_off(b, rank, dims, i);
-        if (dt == VX_F32) {
+        if (vx_dtype_is_float(dt)) {
             double x = hget(a, ia), y = hget(b, ib), r;
             r = !strcmp(op, "Add") ? x + y : !strcmp(op, "Sub") ? x - y : !strcmp(op, "Mul") ? x * y : x / y;
             o->host_f32[i] = (float)r;
@@ -492,7 +492,7 @@ static vx_status h_where(vx_ctx *ctx, vx_run *run) {
         bool take = c->host_i64[bc_off(c, rank, dims, i)] != 0;
         const vx_tensor *s = take ? x : y;
         int64_t k = bc_off(s, rank, dims, i);
-        if (o->dtype == VX_F32) o->host_f32[i] = (float)hget(s, k);
+        if (vx_dtype_is_float(o->dtype)) o->host_f32[i] = (float)hget(s, k);
         else o->host_i64[i] = hgeti(s, k);
     }
     return VX_OK;
@@ -503,11 +503,11 @@ static vx_status h_cast(vx_ctx *ctx, vx_run *run) {
     if (st) return st;
     vx_tensor *x = run->in[0];
     int64_t to = est_node_attr_int(run->node, "to", 1);
-    vx_dtype dt = (to == 1 || to == 10 || to == 11 || to == 16) ? VX_F32 : to == 9 ? VX_BOOL : VX_I64;
+    vx_dtype dt = (to == 1 || to == 10 || to == 11 || to == 16) ? vx_float_dtype(ctx) : to == 9 ? VX_BOOL : VX_I64;
     vx_tensor *o = host_out(ctx, run, 0, dt, x->rank, x->dims);
     if (!o) return VX_EOOM;
     for (int64_t i = 0; i < x->numel; i++) {
-        if (dt == VX_F32) o->host_f32[i] = (float)hget(x, i);
+        if (vx_dtype_is_float(dt)) o->host_f32[i] = (float)hget(x, i);
         else if (dt == VX_BOOL) o->host_i64[i] = hget(x, i) != 0;
         else o->host_i64[i] = hgeti(x, i);
     }
@@ -562,7 +562,7 @@ static vx_status h_gather(vx_ctx *ctx, vx_run *run) {
             if (id < 0 || id >= ax) return vx_fail(ctx, VX_ESHAPE, "index %lld out of range", (long long)id);
             for (int64_t b = 0; b < inner; b++, k++) {
                 int64_t src = (a * ax + id) * inner + b;
-                if (o->dtype == VX_F32) o->host_f32[k] = d->host_f32[src];
+                if (vx_dtype_is_float(o->dtype)) o->host_f32[k] = d->host_f32[src];
                 else o->host_i64[k] = d->host_i64[src];
             }
         }
@@ -592,7 +592,7 @@ static vx_status h_gather_elements(vx_ctx *ctx, vx_run *run) {
             off += c * s;
             s *= d->dims[k];
         }
-        if (o->dtype == VX_F32) o->host_f32[i] = d->host_f32[off];
+        if (vx_dtype_is_float(o->dtype)) o->host_f32[i] = d->host_f32[off];
         else o->host_i64[i] = d->host_i64[off];
     }
     return VX_OK;
@@ -617,7 +617,7 @@ static vx_status h_concat(vx_ctx *ctx, vx_run *run) {
             if (!t) continue;
             int64_t w = t->dims[axis] * inner;
             for (int64_t j = 0; j < w; j++, k++) {
-                if (o->dtype == VX_F32) o->host_f32[k] = t->host_f32[a * w + j];
+                if (vx_dtype_is_float(o->dtype)) o->host_f32[k] = t->host_f32[a * w + j];
                 else o->host_i64[k] = t->host_i64[a * w + j];
             }
         }
@@ -639,7 +639,7 @@ static vx_status h_slice(vx_ctx *ctx, vx_run *run) {
             r /= dims[k];
             s *= x->dims[k];
         }
-        if (o->dtype == VX_F32) o->host_f32[i] = x->host_f32[off];
+        if (vx_dtype_is_float(o->dtype)) o->host_f32[i] = x->host_f32[off];
         else o->host_i64[i] = x->host_i64[off];
     }
     return VX_OK;
@@ -656,7 +656,7 @@ static vx_status h_expand(vx_ctx *ctx, vx_run *run) {
     if (!o) return vx_fail(ctx, VX_EUNSUPPORTED, "result too large for the host path");
     for (int64_t i = 0; i < o->numel; i++) {
         int64_t k = bc_off(x, rank, dims, i);
-        if (o->dtype == VX_F32) o->host_f32[i] = x->host_f32[k];
+        if (vx_dtype_is_float(o->dtype)) o->host_f32[i] = x->host_f32[k];
         else o->host_i64[i] = x->host_i64[k];
     }
     return VX_OK;
@@ -672,21 +672,21 @@ static vx_status h_range(vx_ctx *ctx, vx_run *run) {
     vx_tensor *o = host_out(ctx, run, 0, run->in[0]->dtype, 1, &n);
     if (!o) return vx_fail(ctx, VX_EUNSUPPORTED, "range too long for the host path");
     for (int64_t i = 0; i < n; i++) {
-        if (o->dtype == VX_F32) o->host_f32[i] = (float)(s + (double)i * d);
+        if (vx_dtype_is_float(o->dtype)) o->host_f32[i] = (float)(s + (double)i * d);
         else o->host_i64[i] = hgeti(run->in[0], 0) + i * hgeti(run->in[2], 0);
     }
     return VX_OK;
 }
 
 /* ConstantOfShape: host when small and integer, else on the device. */
-static vx_status cos_value(const vx_run *run, vx_dtype *dt, double *v) {
-    *dt = VX_F32;
+static vx_status cos_value(vx_ctx *ctx, const vx_run *run, vx_dtype *dt, double *v) {
+    *dt = vx_float_dtype(ctx);
     *v = 0;
     for (int i = 0; i < run->node->n_attrs; i++) {
         const est_attr *a = &run->node->attrs[i];
         if (strcmp(a->name, "value") || a->type != EST_ATTR_TENSOR) continue;
         est_dtype d = a->t_dtype;
-        *dt = (d == EST_DT_FLOAT || d == EST_DT_DOUBLE || d == EST_DT_FLOAT16 || d == EST_DT_BFLOAT16) ? VX_F32
+        *dt = (d == EST_DT_FLOAT || d == EST_DT_DOUBLE || d == EST_DT_FLOAT16 || d == EST_DT_BFLOAT16) ? vx_float_dtype(ctx)
               : d == EST_DT_BOOL ? VX_BOOL : VX_I64;
         if (a->t_value && a->t_value->count > 0)
             *v = a->t_value->i64 ? (double)a->t_value->i64[0] : a->t_value->f64 ? a->t_value->f64[0] : 0;
@@ -710,10 +710,10 @@ static vx_status constant_of_shape_fwd(vx_ctx *ctx, vx_run *run) {
     if (st) return st;
     vx_dtype dt;
     double v;
-    cos_value(run, &dt, &v);
+    cos_value(ctx, run, &dt, &v);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
-    if (dt != VX_F32 && n <= VX_HOST_MAX) {
+    if (!vx_dtype_is_float(dt) && n <= VX_HOST_MAX) {
         vx_tensor *o = host_out(ctx, run, 0, dt, rank, dims);
         if (!o) return VX_EOOM;
         for (int64_t i = 0; i < n; i++) o->host_i64[i] = (int64_t)v;
@@ -734,50 +734,50 @@ static vx_status range_fwd(vx_ctx *ctx, vx_run *run) {
 #define VIEW_OP (VX_STRIDED_IN | VX_STRIDED_SAVED | VX_STRIDED_GRAD)
 
 const vx_op vx_ops_shape[] = {
-    {"Identity", identity_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP},
-    {"Detach", identity_fwd, NULL, 0, 0, false, 0, NULL, VIEW_OP}, /* ai.memest: no gradient flows */
-    {"Reshape", reshape_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
-    {"Flatten", flatten_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP},
-    {"Squeeze", squeeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
-    {"Unsqueeze", unsqueeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP},
-    {"Transpose", transpose_fwd, transpose_bwd, 0, 0, false, 0, NULL, VIEW_OP},
+    {"Identity", identity_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP, VX_HALF},
+    {"Detach", identity_fwd, NULL, 0, 0, false, 0, NULL, VIEW_OP, VX_HALF}, /* ai.memest: no gradient flows */
+    {"Reshape", reshape_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP, VX_HALF},
+    {"Flatten", flatten_fwd, view_bwd, 0, 0, false, 0, NULL, VIEW_OP, VX_HALF},
+    {"Squeeze", squeeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP, VX_HALF},
+    {"Unsqueeze", unsqueeze_fwd, view_bwd, 0, 0, false, VX_SLOT(1), NULL, VIEW_OP, VX_HALF},
+    {"Transpose", transpose_fwd, transpose_bwd, 0, 0, false, 0, NULL, VIEW_OP, VX_HALF},
     /* backward: a sum-reduction (Expand), a zero-filled scatter (Slice) */
-    {"Expand", expand_fwd, expand_bwd, 0, 0, false, VX_SLOT(1), NULL, VX_STRIDED_IN},
-    {"Concat", concat_fwd, concat_bwd, 0, 0, false, 0, NULL, 0},
+    {"Expand", expand_fwd, expand_bwd, 0, 0, false, VX_SLOT(1), NULL, VX_STRIDED_IN, VX_HALF},
+    {"Concat", concat_fwd, concat_bwd, 0, 0, false, 0, NULL, 0, VX_HALF},
     {"Slice", slice_fwd, slice_bwd, VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), 0, false,
-     VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), NULL, VX_STRIDED_IN | VX_STRIDED_SAVED},
-    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0},
-    {"Size", h_size, NULL, 0, 0, true, 0, NULL, 0},
-    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, VX_SLOT(0), NULL, 0},
-    {"Range", range_fwd, NULL, 0, 0, true, HOST_IN_ALL, NULL, 0},
+     VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3) | VX_SLOT(4), NULL, VX_STRIDED_IN | VX_STRIDED_SAVED, VX_HALF},
+    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0, VX_HALF},
+    {"Size", h_size, NULL, 0, 0, true, 0, NULL, 0, VX_HALF},
+    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, VX_SLOT(0), NULL, 0, VX_HALF},
+    {"Range", range_fwd, NULL, 0, 0, true, HOST_IN_ALL, NULL, 0, VX_HALF},
 };
 const size_t vx_ops_shape_count = sizeof vx_ops_shape / sizeof vx_ops_shape[0];
 
 /* Run when every input is host-only (and no gradient is needed). */
 const vx_op vx_host_ops[] = {
-    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0},
-    {"Size", h_size, NULL, 0, 0, true, 0, NULL, 0},
-    {"Gather", h_gather, NULL, 0, 0, false, 0, NULL, 0},
-    {"GatherElements", h_gather_elements, NULL, 0, 0, false, 0, NULL, 0},
-    {"Unsqueeze", unsqueeze_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"Squeeze", squeeze_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"Reshape", reshape_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"Flatten", flatten_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"Identity", identity_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"Concat", h_concat, NULL, 0, 0, false, 0, NULL, 0},
-    {"Slice", h_slice, NULL, 0, 0, false, 0, NULL, 0},
-    {"Expand", h_expand, NULL, 0, 0, false, 0, NULL, 0},
-    {"Add", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"Sub", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"Mul", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"Div", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"Equal", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"GreaterOrEqual", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"Less", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"Greater", h_binary, NULL, 0, 0, false, 0, NULL, 0},
-    {"Where", h_where, NULL, 0, 0, false, 0, NULL, 0},
-    {"Cast", h_cast, NULL, 0, 0, false, 0, NULL, 0},
-    {"Range", h_range, NULL, 0, 0, false, 0, NULL, 0},
-    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"Shape", h_shape, NULL, 0, 0, true, 0, NULL, 0, VX_HALF},
+    {"Size", h_size, NULL, 0, 0, true, 0, NULL, 0, VX_HALF},
+    {"Gather", h_gather, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"GatherElements", h_gather_elements, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Unsqueeze", unsqueeze_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Squeeze", squeeze_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Reshape", reshape_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Flatten", flatten_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Identity", identity_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Concat", h_concat, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Slice", h_slice, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Expand", h_expand, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Add", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Sub", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Mul", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Div", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Equal", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"GreaterOrEqual", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Less", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Greater", h_binary, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Where", h_where, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Cast", h_cast, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Range", h_range, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"ConstantOfShape", constant_of_shape_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
 };
 const size_t vx_host_ops_count = sizeof vx_host_ops / sizeof vx_host_ops[0];

@@ -27,9 +27,9 @@ static bool zero_gradient(int op) { return op == U_FLOOR || op == U_CEIL || op =
 /* a, b: Clip's bounds, HardSigmoid's alpha and beta, Swish's alpha, Pow's
  * exponent, LeakyRelu / Elu / Celu / ThresholdedRelu's alpha, Selu's alpha
  * and gamma, Shrink's lambd and bias */
-__global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, float b) {
+template <typename T> __global__ void k_unary(const T *x, T *o, int64_t n, int op, float a, float b) {
     VXK_LOOP(i, n) {
-        float v = x[i];
+        float v = vxk_ld(x[i]);
         switch (op) {
         case U_RELU: v = v > 0.f ? v : 0.f; break;
         case U_CLIP: v = fminf(fmaxf(v, a), b); break;
@@ -77,16 +77,16 @@ __global__ void k_unary(const float *x, float *o, int64_t n, int op, float a, fl
         case U_ATANH: v = atanhf(v); break;
         default: v = powf(v, a); break;
         }
-        o[i] = v;
+        o[i] = vxk_st<T>(v);
     }
 }
 
 /* s: the saved tensor (input or output, as the table says; the gradient
  * itself for Neg, which keeps nothing); den: Softsign's saved 1 + |x| */
-__global__ void k_unary_grad(const float *s, const float *den, const float *g, float *gi, int64_t n, int op, float a,
-                             float b) {
+template <typename T>
+__global__ void k_unary_grad(const T *s, const T *den, const T *g, T *gi, int64_t n, int op, float a, float b) {
     VXK_LOOP(i, n) {
-        float v = s[i], d;
+        float v = vxk_ld(s[i]), d;
         switch (op) {
         case U_RELU: d = v > 0.f ? 1.f : 0.f; break;
         case U_CLIP: d = (v >= a && v <= b) ? 1.f : 0.f; break;
@@ -125,7 +125,7 @@ __global__ void k_unary_grad(const float *s, const float *den, const float *g, f
             d = sg + a * v * sg * (1.f - sg);
             break;
         }
-        case U_SOFTSIGN: d = 1.f / (den[i] * den[i]); break;
+        case U_SOFTSIGN: d = 1.f / (vxk_ld(den[i]) * vxk_ld(den[i])); break;
         case U_MISH: {
             float t = tanhf(v > 20.f ? v : log1pf(expf(v))), sg = 1.f / (1.f + expf(-v));
             d = t + v * (1.f - t * t) * sg;
@@ -148,7 +148,7 @@ __global__ void k_unary_grad(const float *s, const float *den, const float *g, f
         case U_ATANH: d = 1.f / (1.f - v * v); break;
         default: d = a == 0.f ? 0.f : a * powf(v, a - 1.f); break;
         }
-        gi[i] = g[i] * d;
+        gi[i] = vxk_st<T>(vxk_ld(g[i]) * d);
     }
 }
 
@@ -239,13 +239,46 @@ __global__ void k_unary_i64(const long long *x, long long *o, int64_t n, int op)
     }
 }
 
-__global__ void k_softsign_den(const float *x, float *den, int64_t n) {
-    VXK_LOOP(i, n) den[i] = 1.f + fabsf(x[i]);
+template <typename T> __global__ void k_softsign_den(const T *x, T *den, int64_t n) {
+    VXK_LOOP(i, n) den[i] = vxk_st<T>(1.f + fabsf(vxk_ld(x[i])));
+}
+
+template <typename T> static vx_status unary_fwd_t(vx_ctx *ctx, vx_run *run, int op, float a, float b) {
+    vx_tensor *x = run->in[0];
+    vx_tensor *o = vx_out_new(ctx, run, 0, x->dtype, x->rank, x->dims);
+    if (!o) return VX_EOOM;
+    if (o->numel)
+        k_unary<T><<<vxk_blocks(o->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const T *)x->data, (T *)o->data,
+                                                                             o->numel, op, a, b);
+    /* Softsign's divide keeps its denominator for backward */
+    if (op == U_SOFTSIGN && run->training && run->need_grad[0]) {
+        vx_status st = vxk_new_saved(ctx, run, 0, x->dtype, x->rank, x->dims);
+        if (st) return st;
+        if (x->numel)
+            k_softsign_den<T><<<vxk_blocks(x->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+                (const T *)x->data, (T *)run->saved[0]->data, x->numel);
+    }
+    return vxk_check(ctx, run->node->op_type);
+}
+
+template <typename T>
+static vx_status unary_bwd_t(vx_ctx *ctx, vx_run *run, const vx_tensor *s, const void *den, int op, float a, float b) {
+    vx_tensor *g = run->grad_out[0];
+    vx_tensor *gi = vx_grad_new(ctx, run, 0);
+    if (!gi) return VX_EOOM;
+    if (gi->numel)
+        k_unary_grad<T><<<vxk_blocks(gi->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+            (const T *)s->data, (const T *)den, (const T *)g->data, (T *)gi->data, gi->numel, op, a, b);
+    return vxk_check(ctx, run->node->op_type);
 }
 
 static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *x = run->in[0];
-    if (!strcmp(run->node->op_type, "Pow") && vx_pow_tensor_path(run)) return vx_k_pow_tensor_fwd(ctx, run);
+    if (!strcmp(run->node->op_type, "Pow") && vx_pow_tensor_path(run)) {
+        if (x && x->dtype != VX_F32 && vx_dtype_is_float(x->dtype))
+            return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for Pow with a tensor exponent yet", vx_dtype_name(x->dtype));
+        return vx_k_pow_tensor_fwd(ctx, run);
+    }
     int op;
     float a, b;
     vx_status st = params_of(ctx, run, &op, &a, &b);
@@ -258,20 +291,8 @@ static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
                                                                        o->numel, op);
         return vxk_check(ctx, run->node->op_type);
     }
-    if (!x || x->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a float32 input");
-    vx_tensor *o = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
-    if (!o) return VX_EOOM;
-    if (o->numel)
-        k_unary<<<vxk_blocks(o->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)x->data, (float *)o->data, o->numel, op,
-                                                              a, b);
-    /* Softsign's divide keeps its denominator for backward */
-    if (op == U_SOFTSIGN && run->training && run->need_grad[0]) {
-        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, x->rank, x->dims))) return st;
-        if (x->numel)
-            k_softsign_den<<<vxk_blocks(x->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-                (const float *)x->data, (float *)run->saved[0]->data, x->numel);
-    }
-    return vxk_check(ctx, run->node->op_type);
+    if (!x) return vx_fail(ctx, VX_EUNSUPPORTED, "needs a floating input");
+    VXK_FLOAT_DISPATCH(ctx, x->dtype, run->node->op_type, unary_fwd_t<T>(ctx, run, op, a, b));
 }
 
 static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
@@ -288,18 +309,13 @@ static vx_status unary_bwd(vx_ctx *ctx, vx_run *run) {
     }
     const vx_tensor *s = op == U_NEG ? g : row_of(run)->reads_output ? run->out[0] : run->in[0];
     if (!s->data && s->numel) return vx_fail(ctx, VX_ECUDA, "saved tensor missing");
-    const float *den = NULL;
+    const void *den = NULL;
     if (op == U_SOFTSIGN) {
         if (!run->saved[0] || (!run->saved[0]->data && s->numel))
             return vx_fail(ctx, VX_ECUDA, "Softsign backward: the denominator was not kept");
-        den = (const float *)run->saved[0]->data;
+        den = run->saved[0]->data;
     }
-    vx_tensor *gi = vx_grad_new(ctx, run, 0);
-    if (!gi) return VX_EOOM;
-    if (gi->numel)
-        k_unary_grad<<<vxk_blocks(gi->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-            (const float *)s->data, den, (const float *)g->data, (float *)gi->data, gi->numel, op, a, b);
-    return vxk_check(ctx, run->node->op_type);
+    VXK_FLOAT_DISPATCH(ctx, g->dtype, run->node->op_type, unary_bwd_t<T>(ctx, run, s, den, op, a, b));
 }
 
 /* Pow: x and the exponent (a host scalar: no device memory); a tensor
@@ -309,23 +325,24 @@ static void pow_saves(const vx_run *run, uint32_t *si, uint32_t *so) {
     *so = vx_pow_tensor_path(run) && run->need_grad[1] ? VX_SLOT(0) : 0u;
 }
 
-#define KEEPS_INPUT(name) {name, unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL}
-#define KEEPS_OUTPUT(name) {name, unary_fwd, unary_bwd, 0, VX_SLOT(0), false, 0, NULL}
-#define KEEPS_NOTHING(name) {name, unary_fwd, unary_bwd, 0, 0, false, 0, NULL}
+#define KEEPS_INPUT(name) {name, unary_fwd, unary_bwd, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF}
+#define KEEPS_OUTPUT(name) {name, unary_fwd, unary_bwd, 0, VX_SLOT(0), false, 0, NULL, 0, VX_HALF}
+#define KEEPS_NOTHING(name) {name, unary_fwd, unary_bwd, 0, 0, false, 0, NULL, 0, VX_HALF}
 
 extern "C" {
 const vx_op vx_ops_unary[] = {
     KEEPS_OUTPUT("Relu"),
     /* min and max are read on the host */
-    {"Clip", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL},
+    {"Clip", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0,
+     VX_HALF},
     KEEPS_INPUT("Erf"), KEEPS_INPUT("Gelu"),
     KEEPS_OUTPUT("Tanh"), KEEPS_OUTPUT("Sigmoid"), KEEPS_OUTPUT("Sqrt"), KEEPS_OUTPUT("Reciprocal"), KEEPS_OUTPUT("Exp"),
-    {"Neg", unary_fwd, unary_bwd, 0, 0, false, 0, NULL},
+    {"Neg", unary_fwd, unary_bwd, 0, 0, false, 0, NULL, 0, VX_HALF},
     KEEPS_INPUT("Abs"), KEEPS_INPUT("Log"), KEEPS_INPUT("Sin"), KEEPS_INPUT("Cos"), KEEPS_INPUT("Softplus"),
     KEEPS_INPUT("HardSwish"), KEEPS_INPUT("HardSigmoid"), KEEPS_INPUT("Swish"),
     /* the exponent is read on the host; a scalar takes no gradient, a tensor
      * runs ops_math.cu's binary kernel */
-    {"Pow", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, VX_SLOT(1), pow_saves},
+    {"Pow", unary_fwd, unary_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, VX_SLOT(1), pow_saves, 0, VX_HALF},
     /* Softsign: the input and saved[0], 1 + |x| */
     KEEPS_INPUT("Softsign"), KEEPS_INPUT("Mish"), KEEPS_INPUT("LeakyRelu"),
     KEEPS_INPUT("Elu"), KEEPS_INPUT("Celu"), KEEPS_INPUT("ThresholdedRelu"), KEEPS_INPUT("Selu"), KEEPS_INPUT("Shrink"),

@@ -1,13 +1,50 @@
 /* tensor.cu: vx_tensor lifetime (reference counts, views), host copies of
  * small tensors, uploads and downloads. */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "vx_half.cuh"
 #include "vx_internal.h"
 
 extern "C" size_t vx_dtype_size(vx_dtype dt) {
-    return dt == VX_F32 ? 4 : dt == VX_I64 ? 8 : 1;
+    switch (dt) {
+    case VX_F32: return 4;
+    case VX_I64: return 8;
+    case VX_BF16: case VX_F16: return 2;
+    default: return 1;
+    }
+}
+
+extern "C" vx_dtype vx_float_dtype(vx_ctx *ctx) { return ctx->fdt; }
+
+/* Host conversions between float32 and a floating storage dtype (round to
+ * nearest even, as .to(torch.bfloat16) rounds). A finite value beyond
+ * float16's range saturates to +-65504: the float32 exports bake
+ * torch.finfo(float32).min into their attention masks, where a float16
+ * model computes torch.finfo(float16).min, and -inf would turn the masked
+ * products into NaN. */
+extern "C" void vx_from_f32(vx_dtype dt, const float *src, void *dst, int64_t n) {
+    if (dt == VX_BF16)
+        for (int64_t i = 0; i < n; i++) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16(src[i]);
+    else if (dt == VX_F16)
+        for (int64_t i = 0; i < n; i++) {
+            float v = src[i];
+            if (isfinite(v)) v = v > 65504.f ? 65504.f : v < -65504.f ? -65504.f : v;
+            ((__half *)dst)[i] = __float2half(v);
+        }
+    else if (src != dst)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+extern "C" void vx_to_f32(vx_dtype dt, const void *src, float *dst, int64_t n) {
+    if (dt == VX_BF16)
+        for (int64_t i = 0; i < n; i++) dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
+    else if (dt == VX_F16)
+        for (int64_t i = 0; i < n; i++) dst[i] = __half2float(((const __half *)src)[i]);
+    else if (src != dst)
+        memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
 extern "C" vx_status vx_cuda_status(vx_ctx *ctx, int e, const char *what) {
@@ -64,7 +101,7 @@ extern "C" vx_tensor *vx_tensor_new_host(vx_ctx *ctx, vx_dtype dt, int rank, con
     t->cat = VX_CAT_ACTIVATIONS;
     t->refs = 1;
     size_t n = t->numel ? (size_t)t->numel : 1;
-    if (dt == VX_F32) t->host_f32 = (float *)calloc(n, sizeof(float));
+    if (vx_dtype_is_float(dt)) t->host_f32 = (float *)calloc(n, sizeof(float));
     else t->host_i64 = (int64_t *)calloc(n, sizeof(int64_t));
     if (!t->host_f32 && !t->host_i64) {
         free(t);
@@ -236,7 +273,7 @@ extern "C" vx_status vx_tensor_download(vx_ctx *ctx, vx_tensor *t, void *host) {
     if (!t->data) {
         /* host-only */
         size_t n = (size_t)t->numel;
-        if (t->dtype == VX_F32) memcpy(host, t->host_f32, n * sizeof(float));
+        if (vx_dtype_is_float(t->dtype)) vx_from_f32(t->dtype, t->host_f32, host, t->numel);
         else if (t->dtype == VX_I64) memcpy(host, t->host_i64, n * sizeof(int64_t));
         else
             for (size_t i = 0; i < n; i++) ((uint8_t *)host)[i] = t->host_i64[i] != 0;
@@ -264,6 +301,12 @@ extern "C" vx_status vx_tensor_to_device(vx_ctx *ctx, vx_tensor *t) {
     if (t->dtype == VX_F32) {
         if (!t->host_f32) return vx_fail(ctx, VX_ECUDA, "tensor without storage");
         src = t->host_f32;
+    } else if (vx_dtype_is_float(t->dtype)) {
+        if (!t->host_f32) return vx_fail(ctx, VX_ECUDA, "tensor without storage");
+        void *h = malloc(n * vx_dtype_size(t->dtype));
+        if (!h) return vx_fail(ctx, VX_EOOM, "host out of memory");
+        vx_from_f32(t->dtype, t->host_f32, h, t->numel);
+        src = tmp = h;
     } else if (t->dtype == VX_I64) {
         if (!t->host_i64) return vx_fail(ctx, VX_ECUDA, "tensor without storage");
         src = t->host_i64;
@@ -288,7 +331,7 @@ extern "C" vx_status vx_tensor_to_device(vx_ctx *ctx, vx_tensor *t) {
 }
 
 extern "C" vx_status vx_tensor_to_host(vx_ctx *ctx, vx_tensor *t) {
-    if (t->dtype == VX_F32 ? t->host_f32 != NULL : t->host_i64 != NULL) return VX_OK;
+    if (vx_dtype_is_float(t->dtype) ? t->host_f32 != NULL : t->host_i64 != NULL) return VX_OK;
     if (t->numel > VX_HOST_MAX)
         return vx_fail(ctx, VX_EUNSUPPORTED, "a %lld-element tensor read on the host (limit %d)",
                        (long long)t->numel, VX_HOST_MAX);
@@ -298,6 +341,18 @@ extern "C" vx_status vx_tensor_to_host(vx_ctx *ctx, vx_tensor *t) {
         t->host_f32 = (float *)calloc(n, sizeof(float));
         if (!t->host_f32) return vx_fail(ctx, VX_EOOM, "host out of memory");
         return vx_tensor_download(ctx, t, t->host_f32);
+    }
+    if (vx_dtype_is_float(t->dtype)) {
+        void *h = malloc(n * vx_dtype_size(t->dtype));
+        t->host_f32 = (float *)calloc(n, sizeof(float));
+        vx_status st = h && t->host_f32 ? vx_tensor_download(ctx, t, h) : vx_fail(ctx, VX_EOOM, "host out of memory");
+        if (!st) vx_to_f32(t->dtype, h, t->host_f32, t->numel);
+        free(h);
+        if (st) { /* no half-made copy left behind */
+            free(t->host_f32);
+            t->host_f32 = NULL;
+        }
+        return st;
     }
     t->host_i64 = (int64_t *)calloc(n, sizeof(int64_t));
     if (!t->host_i64) return vx_fail(ctx, VX_EOOM, "host out of memory");
@@ -313,7 +368,7 @@ extern "C" vx_status vx_tensor_to_host(vx_ctx *ctx, vx_tensor *t) {
 extern "C" double vx_tensor_get(vx_ctx *ctx, vx_tensor *t, int64_t k) {
     if (k < 0 || k >= t->numel) return 0;
     if (vx_tensor_to_host(ctx, t) != VX_OK) return 0;
-    return t->dtype == VX_F32 ? (double)t->host_f32[k] : (double)t->host_i64[k];
+    return vx_dtype_is_float(t->dtype) ? (double)t->host_f32[k] : (double)t->host_i64[k];
 }
 
 extern "C" vx_status vx_tensor_zero(vx_ctx *ctx, vx_tensor *t) {
@@ -353,6 +408,10 @@ static vx_status strided_copy(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst)
     cudaStream_t s = (cudaStream_t)ctx->stream;
     switch (vx_dtype_size(src->dtype)) {
     case 4: k_strided_copy<float><<<b, 256, 0, s>>>((const float *)src->data, (float *)dst->data, dst->numel, g); break;
+    case 2: /* bfloat16, float16: moved as 2-byte words */
+        k_strided_copy<unsigned short><<<b, 256, 0, s>>>((const unsigned short *)src->data, (unsigned short *)dst->data,
+                                                         dst->numel, g);
+        break;
     case 8: k_strided_copy<long long><<<b, 256, 0, s>>>((const long long *)src->data, (long long *)dst->data, dst->numel, g); break;
     default: k_strided_copy<uint8_t><<<b, 256, 0, s>>>((const uint8_t *)src->data, (uint8_t *)dst->data, dst->numel, g);
     }
@@ -405,7 +464,9 @@ extern "C" vx_tensor *vx_out_new(vx_ctx *ctx, vx_run *run, int k, vx_dtype dt, i
 
 extern "C" vx_tensor *vx_grad_new(vx_ctx *ctx, vx_run *run, int k) {
     vx_tensor *x = run->in[k];
-    vx_tensor *t = vx_tensor_new(ctx, VX_F32, x->rank, x->dims, run->grad_cat[k]);
+    /* a gradient has its input's dtype (float32 for an integer input's) */
+    vx_dtype dt = vx_dtype_is_float(x->dtype) ? x->dtype : VX_F32;
+    vx_tensor *t = vx_tensor_new(ctx, dt, x->rank, x->dims, run->grad_cat[k]);
     run->grad_in[k] = t;
     return t;
 }

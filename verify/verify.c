@@ -125,8 +125,12 @@ VX_EXPORT vx_status memest_verify_run(const est_graph *g, const vx_options *opt,
     vx_options o;
     if (opt) o = *opt;
     else memest_verify_options_init(&o);
-    if (o.dtype != EST_DT_FLOAT && o.dtype != EST_DT_UNDEFINED) {
-        snprintf(r->message, sizeof r->message, "verify runs float32 only (asked for %s)", est_dtype_name(o.dtype));
+    vx_dtype fdt = VX_F32;
+    if (o.dtype == EST_DT_BFLOAT16) fdt = VX_BF16;
+    else if (o.dtype == EST_DT_FLOAT16) fdt = VX_F16;
+    else if (o.dtype != EST_DT_FLOAT && o.dtype != EST_DT_UNDEFINED) {
+        snprintf(r->message, sizeof r->message, "verify runs float32, bfloat16 or float16 (asked for %s)",
+                 est_dtype_name(o.dtype));
         return finish(r, VX_EINVAL, NULL);
     }
     if (!o.cublas_workspace) o.cublas_workspace = 32ull << 20;
@@ -167,6 +171,7 @@ VX_EXPORT vx_status memest_verify_run(const est_graph *g, const vx_options *opt,
     vx_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return finish(r, VX_EOOM, "host out of memory");
     ctx->seed = o.seed;
+    ctx->fdt = fdt;
     vx_alloc_init(ctx);
     vx_status st = VX_OK;
     cudaStream_t stream = NULL;

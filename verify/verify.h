@@ -41,7 +41,9 @@ typedef enum vx_phase {
 #undef VX_PHASE_ENUM
 } vx_phase;
 
-typedef enum vx_dtype { VX_F32, VX_I64, VX_BOOL } vx_dtype;
+/* Device storage dtypes. VX_BF16 and VX_F16 (2 bytes) hold the floating
+ * tensors of a --dtype bfloat16 / float16 run; new values go at the end. */
+typedef enum vx_dtype { VX_F32, VX_I64, VX_BOOL, VX_BF16, VX_F16 } vx_dtype;
 
 typedef enum vx_status {
     VX_OK = 0,
@@ -56,7 +58,9 @@ typedef enum vx_status {
 } vx_status;
 
 /* A host tensor: graph input values given to a run, or outputs fetched.
- * data is float for VX_F32, int64_t for VX_I64, uint8_t for VX_BOOL. */
+ * data is float for VX_F32, int64_t for VX_I64, uint8_t for VX_BOOL. Inputs
+ * and fetched outputs are float32 on the host in every run: a half run
+ * converts them (its outputs are rounded to the half dtype first). */
 typedef struct vx_value {
     const char *name;
     vx_dtype dtype;
@@ -69,7 +73,8 @@ typedef struct vx_value {
 typedef struct vx_options {
     est_mode mode;              /* train: steps of forward, mean loss, backward, optimizer */
     est_optimizer optimizer;
-    est_dtype dtype;            /* only EST_DT_FLOAT is supported */
+    est_dtype dtype;            /* float32, bfloat16 or float16: the dtype of
+                                   every floating tensor of the run */
     int64_t batch;              /* binds the leading symbolic dim of every input */
     const est_binding *dims;
     size_t n_dims;

@@ -20,7 +20,8 @@
  *   ops_*.cu      one file per op family: a vx_op table entry per op
  *   verify.c      the public entry (est_verify in estimate.h) and report
  *
- * Floating tensors are float32 on the device; integer tensors (indices,
+ * Floating tensors are float32 on the device, or all bfloat16 / float16 in
+ * a --dtype bfloat16 / float16 run (vx_float_dtype); integer tensors (indices,
  * shapes) are int64, on the device when an op reads them there, and always
  * mirrored on the host when small (<= 4096 elements) so shape ops can run on
  * the host.
@@ -80,10 +81,12 @@ void *vx_workspace(vx_ctx *ctx, size_t bytes);
 
 /* ---- tensors ----------------------------------------------------------------- */
 
-/* Residency. Floating tensors live on the device as float32. Integer tensors
+/* Residency. Floating tensors live on the device in their dtype (float32,
+ * bfloat16, float16); their host copy is float32 whatever the dtype (the
+ * conversion happens on upload and download). Integer tensors
  * are int64 and bool tensors uint8 (1 byte) on the device. Small tensors
  * (<= VX_HOST_MAX elements) may in addition, or instead, have a host copy:
- * host_i64 for VX_I64 and VX_BOOL (0/1), host_f32 for VX_F32. Shape
+ * host_i64 for VX_I64 and VX_BOOL (0/1), host_f32 for the floating dtypes. Shape
  * arithmetic (Shape, Gather of a shape, Concat of dims, ...) runs on the host
  * and its results have data == NULL: like PyTorch's Python ints they take no
  * device memory. Before a device kernel runs, the executor uploads every
@@ -116,8 +119,18 @@ typedef struct vx_tensor {
     int64_t strides[VX_MAX_RANK];
 } vx_tensor;
 
-/* Bytes per element on the device (4, 8, 1). */
+/* Bytes per element on the device (4, 8, 1, 2, 2). */
 size_t vx_dtype_size(vx_dtype dt);
+/* float32, bfloat16 or float16: the dtypes kernels compute on. */
+static inline bool vx_dtype_is_float(vx_dtype dt) { return dt == VX_F32 || dt == VX_BF16 || dt == VX_F16; }
+static inline const char *vx_dtype_name(vx_dtype dt) {
+    static const char *const names[] = {"float32", "int64", "bool", "bfloat16", "float16"};
+    return (unsigned)dt < sizeof names / sizeof names[0] ? names[dt] : "?";
+}
+/* The run's floating dtype (--dtype): the graph's float tensors are stored
+ * in it, and a kernel making a float tensor from no float input (a Cast to
+ * float, ConstantOfShape, random values) makes it in this dtype. */
+vx_dtype vx_float_dtype(vx_ctx *ctx);
 /* Makes sure t has device storage (uploads a host-only tensor, counted under
  * t->cat); VX_EOOM when the device is full. */
 vx_status vx_tensor_to_device(vx_ctx *ctx, vx_tensor *t);
@@ -211,7 +224,12 @@ typedef struct vx_op {
      * (VX_STRIDED_* bits); the executor gives it vx_contiguous copies of the
      * others, VX_CAT_TEMP, freed when the kernel returns. 0 for most kernels. */
     uint32_t strided;
+    /* VX_HALF: the kernels also take bfloat16 and float16 tensors (they load
+     * and store the storage dtype and compute in float32). Without it the
+     * executor refuses to run the op on a half tensor. */
+    uint32_t dtypes;
 } vx_op;
+#define VX_HALF 1u
 #define VX_STRIDED_IN 1u    /* forward: in[] */
 #define VX_STRIDED_SAVED 2u /* backward: in[] and out[] */
 #define VX_STRIDED_GRAD 4u  /* backward: grad_out[] */

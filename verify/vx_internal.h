@@ -1,7 +1,7 @@
 /*
  * vx_internal.h: what the executor's own files share (alloc.cu, tensor.cu,
  * exec.c, exec_setup.c, exec_train.c, weights.c, verify.c, ops_elementwise.cu,
- * ops_shape.c, optim.cu).
+ * ops_helpers.cu, ops_shape.c, optim.cu).
  * Kernel files of other families need only vx.h.
  */
 #ifndef MEMEST_VX_INTERNAL_H
@@ -48,6 +48,7 @@ struct vx_ctx {
     struct vx_profile *prof;    /* the measured step's profile, or NULL (profile.c) */
     uint64_t seed;
     uint64_t rng_calls;
+    vx_dtype fdt;               /* the run's floating dtype (--dtype) */
     /* errors */
     char message[512];
 };
@@ -70,6 +71,10 @@ void vx_tensor_retag(vx_ctx *ctx, vx_tensor *t, vx_category cat);
 vx_tensor *vx_tensor_clone(vx_ctx *ctx, vx_tensor *t, vx_category cat);
 /* Copies host data (float / int64 / uint8 by dtype) into t's device storage. */
 vx_status vx_tensor_upload(vx_ctx *ctx, vx_tensor *t, const void *host);
+/* Host conversions between float32 values and a floating dtype's storage
+ * (n elements; the identity for VX_F32). */
+void vx_from_f32(vx_dtype dt, const float *src, void *dst, int64_t n);
+void vx_to_f32(vx_dtype dt, const void *src, float *dst, int64_t n);
 /* Copies t to host memory (caller-allocated, numel * dtype size). */
 vx_status vx_tensor_download(vx_ctx *ctx, vx_tensor *t, void *host);
 /* Storage owner of t (t or its base). */
@@ -78,7 +83,8 @@ bool vx_tensor_exclusive(const vx_tensor *t);
 vx_status vx_cuda_status(vx_ctx *ctx, int cuda_err, const char *what);
 vx_status vx_sync(vx_ctx *ctx);
 
-/* ops_elementwise.cu: helpers the executor and the optimizer use. */
+/* ops_helpers.cu: helpers the executor, the optimizer and the op families
+ * use; each dispatches on its tensors' dtypes. */
 vx_status vx_k_fill(vx_ctx *ctx, vx_tensor *t, float v);
 vx_status vx_k_add_inplace(vx_ctx *ctx, vx_tensor *dst, const vx_tensor *src);     /* same numel */
 vx_status vx_k_add(vx_ctx *ctx, const vx_tensor *a, const vx_tensor *b, vx_tensor *out); /* same numel */

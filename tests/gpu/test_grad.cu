@@ -14,6 +14,8 @@
  *   nvcc -std=c++17 -I verify -I libestimate -I layers tests/gpu/test_grad.cu \
  *        verify/ops_{gemm,conv,norm,pool,softmax,gather,recurrent,attention,resample}.cu -lcublas
  */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <math.h>
@@ -52,7 +54,7 @@ void vx_free(vx_ctx *ctx, void *p) {
     ctx->live--;
 }
 void *vx_workspace(vx_ctx *ctx, size_t bytes) { return vx_malloc(ctx, bytes, VX_CAT_TEMP); }
-size_t vx_dtype_size(vx_dtype dt) { return dt == VX_F32 ? 4 : dt == VX_I64 ? 8 : 1; }
+size_t vx_dtype_size(vx_dtype dt) { return dt == VX_F32 ? 4 : dt == VX_I64 ? 8 : dt == VX_BOOL ? 1 : 2; }
 vx_tensor *vx_tensor_new(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t *dims, vx_category cat) {
     vx_tensor *t = (vx_tensor *)calloc(1, sizeof *t);
     t->dtype = dt;
@@ -77,7 +79,7 @@ vx_tensor *vx_tensor_new_host(vx_ctx *ctx, vx_dtype dt, int rank, const int64_t 
     for (int i = 0; i < rank; i++) { t->dims[i] = dims[i]; t->numel *= dims[i]; }
     t->cat = VX_CAT_ACTIVATIONS;
     t->refs = 1;
-    if (dt == VX_F32) t->host_f32 = (float *)calloc((size_t)t->numel + 1, sizeof(float));
+    if (vx_dtype_is_float(dt)) t->host_f32 = (float *)calloc((size_t)t->numel + 1, sizeof(float));
     else t->host_i64 = (int64_t *)calloc((size_t)t->numel + 1, sizeof(int64_t));
     return t;
 }
@@ -114,7 +116,8 @@ vx_tensor *vx_out_new(vx_ctx *ctx, vx_run *run, int k, vx_dtype dt, int rank, co
     return run->out[k] = vx_tensor_new(ctx, dt, rank, dims, run->out_cat[k]);
 }
 vx_tensor *vx_grad_new(vx_ctx *ctx, vx_run *run, int k) {
-    return run->grad_in[k] = vx_tensor_new(ctx, VX_F32, run->in[k]->rank, run->in[k]->dims, run->grad_cat[k]);
+    vx_dtype dt = vx_dtype_is_float(run->in[k]->dtype) ? run->in[k]->dtype : VX_F32;
+    return run->grad_in[k] = vx_tensor_new(ctx, dt, run->in[k]->rank, run->in[k]->dims, run->grad_cat[k]);
 }
 void *vx_cublas(vx_ctx *ctx) { return ctx->blas; }
 bool vx_conv_tf32(vx_ctx *ctx) { (void)ctx; return false; } /* gradients checked in float32 */
@@ -218,6 +221,13 @@ static vx_tensor *upload(const HT &h) {
         memcpy(t->host_i64, h.i.data(), sizeof(int64_t) * h.i.size());
         if (h.host_only) { vx_free(&g_ctx, t->data); t->data = NULL; }
         else if (t->data) cudaMemcpy(t->data, h.i.data(), sizeof(int64_t) * h.i.size(), cudaMemcpyHostToDevice);
+    } else if (t->data && h.dt != VX_F32) { /* bfloat16 / float16 storage of the float values */
+        std::vector<uint16_t> b(h.f.size());
+        for (size_t k = 0; k < h.f.size(); k++) {
+            if (h.dt == VX_BF16) b[k] = ((__nv_bfloat16_raw)__float2bfloat16(h.f[k])).x;
+            else b[k] = ((__half_raw)__float2half(h.f[k])).x;
+        }
+        cudaMemcpy(t->data, b.data(), 2 * b.size(), cudaMemcpyHostToDevice);
     } else if (t->data) {
         cudaMemcpy(t->data, h.f.data(), sizeof(float) * h.f.size(), cudaMemcpyHostToDevice);
     }
@@ -231,6 +241,21 @@ static HT download(const vx_tensor *t) {
     if (t->dtype == VX_I64) {
         h.i.resize(t->numel);
         if (t->numel) cudaMemcpy(h.i.data(), t->data, 8 * t->numel, cudaMemcpyDeviceToHost);
+    } else if (t->dtype == VX_BF16 || t->dtype == VX_F16) { /* as float values */
+        std::vector<uint16_t> b(t->numel);
+        if (t->numel) cudaMemcpy(b.data(), t->data, 2 * t->numel, cudaMemcpyDeviceToHost);
+        h.f.resize(t->numel);
+        for (int64_t k = 0; k < t->numel; k++) {
+            if (t->dtype == VX_BF16) {
+                __nv_bfloat16_raw r;
+                r.x = b[k];
+                h.f[k] = __bfloat162float(__nv_bfloat16(r));
+            } else {
+                __half_raw r;
+                r.x = b[k];
+                h.f[k] = __half2float(__half(r));
+            }
+        }
     } else {
         h.f.resize(t->numel);
         if (t->numel) cudaMemcpy(h.f.data(), t->data, 4 * t->numel, cudaMemcpyDeviceToHost);
@@ -304,6 +329,8 @@ static double loss_of(const HT &y, const std::vector<float> &R) {
 }
 
 static bool close(double a, double b, double atol, double rtol) { return fabs(a - b) <= atol + rtol * fabs(b); }
+
+#include "grad_half.h"
 
 static void run_case(const char *name, Case c) {
     const vx_op *op = find_op(c.node.op.c_str());
@@ -402,6 +429,10 @@ static void run_case(const char *name, Case c) {
     }
     printf("%s %s\n", ok ? "ok  " : "FAIL", name);
     if (!ok) g_failures++;
+    if (op->dtypes & VX_HALF) {
+        half_case(name, c, VX_BF16);
+        half_case(name, c, VX_F16);
+    }
 }
 
 /* ---- host references ------------------------------------------------------------------ */
@@ -778,6 +809,7 @@ static HT ref_rnn(const RnnSpec &sp, const std::vector<HT> &in, int out) {
 #include "grad_reduce_norm_cases.h"
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines before it */
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("no CUDA device: skipped\n");

@@ -352,6 +352,8 @@ static double loss_of(const HT &y, const std::vector<float> &R) {
 
 static bool close(double a, double b, double atol, double rtol) { return fabs(a - b) <= atol + rtol * fabs(b); }
 
+#include "grad_half_elementwise.h"
+
 static void run_case(const char *name, Case c) {
     const vx_op *op = find_op(c.node.op.c_str());
     if (!op) { printf("FAIL %s: op %s missing\n", name, c.node.op.c_str()); g_failures++; return; }
@@ -472,6 +474,10 @@ static void run_case(const char *name, Case c) {
     }
     printf("%s %s\n", ok ? "ok  " : "FAIL", name);
     if (!ok) g_failures++;
+    if (op->dtypes & VX_HALF) {
+        half_case(name, c, VX_BF16);
+        half_case(name, c, VX_F16);
+    }
 }
 
 /* ---- host references ------------------------------------------------------------------ */
@@ -1080,6 +1086,7 @@ static void compare_cases() {
 #include "grad_unary2_cases.h"
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines before it */
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("no CUDA device: skipped\n");
