@@ -916,6 +916,15 @@ int main(void) {
         Case p3{Node("Conv"), {randf({2, 3, 2, 3, 3}), randf({2, 3, 1, 1, 1})}, {true, true}};
         p3.ref = [](const std::vector<HT> &in) { return ref_conv3d(in[0], in[1], NULL, 1, {0, 0, 0}, {1, 1, 1}); };
         run_case("Conv 3-D 1x1x1", p3);
+        Case g3{Node("Conv").i("group", 2).is("pads", {1, 0, 1, 1, 0, 1}).is("strides", {2, 1, 2}),
+                {randf({2, 4, 5, 6, 7}), randf({4, 2, 3, 3, 2}), randf({4})}, {true, true, true}};
+        g3.ref = [](const std::vector<HT> &in) { return ref_conv3d(in[0], in[1], &in[2], 2, {1, 0, 1}, {2, 1, 2}); };
+        run_case("Conv 3-D group 2, strides (2, 1, 2)", g3);
+        /* rows 200 wide: the staged im2col takes its output rows in runs */
+        Case w3{Node("Conv").is("pads", {1, 1, 1, 1, 1, 1}), {randf({1, 2, 3, 40, 200}), randf({2, 2, 3, 3, 3})},
+                {true, true}};
+        w3.ref = [](const std::vector<HT> &in) { return ref_conv3d(in[0], in[1], NULL, 1, {1, 1, 1}, {1, 1, 1}); };
+        run_case("Conv 3-D, output rows in runs", w3);
     }
     /* BatchNormalization, LayerNormalization */
     {
