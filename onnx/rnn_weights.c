@@ -223,11 +223,13 @@ static bool mark_call_layers(est_graph *g, const int32_t *producer) {
     int32_t *first = malloc(((size_t)g->n_nodes + 1) * sizeof *first); /* per node: its call's first layer */
     int32_t *count = calloc((size_t)g->n_nodes + 1, sizeof *count);
     bool ok = first && count;
+    for (int32_t i = 0; ok && i < g->n_nodes; i++) first[i] = i;
     for (int32_t i = 0; ok && i < g->n_nodes; i++) {
-        first[i] = i;
         if (!est__node_is_recurrent(&g->nodes[i])) continue;
+        /* prev is done when the file lists nodes in order; when it does
+         * not (the sort comes later), first[prev] is still a node */
         int32_t prev = previous_layer(g, producer, &g->nodes[i]);
-        if (prev >= 0) first[i] = first[prev]; /* nodes come in file order: prev is done */
+        if (prev >= 0) first[i] = first[prev];
         count[first[i]]++;
     }
     for (int32_t i = 0; ok && i < g->n_nodes; i++) {
