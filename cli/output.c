@@ -3,20 +3,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "numfmt.h"
 #include "output.h"
 #include "term.h"
 
+/* buf (n bytes) holding text[0..len), cut as snprintf cuts. */
+static const char *put(char *buf, size_t n, const char *text, size_t len) {
+    fmt_append(buf, n, 0, text, len);
+    return buf;
+}
+
+/* text[0..len) followed by unit; the new length. */
+static size_t with_unit(char *text, size_t len, const char *unit) {
+    size_t unit_len = strlen(unit);
+    memcpy(text + len, unit, unit_len);
+    return len + unit_len;
+}
+
 const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    static const char *const units[] = {" B", " KiB", " MiB", " GiB", " TiB", " PiB"};
     double v = (double)bytes;
     int u = 0;
     while (v >= 1024.0 && u < 5) {
         v /= 1024.0;
         u++;
     }
-    if (u == 0) snprintf(buf, n, "%" PRIu64 " B", bytes);
-    else snprintf(buf, n, "%.2f %s", v, units[u]);
-    return buf;
+    char text[48];
+    size_t len = u ? fmt_fixed2(text, v) : fmt_u64(text, bytes);
+    return put(buf, n, text, with_unit(text, len, units[u]));
 }
 
 const char *human_count(char *buf, size_t n, uint64_t v) {
@@ -27,24 +41,28 @@ const char *human_count(char *buf, size_t n, uint64_t v) {
         x /= 1000.0;
         u++;
     }
-    if (v == 0) snprintf(buf, n, "-");
-    else if (u == 0) snprintf(buf, n, "%" PRIu64, v);
-    else snprintf(buf, n, "%.2f%s", x, units[u]);
-    return buf;
+    if (v == 0) return put(buf, n, "-", 1);
+    char text[48];
+    size_t len = u ? fmt_fixed2(text, x) : fmt_u64(text, v);
+    return put(buf, n, text, with_unit(text, len, units[u]));
 }
 
 const char *dims_string(char *buf, size_t n, int rank, const int64_t *shape) {
     size_t used = 0;
     buf[0] = '\0';
-    for (int d = 0; d < rank && used < n; d++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, d ? "x" : "", shape[d]);
+    for (int d = 0; d < rank && used < n; d++) {
+        char dim[24];
+        size_t len = d ? 1 : 0;
+        dim[0] = 'x';
+        len += fmt_i64(dim + len, shape[d]);
+        used = fmt_append(buf, n, used, dim, len);
+    }
     return buf;
 }
 
 const char *shape_string(char *buf, size_t n, const est_tensor_info *t) {
     if (t->rank != 0) return dims_string(buf, n, t->rank, t->shape);
-    snprintf(buf, n, "scalar");
-    return buf;
+    return put(buf, n, "scalar", 6);
 }
 
 est_fit fit_of(const fit_info *fit) { return (est_fit){.gpu_bytes = fit->gpu_bytes, .reserve_bytes = fit->reserve_bytes}; }
@@ -79,13 +97,17 @@ void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_tota
     else fprintf(f, "  FITS            NO, short by %s\n", human_bytes(a, sizeof a, (uint64_t)-(h + 1) + 1));
 }
 
-static void outputs_string(char *buf, size_t n, const est_layer *L) {
+/* The layer's output shapes, ", " between; its length. */
+static size_t outputs_string(char *buf, size_t n, const est_layer *L) {
     size_t used = 0;
     buf[0] = '\0';
     for (size_t k = 0; k < L->n_outputs && used + 1 < n; k++) {
         char s[256];
-        used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? ", " : "", shape_string(s, sizeof s, &L->outputs[k]));
+        if (k) used = fmt_append(buf, n, used, ", ", 2);
+        shape_string(s, sizeof s, &L->outputs[k]);
+        used = fmt_append(buf, n, used, s, strlen(s));
     }
+    return used < n ? used : n - 1;
 }
 
 static int name_width(const est_report *r, bool all) {
@@ -99,11 +121,69 @@ static int name_width(const est_report *r, bool all) {
     return w > 44 ? 44 : w;
 }
 
-static void print_name(FILE *f, const char *name, int width) {
-    name = term(name);
-    int len = (int)strlen(name);
-    if (len <= width) fprintf(f, "%-*s", width, name);
-    else fprintf(f, "...%s", name + len - (width - 3)); /* keep the informative tail */
+/* A row of the layer table, written by hand in the columns the header's
+ * printf lays out: a million-node model prints a million of them. */
+typedef struct row {
+    char text[2048]; /* the widest row is under 900 bytes */
+    size_t len;
+} row;
+
+static void row_put(row *r, const char *s, size_t len) {
+    memcpy(r->text + r->len, s, len);
+    r->len += len;
+}
+
+static void row_pad(row *r, size_t n) {
+    memset(r->text + r->len, ' ', n);
+    r->len += n;
+}
+
+/* s in a column `width` wide: right-aligned as printf's %Ns, left as %-Ns. */
+static void row_col(row *r, const char *s, size_t len, size_t width, bool left) {
+    size_t pad = len < width ? width - len : 0;
+    if (!left) row_pad(r, pad);
+    row_put(r, s, len);
+    if (left) row_pad(r, pad);
+}
+
+/* human_bytes(bytes), or "-" for none when dash. */
+static void row_bytes(row *r, uint64_t bytes, size_t width, bool dash) {
+    char a[64];
+    row_pad(r, 2);
+    if (!bytes && dash) row_col(r, "-", 1, width, false);
+    else human_bytes(a, sizeof a, bytes), row_col(r, a, strlen(a), width, false);
+}
+
+static void row_count(row *r, uint64_t v, size_t width) {
+    char a[64];
+    row_pad(r, 2);
+    human_count(a, sizeof a, v);
+    row_col(r, a, strlen(a), width, false);
+}
+
+/* Layer i's row, without the time columns and the newline. A name wider
+ * than the column keeps its informative tail. */
+static void layer_row(row *r, size_t i, const est_layer *L, size_t w) {
+    char num[24], shapes[512];
+    r->len = 0;
+    row_col(r, num, fmt_u64(num, i), 5, false);
+    row_pad(r, 2);
+    const char *name = term(L->label), *op = term(L->op);
+    size_t len = strlen(name), op_len = strlen(op);
+    if (len <= w) row_col(r, name, len, w, true);
+    else row_put(r, "...", 3), row_put(r, name + len - (w - 3), w - 3);
+    row_pad(r, 2);
+    row_col(r, op, op_len < 20 ? op_len : 20, 20, true);
+    row_pad(r, 2);
+    row_col(r, shapes, outputs_string(shapes, sizeof shapes, L), 24, true);
+    row_pad(r, 2);
+    row_col(r, num, fmt_u64(num, L->param_count), 10, false);
+    row_bytes(r, L->param_bytes, 11, true);
+    row_bytes(r, L->output_bytes, 11, false);
+    row_count(r, L->flops_forward, 10);
+    row_count(r, L->flops_backward, 10);
+    row_bytes(r, L->saved_bytes, 11, true);
+    row_bytes(r, L->temp_bytes, 10, true);
 }
 
 /* A layer's label within its block: "q_proj" for "layers.0.self_attn.q_proj". */
@@ -174,20 +254,12 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
             hidden++;
             continue;
         }
-        char shapes[512];
-        outputs_string(shapes, sizeof shapes, L);
-        fprintf(f, "%5zu  ", i);
-        print_name(f, L->label, w);
-        char fw[32], bw[32], sv[64], tp[64];
-        fprintf(f, "  %-20.20s  %-24s  %10" PRIu64 "  %11s  %11s  %10s  %10s  %11s  %10s", term(L->op), shapes,
-                L->param_count, L->param_bytes ? human_bytes(a, sizeof a, L->param_bytes) : "-",
-                human_bytes(b, sizeof b, L->output_bytes), human_count(fw, sizeof fw, L->flops_forward),
-                human_count(bw, sizeof bw, L->flops_backward),
-                L->saved_bytes ? human_bytes(sv, sizeof sv, L->saved_bytes) : "-",
-                L->temp_bytes ? human_bytes(tp, sizeof tp, L->temp_bytes) : "-");
+        row line;
+        layer_row(&line, i, L, (size_t)w);
+        fwrite(line.text, 1, line.len, f);
         const est_layer_time *lt = est_time_layer(o->time, i);
         if (lt)
-            fprintf(f, "  %10s  %10s", human_time(fw, sizeof fw, lt->forward_s), human_time(bw, sizeof bw, lt->backward_s));
+            fprintf(f, "  %10s  %10s", human_time(a, sizeof a, lt->forward_s), human_time(b, sizeof b, lt->backward_s));
         fputc('\n', f);
     }
     fprintf(f, "\n");
