@@ -120,7 +120,7 @@ typedef struct new_attr {
 static bool rewrite_node(est_graph *g, est_node *n, const char *op_name, const int32_t *in, int n_in,
                          const new_attr *attrs, int n_attrs, int32_t out) {
     const char *op = est__graph_intern(g, op_name);
-    int32_t *inputs = malloc((size_t)n_in * sizeof *inputs);
+    int32_t *inputs = est__graph_ids(g, (size_t)n_in);
     est_attr *copies = n_attrs ? calloc((size_t)n_attrs, sizeof *copies) : NULL;
     bool ok = op && inputs && (copies || !n_attrs);
     for (int j = 0; ok && j < n_attrs; j++) {
@@ -130,11 +130,10 @@ static bool rewrite_node(est_graph *g, est_node *n, const char *op_name, const i
     }
     if (!ok) {
         for (int j = 0; copies && j < n_attrs; j++) free(copies[j].name);
-        free(inputs), free(copies);
+        free(copies);
         return false;
     }
     memcpy(inputs, in, (size_t)n_in * sizeof *inputs);
-    free(n->inputs);
     for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
     free(n->attrs);
     n->op_type = op;
@@ -491,12 +490,12 @@ static int32_t clone_dropout(est_graph *g, int32_t i, int32_t serial) {
     est_node *c = est__graph_add_node(g);
     if (!c) return -1;
     const est_node *d = &g->nodes[i]; /* after the add: the array may have moved */
-    c->name = est__strdup(name);
+    c->name = est__graph_text(g, name);
     c->op_type = d->op_type; /* interned: shared */
     c->domain = d->domain;
     c->scope = d->scope;
-    c->inputs = malloc((size_t)(d->n_inputs ? d->n_inputs : 1) * sizeof *c->inputs);
-    c->outputs = malloc(sizeof *c->outputs);
+    c->inputs = est__graph_ids(g, (size_t)d->n_inputs);
+    c->outputs = est__graph_ids(g, 1);
     if (!c->name || !c->inputs || !c->outputs) return -1;
     memcpy(c->inputs, d->inputs, (size_t)d->n_inputs * sizeof *c->inputs);
     c->n_inputs = d->n_inputs;

@@ -8,6 +8,54 @@
 
 static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
+/* The tensors' and nodes' names and the nodes' input and output lists live
+ * as long as the graph: they go into chunks with a bump pointer, freed
+ * together, which spares a million-node graph millions of allocations and
+ * their headers. */
+enum { CHUNK = 64 << 10 };
+
+struct est_graph_chunk {
+    struct est_graph_chunk *next;
+    size_t used, size;
+    _Alignas(8) unsigned char data[];
+};
+
+static void *graph_alloc(est_graph *g, size_t size, size_t align) {
+    struct est_graph_chunk *c = g->chunks;
+    size_t at = c ? (c->used + align - 1) / align * align : 0;
+    if (!c || at > c->size || c->size - at < size) {
+        size_t cap = size >= CHUNK / 4 ? size : CHUNK;
+        if (cap > SIZE_MAX - sizeof *c) return NULL;
+        struct est_graph_chunk *n = malloc(sizeof *n + cap);
+        if (!n) return NULL;
+        n->size = cap;
+        n->used = 0;
+        if (c && cap != CHUNK) { /* a long name: behind the chunk that keeps filling */
+            n->next = c->next;
+            c->next = n;
+        } else {
+            n->next = c;
+            g->chunks = n;
+        }
+        c = n;
+        at = 0;
+    }
+    c->used = at + size;
+    return c->data + at;
+}
+
+static char *text_copy(est_graph *g, const char *s, size_t len) {
+    char *p = graph_alloc(g, len + 1, 1);
+    if (!p) return NULL;
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+char *est__graph_text(est_graph *g, const char *s) { return text_copy(g, s, strlen(s)); }
+
+int32_t *est__graph_ids(est_graph *g, size_t n) { return graph_alloc(g, (n ? n : 1) * sizeof(int32_t), sizeof(int32_t)); }
+
 est_graph *est__graph_new(const char *source) {
     est_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;
@@ -37,14 +85,17 @@ void est__attr_free(est_attr *a) {
     est__const_free(a->t_value);
 }
 
-void est__node_clear(est_node *n) {
-    free(n->name);
-    free(n->inputs);
-    free(n->outputs);
+/* Frees what node n owns (not its name, inputs and outputs, in the
+ * graph's chunks), leaving n as it is. */
+static void node_free(est_node *n) {
     for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
     free(n->attrs);
     free(n->module);
     free(n->input_held_until);
+}
+
+void est__node_clear(est_node *n) {
+    node_free(n);
     memset(n, 0, sizeof *n);
 }
 
@@ -125,12 +176,11 @@ void est__graph_drop_nodes(est_graph *g, const bool *drop) {
 void est_graph_free(est_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n_tensors; i++) {
-        free(g->tensors[i].name);
         free(g->tensors[i].dims);
         free(g->tensors[i].torch_name);
         est__const_free(g->tensors[i].value);
     }
-    for (int32_t i = 0; i < g->n_nodes; i++) est__node_clear(&g->nodes[i]);
+    for (int32_t i = 0; i < g->n_nodes; i++) node_free(&g->nodes[i]);
     for (int32_t i = 0; i < g->n_symbols; i++) free(g->symbols[i]);
     free(g->symbols);
     free(g->tensors);
@@ -139,9 +189,12 @@ void est_graph_free(est_graph *g) {
     free(g->outputs);
     free(g->params);
     free(g->names.slots);
-    free(g->names.hash);
     for (uint64_t i = 0; i < g->strings.cap; i++) free(g->strings.slots[i]);
     free(g->strings.slots);
+    for (struct est_graph_chunk *c = g->chunks, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
     free(g->source);
     free(g->name);
     free(g->producer);
@@ -150,41 +203,47 @@ void est_graph_free(est_graph *g) {
     free(g);
 }
 
+enum { MAP_FIRST_SHIFT = 64 - 6 }; /* 64 slots */
+#define MAP_HASH_TOP UINT64_C(0xffffffff00000000)
+
+static uint64_t map_slot(uint64_t hash, int32_t t) { return (hash & MAP_HASH_TOP) | ((uint64_t)t + 1); }
+
 static bool map_grow(est_graph *g) {
-    uint64_t cap = g->names.cap ? g->names.cap * 2 : 64;
-    int32_t *slots = malloc(cap * sizeof *slots);
-    uint64_t *hash = realloc(g->names.hash, cap / 2 * sizeof *hash); /* a tensor per two slots at most */
-    if (hash) g->names.hash = hash;
-    if (!slots || !hash) {
-        free(slots);
-        return false;
+    est_name_map *m = &g->names;
+    uint64_t cap = m->cap ? m->cap * 2 : (uint64_t)1 << (64 - MAP_FIRST_SHIFT);
+    unsigned shift = m->cap ? m->shift - 1 : MAP_FIRST_SHIFT;
+    uint64_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return false;
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i]) continue;
+        uint64_t h = m->slots[i] >> shift; /* the hash's top bits lead the slot */
+        while (slots[h]) h = (h + 1) & (cap - 1);
+        slots[h] = m->slots[i];
     }
-    for (uint64_t i = 0; i < cap; i++) slots[i] = -1;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        uint64_t h = hash[t] & (cap - 1);
-        while (slots[h] >= 0) h = (h + 1) & (cap - 1);
-        slots[h] = t;
-    }
-    free(g->names.slots);
-    g->names.slots = slots;
-    g->names.cap = cap;
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    m->shift = shift;
     return true;
 }
 
 static int32_t find_hashed(const est_graph *g, const char *name, uint64_t hash) {
-    if (!g->names.cap) return -1;
-    uint64_t mask = g->names.cap - 1;
-    for (uint64_t h = hash & mask;; h = (h + 1) & mask) {
-        int32_t t = g->names.slots[h];
-        if (t < 0) return -1;
-        if (g->names.hash[t] == hash && strcmp(g->tensors[t].name, name) == 0) return t;
+    const est_name_map *m = &g->names;
+    if (!m->cap) return -1;
+    uint64_t mask = m->cap - 1;
+    for (uint64_t h = hash >> m->shift;; h = (h + 1) & mask) {
+        uint64_t slot = m->slots[h];
+        if (!slot) return -1;
+        int32_t t = (int32_t)((uint32_t)slot - 1);
+        if ((slot & MAP_HASH_TOP) == (hash & MAP_HASH_TOP) && strcmp(g->tensors[t].name, name) == 0) return t;
     }
 }
 
 int32_t est__graph_find(const est_graph *g, const char *name) { return find_hashed(g, name, hash_name(name)); }
 
 int32_t est__graph_tensor(est_graph *g, const char *name) {
-    uint64_t hash = hash_name(name);
+    size_t len = strlen(name);
+    uint64_t hash = est__fnv1a(EST_FNV_START, name, len);
     int32_t t = find_hashed(g, name, hash);
     if (t >= 0) return t;
     if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g)) return -1;
@@ -195,15 +254,13 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
         g->tensors = nt;
         g->cap_tensors = cap;
     }
-    char *copy = est__strdup(name);
+    char *copy = text_copy(g, name, len);
     if (!copy) return -1;
     t = g->n_tensors++;
     g->tensors[t] = (est_tensor){.name = copy, .rank = -1, .producer = -1, .first_consumer = -1, .frame_held_until = -1};
-    g->names.hash[t] = hash;
-    uint64_t mask = g->names.cap - 1;
-    uint64_t h = hash & mask;
-    while (g->names.slots[h] >= 0) h = (h + 1) & mask;
-    g->names.slots[h] = t;
+    uint64_t mask = g->names.cap - 1, h = hash >> g->names.shift;
+    while (g->names.slots[h]) h = (h + 1) & mask;
+    g->names.slots[h] = map_slot(hash, t);
     return t;
 }
 
@@ -247,6 +304,27 @@ int32_t est__graph_symbol(est_graph *g, const char *name) {
     g->symbols = ns;
     if (!(ns[g->n_symbols] = est__strdup(name))) return -1;
     return g->n_symbols++;
+}
+
+bool est__graph_reserve(est_graph *g, size_t nodes, size_t tensors) {
+    if (nodes > (size_t)(INT32_MAX / 2 - g->n_nodes) || tensors > (size_t)(INT32_MAX / 2 - g->n_tensors))
+        return true; /* beyond what a graph holds: growing fails in time */
+    int32_t want_nodes = g->n_nodes + (int32_t)nodes, want_tensors = g->n_tensors + (int32_t)tensors;
+    if (want_nodes > g->cap_nodes) {
+        est_node *nn = realloc(g->nodes, (size_t)want_nodes * sizeof *nn);
+        if (!nn) return false;
+        g->nodes = nn;
+        g->cap_nodes = want_nodes;
+    }
+    if (want_tensors > g->cap_tensors) {
+        est_tensor *nt = realloc(g->tensors, (size_t)want_tensors * sizeof *nt);
+        if (!nt) return false;
+        g->tensors = nt;
+        g->cap_tensors = want_tensors;
+    }
+    while ((uint64_t)want_tensors * 2 > g->names.cap)
+        if (!map_grow(g)) return false;
+    return true;
 }
 
 est_node *est__graph_add_node(est_graph *g) {
@@ -465,6 +543,17 @@ static est_status check_limits(const est_graph *g, est_error *err) {
     return EST_OK;
 }
 
+/* Each tensor's readers and first consumer, in one walk back over the nodes. */
+static void count_readers(est_graph *g) {
+    for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].readers = 0, g->tensors[t].first_consumer = -1;
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
+        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
+            int32_t t = g->nodes[i].inputs[k];
+            if (t >= 0) g->tensors[t].readers++, g->tensors[t].first_consumer = i;
+        }
+    for (int32_t k = 0; k < g->n_outputs; k++) g->tensors[g->outputs[k]].readers++;
+}
+
 /* Passes that rewrite nodes before the graph is sorted, in order; each needs
  * producers assigned and returns how many nodes it changed, -1 when out of
  * memory. */
@@ -488,13 +577,7 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     }
     if (st == EST_OK) st = sort_nodes(g, err);
     if (st != EST_OK) return st;
-    int32_t *reads = est__graph_count_reads(g);
-    if (!reads) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
-    for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].readers = reads[t];
-    free(reads);
-    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
-        for (int32_t k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0) g->tensors[g->nodes[i].inputs[k]].first_consumer = i;
+    count_readers(g);
     if (!classify_initializers(g)) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
     st = est__graph_list_params(g, err);
     if (st == EST_OK) st = est__plan_module_calls(g, err);

@@ -68,7 +68,7 @@ typedef struct est_dimdecl {
 } est_dimdecl;
 
 typedef struct est_tensor {
-    char *name;
+    char *name;             /* in the graph's chunks (est__graph_text) */
     est_tensor_kind kind;
     est_init_role role;
     est_dtype dtype;        /* declared dtype; UNDEFINED when not declared */
@@ -144,16 +144,19 @@ typedef enum est_fx_args {
 #define EST_ATTENTION_DROPOUT "memest.dropout"
 
 typedef struct est_node {
-    char *name;         /* never NULL: "<op>_<index>" when the model has none */
+    char *name;         /* never NULL: "<op>_<index>" when the model has none;
+                           in the graph's chunks (est__graph_text) */
     /* op_type, domain and scope are interned: the graph owns one copy of each
      * distinct string (est__graph_intern), shared by every node naming it. */
     const char *op_type;
     const char *domain; /* "" for the standard domain */
     const struct est_op_def *op; /* registry entry, NULL if unsupported */
     int32_t n_inputs;
-    int32_t *inputs;    /* tensor indices; -1 for an omitted optional input */
+    int32_t *inputs;    /* tensor indices; -1 for an omitted optional input;
+                           in the graph's chunks (est__graph_ids) */
     int32_t n_outputs;
-    int32_t *outputs;   /* tensor indices; -1 for an omitted optional output */
+    int32_t *outputs;   /* tensor indices; -1 for an omitted optional output;
+                           in the graph's chunks */
     int32_t n_attrs;
     est_attr *attrs;
     int64_t opset;      /* opset of the node's domain */
@@ -178,7 +181,7 @@ typedef struct est_node {
     /* Per input, set by est__graph_finish: the last node of the outermost
      * module call that reads the input but did not produce it (the caller's
      * reference keeps a module's arguments alive until it returns); -1 when
-     * there is none. */
+     * there is none, and NULL when no input has one. */
     int32_t *input_held_until;
     /* Set by est__graph_finish for an op marked held_by_block (registry.h):
      * the last node of the innermost block call around it; -1 for none. */
@@ -192,10 +195,11 @@ typedef struct est_intern {
 } est_intern;
 
 typedef struct est_name_map {
-    uint64_t cap;       /* power of two */
-    int32_t *slots;     /* tensor index or -1 */
-    uint64_t *hash;     /* per tensor: its name's hash (growing needs no rehash,
-                           a probe compares hashes before names) */
+    uint64_t cap;       /* power of two, at most 2^32 */
+    unsigned shift;     /* 64 - log2(cap): a name's first slot is its hash >> shift */
+    uint64_t *slots;    /* 0 when empty, else the top 32 bits of the name's hash,
+                           then its tensor index + 1: a probe compares hashes
+                           before it reads a name, and growing reads none */
 } est_name_map;
 
 struct est_graph {
@@ -215,6 +219,8 @@ struct est_graph {
     int32_t n_symbols;
     char **symbols;      /* distinct dim_param names */
     est_name_map names;
+    struct est_graph_chunk *chunks; /* names, node inputs and outputs (est__graph_text,
+                                       est__graph_ids), freed with the graph */
     est_intern strings;  /* the nodes' op types, domains and scopes */
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
@@ -246,8 +252,18 @@ int32_t est__graph_find(const est_graph *g, const char *name);
 /* Interns a dim_param name; returns its index, -1 on allocation failure or -2
  * past g->limits.max_symbols. */
 int32_t est__graph_symbol(est_graph *g, const char *name);
+/* The graph's copy of s, alive until the graph is freed: for tensor and
+ * node names. NULL when out of memory. */
+char *est__graph_text(est_graph *g, const char *s);
+/* An array of n (at least 1) tensor indices that the graph owns, alive until
+ * it is freed: for node inputs and outputs. NULL when out of memory. */
+int32_t *est__graph_ids(est_graph *g, size_t n);
 /* Appends a zeroed node; returns it or NULL on allocation failure. */
 est_node *est__graph_add_node(est_graph *g);
+/* Makes room for that many more nodes and tensors, so that a loader that
+ * knows its counts spares the arrays and the name map their regrowth;
+ * false when out of memory. */
+bool est__graph_reserve(est_graph *g, size_t nodes, size_t tensors);
 /* Validates structure (unique producers, no cycles, every input produced),
  * sorts nodes topologically, resolves ops and classifies initializers. */
 est_status est__graph_finish(est_graph *g, est_error *err);

@@ -236,7 +236,7 @@ static est_status parse_io(json_loader *J, const cJSON *obj, const char *key, bo
     if (st != EST_OK) return st;
     int count = arr ? cJSON_GetArraySize(arr) : 0;
     if (count > EST_MAX_IO) return est__json_fail(J, EST_ELIMIT, "more than %d %s", EST_MAX_IO, key);
-    if (!(*ids = malloc((size_t)(count ? count : 1) * sizeof **ids))) return est__json_oom(J);
+    if (!(*ids = est__graph_ids(J->g, (size_t)count))) return est__json_oom(J);
     for (const cJSON *item = arr ? arr->child : NULL; item; item = item->next) {
         if (!cJSON_IsString(item))
             return est__json_fail(J, EST_EPARSE, "%s %d must be a tensor name (a string; \"\" when omitted)",
@@ -255,7 +255,7 @@ static est_status set_node_names(json_loader *J, est_node *n, const char *name, 
         snprintf(generated, sizeof generated, "%.60s_%d", op, index);
         name = generated;
     }
-    if (!(n->name = est__strdup(name)) || !(n->op_type = est__graph_intern(J->g, op)) ||
+    if (!(n->name = est__graph_text(J->g, name)) || !(n->op_type = est__graph_intern(J->g, op)) ||
         !(n->domain = est__graph_intern(J->g, domain)))
         return est__json_oom(J);
     n->opset = domain_opset(J, domain);

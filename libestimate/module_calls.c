@@ -309,6 +309,17 @@ static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_
     }
 }
 
+/* est_node.input_held_until of node i's input k: the last node of the
+ * outermost call that reads it without having produced it, when after i;
+ * -1 otherwise. */
+static int32_t input_held(const est_graph *g, const int32_t *offset, const int32_t *first, const int32_t *last,
+                          int32_t i, int32_t k) {
+    int32_t t = g->nodes[i].inputs[k], producer = t >= 0 ? g->tensors[t].producer : -1;
+    for (int32_t d = 0; producer >= 0 && d < offset[i + 1] - offset[i]; d++)
+        if (first[offset[i] + d] > producer) return last[offset[i] + d] > i ? last[offset[i] + d] : -1;
+    return -1;
+}
+
 /* The nodes that take no part in module calls: those of unknown scope, and
  * shape computations (Shape, Size, and what reads only them and integer or
  * constant values), which the TorchScript exporter hoists out of the call
@@ -383,19 +394,15 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
     for (int32_t i = 0; i < nn; i++) {
         est_node *n = &g->nodes[i];
         free(n->input_held_until);
-        if (!(n->input_held_until = malloc((size_t)(n->n_inputs ? n->n_inputs : 1) * sizeof(int32_t)))) {
-            st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
-            goto out;
-        }
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            int32_t t = n->inputs[k], producer = t >= 0 ? g->tensors[t].producer : -1, held = -1;
-            /* the outermost call that reads t without having produced it */
-            for (int32_t d = 0; producer >= 0 && d < offset[i + 1] - offset[i]; d++)
-                if (first[offset[i] + d] > producer) {
-                    held = last[offset[i] + d];
-                    break;
-                }
-            n->input_held_until[k] = held > i ? held : -1;
+        n->input_held_until = NULL;
+        int32_t k = 0;
+        while (k < n->n_inputs && input_held(g, offset, first, last, i, k) < 0) k++;
+        if (k < n->n_inputs) { /* most nodes hold nothing and need no array */
+            if (!(n->input_held_until = malloc((size_t)n->n_inputs * sizeof(int32_t)))) {
+                st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+                goto out;
+            }
+            for (k = 0; k < n->n_inputs; k++) n->input_held_until[k] = input_held(g, offset, first, last, i, k);
         }
         n->output_held_until =
             n->op && n->op->held_by_block && !outside[i] ? innermost_block_end(n, &last[offset[i]]) : -1;

@@ -81,14 +81,10 @@ static bool rewrite_as_slice(est_graph *g, int32_t at, int32_t x, int64_t start,
     int32_t te = ts < 0 ? -1 : constant_1d(g, &g->nodes[at], "ends", end);
     int32_t ta = te < 0 ? -1 : constant_1d(g, &g->nodes[at], "axes", axis);
     const char *op = est__graph_intern(g, "Slice");
-    int32_t *inputs = malloc(4 * sizeof *inputs);
-    if (ta < 0 || !op || !inputs) {
-        free(inputs);
-        return false;
-    }
+    int32_t *inputs = est__graph_ids(g, 4);
+    if (ta < 0 || !op || !inputs) return false;
     est_node *n = &g->nodes[at];
     inputs[0] = x, inputs[1] = ts, inputs[2] = te, inputs[3] = ta;
-    free(n->inputs);
     n->op_type = op;
     n->inputs = inputs;
     n->n_inputs = 4;
@@ -123,6 +119,9 @@ static bool readers_lowerable(const est_graph *g, const est_readers *rd, const i
 }
 
 int32_t est__lower_sequences(est_graph *g) {
+    bool any = false;
+    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = est__node_is(&g->nodes[i], "SplitToSequence");
+    if (!any) return 0; /* most graphs: no readers' index to build */
     int32_t *reads = est__graph_count_reads(g);
     est_readers rd = {0};
     bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);

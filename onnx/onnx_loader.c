@@ -1,11 +1,12 @@
 /*
  * onnx_loader.c: ModelProto -> est_graph, through the protobuf-c parser that
- * the build generates from onnx.proto.
+ * the build generates from onnx.proto, one node, initializer or value info
+ * at a time (stream.c).
  *
  * Only structure is kept: names, dtypes, dims, attributes, and the values of
  * small numeric tensors (shape constants) that shape inference folds. Weight
- * bytes are dropped with the parsed message before this returns, and weights
- * in external files are never opened.
+ * bytes go with each parsed item, and weights in external files are never
+ * opened.
  */
 #ifndef _XOPEN_SOURCE
 #define _XOPEN_SOURCE 700 /* realpath() */
@@ -18,7 +19,7 @@
 #include "onnx.pb-c.h"
 #include "node_metadata.h"
 #include "param_names.h"
-#include "slim.h"
+#include "stream.h"
 #include "tensor_values.h"
 #include "onnx_loader.h"
 #include "rnn_weights.h"
@@ -33,6 +34,8 @@ typedef struct loader {
     char *real_dir;      /* realpath(dir), made when first needed */
     char *checked_loc;   /* the last external-data location found inside dir */
     est_fx_names fx_names; /* what the current FX call's nodes named (param_names.c) */
+    const Onnx__ModelProto *model; /* without its graph: the opsets nodes look up */
+    bool bad_bytes;      /* an item did not unpack: the file is no valid protobuf */
 } loader;
 
 static est_status oom(loader *L) {
@@ -40,61 +43,6 @@ static est_status oom(loader *L) {
 }
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
-
-/* The model's unpack allocates tens of thousands of small messages and
- * strings that all die together when the graph is built: an arena of
- * malloc'd chunks with a bump pointer takes them, frees nothing one by one,
- * and goes in one pass. Its chunks still come from malloc (the
- * allocation-failure test wraps it). One arena per load. */
-enum { ARENA_CHUNK = 1 << 20, ARENA_ALIGN = 16 };
-
-typedef struct arena_chunk {
-    struct arena_chunk *next;
-    size_t used, size;
-    _Alignas(ARENA_ALIGN) unsigned char data[];
-} arena_chunk;
-
-typedef struct arena {
-    arena_chunk *head;
-} arena;
-
-static void *arena_alloc(void *data, size_t size) {
-    arena *a = data;
-    size = (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    if (size == 0) size = ARENA_ALIGN;
-    arena_chunk *c = a->head;
-    if (!c || c->size - c->used < size) {
-        size_t cap = size > ARENA_CHUNK / 4 ? size : ARENA_CHUNK;
-        if (cap > SIZE_MAX - sizeof *c) return NULL;
-        arena_chunk *n = malloc(sizeof *n + cap);
-        if (!n) return NULL;
-        n->size = cap;
-        n->used = 0;
-        if (cap == size && c) { /* a large block: behind the current chunk, which keeps filling */
-            n->next = c->next;
-            c->next = n;
-        } else {
-            n->next = c;
-            a->head = n;
-        }
-        c = n;
-    }
-    void *p = c->data + c->used;
-    c->used += size;
-    return p;
-}
-
-static void arena_free_one(void *data, void *p) {
-    (void)data, (void)p; /* all at once, in arena_release */
-}
-
-static void arena_release(arena *a) {
-    for (arena_chunk *c = a->head, *next; c; c = next) {
-        next = c->next;
-        free(c);
-    }
-    a->head = NULL;
-}
 
 /* ---- external data ----------------------------------------------------------
  * Weights are never read, but a tensor's external-data location is still
@@ -167,10 +115,10 @@ static est_status add_initializer(loader *L, const Onnx__TensorProto *t) {
     est_status st = est__onnx_check_tensor_dims(t, &count, L->lim, L->err, L->src);
     if (st == EST_OK) st = check_external_data(L, t);
     if (st != EST_OK) return st;
-    if (est__graph_find(L->g, t->name) >= 0)
-        return est__fail(L->err, EST_EGRAPH, "%s: initializer '%s' is defined twice", L->src, t->name);
-    int32_t ti = est__graph_tensor(L->g, t->name);
+    int32_t before = L->g->n_tensors, ti = est__graph_tensor(L->g, t->name);
     if (ti < 0) return oom(L);
+    if (ti < before)
+        return est__fail(L->err, EST_EGRAPH, "%s: initializer '%s' is defined twice", L->src, t->name);
     est_tensor *tt = &L->g->tensors[ti];
     tt->kind = EST_T_INITIALIZER;
     tt->dtype = (est_dtype)t->data_type;
@@ -434,18 +382,17 @@ static bool detach_from_fx_call(est_graph *g, est_node *n, const char *fx_node) 
     return true;
 }
 
-static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index,
-                             const char *fx_node) {
+static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index, const char *fx_node) {
     est_node *n = est__graph_add_node(L->g);
     if (!n) return oom(L);
     const char *op = str_or_empty(p->op_type);
     if (!(n->op_type = est__graph_intern(L->g, op)) || !(n->domain = est__graph_intern(L->g, str_or_empty(p->domain))))
         return oom(L);
-    if (p->name && p->name[0]) n->name = est__strdup(p->name);
+    if (p->name && p->name[0]) n->name = est__graph_text(L->g, p->name);
     else {
         char buf[96];
         snprintf(buf, sizeof buf, "%.60s_%d", op[0] ? op : "node", (int)index);
-        n->name = est__strdup(buf);
+        n->name = est__graph_text(L->g, buf);
     }
     if (!n->name || !module_scope(L->g, p, n->name, &n->scope) || !detach_from_fx_call(L->g, n, fx_node)) return oom(L);
     n->fx_args = fx_call_args(fx_node, &n->fx_arg0);
@@ -455,11 +402,11 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
     if (p->n_input > EST_MAX_IO || p->n_output > EST_MAX_IO)
         return est__fail(L->err, EST_ELIMIT, "%s: node '%s' (%s): more than %d inputs or outputs",
                          L->src, n->name, op, EST_MAX_IO);
-    n->opset = domain_opset(m, n->domain);
-    n->inputs = malloc((p->n_input ? p->n_input : 1) * sizeof *n->inputs);
-    n->outputs = malloc((p->n_output ? p->n_output : 1) * sizeof *n->outputs);
-    n->attrs = calloc(p->n_attribute ? p->n_attribute : 1, sizeof *n->attrs);
-    if (!n->inputs || !n->outputs || !n->attrs) return oom(L);
+    n->opset = domain_opset(L->model, n->domain);
+    n->inputs = est__graph_ids(L->g, p->n_input);
+    n->outputs = est__graph_ids(L->g, p->n_output);
+    n->attrs = p->n_attribute ? calloc(p->n_attribute, sizeof *n->attrs) : NULL; /* most nodes have none */
+    if (!n->inputs || !n->outputs || (!n->attrs && p->n_attribute)) return oom(L);
     for (size_t k = 0; k < p->n_input; k++) {
         n->inputs[k] = -1;
         if (p->input[k] && p->input[k][0] && (n->inputs[k] = est__graph_tensor(L->g, p->input[k])) < 0)
@@ -480,18 +427,85 @@ static est_status build_node(loader *L, const Onnx__ModelProto *m, const Onnx__N
 }
 
 /* Adds node p; its FX call's metadata (dynamo exports) is read once. */
-static est_status add_node(loader *L, const Onnx__ModelProto *m, const Onnx__NodeProto *p, int32_t index) {
+static est_status add_node(loader *L, const Onnx__NodeProto *p, int32_t index) {
     bool no_memory = false;
     Onnx__StringStringEntryProto *fx = est__onnx_find_metadata(p, "pkg.torch.onnx.fx_node", &no_memory);
     if (no_memory) return oom(L);
-    est_status st = build_node(L, m, p, index, fx ? str_or_empty(fx->value) : NULL);
+    est_status st = build_node(L, p, index, fx ? str_or_empty(fx->value) : NULL);
     if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &est__onnx_pb_allocator);
     return st;
 }
 
-static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
+/* ---- the graph, item by item (stream.c) ----------------------------------- */
+
+static est_status not_protobuf(est_error *err, const char *src) {
+    return est__fail(err, EST_EPARSE, "%s: not a valid ONNX protobuf (truncated or corrupt, or out of memory)", src);
+}
+
+/* What the loader does with one item of the graph, the index-th of its kind. */
+typedef est_status (*item_fn)(loader *L, const void *item, size_t index);
+
+static est_status for_each_item(loader *L, est_onnx_stream *s, est_onnx_item kind, item_fn fn) {
+    est_onnx_cursor c = {.kind = kind};
+    bool bad = false;
+    const void *item;
+    for (size_t i = 0; (item = est__onnx_stream_next(s, &c, &bad)) != NULL; i++) {
+        est_status st = fn(L, item, i);
+        if (st != EST_OK) return st;
+    }
+    if (!bad) return EST_OK;
+    L->bad_bytes = true;
+    return not_protobuf(L->err, L->src);
+}
+
+static est_status initializer_item(loader *L, const void *item, size_t index) {
+    (void)index;
+    return add_initializer(L, item);
+}
+
+static est_status sparse_item(loader *L, const void *item, size_t index) {
+    (void)index;
+    const Onnx__SparseTensorProto *sp = item;
+    if (!sp->values) return est__fail(L->err, EST_EPARSE, "%s: sparse initializer without values", L->src);
+    Onnx__TensorProto dense = *sp->values; /* name and dtype from values, dims from the sparse */
+    dense.n_dims = sp->n_dims;
+    dense.dims = sp->dims;
+    dense.has_raw_data = 0;
+    dense.n_float_data = dense.n_int32_data = dense.n_int64_data = dense.n_double_data = 0;
+    dense.n_uint64_data = 0;
+    dense.has_data_location = 1;
+    dense.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL; /* no values */
+    return add_initializer(L, &dense);
+}
+
+static est_status input_item(loader *L, const void *item, size_t index) {
+    (void)index;
+    return add_input(L, item);
+}
+
+/* A node, and the BatchNorm an exporter folded into it. */
+static est_status node_item(loader *L, const void *item, size_t index) {
+    bool training, dynamo, no_memory = false;
+    est_status st = add_node(L, item, (int32_t)index);
+    bool folded = st == EST_OK && est__onnx_folded_batchnorm(L->g, item, &training, &dynamo, &no_memory);
+    if (no_memory) return oom(L);
+    return folded ? est__onnx_unfold_batchnorm(L->g, L->g->n_nodes - 1, training, dynamo, L->err) : st;
+}
+
+static est_status output_item(loader *L, const void *item, size_t index) {
+    (void)index;
+    const char *name = str_or_empty(((const Onnx__ValueInfoProto *)item)->name);
+    int32_t t = est__graph_find(L->g, name);
+    if (t < 0) return est__fail(L->err, EST_EGRAPH, "%s: graph output '%s' is not produced by any node", L->src, name);
+    L->g->outputs[L->g->n_outputs++] = t;
+    return EST_OK;
+}
+
+/* The model's own fields: IR version, opsets, names; the caps on its items. */
+static est_status read_model(loader *L, const est_onnx_stream *s) {
     est_graph *g = L->g;
-    const Onnx__GraphProto *gp = m->graph;
+    const Onnx__ModelProto *m = s->model;
+    const Onnx__GraphProto *gp = s->graph;
     if (!gp) return est__fail(L->err, EST_EPARSE, "%s: the model has no graph (not an ONNX model?)", L->src);
     g->ir_version = m->has_ir_version ? m->ir_version : 0;
     if (g->ir_version < 3)
@@ -510,50 +524,36 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
     if (!g->name || !g->producer) return oom(L);
 
     /* Caps before building: est__graph_finish() checks the built graph again. */
-    if (gp->n_node > L->lim->max_nodes)
+    const size_t *count = s->count;
+    if (count[EST_ITEM_NODE] > L->lim->max_nodes)
         return est__fail(L->err, EST_ELIMIT, "%s: %zu nodes, above the limit of %llu (est_limits.max_nodes)", L->src,
-                         gp->n_node, (unsigned long long)L->lim->max_nodes);
-    if (gp->n_initializer + gp->n_sparse_initializer + gp->n_input > L->lim->max_tensors)
+                         count[EST_ITEM_NODE], (unsigned long long)L->lim->max_nodes);
+    size_t tensors = count[EST_ITEM_INITIALIZER] + count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT];
+    if (tensors > L->lim->max_tensors)
         return est__fail(L->err, EST_ELIMIT, "%s: %zu initializers and inputs, above the limit of %llu tensors "
-                         "(est_limits.max_tensors)", L->src, gp->n_initializer + gp->n_sparse_initializer + gp->n_input,
-                         (unsigned long long)L->lim->max_tensors);
-    est_status st = EST_OK;
-    for (size_t i = 0; i < gp->n_initializer && st == EST_OK; i++) st = add_initializer(L, gp->initializer[i]);
-    for (size_t i = 0; i < gp->n_sparse_initializer && st == EST_OK; i++) {
-        const Onnx__SparseTensorProto *sp = gp->sparse_initializer[i];
-        if (!sp->values) return est__fail(L->err, EST_EPARSE, "%s: sparse initializer without values", L->src);
-        Onnx__TensorProto dense = *sp->values; /* name and dtype from values, dims from the sparse */
-        dense.n_dims = sp->n_dims;
-        dense.dims = sp->dims;
-        dense.has_raw_data = 0;
-        dense.n_float_data = dense.n_int32_data = dense.n_int64_data = dense.n_double_data = 0;
-        dense.n_uint64_data = 0;
-        dense.has_data_location = 1;
-        dense.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL; /* no values */
-        st = add_initializer(L, &dense);
-    }
-    for (size_t i = 0; i < gp->n_input && st == EST_OK; i++) st = add_input(L, gp->input[i]);
-    for (size_t i = 0; i < gp->n_node && st == EST_OK; i++) {
-        bool training, dynamo, no_memory = false;
-        st = add_node(L, m, gp->node[i], (int32_t)i);
-        bool folded = st == EST_OK && est__onnx_folded_batchnorm(L->g, gp->node[i], &training, &dynamo, &no_memory);
-        if (no_memory) st = oom(L);
-        else if (folded) st = est__onnx_unfold_batchnorm(L->g, L->g->n_nodes - 1, training, dynamo, L->err);
-    }
-    if (st == EST_OK && L->g->unfolded_batchnorms) st = est__onnx_drop_dead_identities(L->g, L->err);
-    if (st == EST_OK) st = est__onnx_rnn_weights(L->g, L->err);
+                         "(est_limits.max_tensors)", L->src, tensors, (unsigned long long)L->lim->max_tensors);
+    return EST_OK;
+}
+
+static est_status build_graph(loader *L, est_onnx_stream *s) {
+    est_graph *g = L->g;
+    L->model = s->model;
+    est_status st = read_model(L, s);
+    const size_t *count = s->count; /* a node has an output or more */
+    if (st == EST_OK && !est__graph_reserve(g, count[EST_ITEM_NODE], count[EST_ITEM_INITIALIZER] +
+                                                count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] + count[EST_ITEM_NODE]))
+        st = oom(L);
+    if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_INITIALIZER, initializer_item);
+    if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_SPARSE, sparse_item);
+    if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_INPUT, input_item);
+    if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_NODE, node_item);
+    if (st == EST_OK && g->unfolded_batchnorms) st = est__onnx_drop_dead_identities(g, L->err);
+    if (st == EST_OK) st = est__onnx_rnn_weights(g, L->err);
     if (st != EST_OK) return st;
-    g->outputs = malloc((gp->n_output ? gp->n_output : 1) * sizeof *g->outputs);
+    g->outputs = malloc((count[EST_ITEM_OUTPUT] ? count[EST_ITEM_OUTPUT] : 1) * sizeof *g->outputs);
     if (!g->outputs) return oom(L);
-    for (size_t i = 0; i < gp->n_output; i++) {
-        const char *name = str_or_empty(gp->output[i]->name);
-        int32_t t = est__graph_find(g, name);
-        if (t < 0)
-            return est__fail(L->err, EST_EGRAPH, "%s: graph output '%s' is not produced by any node",
-                             L->src, name);
-        g->outputs[g->n_outputs++] = t;
-    }
-    return est__graph_finish(g, L->err);
+    st = for_each_item(L, s, EST_ITEM_OUTPUT, output_item);
+    return st == EST_OK ? est__graph_finish(g, L->err) : st;
 }
 
 /* ---- nesting ------------------------------------------------------------------
@@ -569,6 +569,8 @@ static est_status build_graph(loader *L, const Onnx__ModelProto *m) {
 static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
                                 uint32_t depth, long node, long *next_node) {
     size_t i = 0;
+    uint64_t last_id = 0; /* repeated fields come in runs: one lookup a run */
+    const ProtobufCFieldDescriptor *f = NULL;
     while (i < n) {
         uint64_t key, v;
         if (!est__wire_varint(p, n, &i, &key)) return EST_OK;
@@ -578,8 +580,9 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
         case 5: if (n - i < 4) return EST_OK; i += 4; break;
         case 2: {
             if (!est__wire_varint(p, n, &i, &v) || v > n - i) return EST_OK;
-            const ProtobufCFieldDescriptor *f =
-                key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
+            if (key >> 3 != last_id)
+                f = key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
+            last_id = key >> 3;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 long sub_node = node;
                 if (desc == &onnx__graph_proto__descriptor && depth == 2 && f->id == 1) sub_node = (*next_node)++;
@@ -632,19 +635,10 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
     if ((uint64_t)next_node > lim.max_nodes)
         return est__fail(err, EST_ELIMIT, "%s: %ld nodes, above the limit of %llu (est_limits.max_nodes)", src,
                          next_node, (unsigned long long)lim.max_nodes);
-    size_t slim_size = 0;
-    /* weights cut, never copied by unpack; below 4 MiB there is little to
-     * cut and the walk would cost more than the copy */
-    uint8_t *slim = size >= ((size_t)4 << 20) ? est__onnx_slim(data, size, &slim_size) : NULL;
-    arena model_arena = {0};
-    ProtobufCAllocator in_arena = {.alloc = arena_alloc, .free = arena_free_one, .allocator_data = &model_arena};
-    Onnx__ModelProto *m = slim ? onnx__model_proto__unpack(&in_arena, slim_size, slim)
-                               : onnx__model_proto__unpack(&in_arena, size, data);
-    free(slim);
-    if (!m) {
-        arena_release(&model_arena);
-        return est__fail(err, EST_EPARSE, "%s: not a valid ONNX protobuf (truncated or corrupt, or out of memory)", src);
-    }
+    est_onnx_stream stream;
+    /* weights cut before an item is unpacked, never copied; below 4 MiB
+     * there is little to cut and the walk would cost more than the copy */
+    if (!est__onnx_stream_open(&stream, data, size, size >= ((size_t)4 << 20))) return not_protobuf(err, src);
     /* External data is relative to the model's folder: the path's, for a file. */
     char *dir = NULL;
     if (is_path && name) {
@@ -658,8 +652,11 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
     L.dir = dir;
     L.g = est__graph_new(src);
     if (L.g) L.g->limits = lim;
-    st = !L.g || (is_path && name && !dir) ? est__fail(err, EST_ENOMEM, "%s: out of memory", src) : build_graph(&L, m);
-    arena_release(&model_arena); /* m and everything in it */
+    st = !L.g || (is_path && name && !dir) ? est__fail(err, EST_ENOMEM, "%s: out of memory", src)
+                                           : build_graph(&L, &stream);
+    /* a whole unpack refuses a corrupt item before anything is built */
+    if (st != EST_OK && !L.bad_bytes && !est__onnx_stream_items_unpack(&stream)) st = not_protobuf(err, src);
+    est__onnx_stream_close(&stream);
     free(dir);
     free(L.real_dir);
     free(L.checked_loc);

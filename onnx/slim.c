@@ -1,23 +1,24 @@
 /*
- * slim.c: an ONNX file's bytes without the weights memest never reads.
+ * slim.c: a graph item's bytes without the weights memest never reads.
  *
  * protobuf-c's unpack copies every bytes field onto the heap, so a model
- * with 1 GiB of embedded weights would cost 1 GiB of copies (and, with the
- * mapped file, 2 GiB of memory) for values the loader drops. This pass
- * writes a copy of the wire format in which each tensor's data field is cut
- * to its first SLIM_KEEP bytes, walking the messages that hold tensors:
+ * with 1 GiB of embedded weights would cost 1 GiB of copies for values the
+ * loader drops. This pass writes a copy of one node, initializer or sparse
+ * initializer (stream.c hands them over one at a time) in which each
+ * tensor's data field is cut to its first SLIM_KEEP bytes, walking the
+ * messages that hold tensors:
  *
- *   ModelProto.graph(7) -> GraphProto
- *   GraphProto.node(1) -> NodeProto.attribute(5) -> AttributeProto
- *   GraphProto.initializer(5), AttributeProto.t(5), .tensors(10) -> TensorProto
- *   GraphProto.sparse_initializer(15), AttributeProto.sparse_tensor(22),
- *     .sparse_tensors(23) -> SparseTensorProto.values(1), .indices(2)
+ *   NodeProto.attribute(5) -> AttributeProto
+ *   AttributeProto.t(5), .tensors(10) -> TensorProto
+ *   AttributeProto.sparse_tensor(22), .sparse_tensors(23),
+ *     GraphProto.sparse_initializer(15) -> SparseTensorProto.values(1), .indices(2)
  *   AttributeProto.g(6), .graphs(11) -> GraphProto (subgraphs)
+ *   GraphProto.node(1), .initializer(5)
  *
  * A tensor's values are only read when it has at most EST_FOLD_MAX_ELEMENTS
  * elements of at most 8 bytes, and a floating one at most
- * EST_FOLD_MAX_FLOAT_VALUES (onnx_loader.c, decode_values). Serializers write
- * a TensorProto's dims (field 1) and data_type (2) before its data, so when
+ * EST_FOLD_MAX_FLOAT_VALUES (tensor_values.c). Serializers write a
+ * TensorProto's dims (field 1) and data_type (2) before its data, so when
  * both came first and say the values will not be read, the data is cut to
  * nothing; otherwise it keeps SLIM_KEEP bytes, enough for any values that
  * are read. Either way the loader sees what it would have: raw_data keeps a
@@ -28,7 +29,7 @@
  *
  * Anything it does not understand (a malformed length, a group) stops the
  * pass, and the loader unpacks the original bytes, which protobuf-c then
- * judges as before. The loader runs it on files of 4 MiB and more: below
+ * judges as before. The loader runs it in files of 4 MiB and more: below
  * that the copies it saves cost less than the walk.
  */
 #include <stdlib.h>
@@ -39,12 +40,11 @@
 
 #define SLIM_KEEP ((size_t)EST_FOLD_MAX_ELEMENTS * 8)
 
-typedef enum { M_MODEL, M_GRAPH, M_NODE, M_ATTR, M_TENSOR, M_SPARSE, M_NONE } msg_kind;
+typedef enum { M_GRAPH, M_NODE, M_ATTR, M_TENSOR, M_SPARSE, M_NONE } msg_kind;
 
 /* The message kind of field `id` of a message of kind k (M_NONE: copy as is). */
 static msg_kind child_kind(msg_kind k, uint64_t id) {
     switch (k) {
-    case M_MODEL: return id == 7 ? M_GRAPH : M_NONE;
     case M_GRAPH: return id == 1 ? M_NODE : id == 5 ? M_TENSOR : id == 15 ? M_SPARSE : M_NONE;
     case M_NODE: return id == 5 ? M_ATTR : M_NONE;
     case M_ATTR:
@@ -174,12 +174,19 @@ static size_t slim_message(const uint8_t *p, size_t n, msg_kind k, uint8_t *out,
     return o;
 }
 
-uint8_t *est__onnx_slim(const uint8_t *data, size_t size, size_t *out_size) {
-    size_t n = slim_message(data, size, M_MODEL, NULL, 0);
-    if (n == SIZE_MAX || n >= size) return NULL; /* nothing to cut, or not walkable */
-    uint8_t *out = malloc(n ? n : 1);
-    if (!out) return NULL;
-    slim_message(data, size, M_MODEL, out, 0);
-    *out_size = n;
-    return out;
+const uint8_t *est__onnx_slim(const uint8_t *p, size_t n, est_slim_kind kind, est_slim_buf *buf, size_t *out_n) {
+    msg_kind k = kind == EST_SLIM_NODE ? M_NODE : kind == EST_SLIM_TENSOR ? M_TENSOR : M_SPARSE;
+    enum { ITEM_DEPTH = 2 }; /* a graph's items: ModelProto, GraphProto, then them */
+    *out_n = n;
+    size_t size = slim_message(p, n, k, NULL, ITEM_DEPTH);
+    if (size == SIZE_MAX || size >= n) return p; /* nothing to cut, or not walkable */
+    if (buf->cap < size) {
+        uint8_t *grown = realloc(buf->data, size ? size : 1);
+        if (!grown) return p;
+        buf->data = grown;
+        buf->cap = size ? size : 1;
+    }
+    slim_message(p, n, k, buf->data, ITEM_DEPTH);
+    *out_n = size;
+    return buf->data;
 }

@@ -1,4 +1,4 @@
-/* slim.h: an ONNX file's bytes without the weight payloads (slim.c). Internal. */
+/* slim.h: a graph item's bytes without the weight payloads (slim.c). Internal. */
 #ifndef MEMEST_ONNX_SLIM_H
 #define MEMEST_ONNX_SLIM_H
 
@@ -20,10 +20,19 @@ static inline bool est__wire_varint(const uint8_t *p, size_t n, size_t *i, uint6
     return false;
 }
 
-/* A malloc'd copy of the serialized ModelProto with every tensor data field
- * cut to what the loader may read; *out_size its length. NULL when nothing
- * would be cut, when the bytes cannot be walked, or when out of memory: the
- * caller then unpacks `data` itself. */
-uint8_t *est__onnx_slim(const uint8_t *data, size_t size, size_t *out_size);
+/* The items slim.c cuts: a graph's nodes, initializers, sparse initializers. */
+typedef enum est_slim_kind { EST_SLIM_NODE, EST_SLIM_TENSOR, EST_SLIM_SPARSE } est_slim_kind;
+
+/* Where slimmed bytes go, reused from item to item; the caller frees data. */
+typedef struct est_slim_buf {
+    uint8_t *data;
+    size_t cap;
+} est_slim_buf;
+
+/* The serialized item p[0..n) of the given kind with every tensor data field
+ * cut to what the loader may read, written into buf; *out_n its length.
+ * Returns p itself (and n) when nothing would be cut, when the bytes cannot
+ * be walked, or when out of memory: the caller then unpacks p. */
+const uint8_t *est__onnx_slim(const uint8_t *p, size_t n, est_slim_kind kind, est_slim_buf *buf, size_t *out_n);
 
 #endif

@@ -125,13 +125,13 @@ est_status est__onnx_unfold_batchnorm(est_graph *g, int32_t conv_index, bool tra
     if (conv->n_inputs > 2) conv->n_inputs = 2;
     char name[512];
     snprintf(name, sizeof name, "%.400s" EST_UNFOLDED_BN_SUFFIX, conv_name);
-    bn->name = est__strdup(name);
+    bn->name = est__graph_text(g, name);
     if (!place_batchnorm_scope(g, conv, bn, dynamo)) return oom(g, err);
     bn->op_type = est__graph_intern(g, "BatchNormalization");
     bn->domain = est__graph_intern(g, "");
     bn->opset = conv->opset;
-    bn->inputs = malloc(5 * sizeof *bn->inputs);
-    bn->outputs = malloc(sizeof *bn->outputs);
+    bn->inputs = est__graph_ids(g, 5);
+    bn->outputs = est__graph_ids(g, 1);
     bn->attrs = calloc(1, sizeof *bn->attrs);
     if (!bn->name || !bn->op_type || !bn->domain || !bn->inputs || !bn->outputs || !bn->attrs) return oom(g, err);
     for (int k = 0; k < 5; k++) bn->inputs[k] = ids[k];

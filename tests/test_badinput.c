@@ -439,6 +439,64 @@ static uint8_t *nested_model(long levels, size_t *size) {
     return buf;
 }
 
+/* m's bytes with its graph as two graph fields, a then b (protobuf merges
+ * repeated message fields), and `tail` appended to b's bytes. The caller
+ * frees. */
+static uint8_t *split_graph(mini_model *m, Onnx__GraphProto *a, Onnx__GraphProto *b, const uint8_t *tail,
+                            size_t tail_n, size_t *size) {
+    m->model.graph = NULL;
+    size_t head = onnx__model_proto__get_packed_size(&m->model), na = onnx__graph_proto__get_packed_size(a),
+           nb = onnx__graph_proto__get_packed_size(b);
+    uint8_t *buf = malloc(head + na + nb + tail_n + 32);
+    size_t n = onnx__model_proto__pack(&m->model, buf);
+    buf[n++] = 0x3a; /* ModelProto.graph = 7, length-delimited */
+    n += put_varint(buf + n, na);
+    n += onnx__graph_proto__pack(a, buf + n);
+    buf[n++] = 0x3a;
+    n += put_varint(buf + n, nb + tail_n);
+    n += onnx__graph_proto__pack(b, buf + n);
+    memcpy(buf + n, tail, tail_n);
+    m->model.graph = &m->graph;
+    *size = n + tail_n;
+    return buf;
+}
+
+/* The loader unpacks one node at a time (onnx/stream.c), yet answers as an
+ * unpack of the whole file: repeated graph fields make one graph, and a
+ * corrupt node anywhere makes the file invalid, even after a node that the
+ * graph refuses. */
+static void streamed_defects(void) {
+    /* GraphProto.node = 1, holding a NodeProto whose name (3) claims 5 bytes of 1 */
+    static const uint8_t corrupt_node[] = {0x0a, 0x03, 0x1a, 0x05, 'a'};
+    for (int k = 0; k < 4; k++) {
+        mini_model m;
+        mini_init(&m, nchw, 4);
+        mini_node(&m, "r1", k >= 2 ? NULL : "Relu", "x", NULL, "h");
+        mini_node(&m, "r2", "Relu", "h", NULL, "y");
+        Onnx__GraphProto a, b;
+        onnx__graph_proto__init(&a);
+        onnx__graph_proto__init(&b);
+        a.n_input = 1, a.input = m.graph.input, a.n_node = 1, a.node = m.graph.node;
+        b.name = "mini", b.n_node = 1, b.node = m.graph.node + 1, b.n_output = 1, b.output = m.graph.output;
+        size_t size;
+        uint8_t *buf = split_graph(&m, &a, &b, corrupt_node, k % 2 ? sizeof corrupt_node : 0, &size);
+        est_graph *g = NULL;
+        est_error err;
+        est_status st = est_load_onnx_buffer(buf, size, "split.onnx", &g, &err);
+        if (k == 0) {
+            expect(st, EST_OK, &err, NULL, NULL, "a graph in two graph fields");
+            CHECK(est_graph_node_count(g) == 2, "a graph in two graph fields: %zu nodes, want 2", est_graph_node_count(g));
+        } else if (k == 2) {
+            expect(st, EST_EPARSE, &err, "split.onnx", "node 'r1' has no op_type", "a node without op_type");
+        } else {
+            expect(st, EST_EPARSE, &err, "split.onnx", "not a valid ONNX protobuf",
+                   k == 1 ? "a corrupt node" : "a corrupt node after a node without op_type");
+        }
+        est_graph_free(g);
+        free(buf);
+    }
+}
+
 static void limit_defects(const char *models_dir, const char *tmp_dir) {
     mini_model m;
     est_error err;
@@ -688,6 +746,7 @@ int main(int argc, char **argv) {
     option_defects(argv[1]);
     json_node_cap();
     limit_defects(argv[1], argv[2]);
+    streamed_defects();
     external_data_defects(argv[2]);
     return test_result("test_badinput");
 }
