@@ -9,39 +9,14 @@
 static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
 /* The tensors' and nodes' names and the nodes' input and output lists live
- * as long as the graph: they go into chunks with a bump pointer, freed
- * together, which spares a million-node graph millions of allocations and
- * their headers. */
+ * as long as the graph: they go into its arena (g->text), freed together,
+ * which spares a million-node graph millions of allocations and their
+ * headers. */
 enum { CHUNK = 64 << 10 };
 
-struct est_graph_chunk {
-    struct est_graph_chunk *next;
-    size_t used, size;
-    _Alignas(8) unsigned char data[];
-};
-
 static void *graph_alloc(est_graph *g, size_t size, size_t align) {
-    struct est_graph_chunk *c = g->chunks;
-    size_t at = c ? (c->used + align - 1) / align * align : 0;
-    if (!c || at > c->size || c->size - at < size) {
-        size_t cap = size >= CHUNK / 4 ? size : CHUNK;
-        if (cap > SIZE_MAX - sizeof *c) return NULL;
-        struct est_graph_chunk *n = malloc(sizeof *n + cap);
-        if (!n) return NULL;
-        n->size = cap;
-        n->used = 0;
-        if (c && cap != CHUNK) { /* a long name: behind the chunk that keeps filling */
-            n->next = c->next;
-            c->next = n;
-        } else {
-            n->next = c;
-            g->chunks = n;
-        }
-        c = n;
-        at = 0;
-    }
-    c->used = at + size;
-    return c->data + at;
+    if (!g->text.chunk) g->text.chunk = CHUNK;
+    return est__arena_alloc(&g->text, size, align);
 }
 
 static char *text_copy(est_graph *g, const char *s, size_t len) {
@@ -191,10 +166,7 @@ void est_graph_free(est_graph *g) {
     free(g->names.slots);
     for (uint64_t i = 0; i < g->strings.cap; i++) free(g->strings.slots[i]);
     free(g->strings.slots);
-    for (struct est_graph_chunk *c = g->chunks, *next; c; c = next) {
-        next = c->next;
-        free(c);
-    }
+    est__arena_reset(&g->text, false);
     free(g->source);
     free(g->name);
     free(g->producer);

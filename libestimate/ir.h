@@ -194,6 +194,23 @@ typedef struct est_intern {
     char **slots;        /* NULL: empty */
 } est_intern;
 
+/* A bump allocator over malloc'd chunks (arena.c), for what dies together:
+ * a graph's names and id lists, one unpacked ONNX item. Nothing is freed
+ * one by one; est__arena_reset frees all at once. A request over a quarter
+ * of `chunk` gets a chunk of its own. Zero-initialise, then set chunk. */
+#define EST_ARENA_ALIGN 16 /* the largest alignment est__arena_alloc gives */
+typedef struct est_arena_chunk est_arena_chunk;
+typedef struct est_arena {
+    est_arena_chunk *head;
+    size_t chunk; /* an ordinary chunk's size */
+} est_arena;
+/* size bytes aligned to align (a power of two, at most EST_ARENA_ALIGN);
+ * NULL when out of memory. */
+void *est__arena_alloc(est_arena *a, size_t size, size_t align);
+/* Frees every chunk, or, with keep_one, all but one ordinary chunk, emptied
+ * for the next allocations to reuse. */
+void est__arena_reset(est_arena *a, bool keep_one);
+
 typedef struct est_name_map {
     uint64_t cap;       /* power of two, at most 2^32 */
     unsigned shift;     /* 64 - log2(cap): a name's first slot is its hash >> shift */
@@ -219,8 +236,8 @@ struct est_graph {
     int32_t n_symbols;
     char **symbols;      /* distinct dim_param names */
     est_name_map names;
-    struct est_graph_chunk *chunks; /* names, node inputs and outputs (est__graph_text,
-                                       est__graph_ids), freed with the graph */
+    est_arena text;      /* names, node inputs and outputs (est__graph_text,
+                            est__graph_ids), freed with the graph */
     est_intern strings;  /* the nodes' op types, domains and scopes */
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */

@@ -25,7 +25,7 @@
 enum {
     WIRE_VARINT = 0, WIRE_64BIT = 1, WIRE_LEN = 2, WIRE_32BIT = 5,
     MODEL_GRAPH = 7, /* ModelProto.graph */
-    ARENA_CHUNK = 64 << 10, ARENA_ALIGN = 16,
+    ARENA_CHUNK = 64 << 10,
 };
 
 /* An item kind's field in GraphProto, its message and how slim.c cuts it. */
@@ -44,56 +44,15 @@ static const struct item_def {
 
 /* ---- the arena ---------------------------------------------------------- */
 
-typedef struct est_arena_chunk {
-    struct est_arena_chunk *next;
-    size_t used, size;
-    _Alignas(ARENA_ALIGN) unsigned char data[];
-} arena_chunk;
-
-static void *arena_alloc(void *data, size_t size) {
-    est_pb_arena *a = data;
-    size = (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    if (size == 0) size = ARENA_ALIGN;
-    arena_chunk *c = a->head;
-    if (!c || c->size - c->used < size) {
-        size_t cap = size > a->chunk / 4 ? size : a->chunk;
-        if (cap > SIZE_MAX - sizeof *c) return NULL;
-        arena_chunk *n = malloc(sizeof *n + cap);
-        if (!n) return NULL;
-        n->size = cap;
-        n->used = 0;
-        if (cap == size && c) { /* a large block: behind the current chunk, which keeps filling */
-            n->next = c->next;
-            c->next = n;
-        } else {
-            n->next = c;
-            a->head = n;
-        }
-        c = n;
-    }
-    void *p = c->data + c->used;
-    c->used += size;
-    return p;
-}
+/* protobuf-c's allocator over an est_arena: every block aligned for any
+ * type, none freed before the arena is reset. */
+static void *arena_alloc(void *data, size_t size) { return est__arena_alloc(data, size ? size : 1, EST_ARENA_ALIGN); }
 
 static void arena_free_one(void *data, void *p) {
-    (void)data, (void)p; /* all at once, in arena_reset */
+    (void)data, (void)p; /* all at once, in est__arena_reset */
 }
 
-/* Frees every chunk but one ordinary one, which the next unpack reuses;
- * keep false frees that one too. */
-static void arena_reset(est_pb_arena *a, bool keep) {
-    arena_chunk *kept = NULL;
-    for (arena_chunk *c = a->head, *next; c; c = next) {
-        next = c->next;
-        if (keep && !kept && c->size == a->chunk) kept = c;
-        else free(c);
-    }
-    if (kept) kept->used = 0, kept->next = NULL;
-    a->head = kept;
-}
-
-static void *unpack_in(est_pb_arena *a, const ProtobufCMessageDescriptor *desc, size_t n, const uint8_t *p) {
+static void *unpack_in(est_arena *a, const ProtobufCMessageDescriptor *desc, size_t n, const uint8_t *p) {
     ProtobufCAllocator in_arena = {.alloc = arena_alloc, .free = arena_free_one, .allocator_data = a};
     static const uint8_t none[1];
     return protobuf_c_message_unpack(desc, &in_arena, n, n ? p : none);
@@ -254,7 +213,7 @@ bool est__onnx_stream_open(est_onnx_stream *s, const uint8_t *data, size_t size,
 /* ---- items ------------------------------------------------------------- */
 
 static void *unpack_item(est_onnx_stream *s, const struct item_def *d, const uint8_t *p, size_t n, bool *bad) {
-    arena_reset(&s->item, true);
+    est__arena_reset(&s->item, true);
     if (s->slim && d->slim >= 0) p = est__onnx_slim(p, n, (est_slim_kind)d->slim, &s->slimmed, &n);
     void *m = unpack_in(&s->item, d->desc, n, p);
     if (!m) *bad = true;
@@ -284,8 +243,8 @@ bool est__onnx_stream_items_unpack(est_onnx_stream *s) {
 }
 
 void est__onnx_stream_close(est_onnx_stream *s) {
-    arena_reset(&s->shells, false);
-    arena_reset(&s->item, false);
+    est__arena_reset(&s->shells, false);
+    est__arena_reset(&s->item, false);
     free(s->graphs);
     free(s->slimmed.data);
     *s = (est_onnx_stream){0};

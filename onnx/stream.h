@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ir.h" /* est_arena */
 #include "onnx.pb-c.h"
 #include "slim.h"
 
@@ -20,13 +21,6 @@ typedef enum est_onnx_item {
     EST_ITEM_VALUE_INFO,
     EST_ITEM_KINDS
 } est_onnx_item;
-
-/* Malloc'd chunks with a bump pointer: protobuf-c's many small allocations
- * of one unpack, freed together. */
-typedef struct est_pb_arena {
-    struct est_arena_chunk *head;
-    size_t chunk; /* the size of an ordinary chunk */
-} est_pb_arena;
 
 /* A graph field's body, and where in it each kind of item starts and ends
  * (serializers write each kind together: a cursor walks only its stretch). */
@@ -44,7 +38,7 @@ typedef struct est_onnx_stream {
     size_t n_graphs;
     bool slim;                /* cut weight payloads before unpacking an item (slim.c) */
     est_slim_buf slimmed;
-    est_pb_arena shells, item;
+    est_arena shells, item;   /* protobuf-c's many small allocations of one unpack */
 } est_onnx_stream;
 
 /* Where est__onnx_stream_next is in the items of one kind. */
