@@ -30,9 +30,14 @@ size_t fmt_i64(char *out, int64_t v) {
 size_t fmt_fixed2(char *out, double x) {
     uint64_t bits;
     memcpy(&bits, &x, sizeof bits);
-    /* x = m / 2^s exactly, s in [1, 52] for 1 <= x < 2^53 */
+    /* x = m / 2^s exactly, s in [0, 52] for 1 <= x < 2^53 */
     uint64_t m = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1 << 52);
     unsigned s = 1075 - (unsigned)((bits >> 52) & 0x7ff);
+    if (s == 0) { /* 2^52 <= x < 2^53: a whole number, and no shift by s - 1 */
+        size_t n = fmt_u64(out, m);
+        memcpy(out + n, ".00", 3);
+        return n + 3;
+    }
     uint64_t mask = ((uint64_t)1 << s) - 1, whole = m >> s;
     uint64_t hundredths = (m & mask) * 100; /* below 2^59 */
     uint64_t cents = hundredths >> s, rest = hundredths & mask, half = (uint64_t)1 << (s - 1);
