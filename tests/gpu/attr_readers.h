@@ -1,4 +1,4 @@
-/* attr_readers.h: libestimate's attribute readers (layers/registry.h,
+/* attr_readers.h: libestimate's attribute readers (libestimate/common.c,
  * est_node_attr_*) for the GPU tests that compile the kernel files without
  * libestimate. Include once, inside an extern "C" block. */
 static const est_attr *find_attr(const est_node *n, const char *name) {

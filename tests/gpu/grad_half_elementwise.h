@@ -75,24 +75,7 @@ static vx_status half_run(Case &c, const std::vector<HT> &in, const std::vector<
         r.dims = y->dims;
         r.f = R;
         run.grad_out[c.out] = upload_as(r, run.out[c.out]->dtype == VX_F32 ? VX_F32 : dt);
-        vx_tensor *tmp[3 * VX_MAX_IO] = {NULL}, *keep[3 * VX_MAX_IO] = {NULL}, **where_[3 * VX_MAX_IO] = {NULL};
-        int nt = 0;
-        for (int k = 0; k < VX_MAX_IO; k++) {
-            vx_tensor **slot[3] = {&run.in[k], &run.out[k], &run.grad_out[k]};
-            for (int j = 0; j < 3; j++) {
-                vx_tensor *t = *slot[j];
-                uint32_t okb = j < 2 ? VX_STRIDED_SAVED : VX_STRIDED_GRAD;
-                if (!t || !t->strided || !t->data || (op->strided & okb)) continue;
-                keep[nt] = t;
-                where_[nt] = slot[j];
-                *slot[j] = tmp[nt++] = vx_contiguous(&g_ctx, t);
-            }
-        }
-        st = op->backward(&g_ctx, &run);
-        for (int k = 0; k < nt; k++) {
-            vx_tensor_release(&g_ctx, tmp[k]);
-            *where_[k] = keep[k];
-        }
+        st = run_backward(op, &run);
         for (size_t k = 0; !st && k < in.size(); k++)
             if (run.need_grad[k] && run.grad_in[k]) (*grads)[k] = download_f(run.grad_in[k]);
     }

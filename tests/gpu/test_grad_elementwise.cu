@@ -314,6 +314,30 @@ static vx_status run_forward(const vx_op *op, vx_run *run) {
     return st;
 }
 
+/* exec_train.c's backward preparation: contiguous copies of the strided
+ * tensors the kernel cannot read, in their places for the call. */
+static vx_status run_backward(const vx_op *op, vx_run *run) {
+    vx_tensor *tmp[3 * VX_MAX_IO] = {NULL}, *keep[3 * VX_MAX_IO] = {NULL}, **where_[3 * VX_MAX_IO] = {NULL};
+    int nt = 0;
+    for (int k = 0; k < VX_MAX_IO; k++) {
+        vx_tensor **slot[3] = {&run->in[k], &run->out[k], &run->grad_out[k]};
+        for (int j = 0; j < 3; j++) {
+            vx_tensor *t = *slot[j];
+            uint32_t okb = j < 2 ? VX_STRIDED_SAVED : VX_STRIDED_GRAD;
+            if (!t || !t->strided || !t->data || (op->strided & okb)) continue;
+            keep[nt] = t;
+            where_[nt] = slot[j];
+            *slot[j] = tmp[nt++] = vx_contiguous(&g_ctx, t);
+        }
+    }
+    vx_status st = op->backward(&g_ctx, run);
+    for (int k = 0; k < nt; k++) {
+        vx_tensor_release(&g_ctx, tmp[k]);
+        *where_[k] = keep[k];
+    }
+    return st;
+}
+
 /* exec.c's stub_of: shape and layout, no storage. */
 static vx_tensor *stub_of(const vx_tensor *t) {
     vx_tensor *s = (vx_tensor *)calloc(1, sizeof *s);
@@ -393,25 +417,7 @@ static void run_case(const char *name, Case c) {
     if (any_grad && op->backward) {
         HT r; r.dims = y.dims; r.f = R;
         run.grad_out[c.out] = upload(r, true);
-        /* contiguous copies of strided tensors the kernel cannot read */
-        vx_tensor *tmp[3 * VX_MAX_IO] = {NULL}, *keep[3 * VX_MAX_IO] = {NULL}, **where_[3 * VX_MAX_IO] = {NULL};
-        int nt = 0;
-        for (int k = 0; k < VX_MAX_IO; k++) {
-            vx_tensor **slot[3] = {&run.in[k], &run.out[k], &run.grad_out[k]};
-            for (int j = 0; j < 3; j++) {
-                vx_tensor *t = *slot[j];
-                uint32_t okb = j < 2 ? VX_STRIDED_SAVED : VX_STRIDED_GRAD;
-                if (!t || !t->strided || !t->data || (op->strided & okb)) continue;
-                keep[nt] = t;
-                where_[nt] = slot[j];
-                *slot[j] = tmp[nt++] = vx_contiguous(&g_ctx, t);
-            }
-        }
-        st = op->backward(&g_ctx, &run);
-        for (int k = 0; k < nt; k++) {
-            vx_tensor_release(&g_ctx, tmp[k]);
-            *where_[k] = keep[k];
-        }
+        st = run_backward(op, &run);
         if (st) { printf("FAIL %s: backward: %d %s\n", name, st, g_ctx.message); g_failures++; release_run(&run); return; }
         for (size_t k = 0; k < c.in.size(); k++)
             if (run.need_grad[k]) {
