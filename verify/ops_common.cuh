@@ -386,22 +386,9 @@ static inline vx_status vxk_reduce_to(vx_ctx *ctx, T *out, int rs, const int64_t
 
 /* atomicAdd(p, v) from every lane; where the whole warp adds to one
  * address (a broadcast operand's gradient: a channel, a row), the warp sums
- * first and one lane adds. Thousands of lanes on one address serialize. */
-static __device__ __forceinline__ void vxk_atomic_add(float *p, float v) {
-    unsigned mask = __activemask();
-    if (mask == 0xffffffffu) {
-        float *p0 = (float *)__shfl_sync(mask, (unsigned long long)p, 0);
-        if (__all_sync(mask, p == p0)) {
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(mask, v, o);
-            if ((threadIdx.x & 31) == 0) atomicAdd(p, v);
-            return;
-        }
-    }
-    atomicAdd(p, v);
-}
-
-/* The same into half storage: the warp sums in float32, then one half
- * atomic per warp (sm_80's bfloat16 atomicAdd, sm_70's half). */
+ * first in float32 and one lane adds (into half storage with sm_80's
+ * bfloat16 atomicAdd, sm_70's half). Thousands of lanes on one address
+ * serialize. */
 template <typename T> static __device__ __forceinline__ void vxk_atomic_add(T *p, float v) {
     unsigned mask = __activemask();
     if (mask == 0xffffffffu) {

@@ -48,38 +48,17 @@ static __global__ void bn_sum_kernel(const T *x, const float *center, float *a, 
     if (threadIdx.x == 0) atomicAdd(a + c, acc);
 }
 
-/* Block (c, part): sum_dy[c] += dy, sum_dyx[c] += dy * xhat over its share. */
+/* Block (c, part): sum_dy[c] += dy, sum_dyx[c] += dy * xhat over its share;
+ * xhat from the batch mean (float32) or, in eval, the running mean (T),
+ * and from invstd (float32) or the variance (T). */
 template <typename I, typename T>
-static __global__ void bn_bwd_sum_kernel(const T *dy, const T *x, const float *mean, const float *invstd,
-                                         const T *var, float *sum_dy, float *sum_dyx, I N, I C, I HW, I parts,
-                                         float eps) {
+static __global__ void bn_bwd_sum_kernel(const T *dy, const T *x, const float *mean, const T *rmean,
+                                         const float *invstd, const T *var, float *sum_dy, float *sum_dyx, I N, I C,
+                                         I HW, I parts, float eps) {
     __shared__ float sh[VXK_THREADS];
     I c = (I)blockIdx.x / parts, part = (I)blockIdx.x % parts;
     I cnt = N * HW, chunk = (cnt + parts - 1) / parts, end = (part + 1) * chunk < cnt ? (part + 1) * chunk : cnt;
-    float m = vxk_ld(mean[c]), is = invstd ? invstd[c] : rsqrtf(vxk_ld(var[c]) + eps);
-    float a = 0.f, b = 0.f;
-    for (I j = part * chunk + (I)threadIdx.x; j < end; j += (I)blockDim.x) {
-        I k = ((j / HW) * C + c) * HW + j % HW;
-        a += vxk_ld(dy[k]);
-        b += vxk_ld(dy[k]) * (vxk_ld(x[k]) - m) * is;
-    }
-    a = vxk_block_reduce(a, sh, false);
-    b = vxk_block_reduce(b, sh, false);
-    if (threadIdx.x == 0) {
-        atomicAdd(sum_dy + c, a);
-        atomicAdd(sum_dyx + c, b);
-    }
-}
-
-/* bn_bwd_sum_kernel with the batch mean (float32) or, in eval, the
- * running mean (T) converted into a float32 copy-free read. */
-template <typename I, typename T>
-static __global__ void bn_bwd_sum_eval_kernel(const T *dy, const T *x, const T *rmean, const T *var, float *sum_dy,
-                                              float *sum_dyx, I N, I C, I HW, I parts, float eps) {
-    __shared__ float sh[VXK_THREADS];
-    I c = (I)blockIdx.x / parts, part = (I)blockIdx.x % parts;
-    I cnt = N * HW, chunk = (cnt + parts - 1) / parts, end = (part + 1) * chunk < cnt ? (part + 1) * chunk : cnt;
-    float m = vxk_ld(rmean[c]), is = rsqrtf(vxk_ld(var[c]) + eps);
+    float m = mean ? mean[c] : vxk_ld(rmean[c]), is = invstd ? invstd[c] : rsqrtf(vxk_ld(var[c]) + eps);
     float a = 0.f, b = 0.f;
     for (I j = part * chunk + (I)threadIdx.x; j < end; j += (I)blockDim.x) {
         I k = ((j / HW) * C + c) * HW + j % HW;
@@ -98,12 +77,8 @@ template <typename I, typename T>
 static void bn_bwd_sum_launch(cudaStream_t s, unsigned blocks, const T *dy, const T *x, const float *mean,
                               const T *rmean, const float *invstd, const T *var, float *sum_dy, float *sum_dyx, I N,
                               I C, I HW, I parts, float eps) {
-    if (mean)
-        bn_bwd_sum_kernel<I, T><<<blocks, VXK_THREADS, 0, s>>>(dy, x, mean, invstd, var, sum_dy, sum_dyx, N, C, HW,
-                                                               parts, eps);
-    else
-        bn_bwd_sum_eval_kernel<I, T><<<blocks, VXK_THREADS, 0, s>>>(dy, x, rmean, var, sum_dy, sum_dyx, N, C, HW,
-                                                                    parts, eps);
+    bn_bwd_sum_kernel<I, T><<<blocks, VXK_THREADS, 0, s>>>(dy, x, mean, rmean, invstd, var, sum_dy, sum_dyx, N, C,
+                                                           HW, parts, eps);
 }
 
 /* mean[c] = sum / cnt, in place. */

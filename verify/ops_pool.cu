@@ -218,23 +218,29 @@ static vx_status pool_indices(vx_ctx *ctx, vx_run *run, int rank, const int64_t 
     return VX_OK;
 }
 
-template <typename T> static vx_status maxpool_forward_t(vx_ctx *ctx, vx_run *run) {
+/* The max over each of g's windows into output 0, and its arg-max into the
+ * indices (pool_indices): MaxPool's and GlobalMaxPool's forward. */
+template <typename T> static vx_status maxpool_run(vx_ctx *ctx, vx_run *run, const pool_geom &g, const char *what) {
     const vx_tensor *X = run->in[0];
-    pool_geom g;
-    vx_status st = pool_geom_make(ctx, run, X, "MaxPool", &g);
-    if (st) return st;
     int64_t yd[5];
     pool_out_dims(&g, yd);
     int64_t *idx = NULL;
+    vx_status st;
     if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd)) || (st = pool_indices(ctx, run, X->rank, yd, &idx)))
         return st;
     int64_t total = run->out[0]->numel;
     if (total)
         maxpool_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)run->out[0]->data, idx,
                                                                                  (const T *)X->data, g);
-    st = vxk_check(ctx, "MaxPool");
+    st = vxk_check(ctx, what);
     if (!run->saved[0]) vx_free(ctx, idx); /* the workspace: nothing reads the indices */
     return st;
+}
+
+template <typename T> static vx_status maxpool_forward_t(vx_ctx *ctx, vx_run *run) {
+    pool_geom g;
+    vx_status st = pool_geom_make(ctx, run, run->in[0], "MaxPool", &g);
+    return st ? st : maxpool_run<T>(ctx, run, g, "MaxPool");
 }
 
 static vx_status maxpool_forward(vx_ctx *ctx, vx_run *run) {
@@ -363,22 +369,9 @@ static vx_status global_geom_make(vx_ctx *ctx, const vx_tensor *X, const char *o
 /* adaptive_max_pool: the arg-max indices (saved[0], int64 flat over X) and X
  * (autograd keeps self), as MaxPool; backward is MaxPool's scatter. */
 template <typename T> static vx_status gmp_forward_t(vx_ctx *ctx, vx_run *run) {
-    const vx_tensor *X = run->in[0];
     pool_geom g;
-    vx_status st = global_geom_make(ctx, X, "GlobalMaxPool", &g);
-    if (st) return st;
-    int64_t yd[5];
-    pool_out_dims(&g, yd);
-    int64_t *idx = NULL;
-    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd)) || (st = pool_indices(ctx, run, X->rank, yd, &idx)))
-        return st;
-    int64_t total = run->out[0]->numel;
-    if (total)
-        maxpool_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)run->out[0]->data, idx,
-                                                                                 (const T *)X->data, g);
-    st = vxk_check(ctx, "GlobalMaxPool");
-    if (!run->saved[0]) vx_free(ctx, idx); /* the workspace: nothing reads the indices */
-    return st;
+    vx_status st = global_geom_make(ctx, run->in[0], "GlobalMaxPool", &g);
+    return st ? st : maxpool_run<T>(ctx, run, g, "GlobalMaxPool");
 }
 
 static vx_status gmp_forward(vx_ctx *ctx, vx_run *run) {
