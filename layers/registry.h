@@ -67,6 +67,10 @@ typedef struct est_op_def {
     /* Temporary bytes the backward allocates beyond the input gradients. */
     uint64_t (*backward_workspace)(const est_cost_ctx *c);
     est_view view;
+    /* Inputs whose gradient is output 0's gradient itself, the same tensor,
+     * when they have its shape (derivatives.yaml: add's "self: grad",
+     * "other: maybe_multiply(grad, alpha)" with alpha 1). */
+    est_slot_mask grad_passes_to;
     /* When set and true for a node, output 0 is input 0 itself, as PyTorch
      * returns it (a Dropout that drops nothing). */
     bool (*returns_input)(const est_cost_ctx *c);

@@ -2276,6 +2276,48 @@ static void check_cast_same_dtype_verify(void) {
     est_graph_free(g);
 }
 
+/* A residual Add's backward hands its incoming gradient to both operands
+ * as one tensor, in PyTorch (bench/accuracy/probe_residual.py) and in
+ * verify's executor; the --kernels verify estimate follows it, the PyTorch
+ * one keeps a tensor per operand (simulate.c, passes_gradient). x [4096,
+ * 256] (A = 4 MiB), a = x w1, f = a w2, y = f + a, z = y w3 (w1, w2 of W =
+ * 256 KiB, w3 [256, 16]: 16 KiB, z 256 KiB), SGD. At mm2's backward the
+ * PyTorch estimate holds x, a (saved), the gradients of a and of f (two
+ * blocks), mm2's gradient of a being summed into a's (a transient), the
+ * three weights, w3's and w2's gradients, z and the loss. The verify
+ * estimate holds a's and f's gradient as one block: A less. */
+static void check_add_passes_gradient_verify(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"residual\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [4096, 256]}],\n"
+        " \"initializers\": [{\"name\": \"w1\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+        "                  {\"name\": \"w2\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+        "                  {\"name\": \"w3\", \"dtype\": \"float32\", \"dims\": [256, 16]}],\n"
+        " \"nodes\": [{\"name\": \"mm1\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"w1\"], \"outputs\": [\"a\"]},\n"
+        "           {\"name\": \"mm2\", \"op\": \"MatMul\", \"inputs\": [\"a\", \"w2\"], \"outputs\": [\"f\"]},\n"
+        "           {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"f\", \"a\"], \"outputs\": [\"y\"]},\n"
+        "           {\"name\": \"mm3\", \"op\": \"MatMul\", \"inputs\": [\"y\", \"w3\"], \"outputs\": [\"z\"]}],\n"
+        " \"outputs\": [\"z\"]}\n";
+    est_graph *g = load_json(text, "residual");
+    const uint64_t A = 4u << 20, W = 256u << 10, W3 = 16u << 10, Z = 256u << 10;
+    const uint64_t pytorch = A + A + 2 * A + A + (2 * W + W3) + (W3 + W) + Z + 512;
+    uint64_t peak[2] = {0, 0};
+    for (int k = 0; g && k < 2; k++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.optimizer = EST_OPT_SGD;
+        opt.kernels = k ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_report *r = NULL;
+        est_error err;
+        if (est_estimate(g, &opt, &r, &err) == EST_OK) peak[k] = est_report_peak(r)->bytes;
+        else CHECK(false, "residual: %s", err.message);
+        est_report_free(r);
+    }
+    CHECK(peak[0] == pytorch, "residual Add, PyTorch kernels: peak %llu, expected %llu", U(peak[0]), U(pytorch));
+    CHECK(peak[1] == pytorch - A, "residual Add, verify kernels: peak %llu, expected %llu", U(peak[1]), U(pytorch - A));
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2) {
         fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
@@ -2315,6 +2357,7 @@ int main(int argc, char **argv) {
     check_bias_grad_sum();
     check_prelu_slope_grad();
     check_cast_same_dtype_verify();
+    check_add_passes_gradient_verify();
     check_embedding_backward();
     check_trainable_attention_mask();
     check_attention_verify();
