@@ -11,7 +11,9 @@
  * permutations. Keeps the first operand when the second needs a gradient
  * and the second when the first does, as MatMul. Refused (VX_EUNSUPPORTED):
  * one or three operands, "...", a letter repeated in one operand (a
- * diagonal), a letter summed in one operand only.
+ * diagonal), a letter summed in one operand only. bfloat16 / float16
+ * operands go through cublasGemmEx with a float32 accumulator (vxk_gemm's
+ * half overloads), as MatMul's.
  */
 #include "ops_common.cuh"
 
@@ -23,7 +25,7 @@ typedef struct ein_perm {
     int64_t dims[VX_MAX_RANK], sstride[VX_MAX_RANK];
 } ein_perm;
 
-static __global__ void ein_permute_kernel(float *dst, const float *src, int64_t n, ein_perm p) {
+template <typename T> static __global__ void ein_permute_kernel(T *dst, const T *src, int64_t n, ein_perm p) {
     VXK_LOOP(i, n) {
         int64_t r = i, off = 0;
         for (int d = p.rank - 1; d >= 0; d--) {
@@ -103,83 +105,84 @@ static vx_status ein_parse(vx_ctx *ctx, const vx_run *run, const vx_tensor *A, c
 
 /* Copies src (contiguous in the order of the letters `from`) into dst,
  * contiguous in the order of `to`. */
-static vx_status ein_permute(vx_ctx *ctx, const ein_plan *pl, float *dst, const float *src, const char *from,
-                             const char *to, int64_t n) {
+template <typename T>
+static vx_status ein_permute(vx_ctx *ctx, const ein_plan *pl, T *dst, const T *src, const char *from, const char *to,
+                             int64_t n) {
     ein_perm p;
     int64_t stride[128] = {0}, s = 1;
     for (int i = (int)strlen(from) - 1; i >= 0; i--) { stride[(int)from[i]] = s; s *= pl->size[(int)from[i]]; }
     p.rank = (int)strlen(to);
     for (int i = 0; i < p.rank; i++) { p.dims[i] = pl->size[(int)to[i]]; p.sstride[i] = stride[(int)to[i]]; }
     if (!n) return VX_OK;
-    ein_permute_kernel<<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>(dst, src, n, p);
+    ein_permute_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>(dst, src, n, p);
     return vxk_check(ctx, "Einsum permute");
 }
 
 /* src as laid out in `to`: itself when `from` already is that order, else a
  * permuted copy in a workspace (*ws, to free). */
-static const float *ein_as(vx_ctx *ctx, const ein_plan *pl, const float *src, const char *from, const char *to,
-                           int64_t n, float **ws, vx_status *st) {
+template <typename T>
+static const T *ein_as(vx_ctx *ctx, const ein_plan *pl, const T *src, const char *from, const char *to, int64_t n,
+                       T **ws, vx_status *st) {
     *ws = NULL;
     *st = VX_OK;
     if (strcmp(from, to) == 0) return src;
-    *ws = (float *)vx_workspace(ctx, (size_t)(n ? n : 1) * sizeof(float));
+    *ws = (T *)vx_workspace(ctx, (size_t)(n ? n : 1) * sizeof(T));
     if (!*ws) { *st = vxk_oom(ctx, "Einsum permuted operand"); return NULL; }
     if ((*st = ein_permute(ctx, pl, *ws, src, from, to, n))) return NULL;
     return *ws;
 }
 
-static vx_status einsum_fwd(vx_ctx *ctx, vx_run *run) {
-    if (run->n_in != 2 || !vxk_has_in(run, 1))
-        return vx_fail(ctx, VX_EUNSUPPORTED, "Einsum: two operands only");
+template <typename T> static vx_status einsum_fwd_t(vx_ctx *ctx, vx_run *run, const ein_plan &pl) {
     const vx_tensor *A = run->in[0], *B = run->in[1];
-    if (A->dtype != VX_F32 || B->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "Einsum: float operands only");
-    ein_plan pl;
-    vx_status st = ein_parse(ctx, run, A, B, &pl);
-    if (st) return st;
-    int64_t dims[VX_MAX_RANK];
-    int ro = (int)strlen(pl.o);
-    for (int i = 0; i < ro; i++) dims[i] = pl.size[(int)pl.o[i]];
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, ro, dims))) return st;
     vx_tensor *Y = run->out[0];
-    if (!Y->numel) return VX_OK;
-    if (pl.k == 0) return vxk_zero(ctx, Y->data, (size_t)Y->numel * sizeof(float));
-    float *wa, *wb, *wc = NULL;
-    const float *pa = ein_as(ctx, &pl, (const float *)A->data, pl.a, pl.pa, A->numel, &wa, &st);
+    vx_status st;
+    T *wa, *wb, *wc = NULL;
+    const T *pa = ein_as(ctx, &pl, (const T *)A->data, pl.a, pl.pa, A->numel, &wa, &st);
     if (!pa) return st;
-    const float *pb = ein_as(ctx, &pl, (const float *)B->data, pl.b, pl.pb, B->numel, &wb, &st);
+    const T *pb = ein_as(ctx, &pl, (const T *)B->data, pl.b, pl.pb, B->numel, &wb, &st);
     if (!pb) return st;
-    float *c = (float *)Y->data;
+    T *c = (T *)Y->data;
     bool direct = strcmp(pl.pc, pl.o) == 0;
     if (!direct) {
-        if (!(wc = (float *)vx_workspace(ctx, (size_t)Y->numel * sizeof(float)))) return vxk_oom(ctx, "Einsum product");
+        if (!(wc = (T *)vx_workspace(ctx, (size_t)Y->numel * sizeof(T)))) return vxk_oom(ctx, "Einsum product");
         c = wc;
     }
     cublasSetStream(vxk_blas(ctx), vxk_stream(ctx));
     st = vxk_blas_check(ctx, vxk_gemm_strided(vxk_blas(ctx), false, false, pl.m, pl.n, pl.k, 1.f, pa, pl.k, pl.m * pl.k,
                                               pb, pl.n, pl.k * pl.n, 0.f, c, pl.n, pl.m * pl.n, pl.batch), "Einsum");
-    if (!st && !direct) st = ein_permute(ctx, &pl, (float *)Y->data, wc, pl.pc, pl.o, Y->numel);
+    if (!st && !direct) st = ein_permute(ctx, &pl, (T *)Y->data, wc, pl.pc, pl.o, Y->numel);
     vx_free(ctx, wa);
     vx_free(ctx, wb);
     vx_free(ctx, wc);
     return st;
 }
 
-/* dA' = dC' B'^T, dB' = A'^T dC' on the (batch, rows, contracted) layouts,
- * then permuted back to each operand's subscripts. */
-static vx_status einsum_bwd(vx_ctx *ctx, vx_run *run) {
-    const vx_tensor *A = run->in[0], *B = run->in[1], *dY = run->grad_out[0];
+static vx_status einsum_fwd(vx_ctx *ctx, vx_run *run) {
+    if (run->n_in != 2 || !vxk_has_in(run, 1))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "Einsum: two operands only");
+    const vx_tensor *A = run->in[0], *B = run->in[1];
+    if (!vx_dtype_is_float(A->dtype) || B->dtype != A->dtype)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "Einsum: two floating operands of one dtype only");
     ein_plan pl;
     vx_status st = ein_parse(ctx, run, A, B, &pl);
     if (st) return st;
-    for (int k = 0; k < 2; k++)
-        if (run->need_grad[k]) {
-            if ((st = vxk_grad(ctx, run, k))) return st;
-            if (!dY || pl.k == 0 || !run->grad_in[k]->numel)
-                if ((st = vxk_zero(ctx, run->grad_in[k]->data, (size_t)run->grad_in[k]->numel * sizeof(float)))) return st;
-        }
-    if (!dY || pl.k == 0 || !dY->numel) return VX_OK;
-    float *wdc, *wo = NULL, *wg = NULL;
-    const float *dc = ein_as(ctx, &pl, (const float *)dY->data, pl.o, pl.pc, dY->numel, &wdc, &st);
+    int64_t dims[VX_MAX_RANK];
+    int ro = (int)strlen(pl.o);
+    for (int i = 0; i < ro; i++) dims[i] = pl.size[(int)pl.o[i]];
+    if ((st = vxk_new_out(ctx, run, 0, A->dtype, ro, dims))) return st;
+    vx_tensor *Y = run->out[0];
+    if (!Y->numel) return VX_OK;
+    if (pl.k == 0) return vxk_zero(ctx, Y->data, (size_t)Y->numel * vx_dtype_size(Y->dtype));
+    VXK_FLOAT_DISPATCH(ctx, A->dtype, "Einsum", einsum_fwd_t<T>(ctx, run, pl));
+}
+
+/* dA' = dC' B'^T, dB' = A'^T dC' on the (batch, rows, contracted) layouts,
+ * then permuted back to each operand's subscripts. */
+template <typename T> static vx_status einsum_bwd_t(vx_ctx *ctx, vx_run *run, const ein_plan &pl) {
+    const vx_tensor *dY = run->grad_out[0];
+    vx_status st;
+    T *wdc, *wo = NULL, *wg = NULL;
+    const T *dc = ein_as(ctx, &pl, (const T *)dY->data, pl.o, pl.pc, dY->numel, &wdc, &st);
     if (!dc) return st;
     cublasHandle_t h = vxk_blas(ctx);
     cublasSetStream(h, vxk_stream(ctx));
@@ -188,12 +191,12 @@ static vx_status einsum_bwd(vx_ctx *ctx, vx_run *run) {
         const vx_tensor *other = run->in[1 - k];
         const char *osub = k == 0 ? pl.b : pl.a, *operm = k == 0 ? pl.pb : pl.pa;
         const char *sub = k == 0 ? pl.a : pl.b, *perm = k == 0 ? pl.pa : pl.pb;
-        const float *po = ein_as(ctx, &pl, (const float *)other->data, osub, operm, other->numel, &wo, &st);
+        const T *po = ein_as(ctx, &pl, (const T *)other->data, osub, operm, other->numel, &wo, &st);
         if (!po) break;
         vx_tensor *G = run->grad_in[k];
         bool direct = strcmp(sub, perm) == 0;
-        float *g = (float *)G->data;
-        if (!direct && !(g = wg = (float *)vx_workspace(ctx, (size_t)G->numel * sizeof(float)))) {
+        T *g = (T *)G->data;
+        if (!direct && !(g = wg = (T *)vx_workspace(ctx, (size_t)G->numel * sizeof(T)))) {
             st = vxk_oom(ctx, "Einsum gradient");
             break;
         }
@@ -205,7 +208,7 @@ static vx_status einsum_bwd(vx_ctx *ctx, vx_run *run) {
             st = vxk_blas_check(ctx, vxk_gemm_strided(h, true, false, pl.k, pl.n, pl.m, 1.f, po, pl.k, pl.m * pl.k, dc,
                                                       pl.n, pl.m * pl.n, 0.f, g, pl.n, pl.k * pl.n, pl.batch),
                                 "Einsum backward");
-        if (!st && !direct) st = ein_permute(ctx, &pl, (float *)G->data, wg, perm, sub, G->numel);
+        if (!st && !direct) st = ein_permute(ctx, &pl, (T *)G->data, wg, perm, sub, G->numel);
         vx_free(ctx, wo);
         vx_free(ctx, wg);
         wo = wg = NULL;
@@ -214,7 +217,23 @@ static vx_status einsum_bwd(vx_ctx *ctx, vx_run *run) {
     return st;
 }
 
+static vx_status einsum_bwd(vx_ctx *ctx, vx_run *run) {
+    const vx_tensor *A = run->in[0], *B = run->in[1], *dY = run->grad_out[0];
+    ein_plan pl;
+    vx_status st = ein_parse(ctx, run, A, B, &pl);
+    if (st) return st;
+    for (int k = 0; k < 2; k++)
+        if (run->need_grad[k]) {
+            if ((st = vxk_grad(ctx, run, k))) return st;
+            if (!dY || pl.k == 0 || !run->grad_in[k]->numel)
+                if ((st = vxk_zero(ctx, run->grad_in[k]->data, (size_t)run->grad_in[k]->numel * vx_dtype_size(A->dtype))))
+                    return st;
+        }
+    if (!dY || pl.k == 0 || !dY->numel) return VX_OK;
+    VXK_FLOAT_DISPATCH(ctx, A->dtype, "Einsum backward", einsum_bwd_t<T>(ctx, run, pl));
+}
+
 extern "C" const vx_op vx_ops_einsum[] = {
-    {"Einsum", einsum_fwd, einsum_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, vxk_product_saves, 0},
+    {"Einsum", einsum_fwd, einsum_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, vxk_product_saves, 0, VX_HALF},
 };
 extern "C" const size_t vx_ops_einsum_count = sizeof vx_ops_einsum / sizeof vx_ops_einsum[0];

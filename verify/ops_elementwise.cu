@@ -144,13 +144,8 @@ static int bin_code(const vx_run *run) {
 static vx_status binary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *a = run->in[0], *b = run->in[1];
     int op = bin_code(run);
-    if (run->n_in != 2 && (op == B_MAX || op == B_MIN)) { /* a chain of n - 1 (ops_math.cu), float32 only */
-        for (int k = 0; k < run->n_in; k++)
-            if (run->in[k] && (run->in[k]->dtype == VX_BF16 || run->in[k]->dtype == VX_F16))
-                return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for %s of %d inputs yet",
-                               vx_dtype_name(run->in[k]->dtype), run->node->op_type, run->n_in);
+    if (run->n_in != 2 && (op == B_MAX || op == B_MIN)) /* a chain of n - 1 (ops_math.cu) */
         return vx_k_maxmin_n_fwd(ctx, run, op == B_MAX);
-    }
     if (run->n_in != 2 || !a || !b) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: only two inputs have a kernel", run->node->op_type);
     if (a->dtype != b->dtype) return vx_fail(ctx, VX_EUNSUPPORTED, "operands of different dtypes");
     vx_tensor *ab[2] = {a, b};

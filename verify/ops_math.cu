@@ -15,6 +15,9 @@
  *   d/de = g * y * log(x) (0 where x == 0 and e >= 0), as pow.Tensor_Tensor:
  *   keeps x, e, and y when e needs a gradient. Pow's row in ops_unary.cu
  *   calls these; its scalar path keeps x only.
+ *   Both take float32, bfloat16 or float16 storage (float32 arithmetic; the
+ *   chain's links kept in the operands' dtype; an int64 or host-only
+ *   exponent converted to float32 in a workspace, as before).
  * PRelu: y = x < 0 ? slope * x : x, slope broadcasting to x
  *   (_prelu_kernel: keeps x and slope). dX = x > 0 ? g : slope * g; dSlope
  *   is x * g where x <= 0, made at x's size (a workspace) and summed to the
@@ -88,35 +91,50 @@ __device__ __forceinline__ float mm_share(float mine, float other, bool is_max) 
     return wins ? 1.f : mine == other ? 0.5f : 0.f;
 }
 
+/* Storage T, compared as C: float for the floating types (a max picks one
+ * operand, so half storage loses nothing), long long for int64. */
+template <typename T> struct mm_io {
+    typedef float C;
+    static __device__ __forceinline__ float ld(T v) { return vxk_ld(v); }
+    static __device__ __forceinline__ T st(float v) { return vxk_st<T>(v); }
+};
+template <> struct mm_io<long long> {
+    typedef long long C;
+    static __device__ __forceinline__ long long ld(long long v) { return v; }
+    static __device__ __forceinline__ long long st(long long v) { return v; }
+};
+
 /* y = the chain; inter (when given) gets m1 .. m(n-2), numel apart. */
 template <typename T> __global__ void k_maxmin_n(T *y, T *inter, int64_t numel, nbc b, bool is_max) {
+    typedef mm_io<T> IO;
     VXK_LOOP(i, numel) {
-        T m = ((const T *)b.p[0])[nbc_off(b, 0, i)];
+        typename IO::C m = IO::ld(((const T *)b.p[0])[nbc_off(b, 0, i)]);
         for (int j = 1; j < b.n; j++) {
-            m = mm_pick<T>(m, ((const T *)b.p[j])[nbc_off(b, j, i)], is_max);
-            if (inter && j < b.n - 1) inter[(int64_t)(j - 1) * numel + i] = m;
+            m = mm_pick<typename IO::C>(m, IO::ld(((const T *)b.p[j])[nbc_off(b, j, i)]), is_max);
+            if (inter && j < b.n - 1) inter[(int64_t)(j - 1) * numel + i] = IO::st(m);
         }
-        y[i] = m;
+        y[i] = IO::st(m);
     }
 }
 
 /* Gradient of operand k through the chain: its share at the link it enters
  * (the first operand enters link 1 as the running value), times the running
  * value's share at every later link. direct: gi has the output's shape. */
-__global__ void k_maxmin_n_grad(const float *g, const float *inter, float *gi, int64_t numel, nbc b, int k,
-                                bool is_max, bool direct) {
+template <typename T>
+__global__ void k_maxmin_n_grad(const T *g, const T *inter, T *gi, int64_t numel, nbc b, int k, bool is_max,
+                                bool direct) {
     VXK_LOOP(i, numel) {
         float w = 1.f;
         for (int j = 1; j < b.n; j++) {
-            float prev = j == 1 ? ((const float *)b.p[0])[nbc_off(b, 0, i)] : inter[(int64_t)(j - 2) * numel + i];
-            float x = ((const float *)b.p[j])[nbc_off(b, j, i)];
+            float prev = vxk_ld(j == 1 ? ((const T *)b.p[0])[nbc_off(b, 0, i)] : inter[(int64_t)(j - 2) * numel + i]);
+            float x = vxk_ld(((const T *)b.p[j])[nbc_off(b, j, i)]);
             if (j == k) w = mm_share(x, prev, is_max);
             else if (j > k) w *= mm_share(prev, x, is_max);
             if (w == 0.f) break;
         }
-        float v = w * g[i];
+        float v = w * vxk_ld(g[i]);
         if (direct) {
-            gi[i] = v;
+            gi[i] = vxk_st<T>(v);
         } else {
             vxk_atomic_add(gi + nbc_off_by(b, b.gst, i), v);
         }
@@ -146,25 +164,38 @@ extern "C" vx_status vx_k_maxmin_n_fwd(vx_ctx *ctx, vx_run *run, bool is_max) {
     vx_status st = nbc_make(ctx, run, op, &b);
     if (st) return st;
     vx_dtype dt = run->in[0]->dtype;
-    if (dt != VX_F32 && dt != VX_I64) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 or int64 operands only", op);
+    if (!vx_dtype_is_float(dt) && dt != VX_I64) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: floating or int64 operands only", op);
     vx_tensor *y = vx_out_new(ctx, run, 0, dt, b.rank, b.dims);
     if (!y) return VX_EOOM;
     bool any_grad = false;
     for (int k = 0; k < run->n_in; k++) any_grad |= run->need_grad[k];
     void *inter = NULL;
-    if (run->training && any_grad && dt == VX_F32 && run->n_in > 2) {
+    if (run->training && any_grad && dt != VX_I64 && run->n_in > 2) { /* the chain's links, in the operands' dtype */
         int64_t n = (int64_t)(run->n_in - 2) * y->numel;
-        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, 1, &n))) return st;
+        if ((st = vxk_new_saved(ctx, run, 0, dt, 1, &n))) return st;
         inter = run->saved[0]->data;
     }
     if (!y->numel) return VX_OK;
+    unsigned nb = vxk_blocks(y->numel);
+    cudaStream_t s = vxk_stream(ctx);
     if (dt == VX_F32)
-        k_maxmin_n<float><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)y->data, (float *)inter,
-                                                                                      y->numel, b, is_max);
+        k_maxmin_n<float><<<nb, VXK_THREADS, 0, s>>>((float *)y->data, (float *)inter, y->numel, b, is_max);
+    else if (dt == VX_BF16)
+        k_maxmin_n<vxk_bf16><<<nb, VXK_THREADS, 0, s>>>((vxk_bf16 *)y->data, (vxk_bf16 *)inter, y->numel, b, is_max);
+    else if (dt == VX_F16)
+        k_maxmin_n<vxk_f16><<<nb, VXK_THREADS, 0, s>>>((vxk_f16 *)y->data, (vxk_f16 *)inter, y->numel, b, is_max);
     else
         k_maxmin_n<long long><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((long long *)y->data, NULL,
                                                                                           y->numel, b, is_max);
     return vxk_check(ctx, op);
+}
+
+template <typename T>
+static vx_status maxmin_grad_run(vx_ctx *ctx, const vx_tensor *g, const void *inter, vx_tensor *gi, const nbc &b, int k,
+                                 bool is_max, bool direct) {
+    k_maxmin_n_grad<T><<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (const T *)g->data, (const T *)inter, (T *)gi->data, g->numel, b, k, is_max, direct);
+    return VX_OK;
 }
 
 extern "C" vx_status vx_k_maxmin_n_bwd(vx_ctx *ctx, vx_run *run, bool is_max) {
@@ -175,7 +206,7 @@ extern "C" vx_status vx_k_maxmin_n_bwd(vx_ctx *ctx, vx_run *run, bool is_max) {
     if (st) return st;
     if (run->n_in > 2 && (!run->saved[0] || !run->saved[0]->data) && g && g->numel)
         return vx_fail(ctx, VX_ECUDA, "%s: the chain's intermediate results were not kept", op);
-    const float *inter = run->n_in > 2 && run->saved[0] ? (const float *)run->saved[0]->data : NULL;
+    const void *inter = run->n_in > 2 && run->saved[0] ? run->saved[0]->data : NULL;
     for (int k = 0; k < run->n_in; k++) {
         if (!run->need_grad[k]) continue;
         vx_tensor *gi = vx_grad_new(ctx, run, k);
@@ -184,26 +215,30 @@ extern "C" vx_status vx_k_maxmin_n_bwd(vx_ctx *ctx, vx_run *run, bool is_max) {
         if (!direct && (st = vx_tensor_zero(ctx, gi))) return st;
         if (!g || !g->numel) continue;
         nbc_dense_strides(b.rank, gi->rank, gi->dims, b.gst);
-        k_maxmin_n_grad<<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-            (const float *)g->data, inter, (float *)gi->data, g->numel, b, k, is_max, direct);
-        if ((st = vxk_check(ctx, op))) return st;
+        st = [&]() -> vx_status {
+            VXK_FLOAT_DISPATCH(ctx, gi->dtype, op, maxmin_grad_run<T>(ctx, g, inter, gi, b, k, is_max, direct));
+        }();
+        if (st || (st = vxk_check(ctx, op))) return st;
     }
     return VX_OK;
 }
 
 /* ---- Pow with a tensor exponent ------------------------------------------------------ */
 
-/* Operand of Pow as float32 device data: itself, or a workspace (*ws) holding
- * its host copy (a constant) or its int64 values converted. */
+/* Operand of Pow as device data: itself when it is a floating tensor on the
+ * device (*dt its dtype), else a float32 workspace (*ws, *dt VX_F32)
+ * holding its host copy (a constant) or its int64 values converted. */
 static __global__ void k_i64_to_f32(const long long *s, float *d, int64_t n) {
     VXK_LOOP(i, n) d[i] = (float)s[i];
 }
 
-static const float *pow_operand(vx_ctx *ctx, const vx_tensor *t, void **ws, vx_status *st) {
+static const void *pow_operand(vx_ctx *ctx, const vx_tensor *t, void **ws, vx_dtype *dt, vx_status *st) {
     *ws = NULL;
     *st = VX_OK;
-    if (t->dtype == VX_F32 && t->data) return (const float *)t->data;
-    if (t->dtype != VX_F32 && t->dtype != VX_I64) { *st = vx_fail(ctx, VX_EUNSUPPORTED, "Pow: bool operand"); return NULL; }
+    *dt = t->dtype;
+    if (vx_dtype_is_float(t->dtype) && t->data) return t->data;
+    if (!vx_dtype_is_float(t->dtype) && t->dtype != VX_I64) { *st = vx_fail(ctx, VX_EUNSUPPORTED, "Pow: bool operand"); return NULL; }
+    *dt = VX_F32;
     size_t n = (size_t)(t->numel ? t->numel : 1);
     *ws = vx_workspace(ctx, n * sizeof(float));
     if (!*ws) { *st = vxk_oom(ctx, "Pow operand"); return NULL; }
@@ -227,19 +262,23 @@ static const float *pow_operand(vx_ctx *ctx, const vx_tensor *t, void **ws, vx_s
     return *st ? NULL : d;
 }
 
-__global__ void k_pow(const float *x, const float *e, float *y, int64_t n, nbc b) {
-    VXK_LOOP(i, n) y[i] = powf(x[nbc_off(b, 0, i)], e[nbc_off(b, 1, i)]);
+/* T: the base's (and result's) storage; TE: the exponent's (T, or float for
+ * a converted one). */
+template <typename T, typename TE> __global__ void k_pow(const T *x, const TE *e, T *y, int64_t n, nbc b) {
+    VXK_LOOP(i, n) y[i] = vxk_st<T>(powf(vxk_ld(x[nbc_off(b, 0, i)]), vxk_ld(e[nbc_off(b, 1, i)])));
 }
 
 /* which 0: dX = g * e * x^(e-1); which 1: dE = g * y * log(x); summed into
- * gi through b.gst when that operand broadcasts. */
-__global__ void k_pow_grad(const float *g, const float *x, const float *e, const float *y, float *gi, int64_t n, nbc b,
-                           int which, bool direct) {
+ * gi (T: the exponent's gradient exists only where TE is T) through b.gst
+ * when that operand broadcasts. */
+template <typename T, typename TE>
+__global__ void k_pow_grad(const T *g, const T *x, const TE *e, const T *y, T *gi, int64_t n, nbc b, int which,
+                           bool direct) {
     VXK_LOOP(i, n) {
-        float xv = x[nbc_off(b, 0, i)], ev = e[nbc_off(b, 1, i)], v;
-        if (which == 0) v = ev == 0.f ? 0.f : g[i] * ev * powf(xv, ev - 1.f);
-        else v = xv == 0.f && ev >= 0.f ? 0.f : g[i] * y[i] * logf(xv);
-        if (direct) gi[i] = v;
+        float xv = vxk_ld(x[nbc_off(b, 0, i)]), ev = vxk_ld(e[nbc_off(b, 1, i)]), v;
+        if (which == 0) v = ev == 0.f ? 0.f : vxk_ld(g[i]) * ev * powf(xv, ev - 1.f);
+        else v = xv == 0.f && ev >= 0.f ? 0.f : vxk_ld(g[i]) * vxk_ld(y[i]) * logf(xv);
+        if (direct) gi[i] = vxk_st<T>(v);
         else vxk_atomic_add(gi + nbc_off_by(b, b.gst, i), v);
     }
 }
@@ -254,7 +293,9 @@ static vx_status pow_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
     memset(b, 0, sizeof *b);
     vx_tensor *xe[2] = {run->in[0], run->in[1]};
     if (!xe[0] || !xe[1]) return vx_fail(ctx, VX_ESHAPE, "Pow needs X and Y");
-    if (xe[0]->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "Pow: a float32 base only");
+    if (!vx_dtype_is_float(xe[0]->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "Pow: a floating base only");
+    if (vx_dtype_is_float(xe[1]->dtype) && xe[1]->dtype != xe[0]->dtype)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "Pow: base and exponent of different floating dtypes");
     b->n = 2;
     if (!vxk_broadcast_shape(2, xe, &b->rank, b->dims)) return vx_fail(ctx, VX_ESHAPE, "Pow: shapes do not broadcast");
     /* operands are contiguous here (Pow's row reads no strided tensor) */
@@ -263,21 +304,43 @@ static vx_status pow_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
     return VX_OK;
 }
 
+template <typename T>
+static vx_status pow_fwd_run(vx_ctx *ctx, const void *x, const void *e, vx_dtype edt, vx_tensor *y, const nbc &b) {
+    unsigned nb = vxk_blocks(y->numel);
+    if (edt == VX_F32)
+        k_pow<T, float><<<nb, VXK_THREADS, 0, vxk_stream(ctx)>>>((const T *)x, (const float *)e, (T *)y->data, y->numel, b);
+    else
+        k_pow<T, T><<<nb, VXK_THREADS, 0, vxk_stream(ctx)>>>((const T *)x, (const T *)e, (T *)y->data, y->numel, b);
+    return vxk_check(ctx, "Pow");
+}
+
+template <typename T>
+static vx_status pow_bwd_run(vx_ctx *ctx, const vx_tensor *g, const void *x, const void *e, vx_dtype edt, const void *y,
+                             vx_tensor *gi, const nbc &b, int k, bool direct) {
+    unsigned nb = vxk_blocks(g->numel);
+    if (edt == VX_F32)
+        k_pow_grad<T, float><<<nb, VXK_THREADS, 0, vxk_stream(ctx)>>>((const T *)g->data, (const T *)x, (const float *)e,
+                                                                      (const T *)y, (T *)gi->data, g->numel, b, k, direct);
+    else
+        k_pow_grad<T, T><<<nb, VXK_THREADS, 0, vxk_stream(ctx)>>>((const T *)g->data, (const T *)x, (const T *)e,
+                                                                  (const T *)y, (T *)gi->data, g->numel, b, k, direct);
+    return vxk_check(ctx, "Pow backward");
+}
+
 extern "C" vx_status vx_k_pow_tensor_fwd(vx_ctx *ctx, vx_run *run) {
     nbc b;
     vx_status st = pow_geom(ctx, run, &b);
     if (st) return st;
-    vx_tensor *y = vx_out_new(ctx, run, 0, VX_F32, b.rank, b.dims);
+    vx_dtype dt = run->in[0]->dtype, xdt, edt;
+    vx_tensor *y = vx_out_new(ctx, run, 0, dt, b.rank, b.dims);
     if (!y) return VX_EOOM;
     if (!y->numel) return VX_OK;
     void *wx, *we = NULL;
-    const float *x = pow_operand(ctx, run->in[0], &wx, &st);
+    const void *x = pow_operand(ctx, run->in[0], &wx, &xdt, &st);
     if (!x) return st;
-    const float *e = pow_operand(ctx, run->in[1], &we, &st);
-    if (e) {
-        k_pow<<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(x, e, (float *)y->data, y->numel, b);
-        st = vxk_check(ctx, "Pow");
-    }
+    const void *e = pow_operand(ctx, run->in[1], &we, &edt, &st);
+    if (e && xdt != dt) st = vx_fail(ctx, VX_EUNSUPPORTED, "Pow: a base with no device copy");
+    else if (e) st = [&]() -> vx_status { VXK_FLOAT_DISPATCH(ctx, dt, "Pow", pow_fwd_run<T>(ctx, x, e, edt, y, b)); }();
     vx_free(ctx, wx);
     vx_free(ctx, we);
     return st;
@@ -289,7 +352,8 @@ extern "C" vx_status vx_k_pow_tensor_bwd(vx_ctx *ctx, vx_run *run) {
     vx_status st = pow_geom(ctx, run, &b);
     if (st) return st;
     void *wx = NULL, *we = NULL;
-    const float *x = NULL, *e = NULL;
+    const void *x = NULL, *e = NULL;
+    vx_dtype dt = run->in[0]->dtype, xdt = dt, edt = dt;
     for (int k = 0; k < 2 && !st; k++) {
         if (!run->need_grad[k]) continue;
         vx_tensor *gi = vx_grad_new(ctx, run, k);
@@ -297,17 +361,18 @@ extern "C" vx_status vx_k_pow_tensor_bwd(vx_ctx *ctx, vx_run *run) {
         bool direct = g && gi->numel == g->numel;
         if (!direct && (st = vx_tensor_zero(ctx, gi))) break;
         if (!g || !g->numel) continue;
-        if (!x && !(x = pow_operand(ctx, run->in[0], &wx, &st))) break;
-        if (!e && !(e = pow_operand(ctx, run->in[1], &we, &st))) break;
-        const float *y = NULL;
+        if (!x && !(x = pow_operand(ctx, run->in[0], &wx, &xdt, &st))) break;
+        if (!e && !(e = pow_operand(ctx, run->in[1], &we, &edt, &st))) break;
+        if (xdt != dt || gi->dtype != dt) { st = vx_fail(ctx, VX_EUNSUPPORTED, "Pow backward: operand dtypes differ"); break; }
+        const void *y = NULL;
         if (k == 1) {
             if (!run->out[0] || !run->out[0]->data) { st = vx_fail(ctx, VX_ECUDA, "Pow backward: the result was not kept"); break; }
-            y = (const float *)run->out[0]->data;
+            y = run->out[0]->data;
         }
         nbc_dense_strides(b.rank, gi->rank, gi->dims, b.gst);
-        k_pow_grad<<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)g->data, x, e, y,
-                                                                               (float *)gi->data, g->numel, b, k, direct);
-        st = vxk_check(ctx, "Pow backward");
+        st = [&]() -> vx_status {
+            VXK_FLOAT_DISPATCH(ctx, dt, "Pow backward", pow_bwd_run<T>(ctx, g, x, e, edt, y, gi, b, k, direct));
+        }();
     }
     vx_free(ctx, wx);
     vx_free(ctx, we);

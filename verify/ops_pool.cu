@@ -380,41 +380,54 @@ static vx_status gmp_forward(vx_ctx *ctx, vx_run *run) {
 }
 
 /* y = (sum over the window of |x|^p)^(1/p); pads add nothing. */
-static __global__ void lppool_kernel(float *y, const float *x, pool_geom g, float p) {
+template <typename T> static __global__ void lppool_kernel(T *y, const T *x, pool_geom g, float p) {
     int64_t total = g.N * g.C * pool_plane_out(g), plane = pool_plane_in(g);
     VXK_LOOP(i, total) {
         int64_t o[3], nc = pool_unravel_out(g, i, o);
-        const float *xp = x + nc * plane;
+        const T *xp = x + nc * plane;
         float acc = pool_window_sum(g, o, [&](int64_t at) {
-            float v = fabsf(xp[at]);
+            float v = fabsf(vxk_ld(xp[at]));
             return p == 1.f ? v : p == 2.f ? v * v : powf(v, p);
         });
-        y[i] = p == 1.f ? acc : p == 2.f ? sqrtf(acc) : powf(acc, 1.f / p);
+        y[i] = vxk_st<T>(p == 1.f ? acc : p == 2.f ? sqrtf(acc) : powf(acc, 1.f / p));
     }
 }
 
 /* dx = sum over the windows holding x of dy * sign(x) |x|^(p-1) / y^(p-1). */
-static __global__ void lppool_bwd_kernel(float *dx, const float *dy, const float *x, const float *y, pool_geom g,
-                                         float p) {
+template <typename T>
+static __global__ void lppool_bwd_kernel(T *dx, const T *dy, const T *x, const T *y, pool_geom g, float p) {
     int64_t total = g.N * g.C * pool_plane_in(g), oplane = pool_plane_out(g);
     VXK_LOOP(i, total) {
         int64_t q[3], nc = pool_unravel_in(g, i, q);
-        const float *dyp = dy + nc * oplane, *yp = y + nc * oplane;
-        float v = x[i], sgn = v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f, xv = p == 1.f ? 1.f : powf(fabsf(v), p - 1.f);
+        const T *dyp = dy + nc * oplane, *yp = y + nc * oplane;
+        float v = vxk_ld(x[i]), sgn = v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f, xv = p == 1.f ? 1.f : powf(fabsf(v), p - 1.f);
         float acc = pool_gather(g, q, [&](const int64_t *o) {
             int64_t at = (o[0] * g.out[1] + o[1]) * g.out[2] + o[2];
-            float yv = yp[at], yd = p == 1.f ? 1.f : powf(yv, p - 1.f);
-            return yd > 0.f ? dyp[at] / yd : 0.f;
+            float yv = vxk_ld(yp[at]), yd = p == 1.f ? 1.f : powf(yv, p - 1.f);
+            return yd > 0.f ? vxk_ld(dyp[at]) / yd : 0.f;
         });
-        dx[i] = acc * sgn * xv;
+        dx[i] = vxk_st<T>(acc * sgn * xv);
     }
+}
+
+template <typename T>
+static vx_status lppool_run(vx_ctx *ctx, void *y, const void *x, const pool_geom &g, float p, int64_t total) {
+    lppool_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)y, (const T *)x, g, p);
+    return VX_OK;
+}
+
+template <typename T> static vx_status lppool_bwd_run(vx_ctx *ctx, vx_run *run, const pool_geom &g, float p) {
+    vx_tensor *dX = run->grad_in[0];
+    lppool_bwd_kernel<T><<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (T *)dX->data, (const T *)run->grad_out[0]->data, (const T *)run->in[0]->data, (const T *)run->out[0]->data, g, p);
+    return VX_OK;
 }
 
 static vx_status lp_geom(vx_ctx *ctx, vx_run *run, bool global, pool_geom *g, float *p) {
     const char *op = global ? "GlobalLpPool" : "LpPool";
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 only", op);
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: a floating X only", op);
     int64_t pi = vxk_attr_int(run, "p", 2);
     if (pi < 1) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: p %lld (only p >= 1)", op, (long long)pi);
     *p = (float)pi;
@@ -431,12 +444,13 @@ static vx_status lppool_forward_common(vx_ctx *ctx, vx_run *run, bool global) {
     const vx_tensor *X = run->in[0];
     int64_t yd[5];
     pool_out_dims(&g, yd);
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, yd))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, yd))) return st;
     int64_t total = run->out[0]->numel;
     if (total == 0) return VX_OK;
-    lppool_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)run->out[0]->data,
-                                                                           (const float *)X->data, g, p);
-    return vxk_check(ctx, global ? "GlobalLpPool" : "LpPool");
+    st = [&]() -> vx_status {
+        VXK_FLOAT_DISPATCH(ctx, X->dtype, "LpPool", lppool_run<T>(ctx, run->out[0]->data, X->data, g, p, total));
+    }();
+    return st ? st : vxk_check(ctx, global ? "GlobalLpPool" : "LpPool");
 }
 
 static vx_status lppool_backward_common(vx_ctx *ctx, vx_run *run, bool global) {
@@ -448,11 +462,10 @@ static vx_status lppool_backward_common(vx_ctx *ctx, vx_run *run, bool global) {
     if ((st = vxk_grad(ctx, run, 0))) return st;
     vx_tensor *dX = run->grad_in[0];
     const vx_tensor *dY = run->grad_out[0];
-    if (!dY || dY->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float));
+    if (!dY || dY->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * vx_dtype_size(dX->dtype));
     if (dX->numel == 0) return VX_OK;
-    lppool_bwd_kernel<<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)dX->data, (const float *)dY->data, (const float *)run->in[0]->data, (const float *)run->out[0]->data,
-        g, p);
+    st = [&]() -> vx_status { VXK_FLOAT_DISPATCH(ctx, dX->dtype, "LpPool backward", lppool_bwd_run<T>(ctx, run, g, p)); }();
+    if (st) return st;
     return vxk_check(ctx, global ? "GlobalLpPool backward" : "LpPool backward");
 }
 
@@ -571,8 +584,8 @@ const vx_op vx_ops_pool[] = {
     {"AveragePool", avgpool_forward, avgpool_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
     {"GlobalAveragePool", gap_forward, gap_backward, 0, 0, false, 0, NULL, 0, VX_HALF},
     {"GlobalMaxPool", gmp_forward, maxpool_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
-    {"LpPool", lppool_forward, lppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL},
-    {"GlobalLpPool", glppool_forward, glppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL},
+    {"LpPool", lppool_forward, lppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL, 0, VX_HALF},
+    {"GlobalLpPool", glppool_forward, glppool_backward, VX_SLOT(0), VX_SLOT(0), false, 0, NULL, 0, VX_HALF},
     {"ReduceMean", reducemean_forward, reducemean_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
     {"ReduceSum", reducesum_forward, reducesum_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
 };

@@ -24,6 +24,10 @@
  *   standard deviation per row.
  * Hardmax: a one-hot of the first maximum along axis (opset < 13: of the
  *   input coerced to 2-D at axis); no gradient.
+ * Half precision: the Reduce ops, ArgMax, ArgMin and Hardmax take
+ * bfloat16 / float16 X (float32 arithmetic, stores rounded; backward's
+ * per-output counts are float32 workspaces); LpNormalization and
+ * MeanVarianceNormalization are float32 only.
  */
 #include "ops_common.cuh"
 
@@ -80,44 +84,49 @@ static __device__ __forceinline__ float red_finish(int m, float acc, float ref) 
 }
 
 /* logsumexp's shift: the max, or 0 when it is infinite (all -inf, or an inf). */
-static __device__ __forceinline__ float red_ref(int m, const float *ref, int64_t o) {
+template <typename TR> static __device__ __forceinline__ float red_ref(int m, const TR *ref, int64_t o) {
     if (!ref) return 0.f;
-    float r = ref[o];
+    float r = vxk_ld(ref[o]);
     if (m == RM_SUM_EXP && isinf(r)) return 0.f;
     return r;
 }
 
 /* One thread per output element. out may alias ref (each reads its own ref[o] first). */
-static __global__ void red_thread_kernel(float *out, const float *in, const float *ref, vxk_reduce r, int m) {
+template <typename TO, typename TI, typename TR>
+static __global__ void red_thread_kernel(TO *out, const TI *in, const TR *ref, vxk_reduce r, int m) {
     VXK_LOOP(o, r.n_out) {
         int64_t base = vxk_unravel(r.nk, r.kdims, r.kstride, o);
         float rv = red_ref(m, ref, o), acc = red_init(m);
         for (int64_t j = 0; j < r.n_red; j++)
-            acc = red_combine(m, acc, red_pre(m, in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)], rv));
-        out[o] = red_finish(m, acc, rv);
+            acc = red_combine(m, acc, red_pre(m, vxk_ld(in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)]), rv));
+        out[o] = vxk_st<TO>(red_finish(m, acc, rv));
     }
 }
 
 /* One block per output element (few outputs, long reductions). */
-static __global__ void red_block_kernel(float *out, const float *in, const float *ref, vxk_reduce r, int m) {
+template <typename TO, typename TI, typename TR>
+static __global__ void red_block_kernel(TO *out, const TI *in, const TR *ref, vxk_reduce r, int m) {
     __shared__ float sh[VXK_THREADS];
     for (int64_t o = blockIdx.x; o < r.n_out; o += gridDim.x) {
         int64_t base = vxk_unravel(r.nk, r.kdims, r.kstride, o);
         float rv = red_ref(m, ref, o), acc = red_init(m);
         for (int64_t j = threadIdx.x; j < r.n_red; j += blockDim.x)
-            acc = red_combine(m, acc, red_pre(m, in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)], rv));
+            acc = red_combine(m, acc, red_pre(m, vxk_ld(in[base + vxk_unravel(r.nr, r.rdims, r.rstride, j)]), rv));
         sh[threadIdx.x] = acc;
         __syncthreads();
         for (int s = blockDim.x / 2; s > 0; s >>= 1) {
             if ((int)threadIdx.x < s) sh[threadIdx.x] = red_combine(m, sh[threadIdx.x], sh[threadIdx.x + s]);
             __syncthreads();
         }
-        if (threadIdx.x == 0) out[o] = red_finish(m, sh[0], rv);
+        if (threadIdx.x == 0) out[o] = vxk_st<TO>(red_finish(m, sh[0], rv));
         __syncthreads();
     }
 }
 
-static vx_status red_run(vx_ctx *ctx, float *out, const float *in, const float *ref, const vxk_reduce *r, int m) {
+/* out (TO) from in (TI), ref (TR: the max for logsumexp and the ties, or
+ * NULL); float32 inside. */
+template <typename TO, typename TI, typename TR>
+static vx_status red_run(vx_ctx *ctx, TO *out, const TI *in, const TR *ref, const vxk_reduce *r, int m) {
     if (r->n_out == 0) return VX_OK;
     cudaStream_t s = vxk_stream(ctx);
     if (r->n_out < 4096 && r->n_red >= 64) {
@@ -129,8 +138,8 @@ static vx_status red_run(vx_ctx *ctx, float *out, const float *in, const float *
     return vxk_check(ctx, "reduce kernel");
 }
 
-static __global__ void log_kernel(float *y, const float *x, int64_t n) {
-    VXK_LOOP(i, n) y[i] = logf(x[i]);
+template <typename T> static __global__ void log_kernel(T *y, const T *x, int64_t n) {
+    VXK_LOOP(i, n) y[i] = vxk_st<T>(logf(vxk_ld(x[i])));
 }
 
 /* Which op is which. */
@@ -144,13 +153,34 @@ static vx_status red_setup(vx_ctx *ctx, vx_run *run, const char *op, vxk_reduce 
                            int64_t *od) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 only", op);
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: a floating X only", op);
     bool keep[VX_MAX_RANK];
     vx_status st = vxk_reduce_axes(ctx, run, op, red, orank, od);
     if (st) return st;
     for (int i = 0; i < X->rank; i++) keep[i] = !red[i];
     vxk_reduce_make(r, X->rank, X->dims, keep);
     return VX_OK;
+}
+
+template <typename T>
+static vx_status red_forward_t(vx_ctx *ctx, vx_run *run, const char *op, int mode, const vxk_reduce &r, int orank,
+                               const int64_t *od) {
+    vx_status st;
+    const T *x = (const T *)run->in[0]->data, *none = NULL;
+    T *y = (T *)run->out[0]->data;
+    if (!strcmp(op, "ReduceLogSum")) {
+        /* log keeps the sum it was given: saved[0] (X's dtype), for backward only */
+        if ((st = vxk_new_saved(ctx, run, 0, run->in[0]->dtype, orank, od))) return st;
+        if (r.n_out == 0) return VX_OK;
+        if ((st = red_run(ctx, (T *)run->saved[0]->data, x, none, &r, RM_SUM))) return st;
+        log_kernel<T><<<vxk_blocks(r.n_out), VXK_THREADS, 0, vxk_stream(ctx)>>>(y, (const T *)run->saved[0]->data, r.n_out);
+        return vxk_check(ctx, op);
+    }
+    if (mode == RM_SUM_EXP) {
+        if ((st = red_run(ctx, y, x, none, &r, RM_MAX))) return st;
+        return red_run(ctx, y, x, (const T *)y, &r, RM_SUM_EXP);
+    }
+    return red_run(ctx, y, x, none, &r, mode);
 }
 
 static vx_status red_forward(vx_ctx *ctx, vx_run *run, const char *op, int mode) {
@@ -160,49 +190,81 @@ static vx_status red_forward(vx_ctx *ctx, vx_run *run, const char *op, int mode)
     int64_t od[VX_MAX_RANK];
     vx_status st = red_setup(ctx, run, op, &r, red, &orank, od);
     if (st) return st;
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, orank, od))) return st;
-    const float *x = (const float *)run->in[0]->data;
-    float *y = (float *)run->out[0]->data;
-    if (!strcmp(op, "ReduceLogSum")) {
-        /* log keeps the sum it was given: saved[0], for backward only */
-        if ((st = vxk_new_saved(ctx, run, 0, VX_F32, orank, od))) return st;
-        if (r.n_out == 0) return VX_OK;
-        if ((st = red_run(ctx, (float *)run->saved[0]->data, x, NULL, &r, RM_SUM))) return st;
-        log_kernel<<<vxk_blocks(r.n_out), VXK_THREADS, 0, vxk_stream(ctx)>>>(y, (const float *)run->saved[0]->data,
-                                                                             r.n_out);
-        return vxk_check(ctx, op);
-    }
-    if (mode == RM_SUM_EXP) {
-        if ((st = red_run(ctx, y, x, NULL, &r, RM_MAX))) return st;
-        return red_run(ctx, y, x, y, &r, RM_SUM_EXP);
-    }
-    return red_run(ctx, y, x, NULL, &r, mode);
+    vx_dtype dt = run->in[0]->dtype;
+    if ((st = vxk_new_out(ctx, run, 0, dt, orank, od))) return st;
+    VXK_FLOAT_DISPATCH(ctx, dt, op, red_forward_t<T>(ctx, run, op, mode, r, orank, od));
 }
 
 /* dX[i] from dY at i's output o; aux / aux2: per-output counts or products. */
-static __global__ void red_bwd_kernel(float *dx, const float *dy, const float *x, const float *y, const float *aux,
-                                      const float *aux2, vxk_bcast b, int64_t n, int m) {
+template <typename T, typename TA>
+static __global__ void red_bwd_kernel(T *dx, const T *dy, const T *x, const T *y, const TA *aux, const float *aux2,
+                                      vxk_bcast b, int64_t n, int m) {
     VXK_LOOP(i, n) {
         int64_t o = vxk_bcast_off(b, i);
-        float g = dy[o], v = x ? x[i] : 0.f, r;
+        float g = vxk_ld(dy[o]), v = x ? vxk_ld(x[i]) : 0.f, r;
         switch (m) {
-        case RM_MAX: case RM_MIN: r = v == y[o] ? g / aux[o] : 0.f; break;
+        case RM_MAX: case RM_MIN: r = v == vxk_ld(y[o]) ? g / vxk_ld(aux[o]) : 0.f; break;
         case RM_PROD: {
-            float zeros = aux[o];
-            if (zeros == 0.f) r = g * y[o] / v;
+            float zeros = vxk_ld(aux[o]);
+            if (zeros == 0.f) r = g * vxk_ld(y[o]) / v;
             else if (zeros == 1.f) r = v == 0.f ? g * aux2[o] : 0.f;
             else r = 0.f;
             break;
         }
         case RM_L1: r = v > 0.f ? g : v < 0.f ? -g : 0.f; break;
-        case RM_L2: r = y[o] == 0.f ? 0.f : g * v / y[o]; break;
+        case RM_L2: r = vxk_ld(y[o]) == 0.f ? 0.f : g * v / vxk_ld(y[o]); break;
         case RM_SUMSQ: r = 2.f * v * g; break;
-        case RM_SUM: r = g / aux[o]; break; /* ReduceLogSum: d log(s) = ds / s */
-        case RM_SUM_EXP: r = g * expf(v - y[o]); break;
+        case RM_SUM: r = g / vxk_ld(aux[o]); break; /* ReduceLogSum: d log(s) = ds / s */
+        case RM_SUM_EXP: r = g * expf(v - vxk_ld(y[o])); break;
         default: r = 0.f;
         }
-        dx[i] = r;
+        dx[i] = vxk_st<T>(r);
     }
+}
+
+template <typename T>
+static vx_status red_backward_t(vx_ctx *ctx, vx_run *run, const char *op, int mode, const vxk_reduce &r,
+                                const bool *red) {
+    vx_status st;
+    const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
+    vx_tensor *dX = run->grad_in[0];
+    T *dx = (T *)dX->data;
+    bool logsum = !strcmp(op, "ReduceLogSum");
+    /* only what the op keeps: X (not for ReduceLogSum), Y (not for
+     * ReduceLogSum, ReduceSumSquare, ReduceL1) */
+    bool reads_y = mode == RM_MAX || mode == RM_MIN || mode == RM_PROD || mode == RM_L2 || mode == RM_SUM_EXP;
+    const T *x = logsum ? NULL : (const T *)X->data, *none = NULL;
+    const T *y = reads_y ? (const T *)run->out[0]->data : NULL;
+    float *aux = NULL, *aux2 = NULL;
+    size_t obytes = (size_t)r.n_out * sizeof(float);
+    if (mode == RM_MAX || mode == RM_MIN || mode == RM_PROD) {
+        aux = (float *)vx_workspace(ctx, obytes);
+        if (!aux) return vxk_oom(ctx, op);
+        if ((st = red_run(ctx, aux, x, y, &r, mode == RM_PROD ? RM_COUNT_ZERO : RM_COUNT_EQ))) goto done;
+        if (mode == RM_PROD) {
+            aux2 = (float *)vx_workspace(ctx, obytes);
+            if (!aux2) { st = vxk_oom(ctx, op); goto done; }
+            if ((st = red_run(ctx, aux2, x, none, &r, RM_PROD_NONZERO))) goto done;
+        }
+    }
+    {
+        int64_t kd[VX_MAX_RANK];
+        for (int i = 0; i < X->rank; i++) kd[i] = red[i] ? 1 : X->dims[i];
+        vxk_bcast b;
+        vxk_bcast_make(&b, X->rank, X->dims, X->rank, kd);
+        unsigned nb = vxk_blocks(dX->numel);
+        if (logsum) /* the sum ReduceLogSum kept, in X's dtype */
+            red_bwd_kernel<T, T><<<nb, VXK_THREADS, 0, vxk_stream(ctx)>>>(
+                dx, (const T *)dY->data, x, y, (const T *)run->saved[0]->data, aux2, b, dX->numel, RM_SUM);
+        else
+            red_bwd_kernel<T, float><<<nb, VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const T *)dY->data, x, y, aux, aux2,
+                                                                              b, dX->numel, mode);
+        st = vxk_check(ctx, op);
+    }
+done:
+    vx_free(ctx, aux);
+    vx_free(ctx, aux2);
+    return st;
 }
 
 static vx_status red_backward(vx_ctx *ctx, vx_run *run, const char *op, int mode) {
@@ -213,43 +275,11 @@ static vx_status red_backward(vx_ctx *ctx, vx_run *run, const char *op, int mode
     int64_t od[VX_MAX_RANK];
     vx_status st = red_setup(ctx, run, op, &r, red, &orank, od);
     if (st) return st;
-    const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
-    float *dx;
-    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    if ((st = vxk_grad(ctx, run, 0))) return st;
     vx_tensor *dX = run->grad_in[0];
+    if (!run->grad_out[0]) return vxk_zero(ctx, dX->data, (size_t)dX->numel * vx_dtype_size(dX->dtype));
     if (dX->numel == 0) return VX_OK;
-    bool logsum = !strcmp(op, "ReduceLogSum");
-    /* only what the op keeps: X (not for ReduceLogSum), Y (not for
-     * ReduceLogSum, ReduceSumSquare, ReduceL1) */
-    bool reads_y = mode == RM_MAX || mode == RM_MIN || mode == RM_PROD || mode == RM_L2 || mode == RM_SUM_EXP;
-    const float *x = logsum ? NULL : (const float *)X->data;
-    const float *y = reads_y ? (const float *)run->out[0]->data : NULL;
-    float *aux = NULL, *aux2 = NULL;
-    size_t obytes = (size_t)r.n_out * sizeof(float);
-    if (mode == RM_MAX || mode == RM_MIN || mode == RM_PROD) {
-        aux = (float *)vx_workspace(ctx, obytes);
-        if (!aux) return vxk_oom(ctx, op);
-        if ((st = red_run(ctx, aux, x, y, &r, mode == RM_PROD ? RM_COUNT_ZERO : RM_COUNT_EQ))) goto done;
-        if (mode == RM_PROD) {
-            aux2 = (float *)vx_workspace(ctx, obytes);
-            if (!aux2) { st = vxk_oom(ctx, op); goto done; }
-            if ((st = red_run(ctx, aux2, x, NULL, &r, RM_PROD_NONZERO))) goto done;
-        }
-    }
-    {
-        int64_t kd[VX_MAX_RANK];
-        for (int i = 0; i < X->rank; i++) kd[i] = red[i] ? 1 : X->dims[i];
-        vxk_bcast b;
-        vxk_bcast_make(&b, X->rank, X->dims, X->rank, kd);
-        red_bwd_kernel<<<vxk_blocks(dX->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-            dx, (const float *)dY->data, x, y, logsum ? (const float *)run->saved[0]->data : aux, aux2,
-            b, dX->numel, logsum ? RM_SUM : mode);
-        st = vxk_check(ctx, op);
-    }
-done:
-    vx_free(ctx, aux);
-    vx_free(ctx, aux2);
-    return st;
+    VXK_FLOAT_DISPATCH(ctx, dX->dtype, op, red_backward_t<T>(ctx, run, op, mode, r, red));
 }
 
 #define RED_OP(fn, op, mode)                                                                               \
@@ -274,36 +304,48 @@ typedef struct axis_split {
 
 /* The index of the max (or min) of row (o, ., in): the first one, or the last
  * when select_last; a NaN wins (as numpy / PyTorch). */
-static __device__ __forceinline__ int64_t arg_pick(const float *x, axis_split s, int64_t row, bool is_max,
-                                                   bool select_last) {
+template <typename T>
+static __device__ __forceinline__ int64_t arg_pick(const T *x, axis_split s, int64_t row, bool is_max, bool select_last) {
     int64_t o = row / s.inner, in = row % s.inner;
-    const float *p = x + o * s.len * s.inner + in;
+    const T *p = x + o * s.len * s.inner + in;
     int64_t bi = 0;
-    float best = s.len > 0 ? p[0] : 0.f;
+    float best = s.len > 0 ? vxk_ld(p[0]) : 0.f;
     for (int64_t k = 1; k < s.len && best == best; k++) {
-        float v = p[k * s.inner];
+        float v = vxk_ld(p[k * s.inner]);
         bool better = v != v || (is_max ? v > best : v < best) || (select_last && v == best);
         if (better) { best = v; bi = k; }
     }
     return bi;
 }
 
-static __global__ void arg_kernel(int64_t *y, const float *x, axis_split s, bool is_max, bool select_last) {
+template <typename T>
+static __global__ void arg_kernel(int64_t *y, const T *x, axis_split s, bool is_max, bool select_last) {
     VXK_LOOP(row, s.outer * s.inner) y[row] = arg_pick(x, s, row, is_max, select_last);
 }
 
-static __global__ void hardmax_kernel(float *y, const float *x, axis_split s) {
+template <typename T> static __global__ void hardmax_kernel(T *y, const T *x, axis_split s) {
     VXK_LOOP(row, s.outer * s.inner) {
         int64_t bi = arg_pick(x, s, row, true, false), o = row / s.inner, in = row % s.inner;
-        float *q = y + o * s.len * s.inner + in;
-        for (int64_t k = 0; k < s.len; k++) q[k * s.inner] = k == bi ? 1.f : 0.f;
+        T *q = y + o * s.len * s.inner + in;
+        for (int64_t k = 0; k < s.len; k++) q[k * s.inner] = vxk_st<T>(k == bi ? 1.f : 0.f);
     }
+}
+
+template <typename T>
+static vx_status arg_run(vx_ctx *ctx, int64_t *y, const void *x, axis_split s, bool is_max, bool select_last, int64_t n) {
+    arg_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>(y, (const T *)x, s, is_max, select_last);
+    return VX_OK;
+}
+
+template <typename T> static vx_status hardmax_run(vx_ctx *ctx, void *y, const void *x, axis_split s) {
+    hardmax_kernel<T><<<vxk_blocks(s.outer * s.inner), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)y, (const T *)x, s);
+    return VX_OK;
 }
 
 static vx_status arg_forward(vx_ctx *ctx, vx_run *run, const char *op, bool is_max) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 only", op);
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: a floating X only", op);
     int rank = X->rank > 0 ? X->rank : 1;
     int axis = vxk_axis(vxk_attr_int(run, "axis", 0), rank);
     if (axis < 0) return vx_fail(ctx, VX_ESHAPE, "%s: axis out of range", op);
@@ -319,9 +361,11 @@ static vx_status arg_forward(vx_ctx *ctx, vx_run *run, const char *op, bool is_m
     }
     vx_status st = vxk_new_out(ctx, run, 0, VX_I64, orank, od);
     if (st || run->out[0]->numel == 0) return st;
-    arg_kernel<<<vxk_blocks(run->out[0]->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (int64_t *)run->out[0]->data, (const float *)X->data, s, is_max, select_last);
-    return vxk_check(ctx, op);
+    st = [&]() -> vx_status {
+        VXK_FLOAT_DISPATCH(ctx, X->dtype, op, arg_run<T>(ctx, (int64_t *)run->out[0]->data, X->data, s, is_max,
+                                                         select_last, run->out[0]->numel));
+    }();
+    return st ? st : vxk_check(ctx, op);
 }
 
 static vx_status argmax_forward(vx_ctx *ctx, vx_run *run) { return arg_forward(ctx, run, "ArgMax", true); }
@@ -330,18 +374,17 @@ static vx_status argmin_forward(vx_ctx *ctx, vx_run *run) { return arg_forward(c
 static vx_status hardmax_forward(vx_ctx *ctx, vx_run *run) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "Hardmax needs X");
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "Hardmax: float32 only");
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "Hardmax: a floating X only");
     bool coerce_2d = vxk_opset(run) < 13; /* opset 1-11: Hardmax over dims[axis:] flattened */
     int axis = vxk_axis(vxk_attr_int(run, "axis", coerce_2d ? 1 : -1), X->rank);
     if (axis < 0) return vx_fail(ctx, VX_ESHAPE, "Hardmax: axis out of range (X rank %d)", X->rank);
     axis_split s;
     if (coerce_2d) s = {vxk_prod(X->dims, 0, axis), vxk_prod(X->dims, axis, X->rank), 1};
     else s = {vxk_prod(X->dims, 0, axis), X->dims[axis], vxk_prod(X->dims, axis + 1, X->rank)};
-    vx_status st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims);
+    vx_status st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, X->dims);
     if (st || run->out[0]->numel == 0) return st;
-    hardmax_kernel<<<vxk_blocks(s.outer * s.inner), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)run->out[0]->data,
-                                                                                     (const float *)X->data, s);
-    return vxk_check(ctx, "Hardmax");
+    st = [&]() -> vx_status { VXK_FLOAT_DISPATCH(ctx, X->dtype, "Hardmax", hardmax_run<T>(ctx, run->out[0]->data, X->data, s)); }();
+    return st ? st : vxk_check(ctx, "Hardmax");
 }
 
 /* Backward reads the axes (input 1, a host constant) to map dX onto dY. */
@@ -516,7 +559,7 @@ static vx_status mvn_forward(vx_ctx *ctx, vx_run *run) {
     /* the mean goes through var's storage, which the variance then overwrites */
     if ((st = vxk_reduce_run(ctx, var, (const float *)X->data, &g.r, 1.f / (float)g.cnt, 0.f))) return st;
     mvn_center_kernel<<<vxk_blocks(n), VXK_THREADS, 0, s>>>(c, (const float *)X->data, var, g.b, n);
-    if ((st = red_run(ctx, var, c, NULL, &g.r, RM_SUMSQ))) return st;
+    if ((st = red_run(ctx, var, c, (const float *)NULL, &g.r, RM_SUMSQ))) return st;
     mvn_std_kernel<<<vxk_blocks(rows), VXK_THREADS, 0, s>>>(var, sd, rows, 1.f / (float)g.cnt);
     mvn_apply_kernel<<<vxk_blocks(n), VXK_THREADS, 0, s>>>((float *)run->out[0]->data, c, sd, g.b, n);
     return vxk_check(ctx, "MeanVarianceNormalization");
@@ -554,19 +597,19 @@ static vx_status mvn_backward(vx_ctx *ctx, vx_run *run) {
 #define X_AXES (VX_SLOT(0) | VX_SLOT(1))
 extern "C" {
 const vx_op vx_ops_reduce[] = {
-    {"ReduceMax", reducemax_forward, reducemax_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL},
-    {"ReduceMin", reducemin_forward, reducemin_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL},
-    {"ReduceProd", reduceprod_forward, reduceprod_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL},
-    {"ReduceL1", reducel1_forward, reducel1_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL},
-    {"ReduceL2", reducel2_forward, reducel2_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL},
+    {"ReduceMax", reducemax_forward, reducemax_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL, 0, VX_HALF},
+    {"ReduceMin", reducemin_forward, reducemin_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL, 0, VX_HALF},
+    {"ReduceProd", reduceprod_forward, reduceprod_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL, 0, VX_HALF},
+    {"ReduceL1", reducel1_forward, reducel1_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL, 0, VX_HALF},
+    {"ReduceL2", reducel2_forward, reducel2_backward, X_AXES, VX_SLOT(0), false, VX_SLOT(1), NULL, 0, VX_HALF},
     {"ReduceSumSquare", reducesumsquare_forward, reducesumsquare_backward, X_AXES, 0, false, VX_SLOT(1),
-     NULL},
-    {"ReduceLogSum", reducelogsum_forward, reducelogsum_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL},
+     NULL, 0, VX_HALF},
+    {"ReduceLogSum", reducelogsum_forward, reducelogsum_backward, VX_SLOT(1), 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
     {"ReduceLogSumExp", reducelogsumexp_forward, reducelogsumexp_backward, X_AXES, VX_SLOT(0), false,
-     VX_SLOT(1), NULL},
-    {"ArgMax", argmax_forward, NULL, 0, 0, false, 0, NULL},
-    {"ArgMin", argmin_forward, NULL, 0, 0, false, 0, NULL},
-    {"Hardmax", hardmax_forward, NULL, 0, 0, false, 0, NULL},
+     VX_SLOT(1), NULL, 0, VX_HALF},
+    {"ArgMax", argmax_forward, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"ArgMin", argmin_forward, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Hardmax", hardmax_forward, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
     {"LpNormalization", lpnorm_forward, lpnorm_backward, VX_SLOT(0), 0, false, 0, NULL},
     {"MeanVarianceNormalization", mvn_forward, mvn_backward, VX_SLOT(0), 0, false, 0, NULL},
 };

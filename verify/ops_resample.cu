@@ -10,6 +10,8 @@
  *   every dim whose size or scale changes (up to 3 such dims, as PyTorch's
  *   linear / bilinear / trilinear).
  * Upsample (opset 7-9): scales (attribute, or input 1), asymmetric.
+ * Half precision: X of float32, bfloat16 or float16 (the kernels blend in
+ *   float32; backward adds into the gradient with the dtype's atomics).
  * Backward scatters the gradient onto the taps (upsample_nearest /
  *   upsample_linear backward): keeps nothing but the sizes and the scales,
  *   which saved[0] holds on the host (no device memory). scales and sizes
@@ -87,25 +89,25 @@ static __device__ int rz_taps(const rz_geom &g, int64_t i, int64_t *off, float *
     return n;
 }
 
-static __global__ void rz_forward_kernel(float *y, const float *x, rz_geom g, int64_t n) {
+template <typename T> static __global__ void rz_forward_kernel(T *y, const T *x, rz_geom g, int64_t n) {
     VXK_LOOP(i, n) {
         int64_t off[1 << RZ_MAX_LINEAR_DIMS];
         float w[1 << RZ_MAX_LINEAR_DIMS];
         int taps = rz_taps(g, i, off, w);
         float acc = 0.f;
-        for (int t = 0; t < taps; t++) acc += w[t] * x[off[t]];
-        y[i] = acc;
+        for (int t = 0; t < taps; t++) acc += w[t] * vxk_ld(x[off[t]]);
+        y[i] = vxk_st<T>(acc);
     }
 }
 
-static __global__ void rz_backward_kernel(float *dx, const float *dy, rz_geom g, int64_t n) {
+template <typename T> static __global__ void rz_backward_kernel(T *dx, const T *dy, rz_geom g, int64_t n) {
     VXK_LOOP(i, n) {
         int64_t off[1 << RZ_MAX_LINEAR_DIMS];
         float w[1 << RZ_MAX_LINEAR_DIMS];
         int taps = rz_taps(g, i, off, w);
-        float v = dy[i];
+        float v = vxk_ld(dy[i]);
         for (int t = 0; t < taps; t++)
-            if (w[t] != 0.f) atomicAdd(dx + off[t], w[t] * v);
+            if (w[t] != 0.f) vxk_atomic_add_t(dx + off[t], w[t] * v);
     }
 }
 
@@ -146,6 +148,18 @@ static double rz_host_value(vx_ctx *ctx, const vx_tensor *t, int64_t k) {
     if (t->dtype == VX_F32) {
         float v = 0.f;
         return cudaMemcpy(&v, (const float *)t->data + k, sizeof v, cudaMemcpyDeviceToHost) == cudaSuccess ? v : 0;
+    }
+    if (t->dtype == VX_BF16 || t->dtype == VX_F16) { /* scales stored in a half dtype */
+        uint16_t v = 0;
+        if (cudaMemcpy(&v, (const uint16_t *)t->data + k, sizeof v, cudaMemcpyDeviceToHost) != cudaSuccess) return 0;
+        if (t->dtype == VX_BF16) {
+            __nv_bfloat16_raw r;
+            r.x = v;
+            return __bfloat162float(__nv_bfloat16(r));
+        }
+        __half_raw r;
+        r.x = v;
+        return __half2float(__half(r));
     }
     int64_t v = 0;
     return cudaMemcpy(&v, (const int64_t *)t->data + k, sizeof v, cudaMemcpyDeviceToHost) == cudaSuccess ? (double)v : 0;
@@ -215,24 +229,33 @@ static vx_status rz_geom_make(vx_ctx *ctx, vx_run *run, const char *op, rz_geom 
     return VX_OK;
 }
 
+template <typename T> static vx_status rz_forward_run(vx_ctx *ctx, void *y, const void *x, const rz_geom &g, int64_t n) {
+    rz_forward_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)y, (const T *)x, g, n);
+    return VX_OK;
+}
+
+template <typename T> static vx_status rz_backward_run(vx_ctx *ctx, void *dx, const void *dy, const rz_geom &g, int64_t n) {
+    rz_backward_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)dx, (const T *)dy, g, n);
+    return VX_OK;
+}
+
 static vx_status rz_forward_common(vx_ctx *ctx, vx_run *run, const char *op) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "%s needs X", op);
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: float32 only", op);
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: a floating X only", op);
     rz_geom g;
     vx_status st = rz_geom_make(ctx, run, op, &g);
     if (st) return st;
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, g.out))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, g.out))) return st;
     /* backward's geometry: the scales, on the host (sizes are X's and Y's dims) */
     int64_t r = X->rank;
     run->saved[0] = vx_tensor_new_host(ctx, VX_F32, 1, &r);
     if (!run->saved[0]) return vx_fail(ctx, VX_EOOM, "host out of memory");
     memcpy(run->saved[0]->host_f32, g.scale, (size_t)r * sizeof(float));
     int64_t n = run->out[0]->numel;
-    if (!n || !X->numel) return n ? vxk_zero(ctx, run->out[0]->data, (size_t)n * sizeof(float)) : VX_OK;
-    rz_forward_kernel<<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)run->out[0]->data,
-                                                                           (const float *)X->data, g, n);
-    return vxk_check(ctx, op);
+    if (!n || !X->numel) return n ? vxk_zero(ctx, run->out[0]->data, (size_t)n * vx_dtype_size(X->dtype)) : VX_OK;
+    st = [&]() -> vx_status { VXK_FLOAT_DISPATCH(ctx, X->dtype, op, rz_forward_run<T>(ctx, run->out[0]->data, X->data, g, n)); }();
+    return st ? st : vxk_check(ctx, op);
 }
 
 static vx_status rz_backward_common(vx_ctx *ctx, vx_run *run, const char *op) {
@@ -253,11 +276,12 @@ static vx_status rz_backward_common(vx_ctx *ctx, vx_run *run, const char *op) {
     }
     if ((st = vxk_grad(ctx, run, 0))) return st;
     vx_tensor *dX = run->grad_in[0];
-    if ((st = vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float)))) return st;
+    if ((st = vxk_zero(ctx, dX->data, (size_t)dX->numel * vx_dtype_size(dX->dtype)))) return st;
     if (!dY || !dY->numel || !dX->numel) return VX_OK;
-    rz_backward_kernel<<<vxk_blocks(dY->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)dX->data,
-                                                                                    (const float *)dY->data, g, dY->numel);
-    return vxk_check(ctx, op);
+    st = [&]() -> vx_status {
+        VXK_FLOAT_DISPATCH(ctx, dX->dtype, op, rz_backward_run<T>(ctx, dX->data, dY->data, g, dY->numel));
+    }();
+    return st ? st : vxk_check(ctx, op);
 }
 
 static vx_status resize_forward(vx_ctx *ctx, vx_run *run) { return rz_forward_common(ctx, run, "Resize"); }
@@ -268,8 +292,8 @@ static vx_status upsample_backward(vx_ctx *ctx, vx_run *run) { return rz_backwar
 extern "C" {
 const vx_op vx_ops_resample[] = {
     /* roi, scales, sizes: read on the host; nothing kept on the device */
-    {"Resize", resize_forward, resize_backward, 0, 0, false, VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3), NULL, 0},
-    {"Upsample", upsample_forward, upsample_backward, 0, 0, false, VX_SLOT(1), NULL, 0},
+    {"Resize", resize_forward, resize_backward, 0, 0, false, VX_SLOT(1) | VX_SLOT(2) | VX_SLOT(3), NULL, 0, VX_HALF},
+    {"Upsample", upsample_forward, upsample_backward, 0, 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
 };
 const size_t vx_ops_resample_count = sizeof vx_ops_resample / sizeof vx_ops_resample[0];
 }

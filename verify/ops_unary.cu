@@ -274,11 +274,7 @@ static vx_status unary_bwd_t(vx_ctx *ctx, vx_run *run, const vx_tensor *s, const
 
 static vx_status unary_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *x = run->in[0];
-    if (!strcmp(run->node->op_type, "Pow") && vx_pow_tensor_path(run)) {
-        if (x && x->dtype != VX_F32 && vx_dtype_is_float(x->dtype))
-            return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for Pow with a tensor exponent yet", vx_dtype_name(x->dtype));
-        return vx_k_pow_tensor_fwd(ctx, run);
-    }
+    if (!strcmp(run->node->op_type, "Pow") && vx_pow_tensor_path(run)) return vx_k_pow_tensor_fwd(ctx, run);
     int op;
     float a, b;
     vx_status st = params_of(ctx, run, &op, &a, &b);
