@@ -2244,6 +2244,25 @@ static void check_sum_of_many_folds(void) {
     est_graph_free(g);
 }
 
+/* g's peak with PyTorch's kernels (peak[0]) and with verify's (peak[1]); 0
+ * where the estimate fails, which is a failed check. */
+static void peaks_by_kernels(const est_graph *g, est_mode mode, est_optimizer optimizer, const char *what,
+                             uint64_t peak[2]) {
+    for (int k = 0; k < 2; k++) {
+        peak[k] = 0;
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = mode;
+        opt.optimizer = optimizer;
+        opt.kernels = k ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_report *r = NULL;
+        est_error err;
+        if (g && est_estimate(g, &opt, &r, &err) == EST_OK) peak[k] = est_report_peak(r)->bytes;
+        else CHECK(false, "%s: %s", what, g ? err.message : "no graph");
+        est_report_free(r);
+    }
+}
+
 /* A Cast to the dtype its input has already (TorchScript exports T5's
  * hidden_states.to(torch.float32) so): the PyTorch kernels' estimate
  * counts a new tensor, as before; memest verify's executor returns the
@@ -2259,18 +2278,8 @@ static void check_cast_same_dtype_verify(void) {
         "             {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"y\"], \"outputs\": [\"z\"]}],\n"
         " \"outputs\": [\"z\"]}\n";
     est_graph *g = load_json(text, "cast");
-    uint64_t peak[2] = {0, 0};
-    for (int k = 0; g && k < 2; k++) {
-        est_options opt;
-        est_options_init(&opt);
-        opt.mode = EST_MODE_INFER;
-        opt.kernels = k ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
-        est_report *r = NULL;
-        est_error err;
-        if (est_estimate(g, &opt, &r, &err) == EST_OK) peak[k] = est_report_peak(r)->bytes;
-        else CHECK(false, "cast: %s", err.message);
-        est_report_free(r);
-    }
+    uint64_t peak[2];
+    peaks_by_kernels(g, EST_MODE_INFER, EST_OPT_ADAM, "cast", peak);
     CHECK(peak[0] == 12u << 20, "Cast float -> float, PyTorch kernels: peak %llu, expected %llu", U(peak[0]), U(12u << 20));
     CHECK(peak[1] == 8u << 20, "Cast float -> float, verify kernels: peak %llu, expected %llu", U(peak[1]), U(8u << 20));
     est_graph_free(g);
@@ -2301,18 +2310,8 @@ static void check_add_passes_gradient_verify(void) {
     est_graph *g = load_json(text, "residual");
     const uint64_t A = 4u << 20, W = 256u << 10, W3 = 16u << 10, Z = 256u << 10;
     const uint64_t pytorch = A + A + 2 * A + A + (2 * W + W3) + (W3 + W) + Z + 512;
-    uint64_t peak[2] = {0, 0};
-    for (int k = 0; g && k < 2; k++) {
-        est_options opt;
-        est_options_init(&opt);
-        opt.optimizer = EST_OPT_SGD;
-        opt.kernels = k ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
-        est_report *r = NULL;
-        est_error err;
-        if (est_estimate(g, &opt, &r, &err) == EST_OK) peak[k] = est_report_peak(r)->bytes;
-        else CHECK(false, "residual: %s", err.message);
-        est_report_free(r);
-    }
+    uint64_t peak[2];
+    peaks_by_kernels(g, EST_MODE_TRAIN, EST_OPT_SGD, "residual", peak);
     CHECK(peak[0] == pytorch, "residual Add, PyTorch kernels: peak %llu, expected %llu", U(peak[0]), U(pytorch));
     CHECK(peak[1] == pytorch - A, "residual Add, verify kernels: peak %llu, expected %llu", U(peak[1]), U(pytorch - A));
     est_graph_free(g);
