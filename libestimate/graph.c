@@ -14,13 +14,8 @@ static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, s
  * headers. */
 enum { CHUNK = 64 << 10 };
 
-static void *graph_alloc(est_graph *g, size_t size, size_t align) {
-    if (!g->text.chunk) g->text.chunk = CHUNK;
-    return est__arena_alloc(&g->text, size, align);
-}
-
 static char *text_copy(est_graph *g, const char *s, size_t len) {
-    char *p = graph_alloc(g, len + 1, 1);
+    char *p = est__arena_alloc(&g->text, len + 1, 1);
     if (!p) return NULL;
     memcpy(p, s, len);
     p[len] = '\0';
@@ -29,11 +24,14 @@ static char *text_copy(est_graph *g, const char *s, size_t len) {
 
 char *est__graph_text(est_graph *g, const char *s) { return text_copy(g, s, strlen(s)); }
 
-int32_t *est__graph_ids(est_graph *g, size_t n) { return graph_alloc(g, (n ? n : 1) * sizeof(int32_t), sizeof(int32_t)); }
+int32_t *est__graph_ids(est_graph *g, size_t n) {
+    return est__arena_alloc(&g->text, (n ? n : 1) * sizeof(int32_t), sizeof(int32_t));
+}
 
 est_graph *est__graph_new(const char *source) {
     est_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;
+    g->text.chunk = CHUNK;
     if (pthread_mutex_init(&g->plan_lock, NULL) != 0) {
         free(g);
         return NULL;
