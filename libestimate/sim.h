@@ -47,11 +47,10 @@ typedef struct sim {
     int32_t *release_order; /* storages by last_use: those node i may free after it runs */
     int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
     bool *kept;             /* per storage: a graph output, alive after the step */
-    uint64_t *grad_bytes;   /* per tensor: its live gradient's bytes */
     /* Activation gradients live in blocks that several tensors may share (an
      * Add hands its incoming gradient to both operands): per tensor its
-     * block, -1 none; per block its key, bytes and holders. Reset at each
-     * backward. */
+     * block, -1 none (no live gradient); per block its key, bytes and
+     * holders. Reset at each backward. */
     int32_t *grad_block;
     struct grad_block *gblocks;
     int32_t n_gblocks, cap_gblocks;

@@ -157,6 +157,8 @@ typedef struct grad_block {
     int32_t holders;
 } grad_block;
 
+static inline bool has_grad(const sim *s, int32_t t) { return s->grad_block[t] >= 0; }
+
 /* A new block of `bytes` for t's gradient (t held none). false: out of host
  * memory (the replay fails). */
 static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
@@ -176,7 +178,6 @@ static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
     est__sim_alloc(s, EST_CAT_TEMP, bytes, key);
     s->gblocks[s->n_gblocks] = (grad_block){key, bytes, 1};
     s->grad_block[t] = s->n_gblocks++;
-    s->grad_bytes[t] = bytes;
     return true;
 }
 
@@ -185,14 +186,12 @@ static void grad_share(sim *s, int32_t t, int32_t from) {
     int32_t b = s->grad_block[from];
     s->gblocks[b].holders++;
     s->grad_block[t] = b;
-    s->grad_bytes[t] = s->gblocks[b].bytes;
 }
 
 /* t lets go of its gradient; the block goes with its last holder. */
 static void grad_drop(sim *s, int32_t t) {
     int32_t b = s->grad_block[t];
     s->grad_block[t] = -1;
-    s->grad_bytes[t] = 0;
     if (b < 0 || --s->gblocks[b].holders > 0) return;
     uint64_t key = s->gblocks[b].key;
     est__sim_release(s, EST_CAT_TEMP, s->gblocks[b].bytes, key);
@@ -262,12 +261,12 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     int32_t out = n->outputs[0];
     bool same_size = out >= 0 && s->r->tv[out].elements == s->r->tv[t].elements;
     bool view = (k == 0 && n->op->view != EST_VIEW_NONE) || s->inplace_slot[i] == k;
-    bool passes = passes_gradient(s, i, k) && same_size && s->grad_bytes[out] && tensor_alloc(s, out) == bytes;
-    if (view && same_size && s->grad_bytes[out] && !s->grad_bytes[t]) {
+    bool passes = passes_gradient(s, i, k) && same_size && has_grad(s, out) && tensor_alloc(s, out) == bytes;
+    if (view && same_size && has_grad(s, out) && !has_grad(s, t)) {
         grad_move(s, t, out);
         return;
     }
-    if (s->grad_bytes[t]) grad_accumulate(s, t, bytes, passes, transient);
+    if (has_grad(s, t)) grad_accumulate(s, t, bytes, passes, transient);
     else if (passes) grad_share(s, t, out);
     else grad_new(s, t, bytes);
 }
@@ -275,7 +274,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
 static bool receives_grad(const sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] >= 0 && s->grad_bytes[n->outputs[k]]) return true;
+        if (n->outputs[k] >= 0 && has_grad(s, n->outputs[k])) return true;
     return false;
 }
 
@@ -336,7 +335,7 @@ static void backward(sim *s) {
     est__sim_alloc(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t y = g->outputs[k];
-        if (!s->needs_grad[y] || s->grad_bytes[y]) continue;
+        if (!s->needs_grad[y] || has_grad(s, y)) continue;
         grad_new(s, y, tensor_alloc(s, y));
     }
     /* under --amp, MeanBackward's float32 gradient of y.float() is cast down */
@@ -363,7 +362,7 @@ static void backward(sim *s) {
             est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, transient + ws);
             for (int k = 0; k < n->n_outputs; k++) {
                 int32_t t = n->outputs[k];
-                if (t >= 0 && s->grad_bytes[t]) grad_drop(s, t);
+                if (t >= 0 && has_grad(s, t)) grad_drop(s, t);
             }
         }
         release_saved(s, i);
@@ -371,7 +370,7 @@ static void backward(sim *s) {
     }
     /* gradients that reached no producer (graph inputs) are dropped */
     for (int32_t t = 0; t < g->n_tensors; t++)
-        if (s->grad_bytes[t]) grad_drop(s, t);
+        if (has_grad(s, t)) grad_drop(s, t);
     est__par_backward_end(s);
 }
 
@@ -521,7 +520,6 @@ static void free_sim(sim *s) {
     free(s->release_order);
     free(s->saved_until);
     free(s->kept);
-    free(s->grad_bytes);
     free(s->grad_block);
     free(s->grad_key0);
     free(s->gblocks);
@@ -625,7 +623,6 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.release_order = calloc(nt, sizeof *s.release_order);
     s.saved_until = calloc(nt, sizeof *s.saved_until);
     s.kept = calloc(nt, sizeof *s.kept);
-    s.grad_bytes = calloc(nt, sizeof *s.grad_bytes);
     s.grad_block = malloc(nt * sizeof *s.grad_block);
     s.grad_key0 = calloc(nt, sizeof *s.grad_key0);
     for (size_t t = 0; s.grad_block && t < nt; t++) s.grad_block[t] = -1;
@@ -641,7 +638,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.ws_backward = calloc(nn, sizeof *s.ws_backward);
     if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order ||
         !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first ||
-        !s.release_order || !s.saved_until || !s.kept || !s.grad_bytes || !s.grad_block || !s.grad_key0 || !s.param_has_grad || !s.saved || !s.ctx ||
+        !s.release_order || !s.saved_until || !s.kept || !s.grad_block || !s.grad_key0 || !s.param_has_grad || !s.saved || !s.ctx ||
         !s.unreached) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
