@@ -40,6 +40,20 @@ template <typename T> static __global__ void repeat_kernel(T *dst, const T *src,
     VXK_LOOP(i, n) dst[i] = src[i % C];
 }
 
+/* The block's sums over n elements of dy and of dy * xhat, xhat = (x - m) * is,
+ * in *a and *b of every thread: a plane's ds and db. */
+template <typename T>
+static __device__ void plane_grad_sums(const T *dy, const T *x, int64_t n, float m, float is, float *sh, float *a,
+                                       float *b) {
+    float sa = 0.f, sb = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        sa += vxk_ld(dy[j]);
+        sb += vxk_ld(dy[j]) * (vxk_ld(x[j]) - m) * is;
+    }
+    *a = vxk_block_reduce(sa, sh, false);
+    *b = vxk_block_reduce(sb, sh, false);
+}
+
 /* One block per plane: sum dy and sum dy * xhat (into sums[r], sums[planes + r]),
  * then dx (when wanted) as batch_norm's training backward over the plane. */
 template <typename T>
@@ -48,14 +62,8 @@ static __global__ void in_backward_kernel(T *dx, float *sums, const T *dy, const
     __shared__ float sh[VXK_THREADS];
     for (int64_t r = blockIdx.x; r < planes; r += gridDim.x) {
         const T *xr = x + r * D, *dyr = dy + r * D;
-        float m = mean[r], is = invstd[r];
-        float a = 0.f, b = 0.f;
-        for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-            a += vxk_ld(dyr[j]);
-            b += vxk_ld(dyr[j]) * (vxk_ld(xr[j]) - m) * is;
-        }
-        a = vxk_block_reduce(a, sh, false);
-        b = vxk_block_reduce(b, sh, false);
+        float m = mean[r], is = invstd[r], a, b;
+        plane_grad_sums(dyr, xr, D, m, is, sh, &a, &b);
         if (threadIdx.x == 0) { sums[r] = a; sums[planes + r] = b; }
         if (!dx) continue;
         float w = vxk_ld(wrep[r]) * is, inv_d = 1.f / (float)D;
@@ -235,13 +243,8 @@ static __global__ void gn_plane_sums_kernel(float *sums, const T *dy, const T *x
     for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
         int64_t r = (p / C) * G + (p % C) / cg; /* its (n, g) row */
         const T *xp = x + p * S, *dyp = dy + p * S;
-        float m = mean[r], rs = rstd[r], a = 0.f, b = 0.f;
-        for (int64_t j = threadIdx.x; j < S; j += blockDim.x) {
-            a += vxk_ld(dyp[j]);
-            b += vxk_ld(dyp[j]) * (vxk_ld(xp[j]) - m) * rs;
-        }
-        a = vxk_block_reduce(a, sh, false);
-        b = vxk_block_reduce(b, sh, false);
+        float a, b;
+        plane_grad_sums(dyp, xp, S, mean[r], rstd[r], sh, &a, &b);
         if (threadIdx.x == 0) { sums[p] = a; sums[planes + p] = b; }
     }
 }
