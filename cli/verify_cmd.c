@@ -286,10 +286,6 @@ int run_verify(const verify_request *q, const est_graph *g) {
                 est_dtype_name(q->opt.dtype));
         return EXIT_USAGE;
     }
-    if (q->opt.amp != EST_AMP_NONE) {
-        fprintf(stderr, "memest: verify does not run --amp yet (it is estimated, not measured)\n");
-        return EXIT_USAGE;
-    }
     if (q->format == FORMAT_CSV) {
         fprintf(stderr, "memest: verify prints table or json\n");
         return EXIT_USAGE;
@@ -312,6 +308,7 @@ int run_verify(const verify_request *q, const est_graph *g) {
     o.mode = q->opt.mode;
     o.optimizer = q->opt.optimizer;
     o.dtype = q->opt.dtype;
+    o.amp = q->opt.amp;
     o.batch = q->opt.batch;
     o.dims = q->opt.dims;
     o.n_dims = q->opt.n_dims;

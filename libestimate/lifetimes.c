@@ -193,6 +193,24 @@ void est__sim_mark_strided_inputs(sim *s) {
 }
 
 
+/* memest verify's executor runs each kernel in one dtype: every floating
+ * input whose dtype is not the op's is copied to it, non-differentiable
+ * inputs and weights included (a promoting op's float32 bias or running
+ * statistics to the low dtype, Softmax's low input up to float32).
+ * PyTorch's kernels read most such mixes as they are. */
+static void verify_casts(sim *s, int32_t i, est_amp_class cls, est_dtype out) {
+    const est_node *n = &s->g->nodes[i];
+    if (cls == EST_AMP_DECLARED) return;
+    est_dtype want = cls == EST_AMP_LOW ? s->low : cls == EST_AMP_PROMOTE ? out : s->r->dtype;
+    s->cast_mask[i] = 0;
+    for (int k = 0; k < n->n_inputs && k < 32; k++) {
+        int32_t t = n->inputs[k];
+        if (t < 0 || is_folded(s, t) || !est__dtype_is_float(s->r->tv[t].dtype)) continue;
+        if (s->dt[t] != want) s->cast_mask[i] |= EST_SLOT(k);
+    }
+    s->cast_to[i] = want;
+}
+
 /* --amp: the dtype of every tensor, in forward order, from each op's autocast
  * class (layers/amp.c), and which inputs each op copies to another dtype. */
 void est__sim_assign_amp_dtypes(sim *s) {
@@ -221,6 +239,7 @@ void est__sim_assign_amp_dtypes(sim *s) {
         if (cls == EST_AMP_LOW) out = s->low;
         else if (cls == EST_AMP_PROMOTE && any_act && all_low) out = s->low;
         s->cast_to[i] = cls == EST_AMP_LOW ? s->low : hi;
+        if (s->r->kernels == EST_KERNELS_VERIFY) verify_casts(s, i, cls, out);
         for (int k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
             if (t >= 0 && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t)) s->dt[t] = out;

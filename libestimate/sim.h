@@ -161,9 +161,12 @@ static inline uint64_t local_elements(const sim *s, int32_t t) {
 static inline uint64_t cast_bytes(const sim *s, int32_t i, int k) {
     return round_alloc(est_dtype_bytes(s->cast_to[i], local_elements(s, s->g->nodes[i].inputs[k])));
 }
-/* A low copy of a parameter, which autocast caches until it exits. */
+/* A low copy of a parameter, which autocast caches until it exits; only of
+ * one that requires grad (autocast_mode.cpp, cached_cast): a frozen weight
+ * is cast again at every use. */
 static inline bool cached_cast(const sim *s, int32_t i, int k) {
-    return s->cast_to[i] == s->low && is_param_storage(s, s->base[s->g->nodes[i].inputs[k]]);
+    int32_t b = s->base[s->g->nodes[i].inputs[k]];
+    return s->cast_to[i] == s->low && is_param_storage(s, b) && (!s->train || s->r->trains[b]);
 }
 static inline bool is_cast(const sim *s, int32_t i, int k) {
     return s->cast_mask && k < 32 && (s->cast_mask[i] & EST_SLOT(k));

@@ -151,6 +151,10 @@ static est_live live_of(const sim *s, const est_event *e) {
     int32_t t = e->tensor ? est__graph_find(s->g, e->tensor) : -1;
     if (t >= 0 && s->r->tv[t].rank >= 0) {
         l.dtype = stored_dtype(s, t);
+        /* an autocast copy has the dtype it was cast to */
+        uint64_t kind = e->block >> 56;
+        if (kind == K_CAST) l.dtype = s->cast_to[(e->block >> 16) & 0xffffffffu];
+        else if (kind == K_PCAST || kind == K_RCAST) l.dtype = s->low;
         l.rank = s->r->tv[t].rank;
         l.shape = s->r->tv[t].dims;
     }

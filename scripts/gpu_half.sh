@@ -2,7 +2,7 @@
 # gpu_half.sh: on a GPU machine, `memest verify --dtype bfloat16 / float16`
 # beside float32, on staged models (scripts/stage_gpu.sh):
 #   1. every model (MODELS), dtype (DTYPES, default "float32 bfloat16
-#      float16") and run (RUNS, mode:optimizer pairs, default "train:adam
+#      float16"; amp-bf16 and amp-fp16 run --amp instead of --dtype) and run (RUNS, mode:optimizer pairs, default "train:adam
 #      infer:-") at BATCH (default 8): the estimate's peak, the measured one
 #      and their error into OUT/half.tsv, one JSON per run in OUT/json/;
 #   2. inference runs dump their graph outputs; each half run's are compared
@@ -49,7 +49,8 @@ for m in $models; do
             tag=$name.$rn.$dt.b$batch${TAG:+.$TAG}
             dump=""
             [ "$mode" = infer ] && dump="--dump-outputs $out/dump/$tag"
-            MEMEST_VERIFY_MODULE=$module timeout "${RUN_TIMEOUT:-120}" "$memest" verify "$m" --batch "$batch" --mode "$mode" $optflag --dtype "$dt" \
+            case $dt in amp-*) dtflag="--amp ${dt#amp-}" ;; *) dtflag="--dtype $dt" ;; esac
+            MEMEST_VERIFY_MODULE=$module timeout "${RUN_TIMEOUT:-120}" "$memest" verify "$m" --batch "$batch" --mode "$mode" $optflag $dtflag \
                 ${FLAGS:-} --format json -o "$out/json/$tag.json" $dump >"$out/json/$tag.log" 2>&1
             rc=$?
             msg=$(grep -m1 'memest:' "$out/json/$tag.log" | tr '\t' ' ' | cut -c1-160)

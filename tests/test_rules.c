@@ -2246,14 +2246,15 @@ static void check_sum_of_many_folds(void) {
 
 /* g's peak with PyTorch's kernels (peak[0]) and with verify's (peak[1]); 0
  * where the estimate fails, which is a failed check. */
-static void peaks_by_kernels(const est_graph *g, est_mode mode, est_optimizer optimizer, const char *what,
-                             uint64_t peak[2]) {
+static void peaks_by_kernels_amp(const est_graph *g, est_mode mode, est_optimizer optimizer, est_amp amp,
+                                 const char *what, uint64_t peak[2]) {
     for (int k = 0; k < 2; k++) {
         peak[k] = 0;
         est_options opt;
         est_options_init(&opt);
         opt.mode = mode;
         opt.optimizer = optimizer;
+        opt.amp = amp;
         opt.kernels = k ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
         est_report *r = NULL;
         est_error err;
@@ -2261,6 +2262,61 @@ static void peaks_by_kernels(const est_graph *g, est_mode mode, est_optimizer op
         else CHECK(false, "%s: %s", what, g ? err.message : "no graph");
         est_report_free(r);
     }
+}
+
+static void peaks_by_kernels(const est_graph *g, est_mode mode, est_optimizer optimizer, const char *what,
+                             uint64_t peak[2]) {
+    peaks_by_kernels_amp(g, mode, optimizer, EST_AMP_NONE, what, peak);
+}
+
+/* Under --amp bf16, memest verify's executor copies every floating input to
+ * its op's dtype; PyTorch's kernels read a promoting op's float32 bias and
+ * Softmax's low input as they are (exec_amp.c, lifetimes.c verify_casts).
+ * x [1024, 256] f32 (X = 1 MiB), w [256, 256] (W = 256 KiB), b [256]
+ * (1 KiB); a = x w (low, X/2), y = a + b (low), z = softmax(y) (float32,
+ * X), inference. Both estimates hold x, w, b and w's cached low copy
+ * (W/2) throughout. At the Softmax PyTorch's holds y and z; verify's adds
+ * y's float32 copy (X) and b's cached low copy (512 bytes). */
+static void check_amp_verify_casts(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"amp\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1024, 256]}],\n"
+        " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+        "                  {\"name\": \"b\", \"dtype\": \"float32\", \"dims\": [256]}],\n"
+        " \"nodes\": [{\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"a\"]},\n"
+        "           {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"a\", \"b\"], \"outputs\": [\"y\"]},\n"
+        "           {\"name\": \"sm\", \"op\": \"Softmax\", \"inputs\": [\"y\"], \"outputs\": [\"z\"]}],\n"
+        " \"outputs\": [\"z\"]}\n";
+    est_graph *g = load_json(text, "amp");
+    const uint64_t X = 1u << 20, W = 256u << 10, B = 1024;
+    const uint64_t pytorch = X + W + B + W / 2 + X / 2 + X;
+    uint64_t peak[2];
+    peaks_by_kernels_amp(g, EST_MODE_INFER, EST_OPT_ADAM, EST_AMP_BF16, "amp", peak);
+    CHECK(peak[0] == pytorch, "--amp bf16, PyTorch kernels: peak %llu, expected %llu", U(peak[0]), U(pytorch));
+    CHECK(peak[1] == pytorch + X + 512, "--amp bf16, verify kernels: peak %llu, expected %llu", U(peak[1]),
+          U(pytorch + X + 512));
+    /* the live list gives a copy the dtype it was cast to */
+    est_options opt;
+    est_options_init(&opt);
+    opt.mode = EST_MODE_INFER;
+    opt.amp = EST_AMP_BF16;
+    opt.kernels = EST_KERNELS_VERIFY;
+    opt.timeline = 1;
+    est_report *r = NULL;
+    est_error err;
+    int copies = 0;
+    if (g && est_estimate(g, &opt, &r, &err) == EST_OK)
+        for (size_t i = 0; i < est_report_live_count(r); i++) {
+            const est_live *l = est_report_live(r, i);
+            if (strcmp(l->what, "autocast copy") != 0) continue;
+            copies++;
+            est_dtype want = strcmp(l->tensor, "y") == 0 ? EST_DT_FLOAT : EST_DT_BFLOAT16;
+            CHECK(l->dtype == want, "autocast copy of %s: dtype %s, expected %s", l->tensor, est_dtype_name(l->dtype),
+                  est_dtype_name(want));
+        }
+    CHECK(copies == 3, "autocast copies live at the peak: %d, expected 3 (w, b, y)", copies);
+    est_report_free(r);
+    est_graph_free(g);
 }
 
 /* A Cast to the dtype its input has already (TorchScript exports T5's
@@ -2356,6 +2412,7 @@ int main(int argc, char **argv) {
     check_bias_grad_sum();
     check_prelu_slope_grad();
     check_cast_same_dtype_verify();
+    check_amp_verify_casts();
     check_add_passes_gradient_verify();
     check_embedding_backward();
     check_trainable_attention_mask();

@@ -145,14 +145,12 @@ static vx_status run_node(vx_exec *x, int32_t i) {
     if (!s->host) {
         op = vx_find_op(n->op_type);
         if (!op) return vx_fail(ctx, VX_EUNSUPPORTED, "no device kernel for %s", n->op_type);
-        if (!(op->dtypes & VX_HALF))
-            for (int k = 0; k < n->n_inputs; k++)
-                if (run.in[k] && vx_dtype_is_float(run.in[k]->dtype) && run.in[k]->dtype != VX_F32)
-                    return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for %s yet", vx_dtype_name(run.in[k]->dtype),
-                                   n->op_type);
+        vx_dtype want[VX_MAX_IO];
+        vx_amp_targets(x, i, &run, want);
         for (int k = 0; k < n->n_inputs; k++) {
             if (!run.in[k]) continue;
             if (op->host_inputs & VX_SLOT(k)) {
+                want[k] = (vx_dtype)-1; /* read on the host, in float32 */
                 st = vx_tensor_to_host(ctx, run.in[k]);
             } else if (!run.in[k]->data && run.in[k]->numel && x->persistent[n->inputs[k]]) {
                 /* A constant (Constant node, folded initializer) read on the
@@ -162,6 +160,7 @@ static vx_status run_node(vx_exec *x, int32_t i) {
                 vx_tensor *c = vx_tensor_view(ctx, run.in[k], run.in[k]->rank, run.in[k]->dims);
                 if (!c) return vx_fail(ctx, VX_EOOM, "host out of memory");
                 c->cat = VX_CAT_ACTIVATIONS;
+                if ((int)want[k] >= 0) c->dtype = want[k]; /* autocast: made in the op's dtype */
                 st = vx_tensor_to_device(ctx, c);
                 orig[k] = c; /* the node's input from now on (saved if backward reads it) */
                 mine[k] = c;
@@ -172,6 +171,12 @@ static vx_status run_node(vx_exec *x, int32_t i) {
             if (st == VX_EOOM) return vx_exec_oom(x, "an upload");
             if (st) return st;
         }
+        if ((st = vx_amp_cast_inputs(x, i, &run, want, orig, mine, s->cast_from))) return st;
+        if (!(op->dtypes & VX_HALF))
+            for (int k = 0; k < n->n_inputs; k++)
+                if (run.in[k] && vx_dtype_is_float(run.in[k]->dtype) && run.in[k]->dtype != VX_F32)
+                    return vx_fail(ctx, VX_EUNSUPPORTED, "no %s kernel for %s yet", vx_dtype_name(run.in[k]->dtype),
+                                   n->op_type);
         for (int k = 0; k < n->n_inputs; k++) {
             if (!orig[k]) orig[k] = run.in[k];
             if (!run.in[k] || !run.in[k]->strided || (op->strided & VX_STRIDED_IN)) continue;
@@ -279,18 +284,20 @@ static vx_status step(vx_exec *x, bool measured) {
     vx_tensor_release(ctx, x->prev_y);
     x->prev_y = NULL;
     int32_t yi = loss_output(x);
+    if (!x->train) vx_amp_exit(x);
     if (x->train) {
         if (yi < 0) return vx_fail(ctx, VX_EUNSUPPORTED, "no floating graph output to take the loss of");
         vx_tensor *y = x->val[yi];
-        vx_tensor *loss = vx_tensor_new(ctx, y->dtype, 0, NULL, VX_CAT_OTHER);
-        if (!loss) return vx_exec_oom(x, "the loss");
-        vx_tensor *yc = vx_contiguous(ctx, y); /* y.mean() reads a strided y in place; rare */
+        /* loss = y.float().mean(): a half y is copied to float32 for it */
+        vx_tensor *yc = y->dtype == VX_F32 ? vx_contiguous(ctx, y) : vx_tensor_cast(ctx, y, VX_F32, VX_CAT_TEMP);
         if (!yc) return vx_exec_oom(x, "the loss");
-        st = vx_k_mean(ctx, yc, loss);
+        vx_tensor *loss = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_CAT_OTHER);
+        st = loss ? vx_k_mean(ctx, yc, loss) : vx_exec_oom(x, "the loss");
         vx_tensor_release(ctx, yc);
         if (st) return st;
         vx_tensor_release(ctx, x->prev_loss);
         x->prev_loss = loss;
+        vx_amp_exit(x);
         if ((st = vx_exec_backward(x, y, yi))) return st;
         if ((st = vx_exec_optimizer_step(x))) return st;
         if (x->profiling) vx_profile_mark(x->prof, "(optimizer)", ctx->phase);
@@ -378,6 +385,8 @@ static void exec_free(vx_exec *x) {
     free(x->ns);
     free(x->opt_a);
     free(x->opt_b);
+    vx_amp_exit(x);
+    free(x->amp_cache);
     vx_weights_free(x->w);
 }
 
@@ -415,6 +424,7 @@ vx_status vx_execute(vx_ctx *ctx, const est_graph *g, const vx_options *o, vx_re
     }
     ctx->phase = VX_PHASE_SETUP;
     x.prof = vx_profile_open();
+    if (!st) st = vx_amp_setup(&x);
     if (!st) st = vx_exec_setup(&x);
     int steps = o->steps > 0 ? o->steps : 2;
     for (int s = 0; s < steps && !st; s++) st = step(&x, s == steps - 1);

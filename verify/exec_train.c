@@ -124,7 +124,7 @@ static vx_status backward_node(vx_exec *x, int32_t i) {
         int32_t ti = n->inputs[k];
         run.in[k] = s->in[k];
         run.need_grad[k] = s->need_grad[k];
-        run.grad_cat[k] = ti >= 0 && is_param(x, ti) && !x->grad[ti] ? VX_CAT_GRADS : VX_CAT_TEMP;
+        run.grad_cat[k] = ti >= 0 && is_param(x, ti) && !x->grad[ti] && !s->cast_from[k] ? VX_CAT_GRADS : VX_CAT_TEMP;
         run.out_cat[k] = VX_CAT_ACTIVATIONS;
     }
     memcpy(run.saved, s->saved, sizeof run.saved);
@@ -173,6 +173,7 @@ static vx_status backward_node(vx_exec *x, int32_t i) {
             vx_tensor_release(ctx, gr);
             continue;
         }
+        if ((st = vx_amp_grad_back(x, &gr, s->cast_from[k]))) break;
         if ((st = accumulate(x, ti, gr))) break;
     }
     vx_exec_release_node_state(x, s);
@@ -185,16 +186,22 @@ vx_status vx_exec_backward(vx_exec *x, vx_tensor *y, int32_t yi) {
     ctx->phase = VX_PHASE_BACKWARD;
     /* loss.backward()'s seed, torch.ones_like(loss): one scalar block held
      * by autograd's Python frame until backward returns */
-    vx_tensor *seed = vx_tensor_new(ctx, y->dtype, 0, NULL, VX_CAT_TEMP);
+    vx_tensor *seed = vx_tensor_new(ctx, VX_F32, 0, NULL, VX_CAT_TEMP);
     if (!seed) return vx_exec_oom(x, "the backward seed");
     vx_status st = vx_k_fill(ctx, seed, 1.0f);
-    /* d mean / d y */
-    vx_tensor *gy = st ? NULL : vx_tensor_new(ctx, y->dtype, y->rank, y->dims, VX_CAT_TEMP);
+    /* d mean / d y.float(), cast down to a half y's dtype */
+    vx_tensor *gy = st ? NULL : vx_tensor_new(ctx, VX_F32, y->rank, y->dims, VX_CAT_TEMP);
     if (!st && !gy) {
         vx_tensor_release(ctx, seed);
         return vx_exec_oom(x, "the loss gradient");
     }
     if (!st) st = vx_k_fill(ctx, gy, y->numel ? 1.0f / (float)y->numel : 0.0f);
+    if (!st && y->dtype != VX_F32) {
+        vx_tensor *low = vx_tensor_cast(ctx, gy, y->dtype, VX_CAT_TEMP);
+        vx_tensor_release(ctx, gy);
+        gy = low;
+        if (!gy) st = vx_exec_oom(x, "the loss gradient");
+    }
     if (st) {
         vx_tensor_release(ctx, gy);
         vx_tensor_release(ctx, seed);

@@ -470,3 +470,53 @@ extern "C" vx_tensor *vx_grad_new(vx_ctx *ctx, vx_run *run, int k) {
     run->grad_in[k] = t;
     return t;
 }
+
+/* d (contiguous, storage D) = s (storage S, read through its strides when
+ * strided) converted through float. */
+template <typename S, typename D> __global__ void k_cast_strided(const S *s, D *d, int64_t n, vx_sgeom g, bool strided) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off = i;
+        if (strided) {
+            int64_t r = i;
+            off = 0;
+            for (int k = g.rank - 1; k >= 0; k--) {
+                off += (r % g.dims[k]) * g.st[k];
+                r /= g.dims[k];
+            }
+        }
+        d[i] = vxk_st<D>(vxk_ld(s[off]));
+    }
+}
+
+template <typename S> static void cast_from(const vx_tensor *t, vx_tensor *c, const vx_sgeom &g, unsigned b, cudaStream_t s) {
+    const S *src = (const S *)t->data;
+    switch (c->dtype) {
+    case VX_F32: k_cast_strided<S, float><<<b, 256, 0, s>>>(src, (float *)c->data, c->numel, g, t->strided); break;
+    case VX_BF16: k_cast_strided<S, __nv_bfloat16><<<b, 256, 0, s>>>(src, (__nv_bfloat16 *)c->data, c->numel, g, t->strided); break;
+    default: k_cast_strided<S, __half><<<b, 256, 0, s>>>(src, (__half *)c->data, c->numel, g, t->strided); break;
+    }
+}
+
+extern "C" vx_tensor *vx_tensor_cast(vx_ctx *ctx, vx_tensor *t, vx_dtype dt, vx_category cat) {
+    if (!vx_dtype_is_float(t->dtype) || !vx_dtype_is_float(dt)) return NULL;
+    vx_tensor *c = vx_tensor_new(ctx, dt, t->rank, t->dims, cat);
+    if (!c || !c->numel || !t->data) return c;
+    vx_sgeom g;
+    memset(&g, 0, sizeof g);
+    g.rank = t->rank;
+    memcpy(g.dims, t->dims, sizeof g.dims);
+    memcpy(g.st, t->strides, sizeof g.st);
+    int64_t nb = (c->numel + 255) / 256;
+    unsigned b = (unsigned)(nb > 65535LL * 16 ? 65535LL * 16 : nb < 1 ? 1 : nb);
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    switch (t->dtype) {
+    case VX_F32: cast_from<float>(t, c, g, b, s); break;
+    case VX_BF16: cast_from<__nv_bfloat16>(t, c, g, b, s); break;
+    default: cast_from<__half>(t, c, g, b, s); break;
+    }
+    if (vx_cuda_status(ctx, cudaPeekAtLastError(), "autocast copy") != VX_OK) {
+        vx_tensor_release(ctx, c);
+        return NULL;
+    }
+    return c;
+}

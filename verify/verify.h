@@ -92,6 +92,8 @@ typedef struct vx_options {
                                    nor optimizer state: --trainable / --freeze,
                                    resolved by the estimate; NULL: all train */
     size_t n_frozen;
+    est_amp amp;                /* torch.autocast's low dtype (with dtype float32);
+                                   EST_AMP_NONE: none */
 } vx_options;
 
 typedef struct vx_result {

@@ -20,6 +20,7 @@ typedef struct node_state {
     vx_tensor *in[VX_MAX_IO];   /* retained saved inputs, or shape stubs */
     vx_tensor *out[VX_MAX_IO];
     vx_tensor *saved[4];
+    uint8_t cast_from[VX_MAX_IO]; /* --amp: 1 + the dtype an input was copied from, 0 if none */
 } node_state;
 
 typedef struct vx_exec {
@@ -44,6 +45,8 @@ typedef struct vx_exec {
     int64_t adam_step;
     vx_profile *prof;      /* MEMEST_VERIFY_PROFILE, else NULL */
     bool profiling;        /* the measured step, with prof */
+    vx_dtype amp_low;      /* --amp: the low dtype */
+    vx_tensor **amp_cache; /* --amp: autocast's parameter copies by tensor; NULL without --amp */
 } vx_exec;
 
 /* ---- exec.c -------------------------------------------------------------------- */
@@ -67,6 +70,23 @@ void vx_exec_release_node_state(vx_exec *x, node_state *s);
 /* loss.backward() for y.mean(), y being tensor yi. */
 vx_status vx_exec_backward(vx_exec *x, vx_tensor *y, int32_t yi);
 vx_status vx_exec_optimizer_step(vx_exec *x);
+
+/* ---- exec_amp.c: autocast (--amp) ----------------------------------------------- */
+
+vx_status vx_amp_setup(vx_exec *x);
+/* want[k]: the dtype node i's kernel reads floating input k in, or -1 to
+ * keep it (always -1 without --amp). run->in[] are the inputs as bound. */
+void vx_amp_targets(const vx_exec *x, int32_t i, const vx_run *run, vx_dtype *want);
+/* Replaces each device input whose dtype differs from want[k] by its
+ * autocast copy (orig[k] too; mine[k] when the node owns the copy) and
+ * notes the dtype it came from in cast_from[k]. */
+vx_status vx_amp_cast_inputs(vx_exec *x, int32_t i, vx_run *run, const vx_dtype *want, vx_tensor **orig,
+                             vx_tensor **mine, uint8_t *cast_from);
+/* Leaving autocast: its parameter copies go (those a backward keeps stay). */
+void vx_amp_exit(vx_exec *x);
+/* A copy's gradient cast back to the dtype the input had (cast_from as
+ * noted; 0 leaves *gr). */
+vx_status vx_amp_grad_back(vx_exec *x, vx_tensor **gr, uint8_t cast_from);
 
 /* ---- profile.c ----------------------------------------------------------------- */
 

@@ -69,6 +69,9 @@ int vx_mem_info(uint64_t *free_b, uint64_t *total_b);
 void vx_tensor_retag(vx_ctx *ctx, vx_tensor *t, vx_category cat);
 /* A contiguous copy of t under cat. */
 vx_tensor *vx_tensor_clone(vx_ctx *ctx, vx_tensor *t, vx_category cat);
+/* A contiguous copy of floating t in floating dtype dt under cat (strided t
+ * read in place). NULL when out of memory or on a launch error. */
+vx_tensor *vx_tensor_cast(vx_ctx *ctx, vx_tensor *t, vx_dtype dt, vx_category cat);
 /* Copies host data (float / int64 / uint8 by dtype) into t's device storage. */
 vx_status vx_tensor_upload(vx_ctx *ctx, vx_tensor *t, const void *host);
 /* Host conversions between float32 values and a floating dtype's storage
