@@ -17,7 +17,8 @@
 #          MODELS defaults to STAGE/truth/*.legacy-train.onnx and
 #          STAGE/models/*.onnx; RUN_TIMEOUT (default 120) bounds each run, in
 #          seconds; FLAGS adds flags to every run (e.g. "--trainable fc."),
-#          whose files are named with TAG (default none).
+#          whose files are named with TAG (default none); TRACE=1 writes
+#          each run's allocations to OUT/trace/ (MEMEST_VERIFY_TRACE).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 stage=$1 out=$2
@@ -50,7 +51,9 @@ for m in $models; do
             dump=""
             [ "$mode" = infer ] && dump="--dump-outputs $out/dump/$tag"
             case $dt in amp-*) dtflag="--amp ${dt#amp-}" ;; *) dtflag="--dtype $dt" ;; esac
-            MEMEST_VERIFY_MODULE=$module timeout "${RUN_TIMEOUT:-120}" "$memest" verify "$m" --batch "$batch" --mode "$mode" $optflag $dtflag \
+            trace=""
+            [ -n "${TRACE:-}" ] && mkdir -p "$out/trace" && trace=$out/trace/$tag.tsv
+            MEMEST_VERIFY_TRACE=$trace MEMEST_VERIFY_MODULE=$module timeout "${RUN_TIMEOUT:-120}" "$memest" verify "$m" --batch "$batch" --mode "$mode" $optflag $dtflag \
                 ${FLAGS:-} --format json -o "$out/json/$tag.json" $dump >"$out/json/$tag.log" 2>&1
             rc=$?
             msg=$(grep -m1 'memest:' "$out/json/$tag.log" | tr '\t' ' ' | cut -c1-160)
