@@ -7,6 +7,7 @@
  * other op runs in the type its inputs promote to. docs/memory-model.md,
  * "Mixed precision (--amp)".
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "registry.h"
@@ -66,4 +67,35 @@ est_amp_class est_amp_class_of(const est_op_def *op) {
     for (size_t i = 0; i < sizeof amp_table / sizeof amp_table[0]; i++)
         if (strcmp(amp_table[i].name, op->name) == 0) return amp_table[i].cls;
     return EST_AMP_PROMOTE;
+}
+
+/* Ops whose floating operands TensorIterator combines by type promotion. */
+static bool is_elementwise(const est_op_def *op) {
+    static const char *const names[] = {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Where", "Concat", "Sum", "Mean"};
+    if (!op || !op->name || (op->domain && op->domain[0])) return false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], op->name) == 0) return true;
+    return false;
+}
+
+/* An initializer, or one passed through Identity (the TorchScript exporter
+ * shares equal initializers so). */
+static bool is_weight(const est_graph *g, int32_t t) {
+    if (t < 0) return false;
+    if (g->tensors[t].kind == EST_T_INITIALIZER) return true;
+    int32_t p = g->tensors[t].producer;
+    return p >= 0 && strcmp(g->nodes[p].op_type, "Identity") == 0 && g->nodes[p].n_inputs == 1 &&
+           g->nodes[p].inputs[0] >= 0 && g->tensors[g->nodes[p].inputs[0]].kind == EST_T_INITIALIZER;
+}
+
+static bool is_linear_bias(const est_graph *g, const est_node *n, int k) {
+    if (strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || !is_weight(g, n->inputs[k])) return false;
+    int32_t other = n->inputs[1 - k];
+    int32_t p = other >= 0 ? g->tensors[other].producer : -1;
+    return p >= 0 && strcmp(g->nodes[p].op_type, "MatMul") == 0;
+}
+
+bool est_amp_operand_promotes(const est_graph *g, const est_node *n, int k, bool is_activation, int rank) {
+    if (is_activation) return true;
+    return is_elementwise(n->op) && rank >= 1 && !is_linear_bias(g, n, k);
 }

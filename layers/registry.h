@@ -105,6 +105,14 @@ typedef enum est_amp_class {
     EST_AMP_DECLARED,    /* outputs take the declared type (Cast) */
 } est_amp_class;
 est_amp_class est_amp_class_of(const est_op_def *op);
+/* Whether input k of promoting node n takes part in the promotion, by
+ * PyTorch's rules: every floating activation; in an element-wise op (its
+ * operands combined by TensorIterator) also a weight or constant of rank
+ * 1 or more (ViT's class token, ConvNeXt's layer scale), but not one of
+ * rank 0 (a Python scalar) nor a linear layer's bias, which the exporters
+ * add after the MatMul and F.linear added in the low dtype. is_activation:
+ * input k is computed in the step (not a weight nor a folded constant). */
+bool est_amp_operand_promotes(const est_graph *g, const est_node *n, int k, bool is_activation, int rank);
 
 /* Looks up an op; NULL when unsupported. */
 const est_op_def *est__op_lookup(const char *domain, const char *op_type);

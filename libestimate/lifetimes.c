@@ -227,12 +227,13 @@ void est__sim_assign_amp_dtypes(sim *s) {
         bool any_act = false, all_low = true;
         for (int k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
-            if (t < 0 || is_folded(s, t) || !est__dtype_is_float(s->r->tv[t].dtype)) continue;
+            if (t < 0 || !est__dtype_is_float(s->r->tv[t].dtype)) continue;
+            bool folded = is_folded(s, t);
             bool diff = k >= 32 || !((n->op->nondiff_inputs | n->op->nonparam_inputs) & EST_SLOT(k));
-            if (cls == EST_AMP_LOW && diff && s->dt[t] != s->low && k < 32) s->cast_mask[i] |= EST_SLOT(k);
-            if (cls == EST_AMP_FP32 && diff && s->dt[t] != hi && k < 32) s->cast_mask[i] |= EST_SLOT(k);
-            /* weights and constants do not promote (PyTorch scalars, fused biases) */
-            if (g->tensors[s->base[t]].kind == EST_T_INITIALIZER) continue;
+            if (!folded && cls == EST_AMP_LOW && diff && s->dt[t] != s->low && k < 32) s->cast_mask[i] |= EST_SLOT(k);
+            if (!folded && cls == EST_AMP_FP32 && diff && s->dt[t] != hi && k < 32) s->cast_mask[i] |= EST_SLOT(k);
+            bool act = !folded && g->tensors[s->base[t]].kind != EST_T_INITIALIZER;
+            if (!est_amp_operand_promotes(g, n, k, act, s->r->tv[t].rank)) continue;
             any_act = true;
             if (s->dt[t] != s->low) all_low = false;
         }

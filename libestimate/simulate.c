@@ -271,6 +271,20 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     else grad_new(s, t, bytes);
 }
 
+/* Node i's gradients of its autocast copies (low bytes in all) cast back
+ * one by one (ToCopyBackward) once its output gradients are gone: each
+ * input's gradient is made while the copies' not yet cast back are alive. */
+static void cast_gradients_back(sim *s, int32_t i, uint64_t low) {
+    const est_node *n = &s->g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (n->inputs[k] < 0 || !s->ctx[i].in_grad[k] || !is_cast(s, i, k)) continue;
+        uint64_t transient = 0;
+        grad_of_input(s, i, k, &transient);
+        est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, sim_add(s, transient, low));
+        low -= cast_bytes(s, i, k);
+    }
+}
+
 static bool receives_grad(const sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     for (int k = 0; k < n->n_outputs; k++)
@@ -350,20 +364,25 @@ static void backward(sim *s) {
         if (s->ctx[i].any_grad && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
             if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
-            uint64_t transient = 0;
+            /* the kernel makes an autocast copy's gradient in the copy's
+             * dtype; verify's executor casts it back to the input's after
+             * the kernel. The PyTorch estimate keeps the input's gradient
+             * beside the kernel's (docs/memory-model.md, "Mixed precision"). */
+            bool after = s->r->kernels == EST_KERNELS_VERIFY;
+            uint64_t transient = 0, low = 0;
             for (int k = 0; k < n->n_inputs; k++)
                 if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) {
-                    grad_of_input(s, i, k, &transient);
-                    /* the gradient of an autocast copy, before it is cast back */
-                    if (is_cast(s, i, k)) transient = sim_add(s, transient, cast_bytes(s, i, k));
+                    if (is_cast(s, i, k)) low = sim_add(s, low, cast_bytes(s, i, k));
+                    if (!after || !is_cast(s, i, k)) grad_of_input(s, i, k, &transient);
                 }
             uint64_t ws = s->ws_backward[i];
             if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
-            est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, transient + ws);
+            est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, sim_add(s, transient + ws, low));
             for (int k = 0; k < n->n_outputs; k++) {
                 int32_t t = n->outputs[k];
                 if (t >= 0 && has_grad(s, t)) grad_drop(s, t);
             }
+            if (after && low) cast_gradients_back(s, i, low);
         }
         release_saved(s, i);
         est__par_backward_node(s, i, true);

@@ -8,8 +8,10 @@
  *     the low dtype;
  *   fp32 (norms, exp, log, losses...) and fp32 output (softmax, sums):
  *     float32;
- *   promote (everything else): the low dtype when every floating activation
- *     input is low, else float32; weights and constants do not promote.
+ *   promote (everything else): the low dtype when every floating input
+ *     that takes part in PyTorch's type promotion is low, else float32
+ *     (est_amp_operand_promotes: activations, and an element-wise op's
+ *     weights and constants of rank 1 or more but a linear layer's bias).
  * Kernels take operands of one dtype, so every floating input in another
  * dtype is copied to the op's before the kernel runs: a parameter's copy
  * is cached until autocast exits (autocast_mode.cpp caches casts of leaf
@@ -50,7 +52,8 @@ void vx_amp_targets(const vx_exec *x, int32_t i, const vx_run *run, vx_dtype *wa
         bool any_act = false, all_low = true;
         for (int k = 0; k < n->n_inputs; k++) {
             const vx_tensor *t = run->in[k];
-            if (!t || !vx_dtype_is_float(t->dtype) || is_constant(x, n->inputs[k], t)) continue;
+            if (!t || !vx_dtype_is_float(t->dtype)) continue;
+            if (!est_amp_operand_promotes(x->g, n, k, !is_constant(x, n->inputs[k], t), t->rank)) continue;
             any_act = true;
             if (t->dtype != x->amp_low) all_low = false;
         }
