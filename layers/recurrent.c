@@ -33,14 +33,15 @@
  *    layer.
  *
  * memest verify's executor (EST_KERNELS_VERIFY, verify/ops_recurrent.cu)
- * keeps its own reserve, [D, T * N, K * H] float32 with K = 5, 4, 1 (LSTM:
- * the four gates and the cell; GRU: three gates and the candidate's
+ * keeps its own reserve, [D, T * N, K * H] in X's dtype with K = 5, 4, 1
+ * (LSTM: the four gates and the cell; GRU: three gates and the candidate's
  * recurrent product; RNN: the pre-activation), saved in training and a
  * workspace in inference, with Y too when the node omits it. Its backward
- * takes the gates' gradients for every step, T * N * KG floats (KG = 4, 4, 1
- * times H), and the carried dh (and LSTM's dc), N * H floats each. A
- * strided input (the Transpose of a batch-first input) is copied for the
- * forward and again for the backward.
+ * takes the gates' gradients for every step, T * N * KG elements in X's
+ * dtype (KG = 4, 4, 1 times H), and the carried dh (and LSTM's dc), N * H
+ * floats each (float32 whatever X's dtype). A strided input (the Transpose
+ * of a batch-first input) is copied for the forward and again for the
+ * backward.
  *
  * FLOPs per step, batch row and direction (docs/flops.md): the two products
  * 2 * G * H * (I + H), G gates (4, 3, 1), and per hidden unit the bias adds
@@ -195,18 +196,20 @@ static uint64_t reserve_bytes(const est_cost_ctx *c, const rnn_dims *d) {
 
 static const int verify_reserve_slots[RNN_MODES] = {[RNN_TANH] = 1, [RNN_GRU] = 4, [RNN_LSTM] = 5};
 
-/* The executor's reserve, and Y when the node omits it (both float32). */
+/* The executor's reserve, and Y when the node omits it (both in X's dtype). */
 static uint64_t verify_forward_bytes(const est_cost_ctx *c, const rnn_dims *d) {
+    uint64_t es = (uint64_t)d->elem_bytes;
     uint64_t tnh = est_mul_sat(est_mul_sat(d->seq, d->batch), est_mul_sat(d->hidden, d->dirs));
-    uint64_t reserve = est_alloc_bytes(est_mul_sat(tnh, 4 * (uint64_t)verify_reserve_slots[mode_of(c->node)]));
+    uint64_t reserve = est_alloc_bytes(est_mul_sat(tnh, es * (uint64_t)verify_reserve_slots[mode_of(c->node)]));
     bool y_omitted = c->node->n_outputs < 1 || c->node->outputs[0] < 0;
-    return est_add_sat(reserve, y_omitted ? est_alloc_bytes(est_mul_sat(tnh, 4)) : 0);
+    return est_add_sat(reserve, y_omitted ? est_alloc_bytes(est_mul_sat(tnh, es)) : 0);
 }
 
+/* dG in X's dtype; dh and dc float32. */
 static uint64_t verify_backward_bytes(const est_cost_ctx *c, const rnn_dims *d) {
     rnn_mode m = mode_of(c->node);
     uint64_t nh = est_mul_sat(d->batch, d->hidden), columns = m == RNN_TANH ? 1 : 4;
-    uint64_t dg = est_alloc_bytes(est_mul_sat(est_mul_sat(d->seq, nh), 4 * columns));
+    uint64_t dg = est_alloc_bytes(est_mul_sat(est_mul_sat(d->seq, nh), (uint64_t)d->elem_bytes * columns));
     return est_add_sat(dg, est_mul_sat(m == RNN_LSTM ? 2 : 1, est_alloc_bytes(est_mul_sat(nh, 4))));
 }
 
@@ -231,7 +234,8 @@ static rnn_dims verify_dims(const est_cost_ctx *c) {
     r.input = (uint64_t)x->dims[2];
     r.dirs = (uint64_t)rw->dims[0];
     r.hidden = (uint64_t)rw->dims[2];
-    r.elem_bytes = 4;
+    uint64_t n = est_tval_elements(x);
+    r.elem_bytes = n ? (double)(est_cost_bytes(c, x) / n) : 4; /* X's dtype, as the executor stores it */
     return r;
 }
 

@@ -877,6 +877,47 @@ static void check_attention_verify(void) {
     check_attention_verify_in(true);
 }
 
+/* LSTM and RNN (T 10, N 8, I 16, H 32, one direction) under --kernels
+ * verify in training: verify/ops_recurrent.cu keeps Y and its reserve (K =
+ * 5, 1 slots a step, row and hidden unit) and takes in backward the gates'
+ * gradients (T N KG, KG = 4H, H), all in the step's dtype, and the carried
+ * dh (and LSTM's dc), N H floats each whatever the dtype. T N H elements
+ * are 10,240 bytes in float32, 5,120 in bfloat16. */
+static void check_recurrent_verify_dtype(void) {
+    for (int run = 0; run < 4; run++) {
+        bool lstm = run % 2 == 0, half = run >= 2;
+        const char *op = lstm ? "LSTM" : "RNN";
+        int gates = lstm ? 4 : 1;
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"rnn\", \"opset_import\": {\"\": 20},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [10, 8, 16]}],\n"
+                 " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [1, %d, 16]},\n"
+                 "  {\"name\": \"R\", \"dtype\": \"float32\", \"dims\": [1, %d, 32]}],\n"
+                 " \"nodes\": [{\"name\": \"rnn\", \"op\": \"%s\", \"inputs\": [\"x\", \"W\", \"R\"], \"outputs\": [\"y\"],\n"
+                 "   \"attributes\": {\"hidden_size\": {\"int\": 32}}}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 32 * gates, 32 * gates, op);
+        est_graph *g = load_json(text, op);
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = EST_MODE_TRAIN;
+        opt.kernels = EST_KERNELS_VERIFY;
+        if (half) opt.dtype = EST_DT_BFLOAT16;
+        est_error err;
+        est_report *r = NULL;
+        CHECK(g && est_estimate(g, &opt, &r, &err) == EST_OK, "%s verify: %s", op, g ? err.message : "no graph");
+        const est_layer *L = r ? layer_named(r, "rnn", op) : NULL;
+        uint64_t tnh = half ? 5120 : 10240, carry = 8 * 32 * 4;
+        uint64_t saved = tnh * (1 + (lstm ? 5 : 1)), temp = tnh * gates + carry * (lstm ? 2 : 1);
+        if (L)
+            CHECK(L->saved_bytes == saved && L->temp_bytes == temp, "%s verify (%s): saves %llu (%llu), temp %llu (%llu)",
+                  op, half ? "bfloat16" : "float32", U(L->saved_bytes), U(saved), U(L->temp_bytes), U(temp));
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
+
 /* MaxPool (kernel 2x2, stride 2) of q = x * w [2, 4, 16, 16] into Y [2, 4,
  * 8, 8] (512 elements): memest verify's kernel writes the int64 indices
  * (4096 bytes) even when no backward reads them, so under --kernels verify
@@ -2419,6 +2460,7 @@ int main(int argc, char **argv) {
     check_attention_verify();
     check_lp_pool_saves();
     check_max_pool_verify_workspace();
+    check_recurrent_verify_dtype();
     check_sdpa_bias();
     check_group_norm_shared_weights();
     check_sum_of_many_folds();

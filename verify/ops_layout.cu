@@ -26,18 +26,23 @@
  *   their `seed` attribute is ignored: the measured memory does not depend
  *   on the values.
  * Kernels that only move elements are templated on the element's size, so
- * they serve float32, int64 and bool alike.
+ * they serve float32, bfloat16, float16, int64 and bool alike; Col2Im sums
+ * in float32 whatever its storage. Half precision: every op here but
+ * RandomNormal, RandomNormalLike and Bernoulli, whose generators
+ * (ops_helpers.cu) write float32 only; a float output the dtype attribute
+ * asks for (EyeLike, RandomUniform) is the run's float dtype.
  */
 #include "ops_common.cuh"
 #include "vx_internal.h"
 
 /* ---- shared ---------------------------------------------------------------------------- */
 
-/* ONNX TensorProto dtype -> the executor's device dtype; false when not one
- * the executor holds (strings, complex). */
-static bool layout_dtype(int64_t onnx, vx_dtype *dt) {
+/* ONNX TensorProto dtype -> the executor's device dtype (a floating one:
+ * the run's float dtype); false when not one the executor holds (strings,
+ * complex). */
+static bool layout_dtype(vx_ctx *ctx, int64_t onnx, vx_dtype *dt) {
     switch (onnx) {
-    case 1: case 10: case 11: case 16: *dt = VX_F32; return true;
+    case 1: case 10: case 11: case 16: *dt = vx_float_dtype(ctx); return true;
     case 9: *dt = VX_BOOL; return true;
     case 2: case 3: case 4: case 5: case 6: case 7: case 12: case 13: *dt = VX_I64; return true;
     default: return false;
@@ -47,7 +52,19 @@ static bool layout_dtype(int64_t onnx, vx_dtype *dt) {
 /* Calls LAUNCH<T>(...) with T the unsigned type of the element's size. */
 #define LAYOUT_BY_SIZE(esize, LAUNCH, ...)                                                  \
     ((esize) == 8 ? LAUNCH<uint64_t>(__VA_ARGS__)                                           \
-     : (esize) == 4 ? LAUNCH<uint32_t>(__VA_ARGS__) : LAUNCH<uint8_t>(__VA_ARGS__))
+     : (esize) == 4 ? LAUNCH<uint32_t>(__VA_ARGS__)                                         \
+     : (esize) == 2 ? LAUNCH<uint16_t>(__VA_ARGS__) : LAUNCH<uint8_t>(__VA_ARGS__))
+
+/* The backward of an op with one differentiable input: makes grad_in[0] in
+ * the input's dtype. True when that is the whole backward, *st saying how
+ * it went: the gradient could not be made, or no gradient reached the
+ * output (dY NULL), in which case it is zeros. */
+static bool dx_or_done(vx_ctx *ctx, vx_run *run, const vx_tensor *dY, vx_status *st) {
+    if ((*st = vxk_grad(ctx, run, 0))) return true;
+    if (dY) return false;
+    *st = vx_tensor_zero(ctx, run->grad_in[0]);
+    return true;
+}
 
 /* ---- Tile ---------------------------------------------------------------------------------- */
 
@@ -101,8 +118,7 @@ static vx_status tile_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     vx_status st;
-    float *dx;
-    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    if (dx_or_done(ctx, run, dY, &st)) return st;
     if (!X->numel) return VX_OK;
     int64_t big[VX_MAX_RANK];
     bool keep[VX_MAX_RANK];
@@ -121,7 +137,9 @@ static vx_status tile_bwd(vx_ctx *ctx, vx_run *run) {
     if (nb == 0) return vx_k_copy(ctx, run->grad_in[0], dY);
     vxk_reduce r;
     vxk_reduce_make(&r, nb, big, keep);
-    return vxk_reduce_run(ctx, dx, (const float *)dY->data, &r, 1.f, 0.f);
+    vx_tensor *dX = run->grad_in[0];
+    VXK_FLOAT_DISPATCH(ctx, dX->dtype, "Tile backward",
+                       vxk_reduce_run(ctx, (T *)dX->data, (const T *)dY->data, &r, 1.f, 0.f));
 }
 
 /* ---- DepthToSpace, SpaceToDepth --------------------------------------------------------- */
@@ -205,9 +223,8 @@ static vx_status depth_to_space_bwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     d2s_geom g;
     vx_status st = d2s_geom_of(ctx, run, X, true, &g);
-    float *dx;
-    if (st || vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
-    return d2s_move(ctx, sizeof(float), dY->data, dx, X->numel, g, false);
+    if (st || dx_or_done(ctx, run, dY, &st)) return st;
+    return d2s_move(ctx, vx_dtype_size(X->dtype), dY->data, run->grad_in[0]->data, X->numel, g, false);
 }
 
 static vx_status space_to_depth_fwd(vx_ctx *ctx, vx_run *run) {
@@ -225,9 +242,8 @@ static vx_status space_to_depth_bwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     d2s_geom g;
     vx_status st = d2s_geom_of(ctx, run, X, false, &g);
-    float *dx;
-    if (st || vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
-    return d2s_move(ctx, sizeof(float), dx, dY->data, X->numel, g, true);
+    if (st || dx_or_done(ctx, run, dY, &st)) return st;
+    return d2s_move(ctx, vx_dtype_size(X->dtype), run->grad_in[0]->data, dY->data, X->numel, g, true);
 }
 
 /* ---- ReverseSequence ------------------------------------------------------------------------ */
@@ -294,9 +310,8 @@ static vx_status reverse_seq_bwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     if (!run->saved[0]) return vx_fail(ctx, VX_ESHAPE, "ReverseSequence backward: the lengths were not kept");
     vx_status st;
-    float *dx;
-    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
-    return reverse_seq_run(ctx, run, sizeof(float), dx, dY->data, X, run->saved[0]);
+    if (dx_or_done(ctx, run, dY, &st)) return st;
+    return reverse_seq_run(ctx, run, vx_dtype_size(X->dtype), run->grad_in[0]->data, dY->data, X, run->saved[0]);
 }
 
 /* ---- CenterCropPad ------------------------------------------------------------------------------- */
@@ -309,7 +324,7 @@ typedef struct shift_geom {
     int64_t ydims[VX_MAX_RANK], xdims[VX_MAX_RANK], off[VX_MAX_RANK];
 } shift_geom;
 
-static __global__ void shift_copy_kernel(float *y, const float *x, int64_t n, shift_geom g) {
+template <typename T> static __global__ void shift_copy_kernel(T *y, const T *x, int64_t n, shift_geom g) {
     VXK_LOOP(e, n) {
         int64_t r = e, xo = 0, stride = 1;
         bool in = true;
@@ -320,8 +335,11 @@ static __global__ void shift_copy_kernel(float *y, const float *x, int64_t n, sh
             xo += c * stride;
             stride *= g.xdims[d];
         }
-        y[e] = in ? x[xo] : 0.f;
+        y[e] = in ? x[xo] : T(); /* T(): zero bits, +0.0 of every float dtype */
     }
+}
+template <typename T> static void shift_copy_launch(cudaStream_t s, void *y, const void *x, int64_t n, shift_geom g) {
+    shift_copy_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((T *)y, (const T *)x, n, g);
 }
 
 /* onnx's center_crop_pad: crop start (dim - target) / 2, pad before
@@ -331,19 +349,20 @@ static void center_offsets(const vx_tensor *x, const int64_t *target, int64_t *o
         off[d] = target[d] <= x->dims[d] ? (x->dims[d] - target[d]) / 2 : -((target[d] - x->dims[d]) / 2);
 }
 
-static vx_status shift_copy(vx_ctx *ctx, float *y, const int64_t *ydims, const float *x, const int64_t *xdims, int rank,
-                            const int64_t *off, int64_t n) {
+/* y and x of one element size, esize bytes. */
+static vx_status shift_copy(vx_ctx *ctx, size_t esize, void *y, const int64_t *ydims, const void *x,
+                            const int64_t *xdims, int rank, const int64_t *off, int64_t n) {
     if (!n) return VX_OK;
     shift_geom g;
     g.rank = rank;
     for (int d = 0; d < rank; d++) { g.ydims[d] = ydims[d]; g.xdims[d] = xdims[d]; g.off[d] = off[d]; }
-    shift_copy_kernel<<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>(y, x, n, g);
+    LAYOUT_BY_SIZE(esize, shift_copy_launch, vxk_stream(ctx), y, x, n, g);
     return vxk_check(ctx, "CenterCropPad");
 }
 
 static vx_status center_crop_pad_fwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "CenterCropPad: float input only");
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "CenterCropPad: floating input only");
     int64_t shape[VX_MAX_RANK], ns, na, dims[VX_MAX_RANK];
     vx_status st = vxk_input_ints(ctx, run, 1, shape, &ns, VX_MAX_RANK, "CenterCropPad's shape");
     if (st) return st;
@@ -356,10 +375,10 @@ static vx_status center_crop_pad_fwd(vx_ctx *ctx, vx_run *run) {
         if (a < 0 || shape[i] < 0) return vx_fail(ctx, VX_ESHAPE, "CenterCropPad: bad axis or size");
         dims[a] = shape[i];
     }
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, dims))) return st;
     int64_t off[VX_MAX_RANK];
     center_offsets(X, dims, off);
-    return shift_copy(ctx, (float *)run->out[0]->data, dims, (const float *)X->data, X->dims, X->rank, off,
+    return shift_copy(ctx, vx_dtype_size(X->dtype), run->out[0]->data, dims, X->data, X->dims, X->rank, off,
                       run->out[0]->numel);
 }
 
@@ -369,12 +388,12 @@ static vx_status center_crop_pad_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     vx_status st;
-    float *dx;
-    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    if (dx_or_done(ctx, run, dY, &st)) return st;
     int64_t off[VX_MAX_RANK];
     center_offsets(X, dY->dims, off);
     for (int d = 0; d < X->rank; d++) off[d] = -off[d];
-    return shift_copy(ctx, dx, X->dims, (const float *)dY->data, dY->dims, X->rank, off, X->numel);
+    return shift_copy(ctx, vx_dtype_size(X->dtype), run->grad_in[0]->data, X->dims, dY->data, dY->dims, X->rank, off,
+                      X->numel);
 }
 
 /* ---- Col2Im ----------------------------------------------------------------------------------------- */
@@ -390,7 +409,7 @@ typedef struct col2im_geom {
     int64_t channels, kprod, L, pixels;
 } col2im_geom;
 
-static __global__ void col2im_kernel(float *img, const float *col, int64_t total, col2im_geom g) {
+template <typename T> static __global__ void col2im_kernel(T *img, const T *col, int64_t total, col2im_geom g) {
     VXK_LOOP(e, total) {
         int64_t nc = e / g.pixels, px = e % g.pixels;
         int64_t x[VX_MAX_RANK];
@@ -406,14 +425,14 @@ static __global__ void col2im_kernel(float *img, const float *col, int64_t total
                 l += o * lstride;
                 lstride *= g.blocks[d];
             }
-            if (hit) acc += col[(nc * g.kprod + t) * g.L + l];
+            if (hit) acc += vxk_ld(col[(nc * g.kprod + t) * g.L + l]);
         }
-        img[e] = acc;
+        img[e] = vxk_st<T>(acc);
     }
 }
 
 /* dcol[(n, c * kprod + t), l] = dimg[n, c, pixel of block l's tap t], 0 in the padding. */
-static __global__ void im2col_kernel(float *col, const float *img, int64_t total, col2im_geom g) {
+template <typename T> static __global__ void im2col_kernel(T *col, const T *img, int64_t total, col2im_geom g) {
     VXK_LOOP(e, total) {
         int64_t l = e % g.L, t = e / g.L % g.kprod, nc = e / (g.L * g.kprod);
         int64_t off = 0, stride = 1;
@@ -427,7 +446,7 @@ static __global__ void im2col_kernel(float *col, const float *img, int64_t total
             off += xd * stride;
             stride *= g.image[d];
         }
-        col[e] = in ? img[nc * g.pixels + off] : 0.f;
+        col[e] = in ? img[nc * g.pixels + off] : T(); /* T(): zero */
     }
 }
 
@@ -464,20 +483,28 @@ static vx_status col2im_geom_of(vx_ctx *ctx, vx_run *run, const vx_tensor *X, co
     return VX_OK;
 }
 
+template <typename T> static vx_status col2im_run(vx_ctx *ctx, void *img, const void *col, int64_t total, const col2im_geom &g) {
+    col2im_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)img, (const T *)col, total, g);
+    return vxk_check(ctx, "Col2Im");
+}
+
+template <typename T> static vx_status im2col_run(vx_ctx *ctx, void *col, const void *img, int64_t total, const col2im_geom &g) {
+    im2col_kernel<T><<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)col, (const T *)img, total, g);
+    return vxk_check(ctx, "Col2Im backward");
+}
+
 static vx_status col2im_fwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "Col2Im: float input only");
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "Col2Im: floating input only");
     col2im_geom g;
     vx_status st = col2im_geom_of(ctx, run, X, &g);
     if (st) return st;
     int64_t dims[VX_MAX_RANK] = {X->dims[0], g.channels};
     for (int d = 0; d < g.n; d++) dims[2 + d] = g.image[d];
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, 2 + g.n, dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, 2 + g.n, dims))) return st;
     int64_t total = run->out[0]->numel;
     if (!total) return VX_OK;
-    col2im_kernel<<<vxk_blocks(total), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)run->out[0]->data,
-                                                                          (const float *)X->data, total, g);
-    return vxk_check(ctx, "Col2Im");
+    VXK_FLOAT_DISPATCH(ctx, X->dtype, "Col2Im", col2im_run<T>(ctx, run->out[0]->data, X->data, total, g));
 }
 
 static vx_status col2im_bwd(vx_ctx *ctx, vx_run *run) {
@@ -485,18 +512,18 @@ static vx_status col2im_bwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0], *dY = run->grad_out[0];
     col2im_geom g;
     vx_status st = col2im_geom_of(ctx, run, X, &g);
-    float *dx;
-    if (st || vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
+    if (st || dx_or_done(ctx, run, dY, &st)) return st;
     if (!X->numel) return VX_OK;
-    im2col_kernel<<<vxk_blocks(X->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(dx, (const float *)dY->data, X->numel, g);
-    return vxk_check(ctx, "Col2Im backward");
+    VXK_FLOAT_DISPATCH(ctx, X->dtype, "Col2Im backward",
+                       im2col_run<T>(ctx, run->grad_in[0]->data, dY->data, X->numel, g));
 }
 
 /* ---- EyeLike, OneHot ------------------------------------------------------------------------- */
 
+/* T(): zero of every storage type */
 template <typename T>
 static __global__ void eye_kernel(T *y, int64_t n, int64_t cols, int64_t k, T one) {
-    VXK_LOOP(e, n) y[e] = e % cols - e / cols == k ? one : (T)0;
+    VXK_LOOP(e, n) y[e] = e % cols - e / cols == k ? one : T();
 }
 
 static vx_status eye_like_fwd(vx_ctx *ctx, vx_run *run) {
@@ -504,7 +531,7 @@ static vx_status eye_like_fwd(vx_ctx *ctx, vx_run *run) {
     if (X->rank != 2) return vx_fail(ctx, VX_ESHAPE, "EyeLike: rank-2 input only");
     vx_dtype dt = X->dtype;
     int64_t onnx_dt = vxk_attr_int(run, "dtype", -1);
-    if (onnx_dt >= 0 && !layout_dtype(onnx_dt, &dt))
+    if (onnx_dt >= 0 && !layout_dtype(ctx, onnx_dt, &dt))
         return vx_fail(ctx, VX_EUNSUPPORTED, "EyeLike: dtype %lld", (long long)onnx_dt);
     vx_status st = vxk_new_out(ctx, run, 0, dt, 2, X->dims);
     if (st || !X->numel) return st;
@@ -512,6 +539,10 @@ static vx_status eye_like_fwd(vx_ctx *ctx, vx_run *run) {
     cudaStream_t s = vxk_stream(ctx);
     void *y = run->out[0]->data;
     if (dt == VX_F32) eye_kernel<float><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((float *)y, n, cols, k, 1.f);
+    else if (dt == VX_BF16)
+        eye_kernel<vxk_bf16><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((vxk_bf16 *)y, n, cols, k, vxk_st<vxk_bf16>(1.f));
+    else if (dt == VX_F16)
+        eye_kernel<vxk_f16><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((vxk_f16 *)y, n, cols, k, vxk_st<vxk_f16>(1.f));
     else if (dt == VX_I64) eye_kernel<int64_t><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((int64_t *)y, n, cols, k, 1);
     else eye_kernel<uint8_t><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((uint8_t *)y, n, cols, k, 1);
     return vxk_check(ctx, "EyeLike");
@@ -519,14 +550,33 @@ static vx_status eye_like_fwd(vx_ctx *ctx, vx_run *run) {
 
 /* Output element (outer, d, inner) is `on` where indices[outer, inner] == d
  * (negative indices count from depth), else `off`. */
+/* An index as int64: floating ones truncated. */
+static __device__ __forceinline__ int64_t index_value(int64_t v) { return v; }
+template <typename F> static __device__ __forceinline__ int64_t index_value(F v) { return (int64_t)vxk_ld(v); }
+
 template <typename T, typename I>
 static __global__ void one_hot_kernel(T *y, const I *idx, int64_t n, int64_t depth, int64_t inner, T off, T on) {
     VXK_LOOP(e, n) {
         int64_t in = e % inner, d = e / inner % depth, outer = e / (inner * depth);
-        int64_t v = (int64_t)idx[outer * inner + in];
+        int64_t v = index_value(idx[outer * inner + in]);
         if (v < 0) v += depth;
         y[e] = v == d ? on : off;
     }
+}
+
+/* The launch for I's index type: int64 or a floating storage. */
+template <typename T>
+static vx_status one_hot_by_index(vx_ctx *ctx, T *y, const vx_tensor *I, int64_t n, int64_t depth, int64_t inner, T off,
+                                  T on) {
+    cudaStream_t s = vxk_stream(ctx);
+    unsigned b = vxk_blocks(n);
+    switch (I->dtype) {
+    case VX_I64: one_hot_kernel<<<b, VXK_THREADS, 0, s>>>(y, (const int64_t *)I->data, n, depth, inner, off, on); break;
+    case VX_F32: one_hot_kernel<<<b, VXK_THREADS, 0, s>>>(y, (const float *)I->data, n, depth, inner, off, on); break;
+    case VX_BF16: one_hot_kernel<<<b, VXK_THREADS, 0, s>>>(y, (const vxk_bf16 *)I->data, n, depth, inner, off, on); break;
+    default: one_hot_kernel<<<b, VXK_THREADS, 0, s>>>(y, (const vxk_f16 *)I->data, n, depth, inner, off, on); break;
+    }
+    return vxk_check(ctx, "OneHot");
 }
 
 static vx_status one_hot_fwd(vx_ctx *ctx, vx_run *run) {
@@ -548,48 +598,42 @@ static vx_status one_hot_fwd(vx_ctx *ctx, vx_run *run) {
     if ((st = vxk_new_out(ctx, run, 0, V->dtype, I->rank + 1, dims))) return st;
     int64_t n = run->out[0]->numel, inner = vxk_prod(I->dims, a, I->rank);
     if (!n) return VX_OK;
-    cudaStream_t s = vxk_stream(ctx);
-    unsigned b = vxk_blocks(n);
     void *y = run->out[0]->data;
-    if (V->dtype == VX_F32) {
-        float off = V->host_f32[0], on = V->host_f32[1];
-        if (I->dtype == VX_F32) one_hot_kernel<<<b, VXK_THREADS, 0, s>>>((float *)y, (const float *)I->data, n, depth, inner, off, on);
-        else one_hot_kernel<<<b, VXK_THREADS, 0, s>>>((float *)y, (const int64_t *)I->data, n, depth, inner, off, on);
-    } else {
-        int64_t off = V->host_i64[0], on = V->host_i64[1];
-        if (I->dtype == VX_F32) one_hot_kernel<<<b, VXK_THREADS, 0, s>>>((int64_t *)y, (const float *)I->data, n, depth, inner, off, on);
-        else one_hot_kernel<<<b, VXK_THREADS, 0, s>>>((int64_t *)y, (const int64_t *)I->data, n, depth, inner, off, on);
-    }
-    return vxk_check(ctx, "OneHot");
+    if (V->dtype == VX_I64) return one_hot_by_index(ctx, (int64_t *)y, I, n, depth, inner, V->host_i64[0], V->host_i64[1]);
+    VXK_FLOAT_DISPATCH(ctx, V->dtype, "OneHot",
+                       one_hot_by_index(ctx, (T *)y, I, n, depth, inner, vxk_st<T>(V->host_f32[0]),
+                                        vxk_st<T>(V->host_f32[1])));
 }
 
 /* ---- RandomUniform, RandomNormal, RandomNormalLike, Bernoulli ---------------------------------- */
 
-/* The output's dims: the `shape` attribute, or like input 0 (the *Like ops);
- * float32 only (dtype 1, 10, 11, 16). */
-static vx_status random_out(vx_ctx *ctx, vx_run *run, bool like, const char *op) {
-    vx_dtype dt = VX_F32;
+/* The output: dims from the `shape` attribute, or like input 0 (the *Like
+ * ops); a floating dtype (1, 10, 11, 16), made as `made` (the run's float
+ * dtype where the kernel writes it, else float32). */
+static vx_status random_out(vx_ctx *ctx, vx_run *run, bool like, const char *op, vx_dtype made) {
+    vx_dtype dt;
     int64_t onnx_dt = vxk_attr_int(run, "dtype", 1);
-    if (!layout_dtype(onnx_dt, &dt) || dt != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: a floating output only", op);
+    if (!layout_dtype(ctx, onnx_dt, &dt) || !vx_dtype_is_float(dt))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "%s: a floating output only", op);
     if (like) {
         const vx_tensor *X = run->in[0];
-        return vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims);
+        return vxk_new_out(ctx, run, 0, made, X->rank, X->dims);
     }
     int64_t rank;
     const int64_t *shape = vxk_attr_ints(run, "shape", &rank);
     if (!shape || rank > VX_MAX_RANK) return vx_fail(ctx, VX_EUNSUPPORTED, "%s: needs a shape of rank <= %d", op, VX_MAX_RANK);
-    return vxk_new_out(ctx, run, 0, VX_F32, (int)rank, shape);
+    return vxk_new_out(ctx, run, 0, made, (int)rank, shape);
 }
 
 static vx_status random_uniform_fwd(vx_ctx *ctx, vx_run *run) {
-    vx_status st = random_out(ctx, run, false, "RandomUniform");
+    vx_status st = random_out(ctx, run, false, "RandomUniform", vx_float_dtype(ctx));
     if (st) return st;
     return vx_k_random(ctx, run->out[0], (float)vxk_attr_float(run, "low", 0.0), (float)vxk_attr_float(run, "high", 1.0),
                        vx_seed(ctx));
 }
 
 static vx_status random_normal_any(vx_ctx *ctx, vx_run *run, bool like) {
-    vx_status st = random_out(ctx, run, like, like ? "RandomNormalLike" : "RandomNormal");
+    vx_status st = random_out(ctx, run, like, like ? "RandomNormalLike" : "RandomNormal", VX_F32);
     if (st) return st;
     return vx_k_random_normal(ctx, run->out[0], (float)vxk_attr_float(run, "mean", 0.0),
                               (float)vxk_attr_float(run, "scale", 1.0), vx_seed(ctx));
@@ -604,7 +648,7 @@ static vx_status bernoulli_fwd(vx_ctx *ctx, vx_run *run) {
     if (P->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "Bernoulli: floating probabilities only");
     vx_dtype dt = VX_F32;
     int64_t onnx_dt = vxk_attr_int(run, "dtype", 1);
-    if (!layout_dtype(onnx_dt, &dt) || dt == VX_I64)
+    if (!layout_dtype(ctx, onnx_dt, &dt) || dt == VX_I64)
         return vx_fail(ctx, VX_EUNSUPPORTED, "Bernoulli: a float or bool output only");
     vx_status st = vxk_new_out(ctx, run, 0, dt, P->rank, P->dims);
     if (st) return st;
@@ -614,16 +658,16 @@ static vx_status bernoulli_fwd(vx_ctx *ctx, vx_run *run) {
 /* ---- table ---------------------------------------------------------------------------------------- */
 
 extern "C" const vx_op vx_ops_layout[] = {
-    {"Tile", tile_fwd, tile_bwd, 0, 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0},
-    {"DepthToSpace", depth_to_space_fwd, depth_to_space_bwd, 0, 0, false, 0, NULL, 0},
-    {"SpaceToDepth", space_to_depth_fwd, space_to_depth_bwd, 0, 0, false, 0, NULL, 0},
-    {"ReverseSequence", reverse_seq_fwd, reverse_seq_bwd, 0, 0, false, VX_SLOT(1), NULL, 0},
-    {"CenterCropPad", center_crop_pad_fwd, center_crop_pad_bwd, 0, 0, false, VX_SLOT(1), NULL, 0},
+    {"Tile", tile_fwd, tile_bwd, 0, 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0, VX_HALF},
+    {"DepthToSpace", depth_to_space_fwd, depth_to_space_bwd, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"SpaceToDepth", space_to_depth_fwd, space_to_depth_bwd, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"ReverseSequence", reverse_seq_fwd, reverse_seq_bwd, 0, 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
+    {"CenterCropPad", center_crop_pad_fwd, center_crop_pad_bwd, 0, 0, false, VX_SLOT(1), NULL, 0, VX_HALF},
     /* backward reads the image and block shapes again (host ints: no device bytes) */
-    {"Col2Im", col2im_fwd, col2im_bwd, VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0},
-    {"EyeLike", eye_like_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"OneHot", one_hot_fwd, NULL, 0, 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0},
-    {"RandomUniform", random_uniform_fwd, NULL, 0, 0, false, 0, NULL, 0},
+    {"Col2Im", col2im_fwd, col2im_bwd, VX_SLOT(1) | VX_SLOT(2), 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0, VX_HALF},
+    {"EyeLike", eye_like_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"OneHot", one_hot_fwd, NULL, 0, 0, false, VX_SLOT(1) | VX_SLOT(2), NULL, 0, VX_HALF},
+    {"RandomUniform", random_uniform_fwd, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
     {"RandomNormal", random_normal_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"RandomNormalLike", random_normal_like_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"Bernoulli", bernoulli_fwd, NULL, 0, 0, false, 0, NULL, 0},

@@ -25,6 +25,9 @@
  * Sum / Mean of n inputs (broadcasting): keep nothing; each input's gradient
  *   is the output's (Mean: / n) summed to its shape (a view of the output
  *   gradient for Sum when the shapes match, as add's backward passes it on).
+ *   PRelu, Sum and Mean take float32, bfloat16 or float16 storage too
+ *   (float32 arithmetic; PRelu's dSlope workspace in the operands' dtype);
+ *   Sum also int64.
  * BitwiseNot / And / Or / Xor, BitShift (direction): int64, broadcasting,
  *   no gradient (BitShift on the bits as unsigned, a shift by 64 or more
  *   giving 0).
@@ -381,20 +384,20 @@ extern "C" vx_status vx_k_pow_tensor_bwd(vx_ctx *ctx, vx_run *run) {
 
 /* ---- PRelu ---------------------------------------------------------------------------- */
 
-__global__ void k_prelu(const float *x, const float *slope, float *y, int64_t n, nbc b) {
+template <typename T> __global__ void k_prelu(const T *x, const T *slope, T *y, int64_t n, nbc b) {
     VXK_LOOP(i, n) {
-        float v = x[i];
-        y[i] = v < 0.f ? slope[nbc_off(b, 1, i)] * v : v;
+        float v = vxk_ld(x[i]);
+        y[i] = vxk_st<T>(v < 0.f ? vxk_ld(slope[nbc_off(b, 1, i)]) * v : v);
     }
 }
 
 /* dx (when given) and the full-size dSlope terms (when given) */
-__global__ void k_prelu_grad(const float *g, const float *x, const float *slope, float *dx, float *dslope_full,
-                             int64_t n, nbc b) {
+template <typename T>
+__global__ void k_prelu_grad(const T *g, const T *x, const T *slope, T *dx, T *dslope_full, int64_t n, nbc b) {
     VXK_LOOP(i, n) {
-        float v = x[i], gv = g[i];
-        if (dx) dx[i] = v > 0.f ? gv : slope[nbc_off(b, 1, i)] * gv;
-        if (dslope_full) dslope_full[i] = v > 0.f ? 0.f : v * gv;
+        float v = vxk_ld(x[i]), gv = vxk_ld(g[i]);
+        if (dx) dx[i] = vxk_st<T>(v > 0.f ? gv : vxk_ld(slope[nbc_off(b, 1, i)]) * gv);
+        if (dslope_full) dslope_full[i] = vxk_st<T>(v > 0.f ? 0.f : v * gv);
     }
 }
 
@@ -403,7 +406,8 @@ static vx_status prelu_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
     memset(b, 0, sizeof *b);
     if (!vxk_has_in(run, 0) || !vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "PRelu needs X and slope");
     const vx_tensor *x = run->in[0], *sl = run->in[1];
-    if (x->dtype != VX_F32 || sl->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "PRelu: float32 operands only");
+    if (!vx_dtype_is_float(x->dtype) || sl->dtype != x->dtype)
+        return vx_fail(ctx, VX_EUNSUPPORTED, "PRelu: floating operands of one dtype only");
     vx_tensor *xs[2] = {run->in[0], run->in[1]};
     b->n = 2;
     if (!vxk_broadcast_shape(2, xs, &b->rank, b->dims) || b->rank != x->rank || memcmp(b->dims, x->dims, sizeof(int64_t) * x->rank))
@@ -413,18 +417,38 @@ static vx_status prelu_geom(vx_ctx *ctx, const vx_run *run, nbc *b) {
     return VX_OK;
 }
 
+template <typename T> static vx_status prelu_fwd_run(vx_ctx *ctx, const vx_tensor *x, const vx_tensor *sl, vx_tensor *y, const nbc &b) {
+    k_prelu<T><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const T *)x->data, (const T *)sl->data,
+                                                                           (T *)y->data, y->numel, b);
+    return vxk_check(ctx, "PRelu");
+}
+
 static vx_status prelu_fwd(vx_ctx *ctx, vx_run *run) {
     nbc b;
     vx_status st = prelu_geom(ctx, run, &b);
     if (st) return st;
     const vx_tensor *x = run->in[0];
-    vx_tensor *y = vx_out_new(ctx, run, 0, VX_F32, x->rank, x->dims);
+    vx_tensor *y = vx_out_new(ctx, run, 0, x->dtype, x->rank, x->dims);
     if (!y) return VX_EOOM;
     if (!y->numel) return VX_OK;
-    k_prelu<<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((const float *)x->data,
-                                                                        (const float *)run->in[1]->data,
-                                                                        (float *)y->data, y->numel, b);
-    return vxk_check(ctx, "PRelu");
+    VXK_FLOAT_DISPATCH(ctx, x->dtype, "PRelu", prelu_fwd_run<T>(ctx, x, run->in[1], y, b));
+}
+
+/* dSlope summed over broadcast dims: its full-size terms first (a slope of
+ * X's shape takes them directly; else a workspace of X's size and dtype) */
+template <typename T>
+static vx_status prelu_bwd_run(vx_ctx *ctx, const vx_tensor *g, const vx_tensor *x, const vx_tensor *sl, vx_tensor *dx,
+                               vx_tensor *dslope, const nbc &b) {
+    T *full = NULL;
+    if (dslope) full = dslope->numel == g->numel ? (T *)dslope->data : (T *)vx_workspace(ctx, (size_t)g->numel * sizeof(T));
+    if (dslope && !full) return vxk_oom(ctx, "PRelu backward");
+    k_prelu_grad<T><<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (const T *)g->data, (const T *)x->data, (const T *)sl->data, dx ? (T *)dx->data : NULL, full, g->numel, b);
+    vx_status st = vxk_check(ctx, "PRelu backward");
+    if (!st && dslope && full != dslope->data)
+        st = vxk_reduce_to(ctx, (T *)dslope->data, dslope->rank, dslope->dims, (const T *)full, x->rank, x->dims, 1.f);
+    if (dslope && full != dslope->data) vx_free(ctx, full);
+    return st;
 }
 
 static vx_status prelu_bwd(vx_ctx *ctx, vx_run *run) {
@@ -441,30 +465,25 @@ static vx_status prelu_bwd(vx_ctx *ctx, vx_run *run) {
         return dslope ? vx_tensor_zero(ctx, dslope) : VX_OK;
     }
     if ((dx || dslope) && (!x->data || !sl->data)) return vx_fail(ctx, VX_ECUDA, "PRelu backward: X or slope not kept");
-    /* dSlope summed over broadcast dims: its full-size terms first (a
-     * slope of X's shape takes them directly) */
-    float *full = NULL;
-    if (dslope) full = dslope->numel == g->numel ? (float *)dslope->data : (float *)vx_workspace(ctx, (size_t)g->numel * sizeof(float));
-    if (dslope && !full) return vxk_oom(ctx, "PRelu backward");
-    k_prelu_grad<<<vxk_blocks(g->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (const float *)g->data, (const float *)x->data, (const float *)sl->data, dx ? (float *)dx->data : NULL, full,
-        g->numel, b);
-    if ((st = vxk_check(ctx, "PRelu backward"))) return st;
-    if (dslope && full != dslope->data) {
-        st = vxk_reduce_to(ctx, (float *)dslope->data, dslope->rank, dslope->dims, full, x->rank, x->dims, 1.f);
-        vx_free(ctx, full);
-    }
-    return st;
+    VXK_FLOAT_DISPATCH(ctx, x->dtype, "PRelu backward", prelu_bwd_run<T>(ctx, g, x, sl, dx, dslope, b));
 }
 
 /* ---- Sum, Mean of n inputs -------------------------------------------------------------- */
 
+/* Accumulated as mm_io's C: float for the floating types, int64 for int64. */
 template <typename T> __global__ void k_sum_n(T *y, int64_t numel, nbc b, float scale) {
+    typedef mm_io<T> IO;
+    typedef typename IO::C C;
     VXK_LOOP(i, numel) {
-        T acc = 0;
-        for (int j = 0; j < b.n; j++) acc += ((const T *)b.p[j])[nbc_off(b, j, i)];
-        y[i] = scale == 1.f ? acc : (T)((float)acc * scale);
+        C acc = 0;
+        for (int j = 0; j < b.n; j++) acc += IO::ld(((const T *)b.p[j])[nbc_off(b, j, i)]);
+        y[i] = IO::st(scale == 1.f ? acc : (C)((float)acc * scale));
     }
+}
+
+template <typename T> static vx_status sum_fwd_run(vx_ctx *ctx, vx_tensor *y, const nbc &b, float scale, const char *op) {
+    k_sum_n<T><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)y->data, y->numel, b, scale);
+    return vxk_check(ctx, op);
 }
 
 static vx_status sum_mean_fwd(vx_ctx *ctx, vx_run *run) {
@@ -474,17 +493,14 @@ static vx_status sum_mean_fwd(vx_ctx *ctx, vx_run *run) {
     vx_status st = nbc_make(ctx, run, op, &b);
     if (st) return st;
     vx_dtype dt = run->in[0]->dtype;
-    if (dt != VX_F32 && (mean || dt != VX_I64))
-        return vx_fail(ctx, VX_EUNSUPPORTED, "%s: %s operands only", op, mean ? "float32" : "float32 or int64");
+    if (!vx_dtype_is_float(dt) && (mean || dt != VX_I64))
+        return vx_fail(ctx, VX_EUNSUPPORTED, "%s: %s operands only", op, mean ? "floating" : "floating or int64");
     vx_tensor *y = vx_out_new(ctx, run, 0, dt, b.rank, b.dims);
     if (!y) return VX_EOOM;
     if (!y->numel) return VX_OK;
     float scale = mean ? 1.f / (float)run->n_in : 1.f;
-    if (dt == VX_F32)
-        k_sum_n<float><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((float *)y->data, y->numel, b, scale);
-    else
-        k_sum_n<long long><<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((long long *)y->data, y->numel, b, 1.f);
-    return vxk_check(ctx, op);
+    if (dt == VX_I64) return sum_fwd_run<long long>(ctx, y, b, 1.f, op);
+    VXK_FLOAT_DISPATCH(ctx, dt, op, sum_fwd_run<T>(ctx, y, b, scale, op));
 }
 
 static vx_status sum_mean_bwd(vx_ctx *ctx, vx_run *run) {
@@ -502,9 +518,11 @@ static vx_status sum_mean_bwd(vx_ctx *ctx, vx_run *run) {
         }
         vx_tensor *gi = vx_grad_new(ctx, run, k);
         if (!gi) return VX_EOOM;
-        vx_status st = !g || !g->numel ? vx_tensor_zero(ctx, gi)
-                                       : vxk_reduce_to(ctx, (float *)gi->data, gi->rank, gi->dims,
-                                                       (const float *)g->data, g->rank, g->dims, scale);
+        vx_status st = !g || !g->numel ? vx_tensor_zero(ctx, gi) : [&]() -> vx_status {
+            VXK_FLOAT_DISPATCH(ctx, gi->dtype, run->node->op_type,
+                               vxk_reduce_to(ctx, (T *)gi->data, gi->rank, gi->dims, (const T *)g->data, g->rank,
+                                             g->dims, scale));
+        }();
         if (st) return st;
     }
     return VX_OK;
@@ -607,10 +625,10 @@ extern "C" {
 const vx_op vx_ops_math[] = {
     {"IsNaN", isnan_isinf_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"IsInf", isnan_isinf_fwd, NULL, 0, 0, false, 0, NULL, 0},
-    {"PRelu", prelu_fwd, prelu_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0},
+    {"PRelu", prelu_fwd, prelu_bwd, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0, VX_HALF},
     /* the output gradient, summed to each input's shape: no input kept */
-    {"Sum", sum_mean_fwd, sum_mean_bwd, 0, 0, false, 0, NULL, 0},
-    {"Mean", sum_mean_fwd, sum_mean_bwd, 0, 0, false, 0, NULL, 0},
+    {"Sum", sum_mean_fwd, sum_mean_bwd, 0, 0, false, 0, NULL, 0, VX_HALF},
+    {"Mean", sum_mean_fwd, sum_mean_bwd, 0, 0, false, 0, NULL, 0, VX_HALF},
     {"BitwiseNot", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"BitwiseAnd", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},
     {"BitwiseOr", bitwise_fwd, NULL, 0, 0, false, 0, NULL, 0},

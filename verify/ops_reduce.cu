@@ -24,10 +24,11 @@
  *   standard deviation per row.
  * Hardmax: a one-hot of the first maximum along axis (opset < 13: of the
  *   input coerced to 2-D at axis); no gradient.
- * Half precision: the Reduce ops, ArgMax, ArgMin and Hardmax take
- * bfloat16 / float16 X (float32 arithmetic, stores rounded; backward's
- * per-output counts are float32 workspaces); LpNormalization and
- * MeanVarianceNormalization are float32 only.
+ * Half precision: every op here takes bfloat16 / float16 X (float32
+ * arithmetic, stores rounded; backward's per-output counts are float32
+ * workspaces). LpNormalization's norms and MeanVarianceNormalization's
+ * centered X and row statistics stay float32 (what layers/norm.c counts);
+ * MeanVarianceNormalization's backward steps through dX in X's dtype.
  */
 #include "ops_common.cuh"
 
@@ -392,33 +393,39 @@ static vx_status hardmax_forward(vx_ctx *ctx, vx_run *run) {
 
 #define LPN_EPS 1e-12f /* F.normalize's default eps */
 
-/* One thread per row (o, ., in): norm, clamped norm, y. */
-static __global__ void lpnorm_kernel(float *y, float *norm, float *clamped, const float *x, axis_split s, int p) {
+/* One thread per row (o, ., in): norm, clamped norm (float32 whatever T), y. */
+template <typename T>
+static __global__ void lpnorm_kernel(T *y, float *norm, float *clamped, const T *x, axis_split s, int p) {
     VXK_LOOP(row, s.outer * s.inner) {
         int64_t o = row / s.inner, in = row % s.inner;
-        const float *xr = x + o * s.len * s.inner + in;
+        const T *xr = x + o * s.len * s.inner + in;
         float acc = 0.f;
-        for (int64_t k = 0; k < s.len; k++) acc += p == 1 ? fabsf(xr[k * s.inner]) : xr[k * s.inner] * xr[k * s.inner];
+        for (int64_t k = 0; k < s.len; k++) {
+            float v = vxk_ld(xr[k * s.inner]);
+            acc += p == 1 ? fabsf(v) : v * v;
+        }
         float n = p == 1 ? acc : sqrtf(acc), c = n > LPN_EPS ? n : LPN_EPS;
         norm[row] = n;
         clamped[row] = c;
-        float *yr = y + o * s.len * s.inner + in;
-        for (int64_t k = 0; k < s.len; k++) yr[k * s.inner] = xr[k * s.inner] / c;
+        T *yr = y + o * s.len * s.inner + in;
+        for (int64_t k = 0; k < s.len; k++) yr[k * s.inner] = vxk_st<T>(vxk_ld(xr[k * s.inner]) / c);
     }
 }
 
 /* dx = dy / c - (sum dy x) / c^2 * dn/dx, dn/dx = x / n (p 2) or sign(x) (p 1),
  * zero where the clamp held n. */
-static __global__ void lpnorm_bwd_kernel(float *dx, const float *dy, const float *x, const float *norm,
-                                         const float *clamped, axis_split s, int p) {
+template <typename T>
+static __global__ void lpnorm_bwd_kernel(T *dx, const T *dy, const T *x, const float *norm, const float *clamped,
+                                         axis_split s, int p) {
     VXK_LOOP(row, s.outer * s.inner) {
         int64_t o = row / s.inner, in = row % s.inner, base = o * s.len * s.inner + in;
         float n = norm[row], c = clamped[row], dot = 0.f;
-        for (int64_t k = 0; k < s.len; k++) dot += dy[base + k * s.inner] * x[base + k * s.inner];
+        for (int64_t k = 0; k < s.len; k++) dot += vxk_ld(dy[base + k * s.inner]) * vxk_ld(x[base + k * s.inner]);
         bool through = n > LPN_EPS;
         for (int64_t k = 0; k < s.len; k++) {
-            float v = x[base + k * s.inner], dn = !through ? 0.f : p == 1 ? (v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f) : v / n;
-            dx[base + k * s.inner] = dy[base + k * s.inner] / c - dot / (c * c) * dn;
+            float v = vxk_ld(x[base + k * s.inner]);
+            float dn = !through ? 0.f : p == 1 ? (v > 0.f ? 1.f : v < 0.f ? -1.f : 0.f) : v / n;
+            dx[base + k * s.inner] = vxk_st<T>(vxk_ld(dy[base + k * s.inner]) / c - dot / (c * c) * dn);
         }
     }
 }
@@ -426,7 +433,7 @@ static __global__ void lpnorm_bwd_kernel(float *dx, const float *dy, const float
 static vx_status lpnorm_geom(vx_ctx *ctx, const vx_run *run, axis_split *s, int *p, int64_t *sd) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "LpNormalization needs X");
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "LpNormalization: float32 only");
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "LpNormalization: a floating X only");
     int axis = vxk_axis(vxk_attr_int(run, "axis", -1), X->rank);
     if (axis < 0) return vx_fail(ctx, VX_ESHAPE, "LpNormalization: axis out of range");
     int64_t pi = vxk_attr_int(run, "p", 2);
@@ -437,6 +444,15 @@ static vx_status lpnorm_geom(vx_ctx *ctx, const vx_run *run, axis_split *s, int 
     return VX_OK;
 }
 
+template <typename T> static vx_status lpnorm_forward_t(vx_ctx *ctx, vx_run *run, const axis_split &s, int p) {
+    lpnorm_kernel<T><<<vxk_blocks(s.outer * s.inner), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (T *)run->out[0]->data, (float *)run->saved[0]->data, (float *)run->saved[1]->data,
+        (const T *)run->in[0]->data, s, p);
+    return vxk_check(ctx, "LpNormalization");
+}
+
+/* The norms stay float32 (saved[0], saved[1]), as layers/norm.c's
+ * lpnorm_saves counts them (X's export dtype). */
 static vx_status lpnorm_forward(vx_ctx *ctx, vx_run *run) {
     axis_split s;
     int p;
@@ -444,14 +460,18 @@ static vx_status lpnorm_forward(vx_ctx *ctx, vx_run *run) {
     vx_status st = lpnorm_geom(ctx, run, &s, &p, sd);
     if (st) return st;
     const vx_tensor *X = run->in[0];
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, X->dims))) return st;
     if ((st = vxk_new_saved(ctx, run, 0, VX_F32, X->rank, sd))) return st;
     if ((st = vxk_new_saved(ctx, run, 1, VX_F32, X->rank, sd))) return st;
     if (s.outer * s.inner == 0) return VX_OK;
-    lpnorm_kernel<<<vxk_blocks(s.outer * s.inner), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)run->out[0]->data, (float *)run->saved[0]->data, (float *)run->saved[1]->data, (const float *)X->data, s,
-        p);
-    return vxk_check(ctx, "LpNormalization");
+    VXK_FLOAT_DISPATCH(ctx, X->dtype, "LpNormalization", lpnorm_forward_t<T>(ctx, run, s, p));
+}
+
+template <typename T> static vx_status lpnorm_backward_t(vx_ctx *ctx, vx_run *run, const axis_split &s, int p) {
+    lpnorm_bwd_kernel<T><<<vxk_blocks(s.outer * s.inner), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (T *)run->grad_in[0]->data, (const T *)run->grad_out[0]->data, (const T *)run->in[0]->data,
+        (const float *)run->saved[0]->data, (const float *)run->saved[1]->data, s, p);
+    return vxk_check(ctx, "LpNormalization backward");
 }
 
 static vx_status lpnorm_backward(vx_ctx *ctx, vx_run *run) {
@@ -463,20 +483,17 @@ static vx_status lpnorm_backward(vx_ctx *ctx, vx_run *run) {
     if (st) return st;
     if ((st = vxk_grad(ctx, run, 0))) return st;
     vx_tensor *dX = run->grad_in[0];
-    const vx_tensor *dY = run->grad_out[0];
-    if (!dY || dX->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float));
-    lpnorm_bwd_kernel<<<vxk_blocks(s.outer * s.inner), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)dX->data, (const float *)dY->data, (const float *)run->in[0]->data, (const float *)run->saved[0]->data,
-        (const float *)run->saved[1]->data, s, p);
-    return vxk_check(ctx, "LpNormalization backward");
+    if (!run->grad_out[0] || dX->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * vx_dtype_size(dX->dtype));
+    VXK_FLOAT_DISPATCH(ctx, dX->dtype, "LpNormalization backward", lpnorm_backward_t<T>(ctx, run, s, p));
 }
 
 /* ---- MeanVarianceNormalization --------------------------------------------------- */
 
 #define MVN_EPS 1e-9f /* ONNX's function body: (X - mean) / (sqrt(var) + 1e-9) */
 
-static __global__ void mvn_center_kernel(float *c, const float *x, const float *mean, vxk_bcast b, int64_t n) {
-    VXK_LOOP(i, n) c[i] = x[i] - mean[vxk_bcast_off(b, i)];
+template <typename T>
+static __global__ void mvn_center_kernel(float *c, const T *x, const float *mean, vxk_bcast b, int64_t n) {
+    VXK_LOOP(i, n) c[i] = vxk_ld(x[i]) - mean[vxk_bcast_off(b, i)];
 }
 
 static __global__ void mvn_std_kernel(float *var, float *sd, int64_t rows, float inv_cnt) {
@@ -486,27 +503,42 @@ static __global__ void mvn_std_kernel(float *var, float *sd, int64_t rows, float
     }
 }
 
-static __global__ void mvn_apply_kernel(float *y, const float *c, const float *sd, vxk_bcast b, int64_t n) {
-    VXK_LOOP(i, n) y[i] = c[i] / (sd[vxk_bcast_off(b, i)] + MVN_EPS);
+template <typename T>
+static __global__ void mvn_apply_kernel(T *y, const float *c, const float *sd, vxk_bcast b, int64_t n) {
+    VXK_LOOP(i, n) y[i] = vxk_st<T>(c[i] / (sd[vxk_bcast_off(b, i)] + MVN_EPS));
 }
 
-static __global__ void mvn_mul_kernel(float *p, const float *dy, const float *c, int64_t n) {
-    VXK_LOOP(i, n) p[i] = dy[i] * c[i];
+template <typename T> static __global__ void mvn_mul_kernel(T *p, const T *dy, const float *c, int64_t n) {
+    VXK_LOOP(i, n) p[i] = vxk_st<T>(vxk_ld(dy[i]) * c[i]);
 }
 
 /* The gradient on the centered x: dy / (s + e) through y, and through the
  * variance: -c * sum(dy c) / ((s + e)^2 s cnt). */
-static __global__ void mvn_dc_kernel(float *dc, const float *dy, const float *c, const float *sd, const float *dot,
-                                     vxk_bcast b, int64_t n, float inv_cnt) {
+template <typename T>
+static __global__ void mvn_dc_kernel(T *dc, const T *dy, const float *c, const float *sd, const float *dot, vxk_bcast b,
+                                     int64_t n, float inv_cnt) {
     VXK_LOOP(i, n) {
         int64_t o = vxk_bcast_off(b, i);
         float s = sd[o], d = s + MVN_EPS;
-        dc[i] = dy[i] / d - (s > 0.f ? c[i] * dot[o] / (d * d * s) * inv_cnt : 0.f);
+        dc[i] = vxk_st<T>(vxk_ld(dy[i]) / d - (s > 0.f ? c[i] * dot[o] / (d * d * s) * inv_cnt : 0.f));
     }
 }
 
-static __global__ void mvn_sub_kernel(float *dx, const float *m, vxk_bcast b, int64_t n) {
-    VXK_LOOP(i, n) dx[i] -= m[vxk_bcast_off(b, i)];
+template <typename T> static __global__ void mvn_sub_kernel(T *dx, const float *m, vxk_bcast b, int64_t n) {
+    VXK_LOOP(i, n) dx[i] = vxk_st<T>(vxk_ld(dx[i]) - m[vxk_bcast_off(b, i)]);
+}
+
+/* rows = scale * the sums of `in` over the reduced dims, in float32:
+ * vxk_reduce_run for float32 storage, red_run and a scale for half. */
+static vx_status mvn_row_sums(vx_ctx *ctx, float *rows, const float *in, const vxk_reduce *r, float scale) {
+    return vxk_reduce_run(ctx, rows, in, r, scale, 0.f);
+}
+template <typename T>
+static vx_status mvn_row_sums(vx_ctx *ctx, float *rows, const T *in, const vxk_reduce *r, float scale) {
+    vx_status st = red_run(ctx, rows, in, (const float *)NULL, r, RM_SUM);
+    if (st || r->n_out == 0) return st;
+    vxk_scale_kernel<<<vxk_blocks(r->n_out), VXK_THREADS, 0, vxk_stream(ctx)>>>(rows, rows, r->n_out, scale);
+    return vxk_check(ctx, "MeanVarianceNormalization row sums");
 }
 
 typedef struct mvn_geom {
@@ -518,7 +550,7 @@ typedef struct mvn_geom {
 static vx_status mvn_geom_make(vx_ctx *ctx, const vx_run *run, mvn_geom *g) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "MeanVarianceNormalization needs X");
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "MeanVarianceNormalization: float32 only");
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "MeanVarianceNormalization: a floating X only");
     static const int64_t default_axes[] = {0, 2, 3};
     int64_t n;
     const int64_t *axes = vxk_attr_ints(run, "axes", &n);
@@ -540,29 +572,53 @@ static vx_status mvn_geom_make(vx_ctx *ctx, const vx_run *run, mvn_geom *g) {
     return VX_OK;
 }
 
+template <typename T> static vx_status mvn_forward_t(vx_ctx *ctx, vx_run *run, const mvn_geom &g) {
+    const T *x = (const T *)run->in[0]->data;
+    int64_t n = run->in[0]->numel, rows = run->saved[1]->numel;
+    float *c = (float *)run->saved[0]->data, *var = (float *)run->saved[1]->data, *sd = (float *)run->saved[2]->data;
+    cudaStream_t s = vxk_stream(ctx);
+    /* the mean goes through var's storage, which the variance then overwrites */
+    vx_status st = mvn_row_sums(ctx, var, x, &g.r, 1.f / (float)g.cnt);
+    if (st) return st;
+    mvn_center_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, s>>>(c, x, var, g.b, n);
+    if ((st = red_run(ctx, var, (const float *)c, (const float *)NULL, &g.r, RM_SUMSQ))) return st;
+    mvn_std_kernel<<<vxk_blocks(rows), VXK_THREADS, 0, s>>>(var, sd, rows, 1.f / (float)g.cnt);
+    mvn_apply_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((T *)run->out[0]->data, c, sd, g.b, n);
+    return vxk_check(ctx, "MeanVarianceNormalization");
+}
+
 /* Keeps X (the variance's E[X^2] reads it), the centered X (saved[0]), the
  * variance and the standard deviation per row (saved[1], saved[2]), as
- * layers/norm.c's mvn_saves. */
+ * layers/norm.c's mvn_saves: float32 whatever X's dtype (the rule counts
+ * them in X's export dtype). */
 static vx_status mvn_forward(vx_ctx *ctx, vx_run *run) {
     mvn_geom g;
     vx_status st = mvn_geom_make(ctx, run, &g);
     if (st) return st;
     const vx_tensor *X = run->in[0];
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, X->dims))) return st;
     if ((st = vxk_new_saved(ctx, run, 0, VX_F32, X->rank, X->dims))) return st;
     if ((st = vxk_new_saved(ctx, run, 1, VX_F32, X->rank, g.sd))) return st;
     if ((st = vxk_new_saved(ctx, run, 2, VX_F32, X->rank, g.sd))) return st;
-    int64_t n = X->numel, rows = run->saved[1]->numel;
-    if (n == 0) return VX_OK;
-    float *c = (float *)run->saved[0]->data, *var = (float *)run->saved[1]->data, *sd = (float *)run->saved[2]->data;
+    if (X->numel == 0) return VX_OK;
+    VXK_FLOAT_DISPATCH(ctx, X->dtype, "MeanVarianceNormalization", mvn_forward_t<T>(ctx, run, g));
+}
+
+/* dX holds dy * c, then dc, then dc - mean(dc) (in X's dtype). */
+template <typename T> static vx_status mvn_backward_t(vx_ctx *ctx, vx_run *run, const mvn_geom &g, float *row) {
+    int64_t n = run->grad_in[0]->numel;
+    T *dx = (T *)run->grad_in[0]->data;
+    const T *dy = (const T *)run->grad_out[0]->data;
+    const float *c = (const float *)run->saved[0]->data, *sd = (const float *)run->saved[2]->data;
     cudaStream_t s = vxk_stream(ctx);
-    /* the mean goes through var's storage, which the variance then overwrites */
-    if ((st = vxk_reduce_run(ctx, var, (const float *)X->data, &g.r, 1.f / (float)g.cnt, 0.f))) return st;
-    mvn_center_kernel<<<vxk_blocks(n), VXK_THREADS, 0, s>>>(c, (const float *)X->data, var, g.b, n);
-    if ((st = red_run(ctx, var, c, (const float *)NULL, &g.r, RM_SUMSQ))) return st;
-    mvn_std_kernel<<<vxk_blocks(rows), VXK_THREADS, 0, s>>>(var, sd, rows, 1.f / (float)g.cnt);
-    mvn_apply_kernel<<<vxk_blocks(n), VXK_THREADS, 0, s>>>((float *)run->out[0]->data, c, sd, g.b, n);
-    return vxk_check(ctx, "MeanVarianceNormalization");
+    float inv_cnt = 1.f / (float)g.cnt;
+    mvn_mul_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, s>>>(dx, dy, c, n);
+    vx_status st = mvn_row_sums(ctx, row, (const T *)dx, &g.r, 1.f);
+    if (st) return st;
+    mvn_dc_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, s>>>(dx, dy, c, sd, row, g.b, n, inv_cnt);
+    if ((st = mvn_row_sums(ctx, row, (const T *)dx, &g.r, inv_cnt))) return st;
+    mvn_sub_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, s>>>(dx, row, g.b, n);
+    return vxk_check(ctx, "MeanVarianceNormalization backward");
 }
 
 static vx_status mvn_backward(vx_ctx *ctx, vx_run *run) {
@@ -572,24 +628,13 @@ static vx_status mvn_backward(vx_ctx *ctx, vx_run *run) {
     if (st) return st;
     if ((st = vxk_grad(ctx, run, 0))) return st;
     vx_tensor *dX = run->grad_in[0];
-    const vx_tensor *dY = run->grad_out[0];
-    int64_t n = dX->numel, rows = run->saved[1]->numel;
-    if (!dY || n == 0) return vxk_zero(ctx, dX->data, (size_t)n * sizeof(float));
-    float *dx = (float *)dX->data, *row = (float *)vx_workspace(ctx, (size_t)rows * sizeof(float));
+    int64_t rows = run->saved[1]->numel;
+    if (!run->grad_out[0] || dX->numel == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * vx_dtype_size(dX->dtype));
+    float *row = (float *)vx_workspace(ctx, (size_t)rows * sizeof(float));
     if (!row) return vxk_oom(ctx, "MeanVarianceNormalization backward");
-    const float *dy = (const float *)dY->data, *c = (const float *)run->saved[0]->data,
-                *sd = (const float *)run->saved[2]->data;
-    cudaStream_t s = vxk_stream(ctx);
-    float inv_cnt = 1.f / (float)g.cnt;
-    /* dX holds dy * c, then dc, then dc - mean(dc) */
-    mvn_mul_kernel<<<vxk_blocks(n), VXK_THREADS, 0, s>>>(dx, dy, c, n);
-    if (!(st = vxk_reduce_run(ctx, row, dx, &g.r, 1.f, 0.f))) {
-        mvn_dc_kernel<<<vxk_blocks(n), VXK_THREADS, 0, s>>>(dx, dy, c, sd, row, g.b, n, inv_cnt);
-        if (!(st = vxk_reduce_run(ctx, row, dx, &g.r, inv_cnt, 0.f))) {
-            mvn_sub_kernel<<<vxk_blocks(n), VXK_THREADS, 0, s>>>(dx, row, g.b, n);
-            st = vxk_check(ctx, "MeanVarianceNormalization backward");
-        }
-    }
+    st = [&]() -> vx_status {
+        VXK_FLOAT_DISPATCH(ctx, dX->dtype, "MeanVarianceNormalization backward", mvn_backward_t<T>(ctx, run, g, row));
+    }();
     vx_free(ctx, row);
     return st;
 }
@@ -610,8 +655,8 @@ const vx_op vx_ops_reduce[] = {
     {"ArgMax", argmax_forward, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
     {"ArgMin", argmin_forward, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
     {"Hardmax", hardmax_forward, NULL, 0, 0, false, 0, NULL, 0, VX_HALF},
-    {"LpNormalization", lpnorm_forward, lpnorm_backward, VX_SLOT(0), 0, false, 0, NULL},
-    {"MeanVarianceNormalization", mvn_forward, mvn_backward, VX_SLOT(0), 0, false, 0, NULL},
+    {"LpNormalization", lpnorm_forward, lpnorm_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
+    {"MeanVarianceNormalization", mvn_forward, mvn_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
 };
 const size_t vx_ops_reduce_count = sizeof vx_ops_reduce / sizeof vx_ops_reduce[0];
 }

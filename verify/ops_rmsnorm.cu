@@ -8,7 +8,9 @@
  * LRN: across channels, window [c - floor((size-1)/2), c + ceil((size-1)/2)],
  *   y = x / (bias + alpha / size * sum x^2)^beta. Keeps X and three X-sized
  *   tensors, as F.local_response_norm's autograd graph (layers/norm.c's
- *   lrn_saves): the window sums of squares, the base and the divisor.
+ *   lrn_saves): the window sums of squares, the base and the divisor, all
+ *   float32 whatever X's dtype (as lrn_saves counts them: X's export
+ *   dtype), and a float32 workspace in backward.
  */
 #include "ops_common.cuh"
 
@@ -148,42 +150,43 @@ typedef struct lrn_geom {
 } lrn_geom;
 
 /* sq = window sum of x^2, base = bias + alpha / size * sq, div = base^beta, y = x / div. */
-static __global__ void lrn_forward_kernel(float *y, float *sq, float *base, float *div, const float *x, lrn_geom g) {
+template <typename T>
+static __global__ void lrn_forward_kernel(T *y, float *sq, float *base, float *div, const T *x, lrn_geom g) {
     VXK_LOOP(i, g.n) {
         int64_t s = i % g.S, c = (i / g.S) % g.C, plane = i - (c * g.S + s);
         float acc = 0.f;
         for (int64_t k = c - g.lo; k <= c + g.hi; k++)
-            if (k >= 0 && k < g.C) { float v = x[plane + k * g.S + s]; acc += v * v; }
+            if (k >= 0 && k < g.C) { float v = vxk_ld(x[plane + k * g.S + s]); acc += v * v; }
         float b = g.bias + g.alpha_n * acc, d = powf(b, g.beta);
         sq[i] = acc;
         base[i] = b;
         div[i] = d;
-        y[i] = x[i] / d;
+        y[i] = vxk_st<T>(vxk_ld(x[i]) / d);
     }
 }
 
 /* t = d loss / d sq = -dy x beta alpha_n / (div base). */
-static __global__ void lrn_t_kernel(float *t, const float *dy, const float *x, const float *base, const float *div,
-                                    lrn_geom g) {
-    VXK_LOOP(i, g.n) t[i] = -dy[i] * x[i] * g.beta * g.alpha_n / (div[i] * base[i]);
+template <typename T>
+static __global__ void lrn_t_kernel(float *t, const T *dy, const T *x, const float *base, const float *div, lrn_geom g) {
+    VXK_LOOP(i, g.n) t[i] = -vxk_ld(dy[i]) * vxk_ld(x[i]) * g.beta * g.alpha_n / (div[i] * base[i]);
 }
 
 /* dx = dy / div + 2 x * sum of t over the channels whose window holds c. */
-static __global__ void lrn_dx_kernel(float *dx, const float *dy, const float *x, const float *div, const float *t,
-                                     lrn_geom g) {
+template <typename T>
+static __global__ void lrn_dx_kernel(T *dx, const T *dy, const T *x, const float *div, const float *t, lrn_geom g) {
     VXK_LOOP(i, g.n) {
         int64_t s = i % g.S, c = (i / g.S) % g.C, plane = i - (c * g.S + s);
         float acc = 0.f;
         for (int64_t k = c - g.hi; k <= c + g.lo; k++)
             if (k >= 0 && k < g.C) acc += t[plane + k * g.S + s];
-        dx[i] = dy[i] / div[i] + 2.f * x[i] * acc;
+        dx[i] = vxk_st<T>(vxk_ld(dy[i]) / div[i] + 2.f * vxk_ld(x[i]) * acc);
     }
 }
 
 static vx_status lrn_geom_make(vx_ctx *ctx, const vx_run *run, lrn_geom *g) {
     if (!vxk_has_in(run, 0)) return vx_fail(ctx, VX_ESHAPE, "LRN needs X");
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "LRN: float32 only");
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "LRN: a floating X only");
     if (X->rank < 2) return vx_fail(ctx, VX_ESHAPE, "LRN: X rank %d (needs N, C, ...)", X->rank);
     int64_t size = vxk_attr_int(run, "size", 0);
     if (size < 1) return vx_fail(ctx, VX_ESHAPE, "LRN: size must be given and positive");
@@ -200,19 +203,33 @@ static vx_status lrn_geom_make(vx_ctx *ctx, const vx_run *run, lrn_geom *g) {
 
 /* As F.local_response_norm's autograd graph: X and three X-sized tensors
  * (the window sums of squares, the base, the divisor; saved[0..2]). */
+template <typename T> static vx_status lrn_forward_t(vx_ctx *ctx, vx_run *run, const lrn_geom &g) {
+    lrn_forward_kernel<T><<<vxk_blocks(g.n), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (T *)run->out[0]->data, (float *)run->saved[0]->data, (float *)run->saved[1]->data,
+        (float *)run->saved[2]->data, (const T *)run->in[0]->data, g);
+    return vxk_check(ctx, "LRN");
+}
+
 static vx_status lrn_forward(vx_ctx *ctx, vx_run *run) {
     lrn_geom g;
     vx_status st = lrn_geom_make(ctx, run, &g);
     if (st) return st;
     const vx_tensor *X = run->in[0];
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, X->dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, X->dims))) return st;
     for (int k = 0; k < 3; k++)
         if ((st = vxk_new_saved(ctx, run, k, VX_F32, X->rank, X->dims))) return st;
     if (g.n == 0) return VX_OK;
-    lrn_forward_kernel<<<vxk_blocks(g.n), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)run->out[0]->data, (float *)run->saved[0]->data, (float *)run->saved[1]->data,
-        (float *)run->saved[2]->data, (const float *)X->data, g);
-    return vxk_check(ctx, "LRN");
+    VXK_FLOAT_DISPATCH(ctx, X->dtype, "LRN", lrn_forward_t<T>(ctx, run, g));
+}
+
+template <typename T>
+static vx_status lrn_backward_t(vx_ctx *ctx, vx_run *run, const lrn_geom &g, const vx_tensor *dY, float *t) {
+    const T *x = (const T *)run->in[0]->data, *dy = (const T *)dY->data;
+    const float *base = (const float *)run->saved[1]->data, *div = (const float *)run->saved[2]->data;
+    cudaStream_t s = vxk_stream(ctx);
+    lrn_t_kernel<T><<<vxk_blocks(g.n), VXK_THREADS, 0, s>>>(t, dy, x, base, div, g);
+    lrn_dx_kernel<T><<<vxk_blocks(g.n), VXK_THREADS, 0, s>>>((T *)run->grad_in[0]->data, dy, x, div, t, g);
+    return vxk_check(ctx, "LRN backward");
 }
 
 static vx_status lrn_backward(vx_ctx *ctx, vx_run *run) {
@@ -220,18 +237,13 @@ static vx_status lrn_backward(vx_ctx *ctx, vx_run *run) {
     lrn_geom g;
     vx_status st = lrn_geom_make(ctx, run, &g);
     if (st) return st;
-    if ((st = vxk_grad(ctx, run, 0))) return st;
-    vx_tensor *dX = run->grad_in[0];
+    vx_tensor *dX = vx_grad_new(ctx, run, 0);
+    if (!dX) return vxk_oom(ctx, "gradient");
     const vx_tensor *dY = run->grad_out[0];
-    if (!dY || g.n == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * sizeof(float));
+    if (!dY || g.n == 0) return vxk_zero(ctx, dX->data, (size_t)dX->numel * vx_dtype_size(dX->dtype));
     float *t = (float *)vx_workspace(ctx, (size_t)g.n * sizeof(float));
     if (!t) return vxk_oom(ctx, "LRN backward");
-    const float *x = (const float *)run->in[0]->data, *dy = (const float *)dY->data;
-    const float *base = (const float *)run->saved[1]->data, *div = (const float *)run->saved[2]->data;
-    cudaStream_t s = vxk_stream(ctx);
-    lrn_t_kernel<<<vxk_blocks(g.n), VXK_THREADS, 0, s>>>(t, dy, x, base, div, g);
-    lrn_dx_kernel<<<vxk_blocks(g.n), VXK_THREADS, 0, s>>>((float *)dX->data, dy, x, div, t, g);
-    st = vxk_check(ctx, "LRN backward");
+    st = [&]() -> vx_status { VXK_FLOAT_DISPATCH(ctx, dX->dtype, "LRN backward", lrn_backward_t<T>(ctx, run, g, dY, t)); }();
     vx_free(ctx, t);
     return st;
 }
@@ -239,7 +251,7 @@ static vx_status lrn_backward(vx_ctx *ctx, vx_run *run) {
 extern "C" {
 const vx_op vx_ops_rmsnorm[] = {
     {"RMSNormalization", rms_forward, rms_backward, VX_SLOT(0) | VX_SLOT(1), 0, false, 0, NULL, 0, VX_HALF},
-    {"LRN", lrn_forward, lrn_backward, VX_SLOT(0), 0, false, 0, NULL},
+    {"LRN", lrn_forward, lrn_backward, VX_SLOT(0), 0, false, 0, NULL, 0, VX_HALF},
 };
 const size_t vx_ops_rmsnorm_count = sizeof vx_ops_rmsnorm / sizeof vx_ops_rmsnorm[0];
 }

@@ -19,6 +19,8 @@
  *   indices, as max_unpool's backward.
  * ScatterElements' negative indices count from the end; out-of-range
  * indices write nothing (and read 0).
+ * Half precision: all four take bfloat16 / float16 data (ScatterElements'
+ * add with the half types' atomics, TopK comparing in float32).
  */
 #include "ops_common.cuh"
 
@@ -49,19 +51,25 @@ static __device__ int64_t scatter_target(const scatter_geom &g, const int64_t *i
     return off;
 }
 
-/* mode 0: out[t] = upd[e]; 1: out[t] += upd[e] (float); 2: the same for
- * int64; 3: out[t] = 0 (data's gradient, reduction none); 4: upd[e] =
- * out[t] (the updates' gradient). */
+/* reduction add, in the storage type (the half types' own atomics) */
+static __device__ __forceinline__ void scatter_add(float *p, float v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void scatter_add(vxk_bf16 *p, vxk_bf16 v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void scatter_add(vxk_f16 *p, vxk_f16 v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void scatter_add(unsigned long long *p, unsigned long long v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void scatter_add(uint8_t *, uint8_t) {} /* bool: refused before the launch */
+
+/* mode 0: out[t] = upd[e]; 1: out[t] += upd[e]; 3: out[t] = 0 (data's
+ * gradient, reduction none); 4: upd[e] = out[t] (the updates' gradient).
+ * T() is zero for every storage type. */
 template <typename T>
 static __global__ void scatter_kernel(T *out, T *upd, const int64_t *idx, int64_t n, scatter_geom g, int mode) {
     VXK_LOOP(e, n) {
         int64_t t = scatter_target(g, idx, e);
-        if (mode == 4) { upd[e] = t < 0 ? (T)0 : out[t]; continue; }
+        if (mode == 4) { upd[e] = t < 0 ? T() : out[t]; continue; }
         if (t < 0) continue;
         if (mode == 0) out[t] = upd[e];
-        else if (mode == 3) out[t] = (T)0;
-        else if (mode == 1) atomicAdd((float *)&out[t], *(const float *)&upd[e]);
-        else atomicAdd((unsigned long long *)&out[t], *(const unsigned long long *)&upd[e]);
+        else if (mode == 3) out[t] = T();
+        else scatter_add(&out[t], upd[e]);
     }
 }
 
@@ -91,7 +99,8 @@ static void scatter_launch(cudaStream_t s, void *out, void *upd, const int64_t *
     scatter_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, s>>>((T *)out, (T *)upd, idx, n, g, mode);
 }
 
-static vx_status scatter_run(vx_ctx *ctx, const vx_tensor *idx, size_t esize, void *out, void *upd, scatter_geom g,
+/* out and upd in dtype dt. */
+static vx_status scatter_run(vx_ctx *ctx, const vx_tensor *idx, vx_dtype dt, void *out, void *upd, scatter_geom g,
                              int mode) {
     if (!idx->numel) return VX_OK;
     void *ws;
@@ -99,9 +108,13 @@ static vx_status scatter_run(vx_ctx *ctx, const vx_tensor *idx, size_t esize, vo
     const int64_t *di = vxk_dev_i64(ctx, idx, &ws, &st);
     if (!di) return st;
     cudaStream_t s = vxk_stream(ctx);
-    if (esize == 8) scatter_launch<unsigned long long>(s, out, upd, di, idx->numel, g, mode);
-    else if (esize == 4) scatter_launch<float>(s, out, upd, di, idx->numel, g, mode);
-    else scatter_launch<uint8_t>(s, out, upd, di, idx->numel, g, mode);
+    switch (dt) {
+    case VX_I64: scatter_launch<unsigned long long>(s, out, upd, di, idx->numel, g, mode); break;
+    case VX_F32: scatter_launch<float>(s, out, upd, di, idx->numel, g, mode); break;
+    case VX_BF16: scatter_launch<vxk_bf16>(s, out, upd, di, idx->numel, g, mode); break;
+    case VX_F16: scatter_launch<vxk_f16>(s, out, upd, di, idx->numel, g, mode); break;
+    default: scatter_launch<uint8_t>(s, out, upd, di, idx->numel, g, mode); break;
+    }
     st = vxk_check(ctx, "ScatterElements");
     vx_free(ctx, ws);
     return st;
@@ -122,8 +135,7 @@ static vx_status scatter_elements_fwd(vx_ctx *ctx, vx_run *run) {
     if (D->numel && cudaMemcpyAsync(run->out[0]->data, D->data, (size_t)D->numel * es, cudaMemcpyDeviceToDevice,
                                     vxk_stream(ctx)) != cudaSuccess)
         return vx_fail(ctx, VX_ECUDA, "ScatterElements: copying data failed");
-    int mode = !add ? 0 : D->dtype == VX_F32 ? 1 : 2;
-    return scatter_run(ctx, I, es, run->out[0]->data, U->data, g, mode);
+    return scatter_run(ctx, I, D->dtype, run->out[0]->data, U->data, g, add ? 1 : 0);
 }
 
 static vx_status scatter_elements_bwd(vx_ctx *ctx, vx_run *run) {
@@ -136,19 +148,19 @@ static vx_status scatter_elements_bwd(vx_ctx *ctx, vx_run *run) {
         if ((st = vxk_grad(ctx, run, 0))) return st;
         vx_tensor *dD = run->grad_in[0];
         if (!dY) {
-            if ((st = vxk_zero(ctx, dD->data, (size_t)dD->numel * sizeof(float)))) return st;
+            if ((st = vx_tensor_zero(ctx, dD))) return st;
         } else {
-            if (dD->numel && cudaMemcpyAsync(dD->data, dY->data, (size_t)dD->numel * sizeof(float),
+            if (dD->numel && cudaMemcpyAsync(dD->data, dY->data, (size_t)dD->numel * vx_dtype_size(dD->dtype),
                                              cudaMemcpyDeviceToDevice, vxk_stream(ctx)) != cudaSuccess)
                 return vx_fail(ctx, VX_ECUDA, "ScatterElements backward: copy failed");
-            if (!add && (st = scatter_run(ctx, I, sizeof(float), dD->data, NULL, g, 3))) return st;
+            if (!add && (st = scatter_run(ctx, I, dD->dtype, dD->data, NULL, g, 3))) return st;
         }
     }
     if (vxk_has_in(run, 2) && run->need_grad[2]) {
         if ((st = vxk_grad(ctx, run, 2))) return st;
         vx_tensor *dU = run->grad_in[2];
-        if (!dY) return vxk_zero(ctx, dU->data, (size_t)dU->numel * sizeof(float));
-        return scatter_run(ctx, I, sizeof(float), dY->data, dU->data, g, 4);
+        if (!dY) return vx_tensor_zero(ctx, dU);
+        return scatter_run(ctx, I, dU->dtype, dY->data, dU->data, g, 4);
     }
     return VX_OK;
 }
@@ -165,11 +177,12 @@ static void scatter_elements_saves(const vx_run *run, uint32_t *si, uint32_t *so
 /* ---- TopK ------------------------------------------------------------------------------------- */
 
 /* Row r (outer o, inner i) is x[o * len * inner + j * inner + i], j < len. */
-static __global__ void topk_kernel(const float *x, float *vals, int64_t *idx, int64_t rows, int64_t len, int64_t inner,
+template <typename T>
+static __global__ void topk_kernel(const T *x, T *vals, int64_t *idx, int64_t rows, int64_t len, int64_t inner,
                                    int64_t k, bool largest) {
     VXK_LOOP(r, rows) {
         int64_t o = r / inner, i = r % inner;
-        const float *row = x + o * len * inner + i;
+        const T *row = x + o * len * inner + i;
         int64_t out_base = o * k * inner + i;
         float pv = 0.f;
         int64_t pj = -1;
@@ -178,14 +191,14 @@ static __global__ void topk_kernel(const float *x, float *vals, int64_t *idx, in
             float bv = 0.f;
             int64_t bj = -1;
             for (int64_t j = 0; j < len; j++) {
-                float v = row[j * inner];
+                float v = vxk_ld(row[j * inner]);
                 if (pj >= 0) {
                     bool after = largest ? (v < pv || (v == pv && j > pj)) : (v > pv || (v == pv && j > pj));
                     if (!after) continue;
                 }
                 if (bj < 0 || (largest ? v > bv : v < bv)) { bv = v; bj = j; }
             }
-            vals[out_base + s * inner] = bv;
+            vals[out_base + s * inner] = vxk_st<T>(bv);
             idx[out_base + s * inner] = bj;
             pv = bv;
             pj = bj;
@@ -193,9 +206,17 @@ static __global__ void topk_kernel(const float *x, float *vals, int64_t *idx, in
     }
 }
 
+template <typename T>
+static vx_status topk_fwd_run(vx_ctx *ctx, vx_run *run, int64_t rows, int64_t len, int64_t inner, int64_t k) {
+    topk_kernel<T><<<vxk_blocks(rows), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (const T *)run->in[0]->data, (T *)run->out[0]->data, (int64_t *)run->out[1]->data, rows, len, inner, k,
+        vxk_attr_int(run, "largest", 1) != 0);
+    return vxk_check(ctx, "TopK");
+}
+
 static vx_status topk_fwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
-    if (X->dtype != VX_F32) return vx_fail(ctx, VX_EUNSUPPORTED, "TopK: float input only");
+    if (!vx_dtype_is_float(X->dtype)) return vx_fail(ctx, VX_EUNSUPPORTED, "TopK: floating input only");
     int a = vxk_axis(vxk_attr_int(run, "axis", -1), X->rank);
     if (a < 0) return vx_fail(ctx, VX_ESHAPE, "TopK: axis out of range");
     int64_t k;
@@ -206,36 +227,39 @@ static vx_status topk_fwd(vx_ctx *ctx, vx_run *run) {
     int64_t dims[VX_MAX_RANK];
     memcpy(dims, X->dims, sizeof dims);
     dims[a] = k;
-    vx_status st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, dims);
+    vx_status st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, dims);
     if (st || (st = vxk_new_out(ctx, run, 1, VX_I64, X->rank, dims))) return st;
     int64_t inner = vxk_prod(X->dims, a + 1, X->rank), rows = vxk_prod(X->dims, 0, a) * inner;
     if (!rows || !k) return VX_OK;
-    topk_kernel<<<vxk_blocks(rows), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (const float *)X->data, (float *)run->out[0]->data, (int64_t *)run->out[1]->data, rows, X->dims[a], inner, k,
-        vxk_attr_int(run, "largest", 1) != 0);
-    return vxk_check(ctx, "TopK");
+    VXK_FLOAT_DISPATCH(ctx, X->dtype, "TopK", topk_fwd_run<T>(ctx, run, rows, X->dims[a], inner, k));
 }
 
-static __global__ void topk_bwd_kernel(float *dx, const float *dv, const int64_t *idx, int64_t n, int64_t k,
-                                       int64_t len, int64_t inner) {
+template <typename T>
+static __global__ void topk_bwd_kernel(T *dx, const T *dv, const int64_t *idx, int64_t n, int64_t k, int64_t len,
+                                       int64_t inner) {
     VXK_LOOP(e, n) {
         int64_t i = e % inner, o = e / (k * inner);
         dx[(o * len + idx[e]) * inner + i] = dv[e]; /* indices of a row are distinct */
     }
 }
 
+template <typename T>
+static vx_status topk_bwd_run(vx_ctx *ctx, vx_tensor *dX, const vx_tensor *dV, const vx_tensor *I, int64_t k,
+                              int64_t len, int64_t inner) {
+    topk_bwd_kernel<T><<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
+        (T *)dX->data, (const T *)dV->data, (const int64_t *)I->data, I->numel, k, len, inner);
+    return vxk_check(ctx, "TopK backward");
+}
+
 static vx_status topk_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *X = run->in[0], *I = run->out[1], *dV = run->grad_out[0];
     vx_status st = vxk_grad(ctx, run, 0);
-    if (st || (st = vxk_zero(ctx, run->grad_in[0]->data, (size_t)X->numel * sizeof(float)))) return st;
+    if (st || (st = vx_tensor_zero(ctx, run->grad_in[0]))) return st;
     if (!dV || !I || !I->numel) return VX_OK;
     int a = vxk_axis(vxk_attr_int(run, "axis", -1), X->rank);
     int64_t inner = vxk_prod(X->dims, a + 1, X->rank);
-    topk_bwd_kernel<<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(
-        (float *)run->grad_in[0]->data, (const float *)dV->data, (const int64_t *)I->data, I->numel, I->dims[a],
-        X->dims[a], inner);
-    return vxk_check(ctx, "TopK backward");
+    VXK_FLOAT_DISPATCH(ctx, dV->dtype, "TopK backward", topk_bwd_run<T>(ctx, run->grad_in[0], dV, I, I->dims[a], X->dims[a], inner));
 }
 
 /* ---- MaxUnpool ------------------------------------------------------------------------------------ */
@@ -266,13 +290,13 @@ static __device__ __forceinline__ int64_t unpool_target(const unpool_map &m, int
     return out;
 }
 
-static __global__ void unpool_kernel(float *y, float *x, const int64_t *idx, int64_t n, int64_t ny, unpool_map m,
-                                     bool gather) {
+template <typename T>
+static __global__ void unpool_kernel(T *y, T *x, const int64_t *idx, int64_t n, int64_t ny, unpool_map m, bool gather) {
     VXK_LOOP(i, n) {
         int64_t t = idx[i];
         if (t >= 0) t = unpool_target(m, t);
         bool in = t >= 0 && t < ny;
-        if (gather) x[i] = in ? y[t] : 0.f;
+        if (gather) x[i] = in ? y[t] : T(); /* T(): zero */
         else if (in) y[t] = x[i];
     }
 }
@@ -296,9 +320,15 @@ static vx_status unpool_default_dims(vx_ctx *ctx, const vx_run *run, const vx_te
     return VX_OK;
 }
 
-/* y (shaped dst) and x (X's) through the indices I: a scatter into y, or
- * with gather a gather from it (the backward). */
-static vx_status unpool_run(vx_ctx *ctx, const vx_run *run, float *y, const int64_t *dst, float *x, const vx_tensor *X,
+template <typename T>
+static void unpool_launch(vx_ctx *ctx, void *y, void *x, const int64_t *di, int64_t n, int64_t ny, const unpool_map &m,
+                          bool gather) {
+    unpool_kernel<T><<<vxk_blocks(n), VXK_THREADS, 0, vxk_stream(ctx)>>>((T *)y, (T *)x, di, n, ny, m, gather);
+}
+
+/* y (shaped dst) and x (X's), both in X's dtype, through the indices I: a
+ * scatter into y, or with gather a gather from it (the backward). */
+static vx_status unpool_run(vx_ctx *ctx, const vx_run *run, void *y, const int64_t *dst, void *x, const vx_tensor *X,
                             bool gather) {
     const vx_tensor *I = run->in[1];
     if (!I->numel) return VX_OK;
@@ -316,7 +346,9 @@ static vx_status unpool_run(vx_ctx *ctx, const vx_run *run, float *y, const int6
     void *ws;
     const int64_t *di = vxk_dev_i64(ctx, I, &ws, &st);
     if (!di) return st;
-    unpool_kernel<<<vxk_blocks(I->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>(y, x, di, I->numel, ny, m, gather);
+    if (X->dtype == VX_F32) unpool_launch<float>(ctx, y, x, di, I->numel, ny, m, gather);
+    else if (X->dtype == VX_BF16) unpool_launch<vxk_bf16>(ctx, y, x, di, I->numel, ny, m, gather);
+    else unpool_launch<vxk_f16>(ctx, y, x, di, I->numel, ny, m, gather);
     st = vxk_check(ctx, "MaxUnpool");
     vx_free(ctx, ws);
     return st;
@@ -326,7 +358,7 @@ static vx_status max_unpool_fwd(vx_ctx *ctx, vx_run *run) {
     const vx_tensor *X = run->in[0];
     if (!vxk_has_in(run, 1)) return vx_fail(ctx, VX_ESHAPE, "MaxUnpool needs X and I");
     const vx_tensor *I = run->in[1];
-    if (X->dtype != VX_F32 || I->numel != X->numel || X->rank < 3)
+    if (!vx_dtype_is_float(X->dtype) || I->numel != X->numel || X->rank < 3)
         return vx_fail(ctx, VX_EUNSUPPORTED, "MaxUnpool: float X (N, C, spatial...) and one index per element");
     int64_t dims[VX_MAX_RANK];
     vx_status st;
@@ -336,10 +368,10 @@ static vx_status max_unpool_fwd(vx_ctx *ctx, vx_run *run) {
     } else if ((st = unpool_default_dims(ctx, run, X, dims))) {
         return st;
     }
-    if ((st = vxk_new_out(ctx, run, 0, VX_F32, X->rank, dims))) return st;
+    if ((st = vxk_new_out(ctx, run, 0, X->dtype, X->rank, dims))) return st;
     vx_tensor *Y = run->out[0];
-    if ((st = vxk_zero(ctx, Y->data, (size_t)Y->numel * sizeof(float)))) return st;
-    return unpool_run(ctx, run, (float *)Y->data, dims, (float *)X->data, X, false);
+    if ((st = vx_tensor_zero(ctx, Y))) return st;
+    return unpool_run(ctx, run, Y->data, dims, X->data, X, false);
 }
 
 /* max_unpool's backward (max_pool_double_backward): a gather at the indices,
@@ -347,18 +379,19 @@ static vx_status max_unpool_fwd(vx_ctx *ctx, vx_run *run) {
 static vx_status max_unpool_bwd(vx_ctx *ctx, vx_run *run) {
     if (!run->need_grad[0]) return VX_OK;
     const vx_tensor *dY = run->grad_out[0];
-    vx_status st;
-    float *dx;
-    if (vxk_dx_or_done(ctx, run, dY, &dx, &st)) return st;
-    return unpool_run(ctx, run, (float *)dY->data, dY->dims, dx, run->in[0], true);
+    vx_status st = vxk_grad(ctx, run, 0);
+    if (st) return st;
+    if (!dY) return vx_tensor_zero(ctx, run->grad_in[0]);
+    return unpool_run(ctx, run, dY->data, dY->dims, run->grad_in[0]->data, run->in[0], true);
 }
 
 /* ---- table ---------------------------------------------------------------------------------------- */
 
 extern "C" const vx_op vx_ops_select[] = {
-    {"ScatterElements", scatter_elements_fwd, scatter_elements_bwd, VX_SLOT(1), 0, false, 0, scatter_elements_saves, 0},
-    {"Scatter", scatter_elements_fwd, scatter_elements_bwd, VX_SLOT(1), 0, false, 0, scatter_elements_saves, 0},
-    {"TopK", topk_fwd, topk_bwd, 0, VX_SLOT(1), false, VX_SLOT(1), NULL, 0},
-    {"MaxUnpool", max_unpool_fwd, max_unpool_bwd, VX_SLOT(1), 0, false, VX_SLOT(2), NULL, 0},
+    {"ScatterElements", scatter_elements_fwd, scatter_elements_bwd, VX_SLOT(1), 0, false, 0, scatter_elements_saves, 0,
+     VX_HALF},
+    {"Scatter", scatter_elements_fwd, scatter_elements_bwd, VX_SLOT(1), 0, false, 0, scatter_elements_saves, 0, VX_HALF},
+    {"TopK", topk_fwd, topk_bwd, 0, VX_SLOT(1), false, VX_SLOT(1), NULL, 0, VX_HALF},
+    {"MaxUnpool", max_unpool_fwd, max_unpool_bwd, VX_SLOT(1), 0, false, VX_SLOT(2), NULL, 0, VX_HALF},
 };
 extern "C" const size_t vx_ops_select_count = sizeof vx_ops_select / sizeof vx_ops_select[0];
