@@ -76,6 +76,27 @@ static bool cached(const vx_exec *x, int32_t ti, vx_dtype to) {
     return x->train ? x->req_grad[ti] : true;
 }
 
+/* The parameter a cached copy is kept under: ti, or the initializer a view
+ * of it reads (the TorchScript exporter writes one Transpose per use, and
+ * ALBERT's shared layer reads each weight 12 times). */
+static int32_t cache_slot(const vx_exec *x, int32_t ti) {
+    const est_graph *g = x->g;
+    int32_t t = ti;
+    for (int hops = 0; hops < 8 && g->tensors[t].kind != EST_T_INITIALIZER; hops++) {
+        int32_t p = g->tensors[t].producer;
+        if (p < 0 || g->nodes[p].n_inputs < 1 || g->nodes[p].inputs[0] < 0) return ti;
+        t = g->nodes[p].inputs[0];
+    }
+    return g->tensors[t].kind == EST_T_INITIALIZER ? t : ti;
+}
+
+static bool same_shape(const vx_tensor *a, const vx_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
 vx_status vx_amp_cast_inputs(vx_exec *x, int32_t i, vx_run *run, const vx_dtype *want, vx_tensor **orig,
                              vx_tensor **mine, uint8_t *cast_from) {
     const est_node *n = &x->g->nodes[i];
@@ -84,9 +105,10 @@ vx_status vx_amp_cast_inputs(vx_exec *x, int32_t i, vx_run *run, const vx_dtype 
         if (want[k] == AMP_KEEP || !t || !t->data || t->dtype == want[k]) continue;
         int32_t ti = n->inputs[k];
         vx_tensor *c;
-        if (cached(x, ti, want[k])) {
-            c = x->amp_cache[ti];
-            if (!c && !(c = x->amp_cache[ti] = vx_tensor_cast(x->ctx, t, want[k], VX_CAT_ACTIVATIONS)))
+        int32_t slot = cached(x, ti, want[k]) ? cache_slot(x, ti) : -1;
+        if (slot >= 0 && (!x->amp_cache[slot] || same_shape(x->amp_cache[slot], t))) {
+            c = x->amp_cache[slot];
+            if (!c && !(c = x->amp_cache[slot] = vx_tensor_cast(x->ctx, t, want[k], VX_CAT_ACTIVATIONS)))
                 return vx_exec_oom(x, "an autocast copy");
         } else {
             if (!(c = vx_tensor_cast(x->ctx, t, want[k], VX_CAT_ACTIVATIONS))) return vx_exec_oom(x, "an autocast copy");
