@@ -174,7 +174,8 @@ static const char help_capacity_text[] =
 static const char help_verify_text[] =
     "Options for verify (also --batch, --dim, --mode, --optimizer, --format table|json,\n"
     "--output, --trainable / --freeze, and --dtype float32, bfloat16 or float16: the\n"
-    "whole model in that dtype, as model.to(dtype); --amp is estimated, not run):\n"
+    "whole model in that dtype, as model.to(dtype); and --amp bf16 or fp16, float32\n"
+    "weights under autocast):\n"
     "      --tolerance PCT   exit 1 when the peak's relative error is above PCT\n"
     "                        percent (default: 5)\n"
     "      --input [NAME=]FILE.npy\n"
