@@ -44,6 +44,15 @@ static uint64_t local_state_bytes(const sim *s) {
     return sum;
 }
 
+/* memest verify's executor keeps a constant initializer on the host when
+ * it is small (verify/vx.h, VX_HOST_MAX elements) and on the device from
+ * setup on otherwise (dynamo's folded RoPE tables). */
+#define VERIFY_HOST_MAX 4096
+static bool verify_uploads_constant(const sim *s, int32_t t) {
+    return s->r->kernels == EST_KERNELS_VERIFY && s->g->tensors[t].role == EST_ROLE_CONST &&
+           est_tval_elements(&s->r->tv[t]) > VERIFY_HOST_MAX;
+}
+
 /* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and
  * buffers in the order the model declares them, then the input batch. */
 static void create_model_and_input(sim *s) {
@@ -53,6 +62,7 @@ static void create_model_and_input(sim *s) {
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
         if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, est__par_param_bytes(s, t), KEY(K_STORAGE, t, 0));
         else if (tt->role == EST_ROLE_BUFFER) est__sim_alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        else if (verify_uploads_constant(s, t)) est__sim_alloc(s, EST_CAT_OTHER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
     }
     est__par_construct(s);
     for (int32_t t = 0; t < g->n_tensors; t++)

@@ -2360,6 +2360,40 @@ static void check_amp_verify_casts(void) {
     est_graph_free(g);
 }
 
+/* memest verify's executor uploads a constant initializer of more than
+ * 4,096 elements to the device at setup (verify/vx.h, VX_HOST_MAX), where
+ * PyTorch's step has a Python value or a tensor made per use: dynamo
+ * exports fold RoPE's tables so. x [16384, 4] float32 (256 KiB), indices
+ * [8192] int64 (64 KiB) with values, y = Gather(x, indices) [8192, 4]
+ * (128 KiB), inference: the PyTorch estimate holds x and y, the verify one
+ * the indices too, under "other". 4,096 indices stay on the host. */
+static void check_verify_uploads_constants(void) {
+    for (int n = 4096; n <= 8192; n += 4096) {
+        size_t cap = 64 + (size_t)n * 8 + 1024;
+        char *text = malloc(cap);
+        CHECK(text != NULL, "out of memory");
+        if (!text) return;
+        int len = snprintf(text, cap,
+                           "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"gather\", \"opset_import\": {\"\": 17},\n"
+                           " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [16384, 4]}],\n"
+                           " \"initializers\": [{\"name\": \"idx\", \"dtype\": \"int64\", \"dims\": [%d], \"values\": [",
+                           n);
+        for (int i = 0; i < n; i++) len += snprintf(text + len, cap - (size_t)len, i ? ",%d" : "%d", i);
+        snprintf(text + len, cap - (size_t)len,
+                 "]}],\n \"nodes\": [{\"name\": \"g\", \"op\": \"Gather\", \"inputs\": [\"x\", \"idx\"], \"outputs\": [\"y\"]}],\n"
+                 " \"outputs\": [\"y\"]}\n");
+        est_graph *g = load_json(text, "gather");
+        free(text);
+        const uint64_t X = 256u << 10, Y = (uint64_t)n * 16, I = (uint64_t)n * 8;
+        uint64_t peak[2];
+        peaks_by_kernels(g, EST_MODE_INFER, EST_OPT_ADAM, "gather", peak);
+        CHECK(peak[0] == X + Y, "%d constant indices, PyTorch kernels: peak %llu, expected %llu", n, U(peak[0]), U(X + Y));
+        uint64_t verify = X + Y + (n > 4096 ? I : 0);
+        CHECK(peak[1] == verify, "%d constant indices, verify kernels: peak %llu, expected %llu", n, U(peak[1]), U(verify));
+        est_graph_free(g);
+    }
+}
+
 /* A Cast to the dtype its input has already (TorchScript exports T5's
  * hidden_states.to(torch.float32) so): the PyTorch kernels' estimate
  * counts a new tensor, as before; memest verify's executor returns the
@@ -2454,6 +2488,7 @@ int main(int argc, char **argv) {
     check_prelu_slope_grad();
     check_cast_same_dtype_verify();
     check_amp_verify_casts();
+    check_verify_uploads_constants();
     check_add_passes_gradient_verify();
     check_embedding_backward();
     check_trainable_attention_mask();
