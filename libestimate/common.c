@@ -167,6 +167,16 @@ uint64_t est_dtype_bytes(est_dtype dt, uint64_t count) {
     return whole > UINT64_MAX - rest ? UINT64_MAX : whole + rest;
 }
 
+bool est__dtype_is_integer(est_dtype dt) {
+    switch (dt) {
+    case EST_DT_INT8: case EST_DT_UINT8: case EST_DT_INT16: case EST_DT_UINT16:
+    case EST_DT_INT32: case EST_DT_UINT32: case EST_DT_INT64: case EST_DT_UINT64:
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool est__dtype_is_float(est_dtype dt) {
     switch (dt) {
     case EST_DT_FLOAT: case EST_DT_FLOAT16: case EST_DT_DOUBLE: case EST_DT_BFLOAT16:

@@ -360,6 +360,7 @@ bool est__const_foldable(est_dtype dt, int64_t count);
 est_const *est__const_new(est_dtype dt, int64_t count);
 est_const *est__const_ref(est_const *c);
 bool est__dtype_is_float(est_dtype dt);
+bool est__dtype_is_integer(est_dtype dt); /* 8 to 64 bits, signed or not */
 bool est__dtype_is_int(est_dtype dt); /* integers and bool */
 
 /* The dtype a tensor declared (or inferred) as `declared` is stored in

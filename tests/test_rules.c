@@ -2394,6 +2394,26 @@ static void check_verify_uploads_constants(void) {
     }
 }
 
+/* memest verify's executor holds every integer tensor as int64, 8-bit
+ * quantized operands included (verify/ops_quant.cu). MatMulInteger of A and
+ * B, uint8 [256, 256] (64 KiB each), to Y int32 (256 KiB), inference: the
+ * PyTorch estimate holds 384 KiB, the verify one 3 x 512 KiB. */
+static void check_verify_integers_int64(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"qmm\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"a\", \"dtype\": \"uint8\", \"dims\": [256, 256]},\n"
+        "            {\"name\": \"b\", \"dtype\": \"uint8\", \"dims\": [256, 256]}],\n"
+        " \"nodes\": [{\"name\": \"mm\", \"op\": \"MatMulInteger\", \"inputs\": [\"a\", \"b\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_graph *g = load_json(text, "qmm");
+    uint64_t peak[2];
+    peaks_by_kernels(g, EST_MODE_INFER, EST_OPT_ADAM, "qmm", peak);
+    CHECK(peak[0] == 384u << 10, "MatMulInteger, PyTorch kernels: peak %llu, expected %llu", U(peak[0]), U(384u << 10));
+    CHECK(peak[1] == 3u * (512u << 10), "MatMulInteger, verify kernels: peak %llu, expected %llu", U(peak[1]),
+          U(3u * (512u << 10)));
+    est_graph_free(g);
+}
+
 /* A Cast to the dtype its input has already (TorchScript exports T5's
  * hidden_states.to(torch.float32) so): the PyTorch kernels' estimate
  * counts a new tensor, as before; memest verify's executor returns the
@@ -2489,6 +2509,7 @@ int main(int argc, char **argv) {
     check_cast_same_dtype_verify();
     check_amp_verify_casts();
     check_verify_uploads_constants();
+    check_verify_integers_int64();
     check_add_passes_gradient_verify();
     check_embedding_backward();
     check_trainable_attention_mask();

@@ -109,6 +109,7 @@ static vx_status run_node(vx_exec *x, int32_t i) {
     run.n_out = n->n_outputs;
     run.training = x->train;
     run.opset = n->opset;
+    run.graph = x->g;
     bool all_host = true;
     for (int k = 0; k < n->n_inputs; k++) {
         int32_t ti = n->inputs[k];

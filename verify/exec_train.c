@@ -107,6 +107,7 @@ static vx_status backward_node(vx_exec *x, int32_t i) {
     run.n_out = s->n_out;
     run.training = x->train;
     run.opset = n->opset;
+    run.graph = x->g;
     bool any_out = false;
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t ti = n->outputs[k];

@@ -21,6 +21,8 @@ typedef struct op_note {
 /* Why no gradient flows through a forward-only kernel. The default, for
  * ops not listed: "no gradient flows through it". */
 static const op_note forward_only_notes[] = {
+    {"MatMulInteger", "quantized inference op: no gradient; its integers held as int64, as --kernels verify counts them"},
+    {"QLinearMatMul", "quantized inference op: no gradient; its integers held as int64, as --kernels verify counts them"},
     {"Equal", "bool output: no gradient"},
     {"Less", "bool output: no gradient"},
     {"LessOrEqual", "bool output: no gradient"},
@@ -55,10 +57,6 @@ static const op_note forward_only_notes[] = {
 /* Ops without a kernel whose reason is more than "not written yet" (those
  * get no note). */
 static const op_note missing_notes[] = {
-    {"MatMulInteger", "quantized inference op: verify holds integers as int64, so its 8-bit tensors would "
-                      "measure 8x their size"},
-    {"QLinearMatMul", "quantized inference op: verify holds integers as int64, so its 8-bit tensors would "
-                      "measure 8x their size"},
     {"NonZero", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
     {"Unique", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
     {"Compress", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},

@@ -17,6 +17,9 @@ static const family families[] = {
 #ifndef VX_NO_FAMILY_GEMM
     {vx_ops_gemm, &vx_ops_gemm_count},
 #endif
+#ifndef VX_NO_FAMILY_QUANT
+    {vx_ops_quant, &vx_ops_quant_count},
+#endif
 #ifndef VX_NO_FAMILY_CONV
     {vx_ops_conv, &vx_ops_conv_count},
 #endif

@@ -188,6 +188,7 @@ typedef struct vx_run {
     vx_category out_cat[VX_MAX_IO];
     vx_category grad_cat[VX_MAX_IO];
     int64_t opset;                /* the node's opset */
+    const est_graph *graph;       /* the graph: declared dtypes of the node's tensors */
 } vx_run;
 
 /* out[k] = a new tensor under run->out_cat[k] (NULL when out of memory). */
@@ -256,6 +257,7 @@ typedef struct vx_op {
  *     extern "C" const size_t vx_ops_gemm_count = sizeof vx_ops_gemm / sizeof vx_ops_gemm[0];
  * ops_registry.c (vx_find_op) searches every family below. */
 extern const vx_op vx_ops_gemm[];        extern const size_t vx_ops_gemm_count;        /* Gemm, MatMul */
+extern const vx_op vx_ops_quant[];       extern const size_t vx_ops_quant_count;       /* MatMulInteger, QLinearMatMul (ops_quant.cu) */
 extern const vx_op vx_ops_conv[];        extern const size_t vx_ops_conv_count;        /* Conv, ConvTranspose */
 extern const vx_op vx_ops_norm[];        extern const size_t vx_ops_norm_count;        /* BatchNormalization, LayerNormalization, InstanceNormalization */
 extern const vx_op vx_ops_pool[];        extern const size_t vx_ops_pool_count;        /* MaxPool, AveragePool (1-D to 3-D), GlobalAveragePool, ReduceMean, ReduceSum */
