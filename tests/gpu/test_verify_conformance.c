@@ -5,7 +5,8 @@
  *
  * Every case is loaded with est_load_file; a case runs when every node's op
  * has an executor kernel (memest_verify_has_op), its inputs and outputs are
- * float32, int64 or bool, no tensor of the graph declares another dtype, and
+ * float32, int64 or bool (narrower integers widened to int64, a float16
+ * graph input to float32), no tensor of the graph declares another dtype, and
  * it gives a value for every graph input. It runs in inference mode, one
  * step, with the given inputs (vx_options.inputs), and the fetched outputs
  * (vx_options.fetch_outputs) must match output_N.pb: float32 within
@@ -77,7 +78,40 @@ static const struct {
     {NULL, NULL},
 };
 
-enum { TP_FLOAT = 1, TP_INT64 = 7, TP_BOOL = 9 };
+enum { TP_FLOAT = 1, TP_UINT8 = 2, TP_INT8 = 3, TP_UINT16 = 4, TP_INT16 = 5, TP_INT32 = 6, TP_INT64 = 7, TP_BOOL = 9,
+       TP_FLOAT16 = 10 };
+
+/* The executor holds every integer tensor as int64 (verify/vx.h): narrower
+ * integer values are widened on load and compared as int64. */
+static bool tp_narrow_int(int32_t tp) {
+    return tp == TP_UINT8 || tp == TP_INT8 || tp == TP_UINT16 || tp == TP_INT16 || tp == TP_INT32;
+}
+
+static int64_t narrow_int_at(const Onnx__TensorProto *t, size_t i) {
+    if (!t->raw_data.len) return t->int32_data[i];
+    const uint8_t *r = t->raw_data.data;
+    switch (t->data_type) {
+    case TP_UINT8: return r[i];
+    case TP_INT8: return (int8_t)r[i];
+    case TP_UINT16: return (uint16_t)(r[2 * i] | r[2 * i + 1] << 8);
+    case TP_INT16: return (int16_t)(r[2 * i] | r[2 * i + 1] << 8);
+    default: return (int32_t)((uint32_t)r[4 * i] | (uint32_t)r[4 * i + 1] << 8 | (uint32_t)r[4 * i + 2] << 16 |
+                              (uint32_t)r[4 * i + 3] << 24);
+    }
+}
+
+static float half_to_float(uint16_t h) {
+    int e = h >> 10 & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+    return h >> 15 ? -v : v;
+}
+
+/* A float16 graph input, widened to the float32 the run holds it in (its
+ * values are exact in float32). */
+static float half_at(const Onnx__TensorProto *t, size_t i) {
+    const uint8_t *r = t->raw_data.data;
+    return half_to_float(t->raw_data.len ? (uint16_t)(r[2 * i] | r[2 * i + 1] << 8) : (uint16_t)t->int32_data[i]);
+}
 
 typedef struct tvalue {
     int32_t data_type;
@@ -116,7 +150,7 @@ static void *read_file(const char *path, size_t *size) {
 }
 
 /* 0 ok, 1 skip (dtype / rank), -1 error; why says which. */
-static int load_tensor(const char *path, tvalue *v, char *why, size_t wn) {
+static int load_tensor(const char *path, bool widen_half, tvalue *v, char *why, size_t wn) {
     size_t size;
     void *buf = read_file(path, &size);
     if (!buf) {
@@ -132,7 +166,8 @@ static int load_tensor(const char *path, tvalue *v, char *why, size_t wn) {
     int rc = 0;
     memset(v, 0, sizeof *v);
     v->data_type = t->data_type;
-    if (t->data_type != TP_FLOAT && t->data_type != TP_INT64 && t->data_type != TP_BOOL) {
+    bool narrow = tp_narrow_int(t->data_type), half = t->data_type == TP_FLOAT16 && widen_half;
+    if (t->data_type != TP_FLOAT && t->data_type != TP_INT64 && t->data_type != TP_BOOL && !narrow && !half) {
         snprintf(why, wn, "dtype %d", t->data_type);
         rc = 1;
         goto done;
@@ -148,7 +183,7 @@ static int load_tensor(const char *path, tvalue *v, char *why, size_t wn) {
         v->dims[i] = t->dims[i];
         v->numel *= t->dims[i];
     }
-    size_t es = t->data_type == TP_FLOAT ? 4 : t->data_type == TP_INT64 ? 8 : 1;
+    size_t es = t->data_type == TP_FLOAT || half ? 4 : t->data_type == TP_INT64 || narrow ? 8 : 1;
     v->data = calloc((size_t)(v->numel ? v->numel : 1), es);
     if (!v->data) {
         snprintf(why, wn, "out of memory");
@@ -156,7 +191,18 @@ static int load_tensor(const char *path, tvalue *v, char *why, size_t wn) {
         goto done;
     }
     size_t n = (size_t)v->numel;
-    if (t->raw_data.len) {
+    if (narrow || half) {
+        size_t width = t->data_type == TP_UINT8 || t->data_type == TP_INT8 ? 1 : t->data_type == TP_INT32 ? 4 : 2;
+        if (t->raw_data.len ? t->raw_data.len != n * width : t->n_int32_data != n) {
+            snprintf(why, wn, "%.300s: no data for %zu elements", path, n);
+            rc = -1;
+            goto done;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (half) ((float *)v->data)[i] = half_at(t, i);
+            else ((int64_t *)v->data)[i] = narrow_int_at(t, i);
+        v->data_type = half ? TP_FLOAT : TP_INT64;
+    } else if (t->raw_data.len) {
         if (t->raw_data.len != n * es) {
             snprintf(why, wn, "%.300s: raw_data of %zu bytes for %zu elements", path, t->raw_data.len, n);
             rc = -1;
@@ -185,8 +231,16 @@ static void case_free(tcase *c) {
     memset(c, 0, sizeof *c);
 }
 
-static bool dtype_ok(est_dtype dt) {
-    return dt == EST_DT_UNDEFINED || dt == EST_DT_FLOAT || dt == EST_DT_INT64 || dt == EST_DT_BOOL;
+static bool dtype_ok(const est_tensor *t) {
+    switch (t->dtype) {
+    case EST_DT_UNDEFINED: case EST_DT_FLOAT: case EST_DT_INT64: case EST_DT_BOOL:
+    case EST_DT_UINT8: case EST_DT_INT8: case EST_DT_UINT16: case EST_DT_INT16: case EST_DT_INT32:
+        return true;
+    case EST_DT_FLOAT16: /* a graph input only: widened on load, computed as float32 */
+        return t->kind == EST_T_INPUT;
+    default:
+        return false;
+    }
 }
 
 /* Skip categories. */
@@ -228,7 +282,7 @@ static int prepare(const char *name, tcase *c, char *why, size_t wn) {
         return SK_OPS;
     }
     for (int32_t ti = 0; ti < g->n_tensors; ti++)
-        if (!dtype_ok(g->tensors[ti].dtype)) {
+        if (!dtype_ok(&g->tensors[ti])) {
             snprintf(why, wn, "tensor '%s' is %s", g->tensors[ti].name, est_dtype_name(g->tensors[ti].dtype));
             case_free(c);
             return SK_DTYPE;
@@ -244,7 +298,7 @@ static int prepare(const char *name, tcase *c, char *why, size_t wn) {
                 case_free(c);
                 return SK_INPUTS;
             }
-            int rc = load_tensor(path, &vals[k], why, wn);
+            int rc = load_tensor(path, !io, &vals[k], why, wn);
             if (rc) {
                 free(vals[k].data);
                 case_free(c);
