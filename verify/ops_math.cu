@@ -532,7 +532,9 @@ static vx_status sum_mean_bwd(vx_ctx *ctx, vx_run *run) {
 
 typedef enum bit_op { BIT_NOT, BIT_AND, BIT_OR, BIT_XOR, BIT_LEFT, BIT_RIGHT } bit_op;
 
-__global__ void k_bitwise(long long *y, int64_t numel, nbc b, int op) {
+/* The result wrapped to the declared integer type the executor holds as
+ * int64: its low `bits` bits, sign-extended for a signed type. */
+__global__ void k_bitwise(long long *y, int64_t numel, nbc b, int op, int bits, bool is_signed) {
     VXK_LOOP(i, numel) {
         unsigned long long u = (unsigned long long)((const long long *)b.p[0])[nbc_off(b, 0, i)], v = 0, r;
         if (op != BIT_NOT) v = (unsigned long long)((const long long *)b.p[1])[nbc_off(b, 1, i)];
@@ -543,6 +545,10 @@ __global__ void k_bitwise(long long *y, int64_t numel, nbc b, int op) {
         case BIT_XOR: r = u ^ v; break;
         case BIT_LEFT: r = v >= 64 ? 0 : u << v; break;
         default: r = v >= 64 ? 0 : u >> v; break;
+        }
+        if (bits < 64) {
+            r &= (1ull << bits) - 1;
+            if (is_signed && (r >> (bits - 1) & 1)) r |= ~0ull << bits;
         }
         y[i] = (long long)r;
     }
@@ -569,7 +575,13 @@ static vx_status bitwise_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *y = vx_out_new(ctx, run, 0, VX_I64, b.rank, b.dims);
     if (!y) return VX_EOOM;
     if (!y->numel) return VX_OK;
-    k_bitwise<<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((long long *)y->data, y->numel, b, code);
+    int32_t out = run->graph ? run->node->outputs[0] : -1;
+    est_dtype dt = out >= 0 ? run->graph->tensors[out].dtype : EST_DT_INT64;
+    int bits = dt == EST_DT_INT8 || dt == EST_DT_UINT8 ? 8 : dt == EST_DT_INT16 || dt == EST_DT_UINT16 ? 16
+               : dt == EST_DT_INT32 || dt == EST_DT_UINT32 ? 32 : 64;
+    bool is_signed = dt == EST_DT_INT8 || dt == EST_DT_INT16 || dt == EST_DT_INT32;
+    k_bitwise<<<vxk_blocks(y->numel), VXK_THREADS, 0, vxk_stream(ctx)>>>((long long *)y->data, y->numel, b, code, bits,
+                                                                         is_signed);
     return vxk_check(ctx, op);
 }
 

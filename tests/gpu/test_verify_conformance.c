@@ -75,6 +75,9 @@ static const struct {
     {"test_training_dropout_default", "random mask (another generator)"},
     {"test_training_dropout_default_mask", "random mask (another generator)"},
     {"test_training_dropout_mask", "random mask (another generator)"},
+    /* Bernoulli with a seed: the reference draws with numpy's generator. */
+    {"test_bernoulli_seed", "random draws (another generator)"},
+    {"test_bernoulli_seed_expanded", "random draws (another generator)"},
     {NULL, NULL},
 };
 
