@@ -575,8 +575,13 @@ static vx_status bitwise_fwd(vx_ctx *ctx, vx_run *run) {
     vx_tensor *y = vx_out_new(ctx, run, 0, VX_I64, b.rank, b.dims);
     if (!y) return VX_EOOM;
     if (!y->numel) return VX_OK;
-    int32_t out = run->graph ? run->node->outputs[0] : -1;
-    est_dtype dt = out >= 0 ? run->graph->tensors[out].dtype : EST_DT_INT64;
+    /* the result has input 0's type (declared when it is a graph input or
+     * an initializer; a node's output often is not) */
+    est_dtype dt = EST_DT_INT64;
+    for (int k = 0; run->graph && k < 2 && dt == EST_DT_INT64; k++) {
+        int32_t t = k ? run->node->outputs[0] : run->node->inputs[0];
+        if (t >= 0 && run->graph->tensors[t].dtype != EST_DT_UNDEFINED) dt = run->graph->tensors[t].dtype;
+    }
     int bits = dt == EST_DT_INT8 || dt == EST_DT_UINT8 ? 8 : dt == EST_DT_INT16 || dt == EST_DT_UINT16 ? 16
                : dt == EST_DT_INT32 || dt == EST_DT_UINT32 ? 32 : 64;
     bool is_signed = dt == EST_DT_INT8 || dt == EST_DT_INT16 || dt == EST_DT_INT32;
