@@ -82,7 +82,8 @@ static void ops_verify_column(void) {
     CHECK(out && ops_row_has(out, "Relu", " fwd+bwd"), "memest ops: Relu is not fwd+bwd");
     CHECK(out && ops_row_has(out, "Equal", " fwd      bool output: no gradient"), "memest ops: Equal is not fwd");
     CHECK(out && ops_row_has(out, "Shape", " host     shape arithmetic on the host"), "memest ops: Shape is not host");
-    CHECK(out && ops_row_has(out, "QLinearMatMul", " no       quantized"), "memest ops: QLinearMatMul is not no");
+    CHECK(out && ops_row_has(out, "QLinearMatMul", " fwd      quantized inference op"),
+          "memest ops: QLinearMatMul is not fwd, quantized");
     CHECK(out && strstr(out, " operators; memest verify runs ") && strstr(out, "\nverify module: ") &&
               strstr(out, " PTX)\n"), /* the module's archs: -Dverify_archs */
           "memest ops: no summary of the verify column: %.400s", out && strstr(out, "\n\n") ? strstr(out, "\n\n") : "");
