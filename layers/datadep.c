@@ -156,11 +156,57 @@ static void compress_saves(const est_cost_ctx *c, est_saved *s) {
     est_save_extra(s, est_dtype_bytes(EST_DT_INT64, kept));
 }
 
+/* memest verify's kernels (verify/ops_datadep.cu) size their output by a
+ * stream compaction: one int64 count per block of this many elements, a
+ * workspace held to the end of the kernel. */
+#define VERIFY_COMPACT_BLOCK 4096
+
+static uint64_t verify_compact_workspace(uint64_t elements) {
+    uint64_t blocks = (elements + VERIFY_COMPACT_BLOCK - 1) / VERIFY_COMPACT_BLOCK;
+    return est_alloc_bytes(est_dtype_bytes(EST_DT_INT64, blocks));
+}
+
+/* Compress under verify: the compaction over the condition, and, when no
+ * backward keeps it (compress_saves), the kept slices' int64 index. */
+static uint64_t compress_workspace(const est_cost_ctx *c) {
+    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    uint64_t ws = verify_compact_workspace(est_tval_elements(est_cost_in(c, 1)));
+    const est_tval *y = est_cost_out(c, 0);
+    if (est_backward_runs(c) || !y) return ws;
+    int64_t axis = est_node_attr_int(c->node, "axis", INT64_MIN);
+    if (axis != INT64_MIN && axis < 0) axis += y->rank;
+    bool along_axis = axis != INT64_MIN && axis >= 0 && axis < y->rank;
+    uint64_t kept = along_axis ? (uint64_t)y->dims[axis] : est_tval_elements(y);
+    return est_add_sat(ws, est_alloc_bytes(est_dtype_bytes(EST_DT_INT64, kept)));
+}
+
+/* NonZero under verify: the compaction over the input. */
+static uint64_t non_zero_workspace(const est_cost_ctx *c) {
+    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    return verify_compact_workspace(est_tval_elements(est_cost_in(c, 0)));
+}
+
+/* Unique under verify: the compaction over the n slices (elements when
+ * flattened) and the unique slices' first occurrences, twice (found, then
+ * sorted): 2 u int64. */
+static uint64_t unique_workspace(const est_cost_ctx *c) {
+    const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
+    if (c->kernels != EST_KERNELS_VERIFY || !x || !y) return 0;
+    int64_t axis = est_node_attr_int(c->node, "axis", INT64_MIN);
+    if (axis != INT64_MIN && axis < 0) axis += x->rank;
+    bool along_axis = axis != INT64_MIN && axis >= 0 && axis < x->rank && axis < y->rank;
+    uint64_t n = along_axis ? (uint64_t)x->dims[axis] : est_tval_elements(x);
+    uint64_t u = along_axis ? (uint64_t)y->dims[axis] : est_tval_elements(y);
+    return est_add_sat(verify_compact_workspace(n), est_alloc_bytes(est_dtype_bytes(EST_DT_INT64, est_mul_sat(2, u))));
+}
+
 EST_FAMILY(datadep,
     {.name = "Compress", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-     .infer = compress_infer, .nondiff_inputs = EST_SLOT(1), .saves = compress_saves},
+     .infer = compress_infer, .nondiff_inputs = EST_SLOT(1), .saves = compress_saves,
+     .workspace = compress_workspace},
     {.name = "NonZero", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-     .infer = non_zero_infer, .nondiff_inputs = EST_SLOT(0), .flops = non_zero_flops},
+     .infer = non_zero_infer, .nondiff_inputs = EST_SLOT(0), .flops = non_zero_flops,
+     .workspace = non_zero_workspace},
     {.name = "Unique", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 4,
-     .infer = unique_infer},
+     .infer = unique_infer, .workspace = unique_workspace},
 );

@@ -345,9 +345,16 @@ static void grid_sample_saves(const est_cost_ctx *c, est_saved *s) {
     est_save_input(c, s, 1);
 }
 
-/* torchvision roi_align saves the rois (and X's shape). */
+/* torchvision roi_align saves the rois (and X's shape). memest verify's
+ * kernel (verify/ops_sample.cu) takes ONNX's rois and batch_indices apart,
+ * keeping both, and in max mode X too, to find each output's winning
+ * sample again. */
 static void roi_align_saves(const est_cost_ctx *c, est_saved *s) {
-    if (est_backward_runs(c)) est_save_input(c, s, 1);
+    if (!est_backward_runs(c)) return;
+    est_save_input(c, s, 1);
+    if (c->kernels != EST_KERNELS_VERIFY) return;
+    est_save_input(c, s, 2);
+    if (strcmp(est_node_attr_string(c->node, "mode", "avg"), "max") == 0) est_save_input(c, s, 0);
 }
 
 EST_FAMILY(resample,

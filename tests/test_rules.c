@@ -918,6 +918,86 @@ static void check_recurrent_verify_dtype(void) {
     }
 }
 
+/* RoiAlign of q = x * w [2, 4, 16, 16] (8192 bytes) over 3 boxes: rois [3,
+ * 4] float32 (48 bytes) and batch_indices [3] int64 (24 bytes), activations
+ * (Relu, Abs) so that keeping them counts, 512 bytes each as allocated.
+ * torchvision keeps the rois (512); memest verify's kernel
+ * (verify/ops_sample.cu) keeps rois and batch_indices (1024), and in max
+ * mode X as well (9216). */
+static void check_roi_align_verify_saves(void) {
+    for (int run = 0; run < 4; run++) {
+        bool verify = run % 2 == 1, max_mode = run >= 2;
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"ra\", \"opset_import\": {\"\": 16},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 4, 16, 16]},\n"
+                 "  {\"name\": \"rois\", \"dtype\": \"float32\", \"dims\": [3, 4]},\n"
+                 "  {\"name\": \"bi\", \"dtype\": \"int64\", \"dims\": [3]}],\n"
+                 " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [16]}],\n"
+                 " \"nodes\": [{\"name\": \"q\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"q\"]},\n"
+                 "  {\"name\": \"r\", \"op\": \"Relu\", \"inputs\": [\"rois\"], \"outputs\": [\"r\"]},\n"
+                 "  {\"name\": \"b\", \"op\": \"Abs\", \"inputs\": [\"bi\"], \"outputs\": [\"b\"]},\n"
+                 "  {\"name\": \"ra\", \"op\": \"RoiAlign\", \"inputs\": [\"q\", \"r\", \"b\"], \"outputs\": [\"y\"],\n"
+                 "   \"attributes\": {\"mode\": {\"string\": \"%s\"}, \"output_height\": {\"int\": 2}, \"output_width\": {\"int\": 2}}}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 max_mode ? "max" : "avg");
+        est_graph *g = load_json(text, "roi align");
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = EST_MODE_TRAIN;
+        opt.kernels = verify ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_error err;
+        est_report *r = NULL;
+        CHECK(g && est_estimate(g, &opt, &r, &err) == EST_OK, "roi align: %s", g ? err.message : "no graph");
+        const est_layer *ra = r ? layer_named(r, "ra", "roi align") : NULL;
+        uint64_t want = !verify ? 512 : max_mode ? 8192 + 1024 : 1024;
+        if (ra)
+            CHECK(ra->saved_bytes == want, "RoiAlign (%s kernels, %s): saves %llu (%llu)", verify ? "verify" : "pytorch",
+                  max_mode ? "max" : "avg", U(ra->saved_bytes), U(want));
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
+
+/* Compress (axis 1) of q = x * w [2, 8, 4] by a constant condition [8]
+ * keeping 5 slices. memest verify's kernel (verify/ops_datadep.cu) counts
+ * the kept slices with one int64 per block of 4096 condition entries (8
+ * bytes: one 512-byte allocation) and writes their int64 index (40 bytes,
+ * another 512): saved when backward runs (compress_saves, as PyTorch's
+ * index_select), else a second workspace allocation. PyTorch's kernels: no
+ * workspace. */
+static void check_compress_verify_workspace(void) {
+    const char *text =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"cmp\", \"opset_import\": {\"\": 18},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [2, 8, 4]}],\n"
+        " \"initializers\": [{\"name\": \"w\", \"dtype\": \"float32\", \"dims\": [4]}],\n"
+        " \"nodes\": [{\"name\": \"q\", \"op\": \"Mul\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"q\"]},\n"
+        "  {\"name\": \"k\", \"op\": \"Constant\", \"inputs\": [], \"outputs\": [\"k\"], \"attributes\": {\"value\":\n"
+        "   {\"tensor\": {\"dtype\": \"bool\", \"dims\": [8], \"values\": [1, 0, 1, 1, 0, 0, 1, 1]}}}},\n"
+        "  {\"name\": \"cmp\", \"op\": \"Compress\", \"inputs\": [\"q\", \"k\"], \"outputs\": [\"y\"],\n"
+        "   \"attributes\": {\"axis\": {\"int\": 1}}}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    est_graph *g = load_json(text, "compress");
+    for (int run = 0; run < 4 && g; run++) {
+        bool verify = run % 2 == 1, train = run >= 2;
+        est_options opt;
+        est_options_init(&opt);
+        opt.mode = train ? EST_MODE_TRAIN : EST_MODE_INFER;
+        opt.kernels = verify ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_error err;
+        est_report *r = NULL;
+        CHECK(est_estimate(g, &opt, &r, &err) == EST_OK, "compress: %s", err.message);
+        const est_layer *L = r ? layer_named(r, "cmp", "compress") : NULL;
+        uint64_t want_temp = !verify ? 0 : train ? 512 : 1024, want_saved = train ? 512 : 0;
+        if (L)
+            CHECK(L->temp_bytes == want_temp && L->saved_bytes == want_saved,
+                  "Compress (%s kernels, %s): temp %llu (%llu), saves %llu (%llu)", verify ? "verify" : "pytorch",
+                  train ? "train" : "infer", U(L->temp_bytes), U(want_temp), U(L->saved_bytes), U(want_saved));
+        est_report_free(r);
+    }
+    est_graph_free(g);
+}
+
 /* MaxPool (kernel 2x2, stride 2) of q = x * w [2, 4, 16, 16] into Y [2, 4,
  * 8, 8] (512 elements): memest verify's kernel writes the int64 indices
  * (4096 bytes) even when no backward reads them, so under --kernels verify
@@ -2516,6 +2596,8 @@ int main(int argc, char **argv) {
     check_attention_verify();
     check_lp_pool_saves();
     check_max_pool_verify_workspace();
+    check_roi_align_verify_saves();
+    check_compress_verify_workspace();
     check_recurrent_verify_dtype();
     check_sdpa_bias();
     check_group_norm_shared_weights();

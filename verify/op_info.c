@@ -52,18 +52,9 @@ static const op_note forward_only_notes[] = {
     {"BitwiseOr", "integer output: no gradient"},
     {"BitwiseXor", "integer output: no gradient"},
     {"BitShift", "integer output: no gradient"},
-};
-
-/* Ops without a kernel whose reason is more than "not written yet" (those
- * get no note). */
-static const op_note missing_notes[] = {
-    {"NonZero", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
-    {"Unique", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
-    {"Compress", "output shape depends on the values (a device-to-host sync to size it); no kernel yet"},
-    {"Multinomial", "random integer samples (no gradient); no kernel yet"},
-    {"GridSample", "no kernel yet (bilinear gather forward, atomic scatter backward)"},
-    {"RoiAlign", "no kernel yet (bilinear gather over boxes; backward scatters atomically)"},
-    {"MaxRoiPool", "no kernel yet (max over box bins; backward keeps the argmax)"},
+    {"NonZero", "integer output: no gradient; one device-to-host sync sizes it"},
+    {"Unique", "no gradient (as torch.unique); one device-to-host sync sizes it"},
+    {"Multinomial", "random integer samples: no gradient"},
 };
 
 static const char *find_note(const op_note *notes, size_t n, const char *op_type) {
@@ -105,9 +96,7 @@ VX_EXPORT int memest_verify_op_info(const char *op_type, const char *domain, int
         } else if (op || hop) {
             kind = MEMEST_VERIFY_OP_HOST;
             why = "shape arithmetic on the host: no device memory, no gradient";
-        } else {
-            why = find_note(missing_notes, sizeof missing_notes / sizeof missing_notes[0], op_type);
-        }
+        } /* else no kernel: no note */
     }
     if (has_backward) *has_backward = backward;
     if (note) *note = why;

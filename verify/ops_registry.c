@@ -62,6 +62,12 @@ static const family families[] = {
 #ifndef VX_NO_FAMILY_RMSNORM
     {vx_ops_rmsnorm, &vx_ops_rmsnorm_count},
 #endif
+#ifndef VX_NO_FAMILY_SAMPLE
+    {vx_ops_sample, &vx_ops_sample_count},
+#endif
+#ifndef VX_NO_FAMILY_DATADEP
+    {vx_ops_datadep, &vx_ops_datadep_count},
+#endif
 };
 
 const vx_op *vx_find_op(const char *op_type) {

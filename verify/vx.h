@@ -275,6 +275,8 @@ extern const vx_op vx_ops_index[];       extern const size_t vx_ops_index_count;
 extern const vx_op vx_ops_elementwise[]; extern const size_t vx_ops_elementwise_count; /* Add..Cast (ops_elementwise.cu) */
 extern const vx_op vx_ops_unary[];       extern const size_t vx_ops_unary_count;       /* Relu, Tanh, Sigmoid.. (ops_unary.cu) */
 extern const vx_op vx_ops_math[];        extern const size_t vx_ops_math_count;        /* IsNaN, IsInf, PRelu, Sum, Mean, Bitwise*, BitShift, CastLike; n-input Max/Min and tensor Pow helpers (ops_math.cu) */
+extern const vx_op vx_ops_sample[];      extern const size_t vx_ops_sample_count;      /* GridSample, RoiAlign, MaxRoiPool (ops_sample.cu) */
+extern const vx_op vx_ops_datadep[];     extern const size_t vx_ops_datadep_count;     /* NonZero, Compress, Unique, Multinomial (ops_datadep.cu) */
 extern const vx_op vx_ops_shape[];       extern const size_t vx_ops_shape_count;       /* Reshape..Slice, Transpose (views), Concat (ops_shape.c) */
 const vx_op *vx_find_op(const char *op_type);
 

@@ -2,7 +2,7 @@
  * test_grad.cu: the verify executor's compute kernels (verify/ops_gemm.cu,
  * ops_conv.cu, ops_norm.cu, ops_pool.cu, ops_softmax.cu, ops_gather.cu,
  * ops_recurrent.cu, ops_attention.cu, ops_resample.cu, ops_reduce.cu,
- * ops_rmsnorm.cu) on small random shapes:
+ * ops_rmsnorm.cu, ops_sample.cu) on small random shapes:
  *   - forward against a plain host implementation;
  *   - backward against central finite differences of the forward: the loss is
  *     sum(Y * R) for a fixed random R, so dY = R (Y: output 0, or the
@@ -204,10 +204,10 @@ struct Node { /* owns its attributes; est_attr views are built where the node li
 static const vx_op *find_op(const char *name) {
     const vx_op *tabs[] = {vx_ops_gemm, vx_ops_conv, vx_ops_norm, vx_ops_pool, vx_ops_softmax, vx_ops_gather,
                            vx_ops_recurrent, vx_ops_attention, vx_ops_resample, vx_ops_reduce,
-                           vx_ops_rmsnorm, vx_ops_einsum};
+                           vx_ops_rmsnorm, vx_ops_einsum, vx_ops_sample};
     size_t counts[] = {vx_ops_gemm_count, vx_ops_conv_count, vx_ops_norm_count, vx_ops_pool_count, vx_ops_softmax_count,
                        vx_ops_gather_count, vx_ops_recurrent_count, vx_ops_attention_count, vx_ops_resample_count,
-                       vx_ops_reduce_count, vx_ops_rmsnorm_count, vx_ops_einsum_count};
+                       vx_ops_reduce_count, vx_ops_rmsnorm_count, vx_ops_einsum_count, vx_ops_sample_count};
     for (int t = 0; t < (int)(sizeof counts / sizeof counts[0]); t++)
         for (size_t k = 0; k < counts[t]; k++)
             if (!strcmp(tabs[t][k].name, name)) return &tabs[t][k];
@@ -807,6 +807,8 @@ static HT ref_rnn(const RnnSpec &sp, const std::vector<HT> &in, int out) {
 #include "grad_norm_pool_resize_cases.h"
 /* ReduceMax..ReduceLogSumExp, ArgMax, ArgMin, Hardmax */
 #include "grad_reduce_norm_cases.h"
+/* GridSample, RoiAlign, MaxRoiPool */
+#include "grad_sample_cases.h"
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines before it */
@@ -1110,6 +1112,7 @@ int main(void) {
 
     norm_pool_resize_cases();
     reduce_cases();
+    sample_cases();
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_ctx.live);
     cublasDestroy(g_ctx.blas);

@@ -196,6 +196,8 @@ static const vx_op *find_op(const char *name) {
         if (!strcmp(vx_ops_select[k].name, name)) return &vx_ops_select[k];
     for (size_t k = 0; k < vx_ops_math_count; k++)
         if (!strcmp(vx_ops_math[k].name, name)) return &vx_ops_math[k];
+    for (size_t k = 0; k < vx_ops_datadep_count; k++)
+        if (!strcmp(vx_ops_datadep[k].name, name)) return &vx_ops_datadep[k];
     return NULL;
 }
 
@@ -1091,6 +1093,9 @@ static void compare_cases() {
  * CastLike (verify/ops_math.cu) */
 #include "grad_unary2_cases.h"
 
+/* NonZero, Compress, Unique, Multinomial (verify/ops_datadep.cu) */
+#include "grad_datadep_cases.h"
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines before it */
     int ndev = 0;
@@ -1115,6 +1120,7 @@ int main(void) {
     unary2_cases();
     prelu_sum_cases();
     bitwise_cases();
+    datadep_cases();
 
     printf("%d checks, %d failing cases, %ld device blocks still allocated\n", g_checks, g_failures, g_live);
     cudaStreamDestroy(s);

@@ -78,6 +78,12 @@ static const struct {
     /* Bernoulli with a seed: the reference draws with numpy's generator. */
     {"test_bernoulli_seed", "random draws (another generator)"},
     {"test_bernoulli_seed_expanded", "random draws (another generator)"},
+    /* Outputs written with 4 decimals (-0.1406 for -0.140625, 0.351 for
+     * 0.35105): within 5e-5 of the executor's, past 1e-5 + 1e-4 relative.
+     * The other GridSample and RoiAlign cases hold full floats and pass. */
+    {"test_gridsample_bicubic", "reference output rounded to 4 decimals"},
+    {"test_roialign_aligned_false", "reference output rounded to 4 decimals"},
+    {"test_roialign_aligned_true", "reference output rounded to 4 decimals"},
     {NULL, NULL},
 };
 
