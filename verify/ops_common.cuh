@@ -566,4 +566,14 @@ static inline vx_status vxk_reduce_axes(vx_ctx *ctx, vx_run *run, const char *op
     return VX_OK;
 }
 
+/* Counter-based uniform in [0, 1) for element i (splitmix64 of seed + i):
+ * no generator state, so every random op is one pass with no extra memory. */
+static __device__ __forceinline__ float vxk_rand_u01(unsigned long long seed, int64_t i) {
+    unsigned long long z = seed + (unsigned long long)i * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
 #endif

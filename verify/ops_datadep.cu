@@ -400,14 +400,6 @@ static vx_status unique_forward(vx_ctx *ctx, vx_run *run) {
 
 /* ---- Multinomial -------------------------------------------------------------------- */
 
-/* ops_helpers.cu's rand_u01: splitmix64 of seed + i, in [0, 1). */
-static __device__ __forceinline__ float dd_rand_u01(unsigned long long seed, int64_t i) {
-    unsigned long long z = seed + (unsigned long long)i * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
 
 /* Sample j of row b: the first class whose cumulative exp(x - max) passes
  * u * sum (the last class when rounding leaves none). */
@@ -418,7 +410,7 @@ static __global__ void dd_multinomial_kernel(long long *y, const float *x, int64
         float top = -INFINITY, sum = 0.f;
         for (int64_t c = 0; c < classes; c++) top = fmaxf(top, row[c]);
         for (int64_t c = 0; c < classes; c++) sum += expf(row[c] - top);
-        float target = dd_rand_u01(seed, i) * sum, cum = 0.f;
+        float target = vxk_rand_u01(seed, i) * sum, cum = 0.f;
         int64_t pick = classes - 1;
         for (int64_t c = 0; c < classes; c++) {
             cum += expf(row[c] - top);

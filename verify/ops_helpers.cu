@@ -105,29 +105,20 @@ template <typename T> __global__ void k_sum(const T *x, float *out, int64_t n, f
     }
     if (threadIdx.x == 0) atomicAdd(out, sh[0] * scale);
 }
-/* Counter-based uniform in [0, 1) for element i (splitmix64 of seed + i):
- * no generator state, so every random op is one pass with no extra memory. */
-static __device__ __forceinline__ float rand_u01(unsigned long long seed, int64_t i) {
-    unsigned long long z = seed + (unsigned long long)i * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
 template <typename T> __global__ void k_random(T *p, int64_t n, float lo, float hi, unsigned long long seed) {
-    GRID_LOOP(i, n) p[i] = vxk_st<T>(lo + (hi - lo) * rand_u01(seed, i));
+    GRID_LOOP(i, n) p[i] = vxk_st<T>(lo + (hi - lo) * vxk_rand_u01(seed, i));
 }
 /* Box-Muller on two draws of the same counter stream (2i, 2i + 1). */
 __global__ void k_random_normal(float *p, int64_t n, float mean, float scale, unsigned long long seed) {
     GRID_LOOP(i, n) {
-        float u1 = 1.0f - rand_u01(seed, 2 * i), u2 = rand_u01(seed, 2 * i + 1); /* u1 in (0, 1] */
+        float u1 = 1.0f - vxk_rand_u01(seed, 2 * i), u2 = vxk_rand_u01(seed, 2 * i + 1); /* u1 in (0, 1] */
         p[i] = mean + scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
     }
 }
 /* y = (u < p) as float32 or bool (esize 4 or 1). */
 __global__ void k_bernoulli(const float *prob, void *y, int64_t n, int esize, unsigned long long seed) {
     GRID_LOOP(i, n) {
-        bool on = rand_u01(seed, i) < prob[i];
+        bool on = vxk_rand_u01(seed, i) < prob[i];
         if (esize == 4) ((float *)y)[i] = on ? 1.f : 0.f;
         else ((uint8_t *)y)[i] = on;
     }

@@ -385,26 +385,39 @@ struct vx_sgeom {
     int64_t dims[VX_MAX_RANK];
     int64_t st[VX_MAX_RANK];
 };
-template <typename T> __global__ void k_strided_copy(const T *s, T *d, int64_t n, vx_sgeom g) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i, off = 0;
-        for (int k = g.rank - 1; k >= 0; k--) {
-            off += (r % g.dims[k]) * g.st[k];
-            r /= g.dims[k];
-        }
-        d[i] = s[off];
+/* Element i's offset in a tensor of geometry g. */
+static __device__ __forceinline__ int64_t sgeom_offset(const vx_sgeom &g, int64_t i) {
+    int64_t off = 0;
+    for (int k = g.rank - 1; k >= 0; k--) {
+        off += (i % g.dims[k]) * g.st[k];
+        i /= g.dims[k];
     }
+    return off;
+}
+
+static vx_sgeom sgeom_of(const vx_tensor *t) {
+    vx_sgeom g;
+    memset(&g, 0, sizeof g);
+    g.rank = t->rank;
+    memcpy(g.dims, t->dims, sizeof g.dims);
+    memcpy(g.st, t->strides, sizeof g.st);
+    return g;
+}
+
+static unsigned copy_blocks(int64_t n) {
+    int64_t nb = (n + 255) / 256;
+    return (unsigned)(nb > 65535LL * 16 ? 65535LL * 16 : nb < 1 ? 1 : nb);
+}
+
+template <typename T> __global__ void k_strided_copy(const T *s, T *d, int64_t n, vx_sgeom g) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = s[sgeom_offset(g, i)];
 }
 
 static vx_status strided_copy(vx_ctx *ctx, const vx_tensor *src, vx_tensor *dst) {
     if (!dst->numel) return VX_OK;
-    vx_sgeom g;
-    memset(&g, 0, sizeof g);
-    g.rank = src->rank;
-    memcpy(g.dims, src->dims, sizeof g.dims);
-    memcpy(g.st, src->strides, sizeof g.st);
-    int64_t nb = (dst->numel + 255) / 256;
-    unsigned b = (unsigned)(nb > 65535LL * 16 ? 65535LL * 16 : nb < 1 ? 1 : nb);
+    vx_sgeom g = sgeom_of(src);
+    unsigned b = copy_blocks(dst->numel);
     cudaStream_t s = (cudaStream_t)ctx->stream;
     switch (vx_dtype_size(src->dtype)) {
     case 4: k_strided_copy<float><<<b, 256, 0, s>>>((const float *)src->data, (float *)dst->data, dst->numel, g); break;
@@ -474,18 +487,8 @@ extern "C" vx_tensor *vx_grad_new(vx_ctx *ctx, vx_run *run, int k) {
 /* d (contiguous, storage D) = s (storage S, read through its strides when
  * strided) converted through float. */
 template <typename S, typename D> __global__ void k_cast_strided(const S *s, D *d, int64_t n, vx_sgeom g, bool strided) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t off = i;
-        if (strided) {
-            int64_t r = i;
-            off = 0;
-            for (int k = g.rank - 1; k >= 0; k--) {
-                off += (r % g.dims[k]) * g.st[k];
-                r /= g.dims[k];
-            }
-        }
-        d[i] = vxk_st<D>(vxk_ld(s[off]));
-    }
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = vxk_st<D>(vxk_ld(s[strided ? sgeom_offset(g, i) : i]));
 }
 
 template <typename S> static void cast_from(const vx_tensor *t, vx_tensor *c, const vx_sgeom &g, unsigned b, cudaStream_t s) {
@@ -501,13 +504,8 @@ extern "C" vx_tensor *vx_tensor_cast(vx_ctx *ctx, vx_tensor *t, vx_dtype dt, vx_
     if (!vx_dtype_is_float(t->dtype) || !vx_dtype_is_float(dt)) return NULL;
     vx_tensor *c = vx_tensor_new(ctx, dt, t->rank, t->dims, cat);
     if (!c || !c->numel || !t->data) return c;
-    vx_sgeom g;
-    memset(&g, 0, sizeof g);
-    g.rank = t->rank;
-    memcpy(g.dims, t->dims, sizeof g.dims);
-    memcpy(g.st, t->strides, sizeof g.st);
-    int64_t nb = (c->numel + 255) / 256;
-    unsigned b = (unsigned)(nb > 65535LL * 16 ? 65535LL * 16 : nb < 1 ? 1 : nb);
+    vx_sgeom g = sgeom_of(t);
+    unsigned b = copy_blocks(c->numel);
     cudaStream_t s = (cudaStream_t)ctx->stream;
     switch (t->dtype) {
     case VX_F32: cast_from<float>(t, c, g, b, s); break;
