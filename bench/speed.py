@@ -175,7 +175,7 @@ def markdown(path):
     if "nodes_1m" in f:
         g = f["nodes_1m"]
         rows.append(("a 1,000,008-node synthetic transformer",
-                     f"{t(g['memest_s'])}, {g['peak_rss_bytes'] / 2 ** 30:.1f} GiB peak RSS", "-", "-",
+                     f"{t(g['memest_s'])}, {g['peak_rss_bytes'] / 2 ** 30:.2f} GiB peak RSS", "-", "-",
                      "<= 2 s, <= 1 GiB"))
     if "sigmoid_fanout" in f:
         g = f["sigmoid_fanout"]

@@ -226,9 +226,11 @@ OUT_OF_LINE static void free_erase(est_cache *c, int32_t x) {
     }
 }
 
-/* get_free_block's lower_bound in the small pool: the lowest address of the
- * first non-empty class at or above size's; -1 when none. */
-static int32_t small_lower_bound(const est_cache *c, uint64_t size) {
+/* get_free_block's lower_bound in the small pool, taken out of the free
+ * set: the lowest address of the first non-empty class at or above size's;
+ * -1 when none. The block is its treap's leftmost, so erasing it is one walk
+ * down the left spine (free_erase would walk it again). */
+static int32_t small_take_best(est_cache *c, uint64_t size) {
     int k = small_class(size);
     int w = k / 64;
     uint64_t bits = c->small_nonempty[w] & (~(uint64_t)0 << (k % 64));
@@ -236,8 +238,13 @@ static int32_t small_lower_bound(const est_cache *c, uint64_t size) {
         if (++w == CLASS_WORDS) return -1;
         bits = c->small_nonempty[w];
     }
-    int32_t t = c->small_root[w * 64 + __builtin_ctzll(bits)];
-    while (c->b[t].ch[0] >= 0) t = c->b[t].ch[0];
+    int found = w * 64 + __builtin_ctzll(bits);
+    int32_t *link = &c->small_root[found];
+    while (c->b[*link].ch[0] >= 0) link = &c->b[*link].ch[0];
+    int32_t t = *link;
+    *link = c->b[t].ch[1]; /* treap_erase's merge of an empty left subtree */
+    c->b[t].ch[1] = -1;
+    if (c->small_root[found] < 0) c->small_nonempty[found / 64] &= ~((uint64_t)1 << (found % 64));
     return t;
 }
 
@@ -332,10 +339,9 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
     uint64_t size = est__cache_round_size(bytes);
     int small = size <= K_SMALL_SIZE;
     blk *b = c->b;
-    int32_t r = small ? small_lower_bound(c, size) : treap_lower_bound(b, c->large_root, size);
-    if (r >= 0) {
-        free_erase(c, r);
-    } else {
+    int32_t r = small ? small_take_best(c, size) : treap_lower_bound(b, c->large_root, size);
+    if (r >= 0 && !small) free_erase(c, r);
+    if (r < 0) {
         uint64_t seg = allocation_size(size);
         if (!segment_fits(c, seg)) {
             /* release_available_cached_blocks is a no-op with max_split_size

@@ -55,6 +55,7 @@ void est__attr_free(est_attr *a) {
     if (a->strings)
         for (int64_t i = 0; i < a->n; i++) free(a->strings[i]);
     free(a->strings);
+    free(a->t_dims);
     est__const_free(a->t_value);
 }
 

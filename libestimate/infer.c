@@ -346,21 +346,30 @@ static uint64_t node_work(const est_report *r, int64_t owned_before) {
 static bool take_memo(est_report *r, const est_memo *m, const est_node *n) {
     for (int k = 0; k < n->n_inputs; k++) {
         int32_t t = n->inputs[k];
-        if (t >= 0 && (m->slot[t] < 0 || !est__tval_same(&r->tv[t], &m->tv[m->slot[t]]))) return false;
+        if (t < 0) continue;
+        if (m->slot[t] < 0) return false;
+        est_tval v;
+        est__memo_tval(m, m->slot[t], &v);
+        if (!est__tval_same(&r->tv[t], &v)) return false;
     }
     for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] >= 0) r->tv[n->outputs[k]] = m->tv[m->slot[n->outputs[k]]];
+        if (n->outputs[k] >= 0) est__memo_tval(m, m->slot[n->outputs[k]], &r->tv[n->outputs[k]]);
     return true;
 }
 
 est_status est__infer_constants(const est_graph *g, est_plan *p) {
-    est_report r = {.graph = g, .tv = p->tv};
+    /* every tensor's state while the nodes run, kept only for the outputs */
+    est_report r = {.graph = g, .tv = malloc(((size_t)g->n_tensors + 1) * sizeof *r.tv)};
     bool *constant = calloc((size_t)g->n_tensors + 1, sizeof *constant); /* depends on no graph input */
-    if (!constant) return EST_ENOMEM;
+    if (!constant || !r.tv) {
+        free(constant);
+        free(r.tv);
+        return EST_ENOMEM;
+    }
     for (int32_t t = 0; t < g->n_tensors; t++) {
-        p->tv[t].rank = -1;
+        r.tv[t].rank = -1;
         if (g->tensors[t].kind != EST_T_INITIALIZER) continue;
-        bind_initializer(&g->tensors[t], &p->tv[t]);
+        bind_initializer(&g->tensors[t], &r.tv[t]);
         constant[t] = true;
     }
     uint64_t work = 0;
@@ -375,7 +384,7 @@ est_status est__infer_constants(const est_graph *g, est_plan *p) {
         if (infer_node(&r, n, &err) != EST_OK) {
             /* left to each estimate, which reports the error */
             for (int k = 0; k < n->n_outputs; k++)
-                if (n->outputs[k] >= 0) p->tv[n->outputs[k]] = (est_tval){.rank = -1};
+                if (n->outputs[k] >= 0) r.tv[n->outputs[k]] = (est_tval){.rank = -1};
             if (err.code == EST_ENOMEM) st = EST_ENOMEM;
             continue;
         }
@@ -385,18 +394,28 @@ est_status est__infer_constants(const est_graph *g, est_plan *p) {
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0) constant[n->outputs[k]] = true;
     }
-    /* tensors of nodes past the limit stay unplanned */
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (!constant[t]) p->tv[t] = (est_tval){.rank = -1};
+    /* the outputs of nodes that ran; tensors of nodes past the limit stay
+     * unplanned */
+    int32_t n_planned = 0;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        bool planned = constant[t] && g->tensors[t].kind != EST_T_INITIALIZER;
+        p->slot[t] = planned ? n_planned++ : -1;
+    }
+    p->tv = malloc(((size_t)n_planned + 1) * sizeof *p->tv);
+    if (p->tv)
+        for (int32_t t = 0; t < g->n_tensors; t++)
+            if (p->slot[t] >= 0) p->tv[p->slot[t]] = r.tv[t];
     p->owned = r.owned, p->n_owned = r.n_owned, p->cap_owned = r.cap_owned;
     free(constant);
-    return st;
+    free(r.tv);
+    return p->tv ? st : EST_ENOMEM;
 }
 
-est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
+est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_work, est_error *err) {
     const est_graph *g = r->graph;
     binding b = {0};
     est_status st = EST_OK;
+    *memo_work = NULL;
     r->tv = calloc((size_t)g->n_tensors + 1, sizeof *r->tv);
     if (!r->tv) {
         st = est__fail(err, EST_ENOMEM, "out of memory");
@@ -414,7 +433,7 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
         if (b.sym_val[s] > 0) r->dims[r->n_dims++] = (est_binding){b.symbols[s], b.sym_val[s]};
     const est_plan *plan = est__graph_plan(g);
     for (int32_t t = 0; t < g->n_tensors; t++)
-        if (plan && plan->tv[t].rank >= 0) r->tv[t] = plan->tv[t];
+        if (plan && plan->slot[t] >= 0) r->tv[t] = plan->tv[plan->slot[t]];
         else if (g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
     for (int32_t k = 0; k < g->n_inputs && st == EST_OK; k++) {
         int32_t t = g->inputs[k];
@@ -425,6 +444,7 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
     uint64_t work = 0;
     const est_memo *memo = plan ? est__plan_memo(g) : NULL;
     uint64_t *works = plan && !memo ? calloc((size_t)g->n_nodes + 1, sizeof *works) : NULL; /* to record one */
+    *memo_work = works;
     for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
         if (plan && plan->work[i]) { /* inferred once, in the plan */
             work += plan->work[i];
@@ -444,8 +464,6 @@ est_status est__infer(est_report *r, const est_options *opt, est_error *err) {
                            "passes the limit of %llu (est_limits.max_work)", g->source, g->nodes[i].name,
                            g->nodes[i].op_type, (unsigned long long)g->limits.max_work);
     }
-    if (st == EST_OK && works) est__plan_record_memo(g, r, works);
-    free(works);
 out:
     binding_free(&b);
     return st;

@@ -119,7 +119,9 @@ typedef struct est_attr {
     /* TENSOR: dtype and dims always; values only when small (for folding). */
     est_dtype t_dtype;
     int32_t t_rank;
-    int64_t t_dims[EST_MAX_RANK];
+    int64_t *t_dims;     /* t_rank entries (at least one allocated); an
+                            array of EST_MAX_RANK here made every attribute,
+                            most of them ints, twice as large */
     est_const *t_value;
 } est_attr;
 
@@ -151,13 +153,18 @@ typedef struct est_node {
     const char *op_type;
     const char *domain; /* "" for the standard domain */
     const struct est_op_def *op; /* registry entry, NULL if unsupported */
+    /* the counts side by side, and the bools below, leave no padding (a
+     * million nodes: 16 MB) */
     int32_t n_inputs;
+    int32_t n_outputs;
     int32_t *inputs;    /* tensor indices; -1 for an omitted optional input;
                            in the graph's chunks (est__graph_ids) */
-    int32_t n_outputs;
     int32_t *outputs;   /* tensor indices; -1 for an omitted optional output;
                            in the graph's chunks */
     int32_t n_attrs;
+    /* Set by est__graph_finish for an op marked held_by_block (registry.h):
+     * the last node of the innermost block call around it; -1 for none. */
+    int32_t output_held_until;
     est_attr *attrs;
     int64_t opset;      /* opset of the node's domain */
     /* The PyTorch module call the node ran in, as a '/'-separated module path
@@ -170,11 +177,6 @@ typedef struct est_node {
      * the module when the exporter made the name up, else the name. */
     char *module;
     const char *label;  /* n->name or n->module */
-    est_fx_args fx_args;
-    bool fx_sdpa;       /* the dynamo exporter says the node came from an
-                           FX call of aten.scaled_dot_product_attention */
-    bool fx_sdpa_dropout; /* ...whose dropout_p is above 0, which the
-                             exporter's decomposition drops */
     uint64_t fx_arg0;   /* a hash of the FX value the call takes first
                            ("%getitem_38" in a dynamo export's "aten.linear(
                            %getitem_38, ...)"), 0 when the file does not say */
@@ -183,9 +185,11 @@ typedef struct est_node {
      * reference keeps a module's arguments alive until it returns); -1 when
      * there is none, and NULL when no input has one. */
     int32_t *input_held_until;
-    /* Set by est__graph_finish for an op marked held_by_block (registry.h):
-     * the last node of the innermost block call around it; -1 for none. */
-    int32_t output_held_until;
+    est_fx_args fx_args;
+    bool fx_sdpa;       /* the dynamo exporter says the node came from an
+                           FX call of aten.scaled_dot_product_attention */
+    bool fx_sdpa_dropout; /* ...whose dropout_p is above 0, which the
+                             exporter's decomposition drops */
 } est_node;
 
 /* Interned strings: a set, open addressing; the graph owns every string. */

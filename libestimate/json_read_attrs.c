@@ -90,8 +90,9 @@ static est_status parse_attr_tensor(json_loader *J, const cJSON *v, est_attr *a,
     }
     a->t_dtype = decl.dtype;
     a->t_rank = decl.rank;
-    memcpy(a->t_dims, decl.dims, sizeof a->t_dims);
     a->t_value = decl.value;
+    if (!(a->t_dims = malloc((size_t)(decl.rank > 0 ? decl.rank : 1) * sizeof *a->t_dims))) return est__json_oom(J);
+    if (decl.rank > 0) memcpy(a->t_dims, decl.dims, (size_t)decl.rank * sizeof *a->t_dims);
     return EST_OK;
 }
 

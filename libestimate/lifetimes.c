@@ -26,8 +26,14 @@ bool est__sim_build_contexts(sim *s) {
     const est_tval **tv = s->ctx_tv;
     bool *flags = s->ctx_flags;
     /* only the parameters that train start the gradient flow
-     * (est_options.params): a frozen weight is a constant to autograd */
-    for (int32_t t = 0; t < g->n_tensors; t++) s->needs_grad[t] = s->train && s->r->trains[t];
+     * (est_options.params): a frozen weight is a constant to autograd; and
+     * what each tensor is, for the step's hot loops */
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        s->needs_grad[t] = s->train && s->r->trains[t];
+        s->activation[t] = tt->kind == EST_T_ACTIVATION && !is_folded(s, t);
+        s->param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
+    }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_cost_ctx *c = &s->ctx[i];
@@ -53,9 +59,8 @@ bool est__sim_build_contexts(sim *s) {
             int32_t t = n->inputs[k];
             if (t < 0) continue;
             c->in[k] = &s->r->tv[t];
-            bool diff = k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k));
-            c->in_grad[k] = diff && s->needs_grad[t];
-            c->in_param[k] = g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].role == EST_ROLE_PARAM;
+            c->in_grad[k] = input_needs_grad(s, i, k);
+            c->in_param[k] = s->param[t];
             c->any_grad |= c->in_grad[k];
         }
         for (int k = 0; k < n->n_outputs; k++) {
@@ -317,7 +322,24 @@ static void keep_unreached_saves(sim *s) {
     }
 }
 
-void est__sim_plan_lifetimes(sim *s) {
+/* Keeps what node i's backward saves (sv); false: out of memory. */
+static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
+    s->saved_inputs[i] = sv->inputs;
+    s->saved_outputs[i] = sv->outputs;
+    s->extra_first[i] = s->n_extras;
+    if (s->n_extras + sv->n_extra > s->cap_extras) {
+        int32_t cap = s->cap_extras ? 2 * s->cap_extras : 256;
+        uint64_t *e = realloc(s->extra_alloc, (size_t)cap * sizeof *e);
+        if (!e) return false;
+        s->extra_alloc = e;
+        s->cap_extras = cap;
+    }
+    for (int e = 0; e < sv->n_extra; e++) s->extra_alloc[s->n_extras++] = sv->extra_bytes[e];
+    s->extra_first[i + 1] = s->n_extras;
+    return true;
+}
+
+bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++) {
         s->last_use[t] = -1;
@@ -351,12 +373,11 @@ void est__sim_plan_lifetimes(sim *s) {
         if (s->r->kernels == EST_KERNELS_PYTORCH && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
             s->last_use[s->base[n->outputs[0]]] < n->output_held_until)
             s->last_use[s->base[n->outputs[0]]] = n->output_held_until;
-        est_saved *sv = &s->saved[i];
-        memset(sv, 0, sizeof *sv);
-        if (!s->train || !s->ctx[i].any_grad || !n->op->saves || s->unreached[i]) continue;
-        n->op->saves(&s->ctx[i], sv);
+        est_saved sv = {0};
+        if (s->train && s->ctx[i].any_grad && n->op->saves && !s->unreached[i]) n->op->saves(&s->ctx[i], &sv);
+        if (!keep_saves(s, i, &sv)) return false;
         for (int k = 0; k < n->n_inputs && k < 32; k++)
-            if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
+            if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
                 int32_t b = s->base[n->inputs[k]];
                 if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
                     s->cast_saved[i] |= EST_SLOT(k);
@@ -367,9 +388,9 @@ void est__sim_plan_lifetimes(sim *s) {
                 note_saved(s, i, b);
             }
         for (int k = 0; k < n->n_outputs && k < 32; k++)
-            if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+            if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
         int32_t seg = segment_of(s, i);
-        if (seg >= 0 && (sv->inputs || sv->outputs || sv->n_extra)) s->seg_last_saver[seg] = i;
+        if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
     }
     keep_unreached_saves(s);
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
@@ -377,4 +398,46 @@ void est__sim_plan_lifetimes(sim *s) {
     bucket_by_node(s->last_use, g->n_tensors, g->n_nodes, s->release_first, s->release_order);
     bucket_by_node(s->saved_until, g->n_tensors, g->n_nodes, s->bwd_first, s->bwd_order);
     if (s->segs) bucket_by_node(s->recompute_until, g->n_tensors, g->n_nodes, s->rc_first, s->rc_order);
+    return true;
+}
+
+/* A parameter the optimizer updates (it has a gradient and state): one that
+ * trains and that some node reads (an unread one is never created on the
+ * GPU). */
+static bool is_trained(const sim *s, int32_t t) {
+    return s->param[t] && s->g->tensors[t].first_consumer >= 0 && s->r->trains[t];
+}
+
+bool est__sim_compact_for_step(sim *s) {
+    const est_graph *g = s->g;
+    size_t n_trained = 0;
+    for (int32_t t = 0; t < g->n_tensors; t++) n_trained += is_trained(s, t);
+    s->any_grad = malloc(((size_t)g->n_nodes + 1) * sizeof *s->any_grad);
+    s->trained = malloc((n_trained + 1) * sizeof *s->trained);
+    if (!s->any_grad || !s->trained) return false;
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        if (is_trained(s, t)) s->trained[s->n_trained++] = t;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        s->any_grad[i] = s->ctx[i].any_grad;
+        int32_t out = n->n_outputs ? n->outputs[0] : -1;
+        for (int k = 0; out >= 0 && k < n->n_inputs && k < 32; k++) {
+            bool shares = (k == 0 && n->op->view != EST_VIEW_NONE) || s->inplace_slot[i] == k ||
+                          (n->op->grad_passes_to & EST_SLOT(k));
+            int32_t t = n->inputs[k];
+            if (shares && t >= 0 && s->r->tv[out].elements == s->r->tv[t].elements) s->same_size[i] |= EST_SLOT(k);
+        }
+    }
+    for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
+    free(s->ctx);
+    free(s->ctx_tv);
+    free(s->ctx_flags);
+    free(s->last_use);   /* the release lists hold what the step needs of it */
+    free(s->contiguous);
+    s->ctx = NULL;
+    s->ctx_tv = NULL;
+    s->ctx_flags = NULL;
+    s->last_use = NULL;
+    s->contiguous = NULL;
+    return true;
 }

@@ -28,6 +28,7 @@ static void memo_free(est_memo *m) {
     free(m->owned);
     free(m->slot);
     free(m->tv);
+    free(m->dims);
     free(m->work);
     free(m);
 }
@@ -37,6 +38,7 @@ static void plan_free(est_plan *p) {
     memo_free((est_memo *)p->memo);
     for (int64_t i = 0; i < p->n_owned; i++) est__const_free(p->owned[i]);
     free(p->owned);
+    free(p->slot);
     free(p->tv);
     free(p->work);
     free(p);
@@ -45,9 +47,9 @@ static void plan_free(est_plan *p) {
 static est_plan *plan_make(const est_graph *g) {
     est_plan *p = calloc(1, sizeof *p);
     if (!p) return NULL;
-    p->tv = calloc((size_t)g->n_tensors + 1, sizeof *p->tv);
+    p->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *p->slot);
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
-    if (!p->tv || !p->work || est__infer_constants(g, p) != EST_OK) {
+    if (!p->slot || !p->work || est__infer_constants(g, p) != EST_OK) {
         plan_free(p);
         return NULL;
     }
@@ -93,26 +95,47 @@ static est_const *own_ref(est_memo *m, est_const *c, int64_t *cap) {
     return m->owned[m->n_owned++] = est__const_ref(c);
 }
 
+void est__memo_tval(const est_memo *m, int32_t slot, est_tval *out) {
+    const est_memo_tval *v = &m->tv[slot];
+    *out = (est_tval){.dtype = v->dtype, .rank = v->rank, .elements = v->elements, .value = v->value};
+    if (v->rank > 0) memcpy(out->dims, m->dims + v->dims_at, (size_t)v->rank * sizeof *out->dims);
+}
+
 /* Gives tensor t a slot holding r's state of it (its value shared). */
-static bool memo_tensor(est_memo *m, const est_report *r, int32_t t, int32_t *n_slots, int64_t *cap) {
+static bool memo_tensor(est_memo *m, const est_report *r, int32_t t, int64_t *cap) {
     if (m->slot[t] >= 0) return true;
-    est_tval v = r->tv[t];
+    const est_tval *v = &r->tv[t];
+    int32_t rank = v->rank > 0 ? v->rank : 0;
+    if (m->n_slots == m->cap_slots) {
+        int32_t ncap = m->cap_slots ? 2 * m->cap_slots : 64;
+        est_memo_tval *ntv = realloc(m->tv, (size_t)ncap * sizeof *ntv);
+        if (!ntv) return false;
+        m->tv = ntv, m->cap_slots = ncap;
+    }
+    if (m->n_dims + rank > m->cap_dims) {
+        int64_t ncap = m->cap_dims ? 2 * m->cap_dims : 256;
+        int64_t *nd = realloc(m->dims, (size_t)ncap * sizeof *nd);
+        if (!nd) return false;
+        m->dims = nd, m->cap_dims = ncap;
+    }
     const est_plan *p = r->graph->plan;
-    bool planned = p && p->tv[t].rank >= 0; /* its value is the plan's, alive as long */
-    if (v.value && !planned && !(v.value = own_ref(m, (est_const *)v.value, cap))) return false;
-    m->tv[*n_slots] = v;
-    m->slot[t] = (*n_slots)++;
+    /* its value is the plan's or the graph's, alive as long */
+    bool planned = p && (p->slot[t] >= 0 || r->graph->tensors[t].kind == EST_T_INITIALIZER);
+    const est_const *value = v->value;
+    if (value && !planned && !(value = own_ref(m, (est_const *)value, cap))) return false;
+    m->tv[m->n_slots] = (est_memo_tval){.dtype = v->dtype, .rank = v->rank, .elements = v->elements,
+                                        .value = value, .dims_at = m->n_dims};
+    memcpy(m->dims + m->n_dims, v->dims, (size_t)rank * sizeof *m->dims);
+    m->n_dims += rank;
+    m->slot[t] = m->n_slots++;
     return true;
 }
 
 static est_memo *memo_make(const est_graph *g, const est_report *r, const uint64_t *node_work) {
     est_memo *m = calloc(1, sizeof *m);
-    int32_t n_slots = 0;
     int64_t cap = 0;
-    size_t n_io = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) n_io += (size_t)g->nodes[i].n_inputs + (size_t)g->nodes[i].n_outputs;
     if (!m || !(m->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *m->slot)) ||
-        !(m->tv = calloc(n_io + 1, sizeof *m->tv)) || !(m->work = calloc((size_t)g->n_nodes + 1, sizeof *m->work))) {
+        !(m->work = calloc((size_t)g->n_nodes + 1, sizeof *m->work))) {
         memo_free(m);
         return NULL;
     }
@@ -123,9 +146,8 @@ static est_memo *memo_make(const est_graph *g, const est_report *r, const uint64
         for (int k = 0; k < n->n_outputs; k++) folded |= n->outputs[k] >= 0 && r->tv[n->outputs[k]].value != NULL;
         if (!folded || !node_work[i] || (g->plan && g->plan->work[i])) continue;
         bool ok = true;
-        for (int k = 0; ok && k < n->n_inputs; k++) ok = n->inputs[k] < 0 || memo_tensor(m, r, n->inputs[k], &n_slots, &cap);
-        for (int k = 0; ok && k < n->n_outputs; k++)
-            ok = n->outputs[k] < 0 || memo_tensor(m, r, n->outputs[k], &n_slots, &cap);
+        for (int k = 0; ok && k < n->n_inputs; k++) ok = n->inputs[k] < 0 || memo_tensor(m, r, n->inputs[k], &cap);
+        for (int k = 0; ok && k < n->n_outputs; k++) ok = n->outputs[k] < 0 || memo_tensor(m, r, n->outputs[k], &cap);
         if (!ok) {
             memo_free(m);
             return NULL;

@@ -115,8 +115,8 @@ void est__sim_recompute_segment(sim *s, int32_t seg) {
             s->recomputed[t] = true;
         }
         if (s->dt) recompute_casts(s, j, false);
-        const est_saved *sv = &s->saved[j];
-        for (int e = 0; e < sv->n_extra; e++) est__sim_alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, j, e));
+        for (int32_t e = s->extra_first[j]; e < s->extra_first[j + 1]; e++)
+            est__sim_alloc(s, EST_CAT_ACTIVATIONS, s->extra_alloc[e], KEY(K_EXTRA, j, e - s->extra_first[j]));
         uint64_t ws = s->ws_forward[j];
         est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, ws);
         if (s->dt) recompute_casts(s, j, true);

@@ -77,18 +77,32 @@ static inline est_dtype est__stored_dtype(const est_report *r, est_dtype declare
  * inferred, r->mode set). */
 est_status est__build_params(est_report *r, const est_param_filter *f, est_error *err);
 
-/* plan.c: what every estimate of a graph shares. Per tensor, tv[t] is the
- * inferred state of a tensor that depends on no graph input (rank -1 for
- * the others); per node, work[i] is the work unit count of a node whose
- * outputs are all such tensors (0 for the others). owned holds the folded
- * values those tv point to. */
+/* plan.c: what every estimate of a graph shares. Per tensor, slot[t] is
+ * where tv holds the inferred state of a node output that depends on no
+ * graph input, -1 for the others (an initializer's state is the graph's
+ * own, bound by each estimate: 1.5 million of them in a 1M-node graph made
+ * a per-tensor tv of 180 MB); per node, work[i] is the work unit count of a
+ * node whose outputs are all such tensors (0 for the others). owned holds
+ * the folded values those tv point to. */
 typedef struct est_plan {
+    int32_t *slot;
     est_tval *tv;
     uint64_t *work;
     est_const **owned;
     int64_t n_owned, cap_owned;
     const struct est_memo *memo; /* set once by the first estimate */
 } est_plan;
+
+/* A tensor state as the memo keeps it: an est_tval without its
+ * EST_MAX_RANK dims (a quarter of the bytes), which the memo keeps one
+ * after another. */
+typedef struct est_memo_tval {
+    est_dtype dtype;
+    int32_t rank;
+    int64_t elements;
+    const est_const *value;
+    int64_t dims_at;      /* its rank dims start at the memo's dims[dims_at] */
+} est_memo_tval;
 
 /* What the first estimate folded that depends on graph inputs (Swin's
  * window masks come from Shape(x)): per node that folded an output, the
@@ -97,11 +111,17 @@ typedef struct est_plan {
  * them again (plan.c). */
 typedef struct est_memo {
     int32_t *slot;        /* per tensor: its index in tv, or -1 */
-    est_tval *tv;         /* values point into owned */
+    est_memo_tval *tv;    /* values point into owned, the plan's or the graph's */
+    int32_t n_slots, cap_slots;
+    int64_t *dims;        /* the slots' dims, one after another */
+    int64_t n_dims, cap_dims;
     uint64_t *work;       /* per node: its work when memoised, 0 when not */
     est_const **owned;
     int64_t n_owned;
 } est_memo;
+
+/* The memo's tensor state `slot`, whole (dims past its rank 0). */
+void est__memo_tval(const est_memo *m, int32_t slot, est_tval *out);
 
 /* The graph's plan, made on first use; NULL when out of memory (estimates
  * then infer every node). */
@@ -113,11 +133,15 @@ const est_memo *est__plan_memo(const est_graph *g);
 void est__plan_record_memo(const est_graph *g, const est_report *r, const uint64_t *node_work);
 /* Whether tensor states a and b are the same: dtype, dims and values. */
 bool est__tval_same(const est_tval *a, const est_tval *b);
-/* infer.c: fills a plan's tv, work and owned. */
+/* infer.c: fills a plan's slot, tv, work and owned (slot and work
+ * allocated, tv NULL). */
 est_status est__infer_constants(const est_graph *g, est_plan *p);
 
-/* Runs shape inference into r->tv (r->graph and options already set). */
-est_status est__infer(est_report *r, const est_options *opt, est_error *err);
+/* Runs shape inference into r->tv (r->graph and options already set).
+ * While the graph's plan has no memo, *memo_work is each node's work, for
+ * the caller to record the memo with (est__plan_record_memo) and free; NULL
+ * otherwise. */
+est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_work, est_error *err);
 
 /* Simulates the step r->mode describes over the inferred graph: fills every
  * layer's FLOPs, saved and temp bytes, the memory totals and the peak. */

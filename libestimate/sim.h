@@ -40,13 +40,20 @@ typedef struct sim {
     int32_t *base;          /* the tensor whose storage this one uses */
     bool *needs_grad;
     uint64_t *alloc_bytes;  /* what tensor_alloc() says, once the dtypes are known */
-    bool *contiguous;
+    bool *contiguous;       /* while planning (est__sim_compact_for_step frees it) */
     bool *allocated;        /* per storage (indexed by base) */
-    int32_t *last_use;      /* per storage: last forward reader, -1 none */
+    int32_t *last_use;      /* per storage: last forward reader, -1 none; while planning */
     int32_t *release_first; /* per node (n + 1): where its storages start in release_order */
     int32_t *release_order; /* storages by last_use: those node i may free after it runs */
     int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
     bool *kept;             /* per storage: a graph output, alive after the step */
+    /* per tensor: an activation's storage, not folded (is_activation_storage),
+     * and a parameter (is_param_storage); read in the step's hot loops: a
+     * byte here, where the tensor's and its state's structs are 72 and 120 */
+    bool *activation;
+    bool *param;
+    int32_t *trained;       /* the parameters the optimizer updates, in tensor order */
+    int32_t n_trained;
     /* Activation gradients live in blocks that several tensors may share (an
      * Add hands its incoming gradient to both operands): per tensor its
      * block, -1 none (no live gradient); per block its key, bytes and
@@ -54,17 +61,33 @@ typedef struct sim {
     int32_t *grad_block;
     struct grad_block *gblocks;
     int32_t n_gblocks, cap_gblocks;
+    int32_t free_gblock;    /* the first dropped block, whose entry a new one takes; -1 none */
     bool *grad_key0;        /* per tensor: KEY(K_GRAD, t, 0) names a live block */
     uint32_t grad_serial;   /* the slot of the next block whose tensor's slot 0 is taken */
     bool *param_has_grad;
-    /* per node */
-    est_saved *saved;
+    /* per node; ctx and its arrays only while the step is planned
+     * (est__sim_compact_for_step frees them: some 110 bytes a node) */
     bool *unreached;        /* per node: no gradient reaches it from the loss (mark_unreached) */
     est_cost_ctx *ctx;      /* built once per node */
     uint64_t *ws_forward;   /* per node: its forward's workspace, rounded */
     uint64_t *ws_backward;  /* per node: its backward's workspace, rounded */
     const est_tval **ctx_tv; /* the contexts' in and out arrays, node after node */
     bool *ctx_flags;        /* their in_grad, in_param and in_strided arrays */
+    bool *any_grad;         /* per node: its context's any_grad (backward runs),
+                               kept when the contexts are freed */
+    est_slot_mask *same_size; /* per node: the inputs (below 32) a view or a
+                               passed gradient may share output 0's gradient
+                               with, as many elements as it (read once, not
+                               at every backward: the states miss the cache) */
+    /* What each node's backward keeps (its rule's est_saved, in a fifth of
+     * the bytes): per node its saved inputs and outputs, and its extras. */
+    est_slot_mask *saved_inputs;
+    est_slot_mask *saved_outputs;
+    int32_t *extra_first;   /* per node (n + 1): where its extras start in extra_alloc */
+    uint64_t *extra_alloc;  /* the extras' bytes, node after node: as the rules
+                               say while planning, rounded (allocated) from
+                               est__sim_compact_for_step on */
+    int32_t n_extras, cap_extras;
     /* --amp (docs/memory-model.md, "Mixed precision (--amp)"); all NULL without */
     est_dtype low;          /* the autocast dtype, or EST_DT_UNDEFINED */
     est_dtype *dt;          /* per tensor: the dtype it is stored in */
@@ -102,6 +125,8 @@ typedef struct sim {
     int64_t *by_tensor;     /* per tensor x 3: the live block of its storage,
                                its gradient and its recomputed copy (the keys
                                of nearly every block, looked up directly); 0 none */
+    int64_t *by_extra;      /* per saved extra (numbered as extra_alloc): its
+                               live block, 0 none */
     bool cache_failed;      /* host memory ran out during the replay */
     bool device_oom;        /* the replay hit est_options.memory_limit: PyTorch
                                raises out of memory there; the replay stops */
@@ -147,9 +172,7 @@ static inline est_dtype stored_dtype(const sim *s, int32_t t) {
     if (s->dt) return s->dt[t];
     return est__stored_dtype(s->r, s->r->tv[t].dtype);
 }
-static inline bool is_param_storage(const sim *s, int32_t b) {
-    return s->g->tensors[b].kind == EST_T_INITIALIZER && s->g->tensors[b].role == EST_ROLE_PARAM;
-}
+static inline bool is_param_storage(const sim *s, int32_t b) { return s->param[b]; }
 /* Elements of tensor t one GPU holds: 1/tp of a tensor --tp splits. */
 static inline uint64_t local_elements(const sim *s, int32_t t) {
     uint64_t e = est_tval_elements(&s->r->tv[t]);
@@ -171,9 +194,14 @@ static inline bool cached_cast(const sim *s, int32_t i, int k) {
 static inline bool is_cast(const sim *s, int32_t i, int k) {
     return s->cast_mask && k < 32 && (s->cast_mask[i] & EST_SLOT(k));
 }
-static inline bool is_activation_storage(const sim *s, int32_t b) {
-    return s->g->tensors[b].kind == EST_T_ACTIVATION && !is_folded(s, b);
+/* Whether input k of node i takes a gradient (its cost context's in_grad,
+ * which the step reads after the contexts are freed). */
+static inline bool input_needs_grad(const sim *s, int32_t i, int k) {
+    const est_node *n = &s->g->nodes[i];
+    int32_t t = n->inputs[k];
+    return t >= 0 && (k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k))) && s->needs_grad[t];
 }
+static inline bool is_activation_storage(const sim *s, int32_t b) { return s->activation[b]; }
 static inline int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s->seg_of[i] : -1; }
 /* The key of node i's autocast copy of input k: a parameter's cached copy is
  * one block however many ops read it. */
@@ -186,12 +214,17 @@ static inline uint64_t tensor_alloc(const sim *s, int32_t t) { return s->alloc_b
 static inline bool replaying(const sim *s) { return s->cache && !s->cache_failed && !s->device_oom; }
 
 /* lifetimes.c: the tensor-lifetime table, planned before the step runs. */
-bool est__sim_build_contexts(sim *s);       /* cost contexts; which tensors need a gradient */
+bool est__sim_build_contexts(sim *s);       /* cost contexts; needs_grad, activation, param */
 bool est__sim_mark_unreached(sim *s);       /* backwards the loss never reaches; false: out of memory */
 void est__sim_assign_storage(sim *s);       /* which tensors share a storage (views, in-place ops) */
 void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */
 void est__sim_mark_strided_inputs(sim *s);  /* inputs that are non-contiguous views */
-void est__sim_plan_lifetimes(sim *s);       /* last uses, saves, release lists */
+bool est__sim_plan_lifetimes(sim *s);       /* last uses, saves, release lists; false: out of memory */
+/* Once the step is planned: lists the parameters that train (trained),
+ * keeps what the step reads of the contexts (any_grad), rounds the extras,
+ * frees the rest and the other arrays only planning reads (last_use,
+ * contiguous); false: out of memory. */
+bool est__sim_compact_for_step(sim *s);
 
 /* a + b, saturating (est_add_sat); a saturated sum, or UINT64_MAX in
  * either (already a count too large to be exact), flags the step's overflow. */

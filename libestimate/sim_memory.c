@@ -88,12 +88,18 @@ void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
 }
 
 /* The direct slot of a block's key: a tensor's storage, gradient or
- * recomputed copy; NULL for the other keys, which live in the map. */
-static int64_t *direct_slot(const sim *s, uint64_t key) {
-    uint64_t kind = key >> 56, index = (key >> 16) & 0xffffffffu;
-    if (!s->by_tensor || (key & 0xffff) || index >= (uint64_t)s->g->n_tensors) return NULL;
+ * recomputed copy, a node's saved extra; NULL for the other keys, which
+ * live in the map. */
+static inline int64_t *direct_slot(const sim *s, uint64_t key) {
+    uint64_t kind = key >> 56, index = (key >> 16) & 0xffffffffu, slot = key & 0xffff;
     int which = kind == K_STORAGE ? 0 : kind == K_GRAD ? 1 : kind == K_RECOMPUTED ? 2 : -1;
-    return which < 0 ? NULL : &s->by_tensor[index * 3 + (uint64_t)which];
+    if (which >= 0)
+        return s->by_tensor && !slot && index < (uint64_t)s->g->n_tensors ? &s->by_tensor[index * 3 + (uint64_t)which]
+                                                                           : NULL;
+    if (kind == K_EXTRA && s->by_extra && index < (uint64_t)s->g->n_nodes &&
+        slot < (uint64_t)(s->extra_first[index + 1] - s->extra_first[index]))
+        return &s->by_extra[(uint64_t)s->extra_first[index] + slot];
+    return NULL;
 }
 
 static bool block_put(sim *s, uint64_t key, int64_t handle) {

@@ -29,18 +29,10 @@
 
 /* ---- the step ---------------------------------------------------------------- */
 
-/* A parameter some node reads (the model's own; an unread one is never
- * created on the GPU). */
-static bool is_param(const sim *s, int32_t t) { return is_param_storage(s, t) && s->g->tensors[t].first_consumer >= 0; }
-
-/* A parameter the optimizer updates: it has a gradient and state. */
-static bool is_trained(const sim *s, int32_t t) { return is_param(s, t) && s->r->trains[t]; }
-
 /* One optimizer-state tensor of every parameter this GPU updates. */
 static uint64_t local_state_bytes(const sim *s) {
     uint64_t sum = 0;
-    for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (is_trained(s, t)) sum = est_add_sat(sum, est__par_state_bytes(s, t));
+    for (int32_t k = 0; k < s->n_trained; k++) sum = est_add_sat(sum, est__par_state_bytes(s, s->trained[k]));
     return sum;
 }
 
@@ -113,12 +105,11 @@ static void run_forward_node(sim *s, int32_t i) {
         est__sim_alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
         s->allocated[t] = true;
     }
-    const est_saved *sv = &s->saved[i];
     /* masks and statistics made for backward; a checkpointed op drops them */
     uint64_t dropped = 0;
-    for (int e = 0; e < sv->n_extra; e++)
-        if (segment_of(s, i) >= 0) dropped = sim_add(s, dropped, round_alloc(sv->extra_bytes[e]));
-        else est__sim_alloc(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
+    for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
+        if (segment_of(s, i) >= 0) dropped = sim_add(s, dropped, s->extra_alloc[e]);
+        else est__sim_alloc(s, EST_CAT_ACTIVATIONS, s->extra_alloc[e], KEY(K_EXTRA, i, e - s->extra_first[i]));
     uint64_t ws = sim_add(s, s->ws_forward[i], unread_outputs(s, i));
     if (s->recording) s->r->layers[i].temp_bytes = ws;
     est__sim_observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
@@ -165,6 +156,7 @@ static void forward(sim *s) {
 typedef struct grad_block {
     uint64_t key, bytes;
     int32_t holders;
+    int32_t next_free;  /* a dropped block: the next one dropped, -1 none */
 } grad_block;
 
 static inline bool has_grad(const sim *s, int32_t t) { return s->grad_block[t] >= 0; }
@@ -172,7 +164,7 @@ static inline bool has_grad(const sim *s, int32_t t) { return s->grad_block[t] >
 /* A new block of `bytes` for t's gradient (t held none). false: out of host
  * memory (the replay fails). */
 static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
-    if (s->n_gblocks == s->cap_gblocks) {
+    if (s->free_gblock < 0 && s->n_gblocks == s->cap_gblocks) {
         int32_t cap = s->cap_gblocks ? s->cap_gblocks * 2 : 256;
         grad_block *b = realloc(s->gblocks, (size_t)cap * sizeof *b);
         if (!b) {
@@ -186,8 +178,11 @@ static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
     if (s->grad_key0[t]) key = KEY(K_GRAD, t, 1 + s->grad_serial++ % 0xfffe); /* t's first block is still held */
     else s->grad_key0[t] = true;
     est__sim_alloc(s, EST_CAT_TEMP, bytes, key);
-    s->gblocks[s->n_gblocks] = (grad_block){key, bytes, 1};
-    s->grad_block[t] = s->n_gblocks++;
+    int32_t b = s->free_gblock; /* a dropped block's entry is reused */
+    if (b >= 0) s->free_gblock = s->gblocks[b].next_free;
+    else b = s->n_gblocks++;
+    s->gblocks[b] = (grad_block){key, bytes, 1, -1};
+    s->grad_block[t] = b;
     return true;
 }
 
@@ -206,6 +201,8 @@ static void grad_drop(sim *s, int32_t t) {
     uint64_t key = s->gblocks[b].key;
     est__sim_release(s, EST_CAT_TEMP, s->gblocks[b].bytes, key);
     if ((key & 0xffff) == 0) s->grad_key0[(key >> 16) & 0xffffffffu] = false;
+    s->gblocks[b].next_free = s->free_gblock;
+    s->free_gblock = b;
 }
 
 static bool grad_is_shared(const sim *s, int32_t t) { return s->gblocks[s->grad_block[t]].holders > 1; }
@@ -260,7 +257,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     const est_node *n = &s->g->nodes[i];
     int32_t t = n->inputs[k];
     uint64_t bytes = tensor_alloc(s, t);
-    if (s->ctx[i].in_param[k]) {
+    if (is_param_storage(s, t)) {
         if (s->param_has_grad[t]) *transient = sim_add(s, *transient, bytes); /* accumulated into the existing .grad */
         else {
             if (!s->grad_views) est__sim_alloc(s, EST_CAT_GRADS, bytes, KEY(K_GRAD, t, 0));
@@ -269,9 +266,11 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
         return;
     }
     int32_t out = n->outputs[0];
-    bool same_size = out >= 0 && s->r->tv[out].elements == s->r->tv[t].elements;
     bool view = (k == 0 && n->op->view != EST_VIEW_NONE) || s->inplace_slot[i] == k;
-    bool passes = passes_gradient(s, i, k) && same_size && has_grad(s, out) && tensor_alloc(s, out) == bytes;
+    bool passing = passes_gradient(s, i, k);
+    bool same_size = k < 32 ? (s->same_size[i] & EST_SLOT(k)) != 0
+                            : out >= 0 && s->r->tv[out].elements == s->r->tv[t].elements;
+    bool passes = passing && same_size && has_grad(s, out) && tensor_alloc(s, out) == bytes;
     if (view && same_size && has_grad(s, out) && !has_grad(s, t)) {
         grad_move(s, t, out);
         return;
@@ -287,7 +286,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
 static void cast_gradients_back(sim *s, int32_t i, uint64_t low) {
     const est_node *n = &s->g->nodes[i];
     for (int k = 0; k < n->n_inputs; k++) {
-        if (n->inputs[k] < 0 || !s->ctx[i].in_grad[k] || !is_cast(s, i, k)) continue;
+        if (!input_needs_grad(s, i, k) || !is_cast(s, i, k)) continue;
         uint64_t transient = 0;
         grad_of_input(s, i, k, &transient);
         est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, sim_add(s, transient, low));
@@ -304,10 +303,10 @@ static bool receives_grad(const sim *s, int32_t i) {
 
 static void release_saved(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
-    const est_saved *sv = &s->saved[i];
     int32_t seg = segment_of(s, i);
     if (seg < 0 || s->seg_done[seg])
-        for (int e = 0; e < sv->n_extra; e++) est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(sv->extra_bytes[e]), KEY(K_EXTRA, i, e));
+        for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
+            est__sim_release(s, EST_CAT_ACTIVATIONS, s->extra_alloc[e], KEY(K_EXTRA, i, e - s->extra_first[i]));
     for (int k = 0; k < n->n_inputs && s->cast_saved && (seg < 0 || s->seg_done[seg]); k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
         int32_t b = s->base[n->inputs[k]];
@@ -354,6 +353,7 @@ static uint64_t loss_upcast_bytes(sim *s) {
 static void backward(sim *s) {
     const est_graph *g = s->g;
     s->n_gblocks = 0; /* the last backward dropped every gradient */
+    s->free_gblock = -1;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
     est__sim_moment(s, EST_PHASE_BACKWARD, -1, "loss");
     est__sim_alloc(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
@@ -371,7 +371,7 @@ static void backward(sim *s) {
         est_layer *L = &s->r->layers[i];
         est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
         est__par_backward_node(s, i, false);
-        if (s->ctx[i].any_grad && receives_grad(s, i)) {
+        if (s->any_grad[i] && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
             if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
             /* the kernel makes an autocast copy's gradient in the copy's
@@ -381,7 +381,7 @@ static void backward(sim *s) {
             bool after = s->r->kernels == EST_KERNELS_VERIFY;
             uint64_t transient = 0, low = 0;
             for (int k = 0; k < n->n_inputs; k++)
-                if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) {
+                if (input_needs_grad(s, i, k)) {
                     if (is_cast(s, i, k)) low = sim_add(s, low, cast_bytes(s, i, k));
                     if (!after || !is_cast(s, i, k)) grad_of_input(s, i, k, &transient);
                 }
@@ -435,8 +435,8 @@ static uint64_t state_alloc(const sim *s, int32_t t, uint64_t elements) {
  * step's transient. */
 static void adafactor_step(sim *s, bool first) {
     uint64_t largest = 0;
-    for (int32_t t = 0; t < s->g->n_tensors; t++) {
-        if (!is_trained(s, t)) continue;
+    for (int32_t k = 0; k < s->n_trained; k++) {
+        int32_t t = s->trained[k];
         uint64_t row, col;
         adafactor_state(s, t, &row, &col);
         if (first) {
@@ -454,27 +454,28 @@ static void adafactor_step(sim *s, bool first) {
  * update in place; Adam's step also materialises sqrt(exp_avg_sq) for every
  * parameter before the addcdiv. */
 static void optimizer_step(sim *s, bool first) {
-    const est_graph *g = s->g;
     est__sim_moment(s, EST_PHASE_OPTIMIZER, -1, "");
     if (s->r->optimizer == EST_OPT_ADAFACTOR) {
         adafactor_step(s, first);
         return;
     }
     int per = state_per_param(s);
-    for (int32_t t = 0; first && t < g->n_tensors; t++)
-        for (int j = 0; is_trained(s, t) && est__par_state_bytes(s, t) && j < per; j++)
+    for (int32_t k = 0; first && k < s->n_trained; k++) {
+        int32_t t = s->trained[k];
+        for (int j = 0; est__par_state_bytes(s, t) && j < per; j++)
             est__sim_alloc(s, EST_CAT_OPTIMIZER, est__par_state_bytes(s, t), KEY(K_OPT, t, j));
+    }
     if (s->r->optimizer != EST_OPT_ADAM && s->r->optimizer != EST_OPT_ADAMW) {
         est__sim_observe(s, EST_PHASE_OPTIMIZER, "", 0);
         return;
     }
     /* _foreach_sqrt: one temporary per parameter, freed after the update */
-    int64_t *h = s->cache ? calloc((size_t)g->n_tensors + 1, sizeof *h) : NULL;
+    int64_t *h = s->cache ? malloc(((size_t)s->n_trained + 1) * sizeof *h) : NULL;
     if (replaying(s) && !h) s->cache_failed = true;
-    for (int32_t t = 0; h && t < g->n_tensors; t++)
-        if (is_trained(s, t)) h[t] = est__sim_block_alloc(s, est__par_state_bytes(s, t));
+    for (int32_t k = 0; h && k < s->n_trained; k++)
+        h[k] = est__sim_block_alloc(s, est__par_state_bytes(s, s->trained[k]));
     est__sim_observe(s, EST_PHASE_OPTIMIZER, "", local_state_bytes(s));
-    for (int32_t t = 0; h && t < g->n_tensors; t++) est__sim_block_release(s, h[t]);
+    for (int32_t k = 0; h && k < s->n_trained; k++) est__sim_block_release(s, h[k]);
     free(h);
 }
 
@@ -549,17 +550,25 @@ static void free_sim(sim *s) {
     free(s->release_order);
     free(s->saved_until);
     free(s->kept);
+    free(s->activation);
+    free(s->param);
+    free(s->trained);
     free(s->grad_block);
     free(s->grad_key0);
     free(s->gblocks);
     free(s->param_has_grad);
-    free(s->saved);
+    free(s->saved_inputs);
+    free(s->saved_outputs);
     free(s->ctx);
     free(s->alloc_bytes);
     free(s->ws_forward);
     free(s->ws_backward);
     free(s->ctx_tv);
     free(s->ctx_flags);
+    free(s->any_grad);
+    free(s->same_size);
+    free(s->extra_first);
+    free(s->extra_alloc);
     free(s->dt);
     free(s->cast_to);
     free(s->cast_mask);
@@ -589,6 +598,7 @@ static void free_sim(sim *s) {
     free(s->blocks.keys);
     free(s->blocks.handles);
     free(s->by_tensor);
+    free(s->by_extra);
 }
 
 /* What every iteration reads of a tensor's or a node's size, computed once:
@@ -622,16 +632,16 @@ static void fill_layer_costs(sim *s) {
         L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
         tot->flops_forward = est_add_sat(tot->flops_forward, L->flops_forward); /* FLOPs saturate */
         tot->flops_backward = est_add_sat(tot->flops_backward, L->flops_backward);
-        const est_saved *sv = &s->saved[i];
         uint64_t saved = 0;
-        for (int e = 0; e < sv->n_extra; e++) saved = sim_add(s, saved, round_alloc(sv->extra_bytes[e]));
+        for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
+            saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
         for (int k = 0; k < n->n_inputs && k < 32; k++)
-            if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
+            if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
                 saved = sim_add(s, saved, cast_bytes(s, i, k));
-            else if ((sv->inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
+            else if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
                 saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
         for (int k = 0; k < n->n_outputs && k < 32; k++)
-            if ((sv->outputs & EST_SLOT(k)) && n->outputs[k] >= 0)
+            if ((s->saved_outputs[i] & EST_SLOT(k)) && n->outputs[k] >= 0)
                 saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
         L->saved_bytes = saved;
     }
@@ -652,11 +662,16 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.release_order = calloc(nt, sizeof *s.release_order);
     s.saved_until = calloc(nt, sizeof *s.saved_until);
     s.kept = calloc(nt, sizeof *s.kept);
+    s.activation = malloc(nt * sizeof *s.activation);
+    s.param = malloc(nt * sizeof *s.param);
     s.grad_block = malloc(nt * sizeof *s.grad_block);
     s.grad_key0 = calloc(nt, sizeof *s.grad_key0);
     for (size_t t = 0; s.grad_block && t < nt; t++) s.grad_block[t] = -1;
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
-    s.saved = calloc(nn, sizeof *s.saved);
+    s.saved_inputs = calloc(nn, sizeof *s.saved_inputs);
+    s.saved_outputs = calloc(nn, sizeof *s.saved_outputs);
+    s.extra_first = calloc((size_t)nn + 1, sizeof *s.extra_first);
+    s.same_size = calloc(nn, sizeof *s.same_size);
     s.unreached = calloc(nn, sizeof *s.unreached);
     s.ctx = calloc(nn, sizeof *s.ctx);
     s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
@@ -667,7 +682,8 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.ws_backward = calloc(nn, sizeof *s.ws_backward);
     if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order ||
         !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first ||
-        !s.release_order || !s.saved_until || !s.kept || !s.grad_block || !s.grad_key0 || !s.param_has_grad || !s.saved || !s.ctx ||
+        !s.release_order || !s.saved_until || !s.kept || !s.activation || !s.param || !s.grad_block || !s.grad_key0 ||
+        !s.param_has_grad || !s.saved_inputs || !s.saved_outputs || !s.extra_first || !s.same_size || !s.ctx ||
         !s.unreached) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
@@ -700,7 +716,10 @@ est_status est__simulate(est_report *r, est_error *err) {
     est__sim_assign_storage(&s);
     if (s.dt) est__sim_assign_amp_dtypes(&s);
     est__sim_mark_strided_inputs(&s);
-    est__sim_plan_lifetimes(&s);
+    if (!est__sim_plan_lifetimes(&s)) {
+        free_sim(&s);
+        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
+    }
     est_status tp_st = est__tp_plan(&s, err);
     if (tp_st != EST_OK) {
         free_sim(&s);
@@ -718,8 +737,12 @@ est_status est__simulate(est_report *r, est_error *err) {
     if (!r->skip_reserved) { /* the caching allocator's replay */
         s.cache = est__cache_new();
         s.by_tensor = calloc(((size_t)g->n_tensors + 1) * 3, sizeof *s.by_tensor);
+        s.by_extra = calloc((size_t)s.extra_first[g->n_nodes] + 1, sizeof *s.by_extra);
     }
-    if (!r->skip_reserved && (!s.cache || !s.by_tensor)) {
+    /* compacted after the step's arrays are allocated: freed below them, the
+     * planning's arrays leave glibc no heap top to trim and grow again at
+     * every estimate */
+    if ((!r->skip_reserved && (!s.cache || !s.by_tensor || !s.by_extra)) || !est__sim_compact_for_step(&s)) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }

@@ -284,8 +284,7 @@ est_status est__tp_plan(sim *s, est_error *err) {
     /* what the split ops keep for backward, split too */
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (s->tp_node[i])
-            for (int e = 0; e < s->saved[i].n_extra; e++)
-                s->saved[i].extra_bytes[e] = (s->saved[i].extra_bytes[e] + (uint64_t)r->parallel.tp - 1) /
-                                             (uint64_t)r->parallel.tp;
+            for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
+                s->extra_alloc[e] = (s->extra_alloc[e] + (uint64_t)r->parallel.tp - 1) / (uint64_t)r->parallel.tp;
     return EST_OK;
 }

@@ -253,6 +253,7 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
         if (st != EST_OK) return st;
         a->t_dtype = (est_dtype)p->t->data_type;
         a->t_rank = (int32_t)p->t->n_dims;
+        if (!(a->t_dims = malloc((p->t->n_dims ? p->t->n_dims : 1) * sizeof *a->t_dims))) return oom(L);
         for (size_t d = 0; d < p->t->n_dims; d++) a->t_dims[d] = p->t->dims[d];
         return est__onnx_decode_values(p->t, count, &a->t_value, L->err, L->src);
     }
