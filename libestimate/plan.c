@@ -125,7 +125,7 @@ static bool memo_tensor(est_memo *m, const est_report *r, int32_t t, int64_t *ca
     if (value && !planned && !(value = own_ref(m, (est_const *)value, cap))) return false;
     m->tv[m->n_slots] = (est_memo_tval){.dtype = v->dtype, .rank = v->rank, .elements = v->elements,
                                         .value = value, .dims_at = m->n_dims};
-    memcpy(m->dims + m->n_dims, v->dims, (size_t)rank * sizeof *m->dims);
+    if (rank) memcpy(m->dims + m->n_dims, v->dims, (size_t)rank * sizeof *m->dims); /* dims is NULL until a rank */
     m->n_dims += rank;
     m->slot[t] = m->n_slots++;
     return true;
