@@ -343,6 +343,12 @@ static int parse_args(cli *c, int argc, char **argv) {
             c->opt.parallel.bucket_bytes = (uint64_t)mb << 20;
         } else if (strcmp(a, "--grad-as-bucket-view") == 0) {
             c->opt.parallel.grad_as_bucket_view = 1;
+        } else if (is_flag(a, "--ddp-first-bucket", "--ddp-first-bucket")) {
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (strcmp(v, "auto") == 0) c->opt.parallel.first_bucket = EST_FIRST_BUCKET_AUTO;
+            else if (strcmp(v, "held") == 0) c->opt.parallel.first_bucket = EST_FIRST_BUCKET_HELD;
+            else if (strcmp(v, "released") == 0) c->opt.parallel.first_bucket = EST_FIRST_BUCKET_RELEASED;
+            else return usage_error("--ddp-first-bucket wants auto, held or released, got '%s'", v);
         } else if (strcmp(a, "--offload") == 0) {
             c->opt.parallel.offload = 1;
         } else if (is_flag(a, "--kernels", "--kernels")) {

@@ -216,9 +216,15 @@ static void print_parallel(FILE *f, const est_report *r) {
             any = true;
         }
     fprintf(f, "%s\n", any ? "" : " nothing (one GPU per group)");
-    if (c->first_bucket_held_bytes)
-        fprintf(f, "  first bucket    %s, the first iteration's, held through the second's forward and backward\n",
-                human_bytes(a, sizeof a, c->first_bucket_held_bytes));
+    if (c->first_bucket_bytes) { /* a race: both ends of it */
+        char held[64], released[64];
+        fprintf(f, "  first bucket    %s, the first iteration's, counted as %s\n"
+                "                  (a race: the peak is %s held, %s released)\n",
+                human_bytes(a, sizeof a, c->first_bucket_bytes),
+                c->first_bucket_held_bytes ? "held through the second's backward" : "released at the second's rebuild",
+                human_bytes(held, sizeof held, c->peak_first_bucket_held_bytes),
+                human_bytes(released, sizeof released, c->peak_first_bucket_released_bytes));
+    }
     size_t n = est_report_tp_pair_count(r);
     for (size_t i = 0; i < n; i++) { /* the pairs --tp split, a line each */
         const est_tp_pair *pair = est_report_tp_pair(r, i);

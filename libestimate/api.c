@@ -245,15 +245,8 @@ static void describe_peak(est_report *r) {
         }
 }
 
-est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
-    if (!out) return est__fail(err, EST_EINVAL, "est_estimate: out is NULL");
+static est_status estimate_once(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
     *out = NULL;
-    if (!g) return est__fail(err, EST_EINVAL, "est_estimate: graph is NULL");
-    est_options defaults;
-    if (!opt) {
-        est_options_init(&defaults);
-        opt = &defaults;
-    }
     est_status opt_st = check_option_arrays(opt, err);
     if (opt_st != EST_OK) return opt_st;
     est_report *r = calloc(1, sizeof *r);
@@ -310,6 +303,43 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
     }
     *out = r;
     return EST_OK;
+}
+
+/* DDP's first bucket is a race (est_first_bucket): the report gives the
+ * step's peak at both ends of it, the other end from a second estimate
+ * without the replay of the allocator. */
+static est_status add_first_bucket_race(const est_graph *g, const est_options *opt, est_report *r, est_error *err) {
+    est_comm *c = &r->comm;
+    if (!c->first_bucket_bytes) return EST_OK;
+    bool held = c->first_bucket_held_bytes != 0;
+    est_options other = *opt;
+    other.parallel.first_bucket = held ? EST_FIRST_BUCKET_RELEASED : EST_FIRST_BUCKET_HELD;
+    other.skip_reserved = 1;
+    other.timeline = 0;
+    est_report *o = NULL;
+    est_status st = estimate_once(g, &other, &o, err);
+    if (st != EST_OK) return st;
+    c->peak_first_bucket_held_bytes = held ? r->peak.bytes : o->peak.bytes;
+    c->peak_first_bucket_released_bytes = held ? o->peak.bytes : r->peak.bytes;
+    est_report_free(o);
+    return EST_OK;
+}
+
+est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+    if (!out) return est__fail(err, EST_EINVAL, "est_estimate: out is NULL");
+    *out = NULL;
+    if (!g) return est__fail(err, EST_EINVAL, "est_estimate: graph is NULL");
+    est_options defaults;
+    if (!opt) {
+        est_options_init(&defaults);
+        opt = &defaults;
+    }
+    est_status st = estimate_once(g, opt, out, err);
+    if (st == EST_OK && (st = add_first_bucket_race(g, opt, *out, err)) != EST_OK) {
+        est_report_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 size_t est_report_layer_count(const est_report *r) { return r ? r->n_layers : 0; }

@@ -99,7 +99,7 @@ est_status est_check_parallel(const est_options *opt, est_error *err) {
         if (dp > 1)
             return est__fail(err, EST_EINVAL, "world size %lld%s needs a strategy: ddp, zero1, fsdp, fsdp-grad-op or "
                              "hsdp", (long long)world, tp > 1 ? " over tensor parallelism" : "");
-        if (p->shard_group || p->bucket_bytes || p->grad_as_bucket_view || p->offload)
+        if (p->shard_group || p->bucket_bytes || p->grad_as_bucket_view || p->first_bucket || p->offload)
             return est__fail(err, EST_EINVAL, "shard group, buckets and offload need a strategy");
         return EST_OK;
     }
@@ -114,7 +114,10 @@ est_status est_check_parallel(const est_options *opt, est_error *err) {
     } else if (p->shard_group) {
         return est__fail(err, EST_EINVAL, "strategy %s: a shard group is hsdp's", name);
     }
-    if (!is_ddp(p->strategy) && (p->bucket_bytes || p->grad_as_bucket_view))
+    if (p->first_bucket < EST_FIRST_BUCKET_AUTO || p->first_bucket > EST_FIRST_BUCKET_RELEASED)
+        return est__fail(err, EST_EINVAL, "DDP's first bucket: %d is neither auto, held nor released",
+                         (int)p->first_bucket);
+    if (!is_ddp(p->strategy) && (p->bucket_bytes || p->grad_as_bucket_view || p->first_bucket))
         return est__fail(err, EST_EINVAL, "strategy %s: buckets are DDP's (ddp, zero1)", name);
     if (!is_fsdp(p->strategy) && p->offload)
         return est__fail(err, EST_EINVAL, "strategy %s: CPU offload is FSDP's CPUOffloadPolicy (fsdp, fsdp-grad-op, "
@@ -300,6 +303,13 @@ static bool plan_buckets(sim *s, struct est_par *p) {
     return true;
 }
 
+/* Whether DDP's first bucket outlives the rebuild: as asked, else where
+ * some GPU of the job likely holds it. */
+static bool first_bucket_held(const est_parallel *o, int64_t dp) {
+    if (o->first_bucket == EST_FIRST_BUCKET_AUTO) return dp > 1;
+    return o->first_bucket == EST_FIRST_BUCKET_HELD;
+}
+
 /* Per-step communication (est_comm), from the plan. */
 static void count_comm(sim *s, const struct est_par *p) {
     const est_parallel *o = &s->r->parallel;
@@ -311,7 +321,8 @@ static void count_comm(sim *s, const struct est_par *p) {
     if (is_ddp(o->strategy)) {
         int64_t dp = o->world_size / o->tp;
         c->buckets = (uint64_t)p->n_buckets;
-        if (dp > 1) c->first_bucket_held_bytes = p->first_bucket;
+        c->first_bucket_bytes = p->first_bucket;
+        if (first_bucket_held(o, dp)) c->first_bucket_held_bytes = p->first_bucket;
         if (dp > 1) c->all_reduce_bytes = est_add_sat(c->all_reduce_bytes, est_mul_sat(trained, m));
         if (dp > 1 && o->strategy == EST_STRATEGY_ZERO1) c->broadcast_bytes = est_add_sat(c->broadcast_bytes, trained);
         return;
@@ -454,8 +465,8 @@ void est__par_construct(sim *s) {
  * it after it completes. Measured, it outlived the rebuild on at least one
  * GPU in most jobs of 2 and 4 GPUs and in a few of one, and was gone by
  * the end of that iteration's backward in most (docs/distributed.md,
- * "DDP's first bucket"): with more than one GPU it is kept, in comm, until
- * the second iteration's backward ends. */
+ * "DDP's first bucket"): where it is counted as held (first_bucket_held),
+ * it is kept, in comm, until the second iteration's backward ends. */
 static void rebuild_buckets(sim *s, struct est_par *p) {
     est_category c = bucket_category(s);
     for (int32_t b = 0; b < p->n_buckets; b++) est__sim_alloc(s, c, p->buckets[b], KEY(K_PAR, b, P_BUCKET));

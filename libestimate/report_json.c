@@ -228,6 +228,9 @@ static void write_parallel(json_writer *w, const est_report *r) {
     write_tp_pairs(w, r);
     jw_u64(w, "buckets", c->buckets);
     jw_u64(w, "first_bucket_held_bytes", c->first_bucket_held_bytes);
+    jw_u64(w, "first_bucket_bytes", c->first_bucket_bytes);
+    jw_u64(w, "peak_first_bucket_held_bytes", c->peak_first_bucket_held_bytes);
+    jw_u64(w, "peak_first_bucket_released_bytes", c->peak_first_bucket_released_bytes);
     jw_u64(w, "groups", c->groups);
     jw_begin_object(w, "comm_bytes");
     jw_u64(w, "all_reduce", c->all_reduce_bytes);

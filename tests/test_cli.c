@@ -334,6 +334,24 @@ static void data_parallel(void) {
     expect_exit(args, 0, "reserve 3.02 GiB");
     /* the first iteration's bucket of resnet18's 44.59 MiB of gradients */
     expect_exit(args, 0, "first bucket    44.59 MiB, the first iteration's");
+    expect_exit(args, 0, "(a race: the peak is ");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --strategy ddp --ddp-first-bucket sometimes", models);
+    expect_exit(args, 2, "--ddp-first-bucket wants auto, held or released, got 'sometimes'");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --strategy ddp --ddp-first-bucket held --format json",
+             models);
+    cJSON *race = run_json(args, "ddp held JSON");
+    if (race) {
+        const cJSON *rp = cJSON_GetObjectItem(race, "parallel");
+        double peak = cJSON_GetObjectItem(cJSON_GetObjectItem(race, "peak"), "bytes")->valuedouble;
+        const cJSON *bucket = cJSON_GetObjectItem(rp, "first_bucket_bytes");
+        const cJSON *held = cJSON_GetObjectItem(rp, "peak_first_bucket_held_bytes");
+        const cJSON *released = cJSON_GetObjectItem(rp, "peak_first_bucket_released_bytes");
+        CHECK(cJSON_IsNumber(bucket) && cJSON_IsNumber(held) && cJSON_IsNumber(released) && held->valuedouble == peak &&
+                  released->valuedouble < peak && peak - released->valuedouble <= bucket->valuedouble,
+              "one GPU, first bucket held: peak %.0f is the held end, the released end lower by at most the bucket",
+              peak);
+        cJSON_Delete(race);
+    }
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 4 --strategy hsdp --shard-group 2 --gpu H100-80GB",
              models);
     /* the same + 966 MiB for HSDP's second mesh dimension: 4256573683 bytes */

@@ -187,6 +187,56 @@ static void test_ddp(void) {
     est_report_free(r);
 }
 
+static est_report *estimate_on(est_graph *g, est_optimizer o, est_parallel par, est_error *err);
+
+/* 1b. DDP's first bucket is a race (est_first_bucket): either end can be
+ * asked for, and every report gives the peak at both. One GPU's peak at
+ * fc1 has P of comm (the rebuilt bucket) with the first bucket released,
+ * P + P with it held, whatever the world size. */
+static void test_ddp_first_bucket(void) {
+    expect base = one_gpu();
+    uint64_t released = base.params + base.grads + base.activations + base.temp + base.inputs + base.other + P;
+    const struct {
+        int64_t world;
+        est_first_bucket asked;
+        bool held;
+    } cases[] = {{1, EST_FIRST_BUCKET_AUTO, false}, {1, EST_FIRST_BUCKET_HELD, true},
+                 {4, EST_FIRST_BUCKET_AUTO, true}, {4, EST_FIRST_BUCKET_RELEASED, false}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "ddp world %lld, first bucket %d", (long long)cases[k].world, (int)cases[k].asked);
+        est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = cases[k].world,
+                                                             .strategy = EST_STRATEGY_DDP,
+                                                             .first_bucket = cases[k].asked}, what);
+        expect e = base;
+        e.comm = cases[k].held ? P + P : P;
+        check_peak(r, &e, what);
+        const est_comm *c = r ? est_report_comm(r) : NULL;
+        CHECK(c && c->first_bucket_bytes == P && c->first_bucket_held_bytes == (cases[k].held ? P : 0),
+              "%s: first bucket %llu, held %llu", what, U(c ? c->first_bucket_bytes : 0),
+              U(c ? c->first_bucket_held_bytes : 0));
+        CHECK(c && c->peak_first_bucket_released_bytes == released && c->peak_first_bucket_held_bytes == released + P,
+              "%s: peaks released %llu, held %llu, expected %llu and %llu", what,
+              U(c ? c->peak_first_bucket_released_bytes : 0), U(c ? c->peak_first_bucket_held_bytes : 0), U(released),
+              U(released + P));
+        est_report_free(r);
+    }
+    est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP}, "fsdp");
+    const est_comm *c = r ? est_report_comm(r) : NULL;
+    CHECK(c && !c->first_bucket_bytes && !c->peak_first_bucket_held_bytes && !c->peak_first_bucket_released_bytes,
+          "fsdp: no first bucket, got %llu", U(c ? c->first_bucket_bytes : 0));
+    est_report_free(r);
+    est_error err;
+    const est_parallel refused[] = {{.world_size = 4, .strategy = EST_STRATEGY_FSDP, .first_bucket = EST_FIRST_BUCKET_HELD},
+                                    {.world_size = 1, .first_bucket = EST_FIRST_BUCKET_RELEASED},
+                                    {.world_size = 2, .strategy = EST_STRATEGY_DDP, .first_bucket = (est_first_bucket)7}};
+    for (size_t k = 0; k < sizeof refused / sizeof *refused; k++) {
+        r = estimate_on(graph, EST_OPT_SGD, refused[k], &err);
+        CHECK(!r && err.code == EST_EINVAL, "first bucket case %zu: refused with EST_EINVAL", k);
+        est_report_free(r);
+    }
+}
+
 /* 2. gradient_as_bucket_view: the .grad tensors are the bucket, P of grads
  * from the start. At the head's backward: activations h1 and h0 (saved by
  * head and fc1), temp dy + dh1: 3 ACT + Y besides the rest. fc1's moment,
@@ -523,6 +573,7 @@ int main(void) {
     }
     test_one_gpu();
     test_ddp();
+    test_ddp_first_bucket();
     test_ddp_view();
     test_zero1();
     test_fsdp();

@@ -457,6 +457,22 @@ typedef enum est_strategy {
 EST_API const char *est_strategy_name(est_strategy s); /* "ddp", ...; "unknown" out of range */
 EST_API int est_strategy_from_name(const char *name);  /* -1 when unknown */
 
+/* DDP's first bucket (est_parallel.first_bucket). The Reducer's first
+ * iteration has one bucket of every gradient; the second iteration's
+ * forward builds the real buckets, and the first one goes when the process
+ * group's watchdog thread reaps its last all-reduce, some time later: a
+ * race with the host, so the same job's peak differs from run to run by up
+ * to that bucket (docs/distributed.md, "DDP's first bucket"). */
+typedef enum est_first_bucket {
+    EST_FIRST_BUCKET_AUTO = 0, /* held with more than one data-parallel GPU,
+                                  where one of them holds it in most jobs;
+                                  released with one */
+    EST_FIRST_BUCKET_HELD,     /* kept until the second iteration's backward
+                                  ends: the race lost, the larger peak */
+    EST_FIRST_BUCKET_RELEASED  /* freed when the buckets are rebuilt: the
+                                  race won, the smaller peak */
+} est_first_bucket;
+
 /* est_options.parallel; all zero: one GPU. */
 typedef struct est_parallel {
     int64_t world_size;      /* GPUs in the job; 0 or 1: one */
@@ -476,6 +492,7 @@ typedef struct est_parallel {
                                 world_size / tp); 0 or 1: none */
     int sequence_parallel;   /* with tp: the blocks' other activations
                                 split along the sequence too */
+    est_first_bucket first_bucket; /* ddp, zero1: DDP's first bucket */
 } est_parallel;
 
 /* A pair of linear layers tensor parallelism split: the column-wise ones
@@ -503,8 +520,17 @@ typedef struct est_comm {
                                       the model's own (the root) */
     uint64_t first_bucket_held_bytes; /* DDP's first-iteration bucket (every
                                       gradient), counted as kept through the
-                                      second iteration (comm); 0 on one GPU,
-                                      where it is not counted */
+                                      second iteration (comm); 0 where it is
+                                      counted as released at the rebuild
+                                      (est_parallel.first_bucket) */
+    uint64_t first_bucket_bytes;   /* DDP's first-iteration bucket, held or
+                                      not; 0 without DDP */
+    uint64_t peak_first_bucket_held_bytes;     /* the step's peak (per GPU)
+                                      with that bucket held through the second
+                                      iteration's backward, and */
+    uint64_t peak_first_bucket_released_bytes; /* with it released at the
+                                      rebuild: the two ends of the race, one
+                                      of them est_peak.bytes; 0 without DDP */
 } est_comm;
 
 typedef struct est_options {

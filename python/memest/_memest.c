@@ -378,22 +378,23 @@ static int parse_request(graph_object *self, PyObject *args, PyObject *kw, reque
     static char *kwlist[] = {"batch", "dims", "input_shapes", "mode", "optimizer", "dtype", "amp", "checkpoint",
                              "trainable", "freeze", "grad_accum", "world_size", "strategy", "shard_group",
                              "bucket_mb", "grad_as_bucket_view", "offload", "tp", "sequence_parallel", "kernels",
-                             "gpu", "gpu_memory", "reserve", "host_us", "timeline", "depth", "model", NULL};
+                             "gpu", "gpu_memory", "reserve", "host_us", "timeline", "depth", "model",
+                             "ddp_first_bucket", NULL};
     long long batch = 0, grad_accum = 0, world = 0, shard = 0, bucket_mb = 0, tp = 0, depth = 0, gpu_memory = 0,
               reserve = -1;
     int bucket_view = 0, offload = 0, seq_par = 0, timeline = 0;
     const char *mode = "train", *optimizer = "adam", *dtype = NULL, *amp = NULL, *strategy = NULL,
-               *kernels = "pytorch", *gpu = NULL, *model = NULL;
+               *kernels = "pytorch", *gpu = NULL, *model = NULL, *first_bucket = "auto";
     PyObject *dims = NULL, *shapes = NULL, *ck = NULL, *trainable = NULL, *freeze = NULL, *reserve_obj = NULL,
              *host_us = NULL, *batch_obj = NULL, *accum_obj = NULL, *world_obj = NULL, *shard_obj = NULL,
              *bucket_obj = NULL, *tp_obj = NULL, *depth_obj = NULL, *memory_obj = NULL;
     memset(q, 0, sizeof *q);
     est_options_init(&q->opt);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOsszzOOOOOzOOppOpszOOOpOz", kwlist, &batch_obj, &dims, &shapes,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOsszzOOOOOzOOppOpszOOOpOzs", kwlist, &batch_obj, &dims, &shapes,
                                      &mode, &optimizer, &dtype, &amp, &ck, &trainable, &freeze, &accum_obj,
                                      &world_obj, &strategy, &shard_obj, &bucket_obj, &bucket_view, &offload, &tp_obj,
                                      &seq_par, &kernels, &gpu, &memory_obj, &reserve_obj, &host_us, &timeline,
-                                     &depth_obj, &model))
+                                     &depth_obj, &model, &first_bucket))
         return 0;
     /* 0 is "not given" (the library's default), as None is; the library
      * bounds batch, world_size, shard_group and tp itself; the others are
@@ -411,6 +412,10 @@ static int parse_request(graph_object *self, PyObject *args, PyObject *kw, reque
     q->opt.parallel = (est_parallel){.world_size = world, .shard_group = shard,
                                      .bucket_bytes = (uint64_t)bucket_mb << 20, .grad_as_bucket_view = bucket_view,
                                      .offload = offload, .tp = tp, .sequence_parallel = seq_par};
+    if (strcmp(first_bucket, "held") == 0) q->opt.parallel.first_bucket = EST_FIRST_BUCKET_HELD;
+    else if (strcmp(first_bucket, "released") == 0) q->opt.parallel.first_bucket = EST_FIRST_BUCKET_RELEASED;
+    else if (strcmp(first_bucket, "auto") != 0)
+        return invalid("ddp_first_bucket wants auto, held or released, got '%s'", first_bucket);
     q->timeline = timeline;
     q->depth = depth;
     q->model = model ? model : PyUnicode_AsUTF8(self->path);

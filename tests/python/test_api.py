@@ -23,6 +23,8 @@ CASES = [
      ["--batch", "8", "--gpu", "A100-40GB", "--host-us", "10,1,20,2,3", "--depth", "2"]),
     (dict(batch=8, world_size=4, strategy="fsdp", amp="bf16"),
      ["--batch", "8", "--world-size", "4", "--strategy", "fsdp", "--amp", "bf16"]),
+    (dict(batch=8, strategy="ddp", ddp_first_bucket="held"),
+     ["--batch", "8", "--strategy", "ddp", "--ddp-first-bucket", "held"]),
     (dict(batch=8, trainable="fc.", freeze=["fc.bias"], grad_accum=4),
      ["--batch", "8", "--trainable", "fc.", "--freeze", "fc.bias", "--grad-accum", "4"]),
     (dict(batch=4, timeline=True, dtype="bfloat16"), ["--batch", "4", "--timeline", "--dtype", "bfloat16"]),

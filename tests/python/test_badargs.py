@@ -50,6 +50,8 @@ ESTIMATE = [
     (dict(reserve="1GiB"), memest.Error, "EINVAL"),  # a reserve needs a GPU
     (dict(world_size=2, strategy="ddp", bucket_mb=1 << 44), memest.Error, "EINVAL"),
     (dict(world_size=1 << 62, strategy="ddp"), memest.Error, "EINVAL"),
+    (dict(world_size=2, strategy="ddp", ddp_first_bucket="sometimes"), memest.Error, "EINVAL"),
+    (dict(world_size=2, strategy="fsdp", ddp_first_bucket="held"), memest.Error, "EINVAL"),
     (dict(tp=-2), memest.Error, "EINVAL"),
     (dict(depth=1 << 40), memest.Error, "EINVAL"),
     (dict(grad_accum=1 << 70), memest.Error, "EINVAL"),
