@@ -22,6 +22,8 @@ Measurements:
 - ../distributed/data/h200x2_w2*/ and h100x4_w2/, h100x4_w4/ (committed):
   world sizes 2 (H200 x2, 2026-11-24; H100 x4, 2026-11-26) and 4 (H100 x4,
   2026-11-26);
+- ../distributed/data/h200x4_race/ (committed): the DDP family again at
+  world sizes 1, 2 and 4 (H200 x4, 2026-11-27; run_ddp_race.sh);
 - ../shared/truth/truth.json and its onnx/ (the shared truth, H200; read in
   place, never copied);
 - data/rnn/ (committed): the recurrent zoo models (H100, 2026-11-24;
@@ -76,6 +78,10 @@ DISTRIBUTED_W2_FRESH = [os.path.join(ROOT, "bench", "distributed", "data", "h200
                         for m in ("bert_base", "llama_4l")]
 DISTRIBUTED_H100X4 = {w: [os.path.join(ROOT, "bench", "distributed", "data", f"h100x4_w{w}", f"dist_w{w}_{m}.json")
                           for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")] for w in (2, 4)}
+# DDP's first-bucket race sampled again: the DDP family at world sizes 1, 2
+# and 4 on 4 H200s (bench/distributed/run_ddp_race.sh)
+DISTRIBUTED_RACE = {w: [os.path.join(ROOT, "bench", "distributed", "data", "h200x4_race", f"w{w}", f"dist_w{w}_{m}.json")
+                        for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")] for w in (1, 2, 4)}
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
@@ -111,6 +117,9 @@ RUNS = {
     **{f"distributed-w{w}-h100": (os.path.join("..", "distributed", "compare_dist.py"),
                                   ["--markdown"] + files + [EXPORTS], files[0], EXPORTS)
        for w, files in DISTRIBUTED_H100X4.items()},
+    **{f"distributed-race-w{w}": (os.path.join("..", "distributed", "compare_dist.py"),
+                                  ["--markdown"] + files + [EXPORTS], files[0], EXPORTS)
+       for w, files in DISTRIBUTED_RACE.items()},
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
@@ -434,6 +443,9 @@ TABLES = {
     **{f"distributed-w{w}-h100": ((f"distributed-w{w}-h100",),
                                   lambda o, w=w: view_raw(o, f"distributed-w{w}-h100", source=False))
        for w in DISTRIBUTED_H100X4},
+    **{f"distributed-race-w{w}": ((f"distributed-race-w{w}",),
+                                  lambda o, w=w: view_raw(o, f"distributed-race-w{w}", source=False))
+       for w in DISTRIBUTED_RACE},
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
