@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir.h"
 #include "vx_exec.h"
 
 /* ---- dtypes -------------------------------------------------------------------- */
@@ -20,15 +21,12 @@ static bool map_dtype(const vx_exec *x, est_dtype dt, vx_dtype *out) {
     case EST_DT_FLOAT: case EST_DT_DOUBLE: case EST_DT_FLOAT16: case EST_DT_BFLOAT16:
         *out = vx_float_dtype(x->ctx);
         return true;
-    case EST_DT_INT8: case EST_DT_UINT8: case EST_DT_INT16: case EST_DT_UINT16: case EST_DT_INT32:
-    case EST_DT_INT64: case EST_DT_UINT32: case EST_DT_UINT64:
-        *out = VX_I64;
-        return true;
     case EST_DT_BOOL:
         *out = VX_BOOL;
         return true;
-    default:
-        return false;
+    default: /* every integer width is held as int64, as the verify estimate counts it */
+        *out = VX_I64;
+        return est__dtype_is_integer(dt);
     }
 }
 
