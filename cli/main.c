@@ -343,6 +343,12 @@ static int parse_args(cli *c, int argc, char **argv) {
             c->opt.parallel.bucket_bytes = (uint64_t)mb << 20;
         } else if (strcmp(a, "--grad-as-bucket-view") == 0) {
             c->opt.parallel.grad_as_bucket_view = 1;
+        } else if (is_flag(a, "--rank", "--rank")) {
+            int64_t rank;
+            if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
+            if (!parse_int64(v, &rank) || rank < 0) return usage_error("--rank wants a GPU's rank, 0 or more, got '%s'", v);
+            c->opt.parallel.by_rank = 1;
+            c->opt.parallel.rank = rank;
         } else if (is_flag(a, "--ddp-first-bucket", "--ddp-first-bucket")) {
             if (!(v = flag_value(argc, argv, &i, a))) return usage_error("%s needs a value", a);
             if (strcmp(v, "auto") == 0) c->opt.parallel.first_bucket = EST_FIRST_BUCKET_AUTO;

@@ -201,6 +201,8 @@ static void print_parallel(FILE *f, const est_report *r) {
     if (p->strategy != EST_STRATEGY_NONE) fprintf(f, "%s%s", est_strategy_name(p->strategy), p->tp > 1 ? " x " : "");
     if (p->tp > 1) fprintf(f, "tp %lld%s", (long long)p->tp, p->sequence_parallel ? " (sequence parallel)" : "");
     if (p->strategy == EST_STRATEGY_HSDP) fprintf(f, " (shard groups of %lld)", (long long)p->shard_group);
+    if (p->strategy == EST_STRATEGY_ZERO1)
+        fprintf(f, " (rank %lld's optimizer partition%s)", (long long)p->rank, p->by_rank ? "" : ", the largest");
     if (c->buckets) fprintf(f, ": %" PRIu64 " gradient buckets%s", c->buckets, p->grad_as_bucket_view ? " (the .grad are views)" : "");
     if (c->groups) fprintf(f, ": %" PRIu64 " parameter groups%s", c->groups, p->offload ? ", offloaded to the host" : "");
     fprintf(f, "\n  communication   a step moves");

@@ -114,6 +114,9 @@ est_status est_check_parallel(const est_options *opt, est_error *err) {
     } else if (p->shard_group) {
         return est__fail(err, EST_EINVAL, "strategy %s: a shard group is hsdp's", name);
     }
+    if (p->by_rank && (p->rank < 0 || p->rank >= dp))
+        return est__fail(err, EST_EINVAL, "rank %lld: the data-parallel GPUs are ranks 0 to %lld", (long long)p->rank,
+                         (long long)dp - 1);
     if (p->first_bucket < EST_FIRST_BUCKET_AUTO || p->first_bucket > EST_FIRST_BUCKET_RELEASED)
         return est__fail(err, EST_EINVAL, "DDP's first bucket: %d is neither auto, held nor released",
                          (int)p->first_bucket);
@@ -244,7 +247,8 @@ static void sift_down(int64_t *heap, int64_t n, const uint64_t *load, int64_t i)
 
 /* ZeroRedundancyOptimizer._partition_parameters: largest first, each to the
  * GPU with the fewest elements so far (the lowest rank on a tie). The
- * estimate keeps the state of the GPU that ends with the most. */
+ * estimate keeps the state of the rank asked for, else of the GPU that ends
+ * with the most, and names it in the report. */
 static bool plan_zero1(sim *s, struct est_par *p, int64_t world) {
     const est_graph *g = s->g;
     int32_t n = 0;
@@ -263,11 +267,14 @@ static bool plan_zero1(sim *s, struct est_par *p, int64_t world) {
         load[least] = est_add_sat(load[least], order[i].elements);
         sift_down(heap, world, load, 0);
     }
-    int64_t most = 0;
+    est_parallel *par = &s->r->parallel;
+    int64_t mine = 0;
     for (int64_t r = 1; ok && r < world; r++)
-        if (load[r] > load[most]) most = r;
+        if (load[r] > load[mine]) mine = r;
+    if (par->by_rank) mine = par->rank;
+    else par->rank = mine;
     for (int32_t i = 0; ok && i < n; i++)
-        if (owner[order[i].t] != most) p->state_bytes[order[i].t] = 0;
+        if (owner[order[i].t] != mine) p->state_bytes[order[i].t] = 0;
     free(order);
     free(load);
     free(heap);

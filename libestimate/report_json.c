@@ -219,6 +219,7 @@ static void write_parallel(json_writer *w, const est_report *r) {
     jw_begin_object(w, "parallel");
     jw_string(w, "strategy", est_strategy_name(p->strategy));
     jw_i64(w, "world_size", p->world_size);
+    jw_i64(w, "rank", p->rank);
     if (p->strategy == EST_STRATEGY_HSDP) jw_i64(w, "shard_group", p->shard_group);
     else jw_null(w, "shard_group");
     jw_bool(w, "grad_as_bucket_view", p->grad_as_bucket_view != 0);

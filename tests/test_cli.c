@@ -335,6 +335,15 @@ static void data_parallel(void) {
     /* the first iteration's bucket of resnet18's 44.59 MiB of gradients */
     expect_exit(args, 0, "first bucket    44.59 MiB, the first iteration's");
     expect_exit(args, 0, "(a race: the peak is ");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 4 --strategy zero1", models);
+    expect_exit(args, 0, "per GPU of 4, zero1 (rank ");
+    expect_exit(args, 0, "'s optimizer partition, the largest): ");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 4 --strategy zero1 --rank 3", models);
+    expect_exit(args, 0, "per GPU of 4, zero1 (rank 3's optimizer partition): ");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 4 --strategy zero1 --rank 4", models);
+    expect_exit(args, 2, "rank 4: the data-parallel GPUs are ranks 0 to 3");
+    snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --world-size 4 --strategy zero1 --rank -1", models);
+    expect_exit(args, 2, "--rank wants a GPU's rank, 0 or more, got '-1'");
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --strategy ddp --ddp-first-bucket sometimes", models);
     expect_exit(args, 2, "--ddp-first-bucket wants auto, held or released, got 'sometimes'");
     snprintf(args, sizeof args, "%s/resnet18.onnx --batch 8 --strategy ddp --ddp-first-bucket held --format json",

@@ -265,6 +265,23 @@ static void test_zero1(void) {
     const est_comm *c = est_report_comm(r);
     CHECK(c->broadcast_bytes == P && c->all_reduce_bytes == P, "zero1: broadcast %llu, all-reduce %llu",
           U(c->broadcast_bytes), U(c->all_reduce_bytes));
+    CHECK(est_report_parallel(r)->rank == 0, "zero1: the report names rank 0, the larger partition, got %lld",
+          (long long)est_report_parallel(r)->rank);
+    est_report_free(r);
+    /* --rank: each rank's own partition, rank 1 keeping W1's state alone */
+    const uint64_t partition[2] = {2 * (W + WH), 2 * W};
+    for (int64_t rank = 0; rank < 2; rank++) {
+        r = estimate(EST_OPT_ADAM, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_ZERO1, .by_rank = 1,
+                                                  .rank = rank}, "zero1 by rank");
+        CHECK(r && est_report_totals(r)->optimizer_bytes == partition[rank] && est_report_parallel(r)->rank == rank,
+              "zero1 rank %lld: optimizer %llu, expected %llu", (long long)rank,
+              U(r ? est_report_totals(r)->optimizer_bytes : 0), U(partition[rank]));
+        est_report_free(r);
+    }
+    est_error err;
+    r = estimate_on(graph, EST_OPT_ADAM, (est_parallel){.world_size = 2, .strategy = EST_STRATEGY_ZERO1, .by_rank = 1,
+                                                         .rank = 2}, &err);
+    CHECK(!r && err.code == EST_EINVAL && strstr(err.message, "ranks 0 to 1"), "zero1 rank 2 of 2: refused");
     est_report_free(r);
 }
 

@@ -120,6 +120,12 @@ RUNS = {
     **{f"distributed-race-w{w}": (os.path.join("..", "distributed", "compare_dist.py"),
                                   ["--markdown"] + files + [EXPORTS], files[0], EXPORTS)
        for w, files in DISTRIBUTED_RACE.items()},
+    "distributed-ranks": (os.path.join("..", "distributed", "compare_ranks.py"),
+                          ["--markdown"] + DISTRIBUTED_H100X4[2] + DISTRIBUTED_H100X4[4] + [EXPORTS],
+                          DISTRIBUTED_H100X4[4][0], EXPORTS),
+    "distributed-ranks-race": (os.path.join("..", "distributed", "compare_ranks.py"),
+                               ["--markdown"] + DISTRIBUTED_RACE[1] + DISTRIBUTED_RACE[2] + DISTRIBUTED_RACE[4] + [EXPORTS],
+                               DISTRIBUTED_RACE[4][0], EXPORTS),
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
@@ -446,6 +452,9 @@ TABLES = {
     **{f"distributed-race-w{w}": ((f"distributed-race-w{w}",),
                                   lambda o, w=w: view_raw(o, f"distributed-race-w{w}", source=False))
        for w in DISTRIBUTED_RACE},
+    "distributed-ranks": (("distributed-ranks",), lambda o: view_raw(o, "distributed-ranks", source=False)),
+    "distributed-ranks-race": (("distributed-ranks-race",),
+                               lambda o: view_raw(o, "distributed-ranks-race", source=False)),
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),

@@ -493,6 +493,14 @@ typedef struct est_parallel {
     int sequence_parallel;   /* with tp: the blocks' other activations
                                 split along the sequence too */
     est_first_bucket first_bucket; /* ddp, zero1: DDP's first bucket */
+    int by_rank;             /* 1: give data-parallel rank `rank`'s figures;
+                                0: the GPU that holds the most. They differ
+                                under zero1 alone, whose GPUs keep different
+                                partitions of the optimizer state; the other
+                                strategies' GPUs are alike */
+    int64_t rank;            /* with by_rank: 0 to world_size / tp - 1. In
+                                a report (est_report_parallel): the rank
+                                whose figures it gives */
 } est_parallel;
 
 /* A pair of linear layers tensor parallelism split: the column-wise ones

@@ -119,7 +119,7 @@ def _options(batch: Optional[int], dims: Optional[Mapping[str, int]],
              dtype: Optional[str], amp: Optional[str], checkpoint: Checkpoint, trainable: Patterns,
              freeze: Patterns, grad_accum: int, world_size: int, strategy: Optional[str],
              shard_group: Optional[int], bucket_mb: Optional[int], grad_as_bucket_view: bool, offload: bool,
-             tp: int, sequence_parallel: bool, ddp_first_bucket: str, kernels: str, gpu: Optional[str], gpu_memory: Size,
+             tp: int, sequence_parallel: bool, ddp_first_bucket: str, rank: Optional[int], kernels: str, gpu: Optional[str], gpu_memory: Size,
              reserve: Size, host_us: Optional[Sequence[float]]) -> Dict[str, Any]:
     """The keyword options of the C extension, from Graph's arguments."""
     if gpu is not None and not isinstance(gpu, str):
@@ -130,7 +130,8 @@ def _options(batch: Optional[int], dims: Optional[Mapping[str, int]],
         trainable=_patterns(trainable), freeze=_patterns(freeze), grad_accum=grad_accum or 0,
         world_size=world_size or 0, strategy=strategy, shard_group=shard_group or 0, bucket_mb=bucket_mb or 0,
         grad_as_bucket_view=bool(grad_as_bucket_view), offload=bool(offload), tp=tp or 0,
-        sequence_parallel=bool(sequence_parallel), ddp_first_bucket=ddp_first_bucket, kernels=kernels, gpu=gpu,
+        sequence_parallel=bool(sequence_parallel), ddp_first_bucket=ddp_first_bucket, rank=rank, kernels=kernels,
+        gpu=gpu,
         gpu_memory=_size(gpu_memory, "gpu_memory") or 0, reserve=_size(reserve, "reserve"),
         host_us=tuple(host_us) if host_us is not None else None)
     if input_shapes:
@@ -315,7 +316,8 @@ class Graph:
                  grad_accum: int = 1, world_size: int = 1, strategy: Optional[str] = None,
                  shard_group: Optional[int] = None, bucket_mb: Optional[int] = None,
                  grad_as_bucket_view: bool = False, offload: bool = False, tp: int = 1,
-                 sequence_parallel: bool = False, ddp_first_bucket: str = "auto", kernels: str = "pytorch",
+                 sequence_parallel: bool = False, ddp_first_bucket: str = "auto", rank: Optional[int] = None,
+                 kernels: str = "pytorch",
                  gpu: Optional[str] = None,
                  gpu_memory: Size = None, reserve: Size = None, host_us: Optional[Sequence[float]] = None,
                  timeline: bool = False, depth: Optional[int] = None) -> Report:
@@ -334,7 +336,8 @@ class Graph:
         grad_accum: micro-batches per optimizer step.
         world_size, strategy, shard_group, bucket_mb, grad_as_bucket_view,
             offload, tp, sequence_parallel, ddp_first_bucket (``"auto"``,
-            ``"held"`` or ``"released"``): several GPUs (docs/distributed.md).
+            ``"held"`` or ``"released"``), rank (zero1: that data-parallel
+            rank's figures): several GPUs (docs/distributed.md).
         kernels: ``"pytorch"`` or ``"verify"`` (memest verify's executor).
         gpu: a GPU name (:func:`gpus`): the fit, and the step's time on it;
             or gpu_memory: a size (``"24GiB"`` or bytes); reserve: what the
@@ -347,7 +350,7 @@ class Graph:
         library cannot estimate."""
         opt = _options(batch, dims, input_shapes, mode, optimizer, dtype, amp, checkpoint, trainable, freeze,
                        grad_accum, world_size, strategy, shard_group, bucket_mb, grad_as_bucket_view, offload, tp,
-                       sequence_parallel, ddp_first_bucket, kernels, gpu, gpu_memory, reserve, host_us)
+                       sequence_parallel, ddp_first_bucket, rank, kernels, gpu, gpu_memory, reserve, host_us)
         return Report(self._g.estimate(timeline=bool(timeline), depth=depth or 0, model=self._model, **opt))
 
     def max_batch(self, gpu: Optional[str] = None, *, gpu_memory: Size = None, reserve: Size = None,
@@ -375,7 +378,7 @@ class Graph:
         args = dict(batch=None, dims=None, input_shapes=None, mode="train", optimizer="adam", dtype=None, amp=None,
                     checkpoint=None, trainable=None, freeze=None, grad_accum=1, world_size=1, strategy=None,
                     shard_group=None, bucket_mb=None, grad_as_bucket_view=False, offload=False, tp=1,
-                    sequence_parallel=False, ddp_first_bucket="auto", kernels="pytorch")
+                    sequence_parallel=False, ddp_first_bucket="auto", rank=None, kernels="pytorch")
         unknown = set(options) - set(args)
         if unknown:
             raise TypeError(f"unexpected option(s): {', '.join(sorted(unknown))}")

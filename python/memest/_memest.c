@@ -379,22 +379,22 @@ static int parse_request(graph_object *self, PyObject *args, PyObject *kw, reque
                              "trainable", "freeze", "grad_accum", "world_size", "strategy", "shard_group",
                              "bucket_mb", "grad_as_bucket_view", "offload", "tp", "sequence_parallel", "kernels",
                              "gpu", "gpu_memory", "reserve", "host_us", "timeline", "depth", "model",
-                             "ddp_first_bucket", NULL};
-    long long batch = 0, grad_accum = 0, world = 0, shard = 0, bucket_mb = 0, tp = 0, depth = 0, gpu_memory = 0,
+                             "ddp_first_bucket", "rank", NULL};
+    long long rank = 0, batch = 0, grad_accum = 0, world = 0, shard = 0, bucket_mb = 0, tp = 0, depth = 0, gpu_memory = 0,
               reserve = -1;
     int bucket_view = 0, offload = 0, seq_par = 0, timeline = 0;
     const char *mode = "train", *optimizer = "adam", *dtype = NULL, *amp = NULL, *strategy = NULL,
                *kernels = "pytorch", *gpu = NULL, *model = NULL, *first_bucket = "auto";
     PyObject *dims = NULL, *shapes = NULL, *ck = NULL, *trainable = NULL, *freeze = NULL, *reserve_obj = NULL,
              *host_us = NULL, *batch_obj = NULL, *accum_obj = NULL, *world_obj = NULL, *shard_obj = NULL,
-             *bucket_obj = NULL, *tp_obj = NULL, *depth_obj = NULL, *memory_obj = NULL;
+             *bucket_obj = NULL, *tp_obj = NULL, *depth_obj = NULL, *memory_obj = NULL, *rank_obj = NULL;
     memset(q, 0, sizeof *q);
     est_options_init(&q->opt);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOsszzOOOOOzOOppOpszOOOpOzs", kwlist, &batch_obj, &dims, &shapes,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOsszzOOOOOzOOppOpszOOOpOzsO", kwlist, &batch_obj, &dims, &shapes,
                                      &mode, &optimizer, &dtype, &amp, &ck, &trainable, &freeze, &accum_obj,
                                      &world_obj, &strategy, &shard_obj, &bucket_obj, &bucket_view, &offload, &tp_obj,
                                      &seq_par, &kernels, &gpu, &memory_obj, &reserve_obj, &host_us, &timeline,
-                                     &depth_obj, &model, &first_bucket))
+                                     &depth_obj, &model, &first_bucket, &rank_obj))
         return 0;
     /* 0 is "not given" (the library's default), as None is; the library
      * bounds batch, world_size, shard_group and tp itself; the others are
@@ -405,13 +405,14 @@ static int parse_request(graph_object *self, PyObject *args, PyObject *kw, reque
         !int_opt(shard_obj, "shard_group", 0, LLONG_MAX, &shard) ||
         !int_opt(bucket_obj, "bucket_mb", 0, 1 << 20, &bucket_mb) || !int_opt(tp_obj, "tp", 0, LLONG_MAX, &tp) ||
         !int_opt(depth_obj, "depth", 0, 64, &depth) || !int_opt(memory_obj, "gpu_memory", 0, LLONG_MAX, &gpu_memory) ||
-        !int_opt(reserve_obj, "reserve", 0, LLONG_MAX, &reserve))
+        !int_opt(reserve_obj, "reserve", 0, LLONG_MAX, &reserve) || !int_opt(rank_obj, "rank", 0, LLONG_MAX, &rank))
         return 0;
     q->opt.batch = batch;
     q->opt.grad_accum = grad_accum;
     q->opt.parallel = (est_parallel){.world_size = world, .shard_group = shard,
                                      .bucket_bytes = (uint64_t)bucket_mb << 20, .grad_as_bucket_view = bucket_view,
-                                     .offload = offload, .tp = tp, .sequence_parallel = seq_par};
+                                     .offload = offload, .tp = tp, .sequence_parallel = seq_par,
+                                     .by_rank = rank_obj && rank_obj != Py_None, .rank = rank};
     if (strcmp(first_bucket, "held") == 0) q->opt.parallel.first_bucket = EST_FIRST_BUCKET_HELD;
     else if (strcmp(first_bucket, "released") == 0) q->opt.parallel.first_bucket = EST_FIRST_BUCKET_RELEASED;
     else if (strcmp(first_bucket, "auto") != 0)

@@ -25,6 +25,8 @@ CASES = [
      ["--batch", "8", "--world-size", "4", "--strategy", "fsdp", "--amp", "bf16"]),
     (dict(batch=8, strategy="ddp", ddp_first_bucket="held"),
      ["--batch", "8", "--strategy", "ddp", "--ddp-first-bucket", "held"]),
+    (dict(batch=8, world_size=4, strategy="zero1", rank=2),
+     ["--batch", "8", "--world-size", "4", "--strategy", "zero1", "--rank", "2"]),
     (dict(batch=8, trainable="fc.", freeze=["fc.bias"], grad_accum=4),
      ["--batch", "8", "--trainable", "fc.", "--freeze", "fc.bias", "--grad-accum", "4"]),
     (dict(batch=4, timeline=True, dtype="bfloat16"), ["--batch", "4", "--timeline", "--dtype", "bfloat16"]),

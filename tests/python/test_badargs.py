@@ -52,6 +52,8 @@ ESTIMATE = [
     (dict(world_size=1 << 62, strategy="ddp"), memest.Error, "EINVAL"),
     (dict(world_size=2, strategy="ddp", ddp_first_bucket="sometimes"), memest.Error, "EINVAL"),
     (dict(world_size=2, strategy="fsdp", ddp_first_bucket="held"), memest.Error, "EINVAL"),
+    (dict(world_size=2, strategy="zero1", rank=2), memest.Error, "EINVAL"),
+    (dict(world_size=2, strategy="zero1", rank=-1), memest.Error, "EINVAL"),
     (dict(tp=-2), memest.Error, "EINVAL"),
     (dict(depth=1 << 40), memest.Error, "EINVAL"),
     (dict(grad_accum=1 << 70), memest.Error, "EINVAL"),
