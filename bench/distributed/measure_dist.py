@@ -89,6 +89,9 @@ TP_PLANS = {
     "qwen2_4l": ("m.layers", {"self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col",
                               "self_attn.o_proj": "row", "mlp.gate_proj": "col", "mlp.up_proj": "col",
                               "mlp.down_proj": "row"}),
+    "bert_base": ("m.encoder.layer", {"attention.self.query": "col", "attention.self.key": "col",
+                                      "attention.self.value": "col", "attention.output.dense": "row",
+                                      "intermediate.dense": "col", "output.dense": "row"}),
 }
 ITERATIONS = 3
 PAUSE = 0.0  # --pause S
