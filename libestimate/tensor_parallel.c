@@ -148,8 +148,37 @@ static void split_tensor(sim *s, int32_t t) {
     if (t >= 0 && !is_folded(s, t)) s->tp_split[t] = true;
 }
 
-/* Marks the pair (the columns whose walk reached `row`) split, and records it. */
-static bool split_pair(sim *s, const est_readers *c, walk *w, int32_t first, int32_t last, int32_t row) {
+/* The head size of column `col`'s output, when a Reshape (after its bias
+ * add, if any) views its F features as [heads, head size], as attention's
+ * view(b, s, -1, head_dim) does (or as [3, E], nn.MultiheadAttention's
+ * packed q, k, v); 0 when it has no such view. */
+static int64_t head_size(const sim *s, const est_readers *c, int32_t col) {
+    const est_graph *g = s->g;
+    int32_t t = g->nodes[col].outputs[0];
+    if (t < 0 || s->r->tv[t].rank < 1) return 0;
+    int64_t features = s->r->tv[t].dims[s->r->tv[t].rank - 1];
+    for (int hops = 0; hops < 3 && t >= 0 && c->start[t + 1] - c->start[t] == 1; hops++) {
+        const est_node *n = &g->nodes[c->nodes[c->start[t]]];
+        const est_tval *out = n->n_outputs > 0 && n->outputs[0] >= 0 ? &s->r->tv[n->outputs[0]] : NULL;
+        if (!out || n->domain[0]) return 0;
+        if (strcmp(n->op_type, "Reshape") == 0) {
+            int k = out->rank;
+            return k >= 2 && out->dims[k - 1] > 0 && out->dims[k - 2] * out->dims[k - 1] == features &&
+                           out->dims[k - 1] < features
+                       ? out->dims[k - 1]
+                       : 0;
+        }
+        if (strcmp(n->op_type, "Add") != 0) return 0;
+        t = n->outputs[0];
+    }
+    return 0;
+}
+
+/* Marks the pair (the columns whose walk reached `row`) split, and records
+ * it. A pair whose features tp does not divide is left whole; one whose
+ * column would split a head is refused, as PyTorch's view of it fails. */
+static est_status split_pair(sim *s, const est_readers *c, walk *w, int32_t first, int32_t last, int32_t row,
+                             est_error *err) {
     const est_graph *g = s->g;
     est_report *r = s->r;
     int64_t tp = r->parallel.tp;
@@ -157,16 +186,31 @@ static bool split_pair(sim *s, const est_readers *c, walk *w, int32_t first, int
     for (int32_t i = first; i <= last; i++) n_cols += w->reach[i] == row;
     int rdim;
     int32_t rw = linear_weight(s, row, &rdim);
-    if (r->tv[rw].dims[1 - rdim] % tp) return true; /* input features do not divide: left whole */
+    if (r->tv[rw].dims[1 - rdim] % tp) return EST_OK; /* input features do not divide: left whole */
     for (int32_t i = first; i <= last; i++) {
         int dim;
         int32_t cw = w->reach[i] == row ? linear_weight(s, i, &dim) : -1;
-        if (cw >= 0 && r->tv[cw].dims[dim] % tp) return true;
+        if (cw >= 0 && r->tv[cw].dims[dim] % tp) return EST_OK;
+    }
+    for (int32_t i = first; i <= last; i++) {
+        int dim;
+        int32_t cw = w->reach[i] == row ? linear_weight(s, i, &dim) : -1;
+        int64_t features = cw >= 0 ? r->tv[cw].dims[dim] : 0, head = cw >= 0 ? head_size(s, c, i) : 0;
+        if (head && (features / tp) % head)
+            return est__fail(err, EST_EINVAL, "%s: node '%s'%s%s%s: tensor parallelism %lld would split its %lld "
+                             "output features, which a Reshape views as %lld x %lld (heads, or a packed q, k, v), "
+                             "into parts of %lld: PyTorch's view of the split output fails; use a tp that divides "
+                             "%lld",
+                             g->source, g->nodes[i].name, g->nodes[i].module ? " (" : "",
+                             g->nodes[i].module ? g->nodes[i].module : "", g->nodes[i].module ? ")" : "",
+                             (long long)tp, (long long)features,
+                             (long long)(features / head), (long long)head, (long long)(features / tp),
+                             (long long)(features / head));
     }
     est_tp_pair *p = &r->tp_pairs[r->n_tp_pairs];
     p->columns = (const char **)r->tp_columns + r->n_tp_columns;
     p->n_columns = n_cols;
-    if (!(p->block = r->tp_blocks[r->n_tp_pairs] = pair_block(s, w, first, last, row))) return false;
+    if (!(p->block = r->tp_blocks[r->n_tp_pairs] = pair_block(s, w, first, last, row))) return EST_ENOMEM;
     size_t block_len = strlen(p->block);
     p->row = layer_name(&g->nodes[row], block_len);
     r->n_tp_pairs++;
@@ -207,7 +251,7 @@ static bool split_pair(sim *s, const est_readers *c, walk *w, int32_t first, int
     } else {
         r->comm.all_reduce_bytes = est_add_sat(r->comm.all_reduce_bytes, est_mul_sat(fwd + back, m));
     }
-    return true;
+    return EST_OK;
 }
 
 /* Sequence parallelism: the block's other activations, split along the
@@ -222,7 +266,7 @@ static void split_sequence(sim *s, int32_t first, int32_t last) {
     }
 }
 
-static est_status plan_block(sim *s, const est_readers *c, walk *w, int32_t first, int32_t last) {
+static est_status plan_block(sim *s, const est_readers *c, walk *w, int32_t first, int32_t last, est_error *err) {
     int dim;
     for (int32_t i = first; i <= last; i++) /* what the linears' walks reach, together */
         if (linear_weight(s, i, &dim) >= 0) walk_from(s, c, w, i, last, true);
@@ -232,7 +276,8 @@ static est_status plan_block(sim *s, const est_readers *c, walk *w, int32_t firs
     for (int32_t row = first; row <= last; row++) {
         bool reached = false;
         for (int32_t i = first; i <= last && !reached; i++) reached = w->reach[i] == row;
-        if (reached && !split_pair(s, c, w, first, last, row)) return EST_ENOMEM;
+        est_status st = reached ? split_pair(s, c, w, first, last, row, err) : EST_OK;
+        if (st != EST_OK) return st;
     }
     return EST_OK;
 }
@@ -266,7 +311,7 @@ est_status est__tp_plan(sim *s, est_error *err) {
         st = EST_ENOMEM;
     for (int32_t b = 0; st == EST_OK && b < n_blocks; b++) {
         size_t before = r->n_tp_pairs;
-        st = plan_block(s, &c, &w, blocks[b].first, blocks[b].last);
+        st = plan_block(s, &c, &w, blocks[b].first, blocks[b].last, err);
         if (st == EST_OK && r->parallel.sequence_parallel && r->n_tp_pairs > before)
             split_sequence(s, blocks[b].first, blocks[b].last);
     }
@@ -277,6 +322,7 @@ est_status est__tp_plan(sim *s, est_error *err) {
     free(w.reach);
     free(w.region);
     if (st == EST_ENOMEM) return est__fail(err, EST_ENOMEM, "out of memory planning tensor parallelism");
+    if (st != EST_OK) return st; /* a pair refused, err says why */
     if (!r->n_tp_pairs)
         return est__fail(err, EST_EINVAL, "%s: tensor parallelism %lld: no block has a pair of linear layers to split "
                          "(column-wise, then row-wise, as attention and MLP blocks do, with dims that %lld "

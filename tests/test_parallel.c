@@ -484,7 +484,45 @@ static void fsdp_combinations(est_graph *g) {
     est_report_free(amp);
 }
 
+/* A column whose output a Reshape views as heads: up's 32 features are 2
+ * heads of 16. tp 2 splits whole heads; tp 4 would leave 8 features a GPU,
+ * half a head, which PyTorch's view refuses: the estimate is refused, and
+ * names the node. */
+static const char heads_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"heads\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 16, 64]}],\n"
+    " \"initializers\": [{\"name\": \"Wu\", \"dtype\": \"float32\", \"dims\": [64, 32]},\n"
+    "  {\"name\": \"Wd\", \"dtype\": \"float32\", \"dims\": [32, 64]},\n"
+    "  {\"name\": \"split_heads\", \"dtype\": \"int64\", \"dims\": [4], \"values\": [0, 16, -1, 16]},\n"
+    "  {\"name\": \"merge_heads\", \"dtype\": \"int64\", \"dims\": [3], \"values\": [0, 16, -1]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"up\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"Wu\"], \"outputs\": [\"h\"]},\n"
+    "  {\"name\": \"view\", \"op\": \"Reshape\", \"inputs\": [\"h\", \"split_heads\"], \"outputs\": [\"hh\"]},\n"
+    "  {\"name\": \"act\", \"op\": \"Relu\", \"inputs\": [\"hh\"], \"outputs\": [\"a\"]},\n"
+    "  {\"name\": \"merge\", \"op\": \"Reshape\", \"inputs\": [\"a\", \"merge_heads\"], \"outputs\": [\"m\"]},\n"
+    "  {\"name\": \"down\", \"op\": \"MatMul\", \"inputs\": [\"m\", \"Wd\"], \"outputs\": [\"y\"]}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+static void tp_whole_heads(void) {
+    est_error err;
+    est_graph *g = NULL;
+    if (est_load_json_buffer(heads_json, strlen(heads_json), "heads", &g, &err) != EST_OK) {
+        CHECK(false, "heads: %s", err.message);
+        return;
+    }
+    est_report *r = estimate_on(g, EST_OPT_SGD, (est_parallel){.tp = 2}, &err);
+    CHECK(r && est_report_tp_pair_count(r) == 1, "heads tp 2: whole heads split (%s)", r ? "" : err.message);
+    est_report_free(r);
+    r = estimate_on(g, EST_OPT_SGD, (est_parallel){.tp = 4}, &err);
+    CHECK(!r && err.code == EST_EINVAL && strstr(err.message, "node 'up'") && strstr(err.message, "views as 2 x 16") &&
+              strstr(err.message, "parts of 8"),
+          "heads tp 4: refused, naming up and its heads: %s", r ? "(estimated)" : err.message);
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 static void test_tensor_parallel(void) {
+    tp_whole_heads();
     est_error err;
     est_graph *g = NULL;
     if (est_load_json_buffer(mlp_block_json, strlen(mlp_block_json), "mlpblock", &g, &err) != EST_OK) {
