@@ -24,6 +24,8 @@ Measurements:
   2026-11-26);
 - ../distributed/data/h200x4_race/ (committed): the DDP family again at
   world sizes 1, 2 and 4 (H200 x4, 2026-11-27; run_ddp_race.sh);
+- ../distributed/data/h100x4_tp/ (committed): tensor parallelism at world
+  sizes 2 and 4 (H100 x4, 2026-11-27; run_tp.sh);
 - ../shared/truth/truth.json and its onnx/ (the shared truth, H200; read in
   place, never copied);
 - data/rnn/ (committed): the recurrent zoo models (H100, 2026-11-24;
@@ -82,6 +84,10 @@ DISTRIBUTED_H100X4 = {w: [os.path.join(ROOT, "bench", "distributed", "data", f"h
 # and 4 on 4 H200s (bench/distributed/run_ddp_race.sh)
 DISTRIBUTED_RACE = {w: [os.path.join(ROOT, "bench", "distributed", "data", "h200x4_race", f"w{w}", f"dist_w{w}_{m}.json")
                         for m in ("resnet50", "vit_b_16", "bert_base", "llama_4l")] for w in (1, 2, 4)}
+# tensor parallelism of every TP_PLANS model at world sizes 2 and 4 (H100 x4;
+# bench/distributed/run_tp.sh)
+DISTRIBUTED_TP = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_tp", f"w{w}", f"dist_w{w}_{m}.json")
+                  for w in (2, 4) for m in ("bert_base", "qwen2_4l", "llama_4l")]
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
@@ -126,6 +132,10 @@ RUNS = {
     "distributed-ranks-race": (os.path.join("..", "distributed", "compare_ranks.py"),
                                ["--markdown"] + DISTRIBUTED_RACE[1] + DISTRIBUTED_RACE[2] + DISTRIBUTED_RACE[4] + [EXPORTS],
                                DISTRIBUTED_RACE[4][0], EXPORTS),
+    "distributed-tp": (os.path.join("..", "distributed", "compare_dist.py"),
+                       ["--markdown"] + DISTRIBUTED_TP + [EXPORTS], DISTRIBUTED_TP[0], EXPORTS),
+    "distributed-tp-ranks": (os.path.join("..", "distributed", "compare_ranks.py"),
+                             ["--markdown"] + DISTRIBUTED_TP + [EXPORTS], DISTRIBUTED_TP[0], EXPORTS),
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
@@ -455,6 +465,8 @@ TABLES = {
     "distributed-ranks": (("distributed-ranks",), lambda o: view_raw(o, "distributed-ranks", source=False)),
     "distributed-ranks-race": (("distributed-ranks-race",),
                                lambda o: view_raw(o, "distributed-ranks-race", source=False)),
+    "distributed-tp": (("distributed-tp",), lambda o: view_raw(o, "distributed-tp", source=False)),
+    "distributed-tp-ranks": (("distributed-tp-ranks",), lambda o: view_raw(o, "distributed-tp-ranks", source=False)),
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
