@@ -11,7 +11,7 @@ struct est_arena_chunk {
 
 void *est__arena_alloc(est_arena *a, size_t size, size_t align) {
     est_arena_chunk *c = a->head;
-    size_t at = c ? (c->used + align - 1) / align * align : 0;
+    size_t at = c ? (c->used + align - 1) & ~(align - 1) : 0; /* align: a power of two */
     if (!c || at > c->size || c->size - at < size) {
         size_t cap = size > a->chunk / 4 ? size : a->chunk;
         if (cap > SIZE_MAX - sizeof *c) return NULL;

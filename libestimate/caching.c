@@ -68,14 +68,15 @@
  *
  * Data structures: blocks live in one growable array (slots, reused through a
  * free list); a handle names a slot and a generation, so a stale handle is
- * refused. Free blocks sit in treaps keyed (size, address), with the links
- * inside the slots: insert and erase are O(log n) expected, with no
- * allocation. A slot's treap priority is a hash of its index, so a run is
- * deterministic. The large pool is one treap. The small pool, where most
- * requests of a training step go and few sizes recur, has a treap per size
- * (the 4,096 multiples of 512 up to its 2 MiB segments) and a bitmap of the sizes that have a free block:
- * best fit is the first set bit at or above the request's size, then that
- * treap's lowest address.
+ * refused. The free blocks' sets keep their links inside the slots, so that
+ * no insert or erase allocates. The large pool's is one treap keyed (size,
+ * address): insert and erase are O(log n) expected; a slot's treap priority
+ * is a hash of its index, so a run is deterministic. The small pool, where
+ * most requests of a training step go and few sizes recur, has a pairing heap
+ * per size (the 4,096 multiples of 512 up to its 2 MiB segments), ordered
+ * by address, and a bitmap of the sizes that have a free block, with a
+ * word that says which of its words are not empty: best fit is the first
+ * set bit at or above the request's size, then that heap's root.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -98,7 +99,13 @@ typedef struct blk {
     uint64_t addr, size;
     int32_t prev, next;   /* neighbours in the segment (-1: none); a dead
                              slot's next links the slot free list */
-    int32_t ch[2];        /* treap children (left, right) while the block is free */
+    int32_t ch[2];        /* while the block is free: in the large pool its
+                             treap children (left, right); in the small pool
+                             its first child and next sibling in its class's
+                             pairing heap */
+    int32_t up;           /* small pool, free: its left sibling in the heap,
+                             or its parent when it is the first child; -1 at
+                             the root */
     uint32_t prio;        /* treap priority (max-heap) */
     uint32_t gen;         /* bumped when a handle to the slot dies */
     uint8_t state;        /* SLOT_* */
@@ -108,6 +115,7 @@ typedef struct blk {
 /* The small pool's size classes: a block of s bytes (a multiple of 512, no
  * larger than its 2 MiB segment) is in class s / 512 - 1. */
 enum { N_SMALL_CLASSES = (int)(K_SMALL_BUFFER / K_MIN_BLOCK_SIZE), CLASS_WORDS = N_SMALL_CLASSES / 64 };
+_Static_assert(CLASS_WORDS <= 64, "small_words has a bit per word of small_nonempty");
 
 struct est_cache {
     blk *b;
@@ -117,6 +125,8 @@ struct est_cache {
     int32_t large_root;   /* the large pool's free blocks; -1 none */
     int32_t small_root[N_SMALL_CLASSES]; /* the small pool's, by class */
     uint64_t small_nonempty[CLASS_WORDS]; /* bit c: small_root[c] >= 0 */
+    uint64_t small_words;  /* bit w: small_nonempty[w] != 0 (a search skips
+                              the empty words at once) */
     uint64_t next_addr;   /* address of the next new segment */
     uint64_t limit;       /* 0: none */
     uint64_t reserved, peak_reserved;
@@ -191,11 +201,85 @@ static int32_t treap_lower_bound(const blk *b, int32_t t, uint64_t size) {
     return best;
 }
 
+/* ---- the small pool's pairing heaps ----------------------------------------
+ * A class's blocks all have one size, so its best fit is its lowest address:
+ * a heap, where an insert is one comparison with the root, and only taking
+ * the lowest and erasing a merged neighbour walk the heap (amortised
+ * O(log n), two-pass pairing). Links: ch[0] first child, ch[1] next sibling,
+ * up left sibling or parent. */
+
+#define CHILD(x) b[x].ch[0]
+#define SIBLING(x) b[x].ch[1]
+
+/* One heap of roots x and y (either may be -1): the higher address becomes
+ * the first child of the lower. x and y have no siblings. */
+static inline int32_t heap_meld(blk *b, int32_t x, int32_t y) {
+    if (x < 0) return y;
+    if (y < 0) return x;
+    if (b[y].addr < b[x].addr) {
+        int32_t t = x;
+        x = y;
+        y = t;
+    }
+    SIBLING(y) = CHILD(x);
+    if (CHILD(x) >= 0) b[CHILD(x)].up = y;
+    b[y].up = x;
+    CHILD(x) = y;
+    return x;
+}
+
+/* The heap of a list of siblings (from first on): melded in pairs left to
+ * right, then the pairs right to left. */
+static int32_t heap_two_pass(blk *b, int32_t first) {
+    int32_t pairs = -1; /* the melded pairs, the last first, linked by SIBLING */
+    while (first >= 0) {
+        int32_t second = SIBLING(first);
+        int32_t next = second >= 0 ? SIBLING(second) : -1;
+        SIBLING(first) = -1;
+        b[first].up = -1;
+        if (second >= 0) SIBLING(second) = -1, b[second].up = -1;
+        int32_t m = heap_meld(b, first, second);
+        SIBLING(m) = pairs;
+        pairs = m;
+        first = next;
+    }
+    int32_t root = -1;
+    while (pairs >= 0) {
+        int32_t next = SIBLING(pairs);
+        SIBLING(pairs) = -1;
+        root = heap_meld(b, pairs, root);
+        pairs = next;
+    }
+    return root;
+}
+
+static inline void heap_insert(blk *b, int32_t *root, int32_t x) {
+    CHILD(x) = SIBLING(x) = b[x].up = -1;
+    *root = heap_meld(b, *root, x);
+}
+
+/* Takes x, anywhere in the heap, out of it. */
+static void heap_erase(blk *b, int32_t *root, int32_t x) {
+    if (x == *root) {
+        *root = heap_two_pass(b, CHILD(x));
+    } else {
+        int32_t up = b[x].up;
+        if (CHILD(up) == x) CHILD(up) = SIBLING(x);
+        else SIBLING(up) = SIBLING(x);
+        if (SIBLING(x) >= 0) b[SIBLING(x)].up = up;
+        *root = heap_meld(b, *root, heap_two_pass(b, CHILD(x)));
+    }
+    CHILD(x) = SIBLING(x) = b[x].up = -1;
+}
+
+#undef CHILD
+#undef SIBLING
+
 /* ---- the pools' free sets ------------------------------------------------- */
 
 static inline int small_class(uint64_t size) { return (int)(size / K_MIN_BLOCK_SIZE) - 1; }
 
-/* The treap free block x belongs in. */
+/* The treap (large pool) or heap (small pool) free block x belongs in. */
 static inline int32_t *free_root(est_cache *c, int32_t x) {
     return c->b[x].small ? &c->small_root[small_class(c->b[x].size)] : &c->large_root;
 }
@@ -210,41 +294,50 @@ static inline int32_t *free_root(est_cache *c, int32_t x) {
 #endif
 
 OUT_OF_LINE static void free_insert(est_cache *c, int32_t x) {
-    treap_insert(c->b, free_root(c, x), x);
-    if (c->b[x].small) {
+    if (!c->b[x].small) {
+        treap_insert(c->b, &c->large_root, x);
+    } else {
         int k = small_class(c->b[x].size);
+        heap_insert(c->b, &c->small_root[k], x);
         c->small_nonempty[k / 64] |= (uint64_t)1 << (k % 64);
+        c->small_words |= (uint64_t)1 << (k / 64);
     }
+}
+
+/* Class k's heap has emptied. */
+static inline void small_class_emptied(est_cache *c, int k) {
+    uint64_t *word = &c->small_nonempty[k / 64];
+    *word &= ~((uint64_t)1 << (k % 64));
+    if (!*word) c->small_words &= ~((uint64_t)1 << (k / 64));
 }
 
 OUT_OF_LINE static void free_erase(est_cache *c, int32_t x) {
     int32_t *root = free_root(c, x);
-    treap_erase(c->b, root, x);
-    if (c->b[x].small && *root < 0) {
-        int k = small_class(c->b[x].size);
-        c->small_nonempty[k / 64] &= ~((uint64_t)1 << (k % 64));
+    if (!c->b[x].small) {
+        treap_erase(c->b, root, x);
+        return;
     }
+    heap_erase(c->b, root, x);
+    if (*root < 0) small_class_emptied(c, small_class(c->b[x].size));
 }
 
 /* get_free_block's lower_bound in the small pool, taken out of the free
- * set: the lowest address of the first non-empty class at or above size's;
- * -1 when none. The block is its treap's leftmost, so erasing it is one walk
- * down the left spine (free_erase would walk it again). */
+ * set: the lowest address (its heap's root) of the first non-empty class at
+ * or above size's; -1 when none. */
 static int32_t small_take_best(est_cache *c, uint64_t size) {
     int k = small_class(size);
     int w = k / 64;
     uint64_t bits = c->small_nonempty[w] & (~(uint64_t)0 << (k % 64));
-    while (!bits) {
-        if (++w == CLASS_WORDS) return -1;
+    if (!bits) {
+        uint64_t words = w + 1 < CLASS_WORDS ? c->small_words & (~(uint64_t)0 << (w + 1)) : 0;
+        if (!words) return -1;
+        w = __builtin_ctzll(words);
         bits = c->small_nonempty[w];
     }
     int found = w * 64 + __builtin_ctzll(bits);
-    int32_t *link = &c->small_root[found];
-    while (c->b[*link].ch[0] >= 0) link = &c->b[*link].ch[0];
-    int32_t t = *link;
-    *link = c->b[t].ch[1]; /* treap_erase's merge of an empty left subtree */
-    c->b[t].ch[1] = -1;
-    if (c->small_root[found] < 0) c->small_nonempty[found / 64] &= ~((uint64_t)1 << (found % 64));
+    int32_t t = c->small_root[found];
+    heap_erase(c->b, &c->small_root[found], t);
+    if (c->small_root[found] < 0) small_class_emptied(c, found);
     return t;
 }
 
@@ -277,7 +370,7 @@ static int32_t take_slot(est_cache *c) {
         c->b[i].prio = (uint32_t)(h >> 32);
         c->b[i].gen = 0;
     }
-    c->b[i].ch[0] = c->b[i].ch[1] = -1;
+    c->b[i].ch[0] = c->b[i].ch[1] = c->b[i].up = -1;
     c->b[i].prev = c->b[i].next = -1;
     return i;
 }

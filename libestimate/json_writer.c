@@ -10,6 +10,27 @@
 
 #define JW_PIECE 65536 /* a sink's piece, and the string's first size */
 
+/* Bytes a JSON string holds as they are without looking further: printable
+ * ASCII but '"' and '\\' (UTF-8 takes the careful path). */
+static const unsigned char plain_ascii[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 void jw_init(json_writer *w) { memset(w, 0, sizeof *w); }
 
 void jw_init_sink(json_writer *w, est_write_fn sink, void *ctx) {
@@ -59,11 +80,57 @@ static inline void puts_n(json_writer *w, const char *s, size_t n) {
 
 static inline void put(json_writer *w, char c) { puts_n(w, &c, 1); }
 
+/* Where the next n bytes go (n below a piece), with the terminator's byte
+ * kept; NULL when there is no room. The caller writes them and adds n to
+ * w->len. */
+static inline char *room(json_writer *w, size_t n) {
+    size_t end = w->len + n + 1;
+    if (end > w->cap || (w->sink && end > JW_PIECE)) {
+        const char *unused = NULL;
+        if (!make_room(w, &unused, &n)) return NULL;
+    }
+    return w->buf + w->len;
+}
+
 static inline void put_str(json_writer *w, const char *s) { puts_n(w, s, strlen(s)); }
 
 static void tabs(json_writer *w, int n) {
     static const char many[JW_MAX_DEPTH + 1] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
     puts_n(w, many, (size_t)(n < JW_MAX_DEPTH ? n : JW_MAX_DEPTH));
+}
+
+/* Whether the 8 bytes of x are all plain ASCII (plain_ascii): none below
+ * 0x20, none at or above 0x80, no '"' and no '\\' (the zero-byte tests of
+ * Hacker's Delight, exact for the word as a whole). */
+static inline bool plain_word(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = x ^ (ones * '"'), backslash = x ^ (ones * '\\');
+    uint64_t bad = (x - ones * 0x20) | (quote - ones) | (backslash - ones);
+    bad &= ~x & ~quote & ~backslash; /* a byte's high bit set by a borrow */
+    return ((bad | x) & highs) == 0;
+}
+
+/* plain_length for a key, which is short: a byte at a time, with no call. */
+static inline size_t plain_key_length(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = 0;
+    while (plain_ascii[p[n]] && n < JW_PIECE / 4) n++;
+    return p[n] == '\0' ? n : SIZE_MAX;
+}
+
+/* The length of s when every byte of it is plain ASCII (plain_ascii) and it
+ * is short enough to go through room(); SIZE_MAX otherwise. */
+static inline size_t plain_length(const char *s) {
+    size_t n = strlen(s);
+    if (n >= JW_PIECE / 4) return SIZE_MAX;
+    size_t i = 0;
+    for (uint64_t x; i + 8 <= n; i += 8) {
+        memcpy(&x, s + i, 8);
+        if (!plain_word(x)) return SIZE_MAX;
+    }
+    for (; i < n; i++)
+        if (!plain_ascii[(unsigned char)s[i]]) return SIZE_MAX;
+    return n;
 }
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
@@ -102,6 +169,16 @@ static size_t plain_run(const unsigned char *p) {
  * JSON text (RFC 8259 requires UTF-8). */
 static void quoted(json_writer *w, const char *s) {
     static const char hex[] = "0123456789abcdef";
+    size_t n = plain_length(s);
+    if (n != SIZE_MAX) { /* most names and every key: copied at once */
+        char *out = room(w, n + 2);
+        if (!out) return;
+        out[0] = '"';
+        memcpy(out + 1, s, n);
+        out[n + 1] = '"';
+        w->len += n + 2;
+        return;
+    }
     put(w, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         const unsigned char c = *p;
@@ -137,9 +214,24 @@ static void before_value(json_writer *w, const char *key) {
         if (!first) put_str(w, ", ");
         return;
     }
+    if (!key) key = "";
+    size_t n = plain_key_length(key);
+    if (n != SIZE_MAX && w->depth <= JW_MAX_DEPTH) { /* the line's start in one copy */
+        size_t lead = first ? 0 : 2, len = lead + (size_t)w->depth + n + 4;
+        char *out = room(w, len);
+        if (!out) return;
+        if (lead) out[0] = ',', out[1] = '\n';
+        out += lead;
+        for (int level = 0; level < w->depth; level++) *out++ = '\t';
+        out[0] = '"';
+        memcpy(out + 1, key, n);
+        memcpy(out + 1 + n, "\":\t", 3);
+        w->len += len;
+        return;
+    }
     if (!first) put_str(w, ",\n");
     tabs(w, w->depth);
-    quoted(w, key ? key : "");
+    quoted(w, key);
     put_str(w, ":\t");
 }
 
@@ -183,24 +275,21 @@ void jw_string(json_writer *w, const char *key, const char *s) {
     else put_str(w, "null");
 }
 
-void jw_u64(json_writer *w, const char *key, uint64_t v) {
+/* v's decimal digits, with a minus sign when negative, as printf's %lld
+ * and %llu write them. */
+static void put_integer(json_writer *w, const char *key, uint64_t magnitude, bool negative) {
     char buf[24], *p = buf + sizeof buf;
-    *--p = '\0';
-    do *--p = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
+    do *--p = (char)('0' + magnitude % 10);
+    while ((magnitude /= 10) != 0);
+    if (negative) *--p = '-';
     before_value(w, key);
-    put_str(w, p);
+    puts_n(w, p, (size_t)(buf + sizeof buf - p));
 }
 
+void jw_u64(json_writer *w, const char *key, uint64_t v) { put_integer(w, key, v, false); }
+
 void jw_i64(json_writer *w, const char *key, int64_t v) {
-    if (v >= 0) {
-        jw_u64(w, key, (uint64_t)v);
-        return;
-    }
-    char buf[24];
-    snprintf(buf, sizeof buf, "%lld", (long long)v);
-    before_value(w, key);
-    put_str(w, buf);
+    put_integer(w, key, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 void jw_double(json_writer *w, const char *key, double v) {

@@ -15,7 +15,9 @@
 #include "report.h"
 
 /* What a block is, for the caching allocator's replay: one key per live
- * block, so that a free finds the block its allocation made. */
+ * block, so that a free finds the block its allocation made. K_OPT blocks
+ * (optimizer state) live past every step: nothing may free or move them
+ * (the replay keeps no handle for them). */
 enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP, K_PAR };
 /* The slots of K_PAR keys (parallel.c): what a data-parallel block is. */
 enum { P_UNSHARDED, P_GATHERED, P_GATHERED_BACKWARD, P_REDUCE_INPUT, P_SHARD_GRADS, P_BUCKET, P_FIRST_BUCKET, P_COALESCED, P_HOST_COPY };

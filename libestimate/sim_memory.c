@@ -132,7 +132,9 @@ void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->total = sim_add(s, s->total, bytes);
     if (s->overflow) return; /* the estimate fails; the books stop */
     int64_t h = replay_alloc(s, bytes);
-    if (h > 0 && !block_put(s, key, h)) s->cache_failed = true;
+    /* optimizer state is never freed or moved (K_OPT): no handle to keep,
+     * and the map stays small (two entries a parameter with Adam) */
+    if (h > 0 && key >> 56 != K_OPT && !block_put(s, key, h)) s->cache_failed = true;
     if (s->tl) est__tl_push(s, EST_EVENT_ALLOC, c, bytes, key);
 }
 

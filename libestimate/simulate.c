@@ -610,9 +610,11 @@ static void size_tensors_and_workspaces(sim *s) {
     uint64_t tp = (uint64_t)s->r->parallel.tp;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_op_def *op = g->nodes[i].op;
-        uint64_t split = s->tp_node && s->tp_node[i] ? tp : 1; /* --tp: a GPU runs 1/tp of the op */
-        s->ws_forward[i] = op->workspace ? round_alloc(op->workspace(&s->ctx[i]) / split) : 0;
-        s->ws_backward[i] = op->backward_workspace ? round_alloc(op->backward_workspace(&s->ctx[i]) / split) : 0;
+        bool split = s->tp_node && s->tp_node[i]; /* --tp: a GPU runs 1/tp of the op */
+        uint64_t fwd = op->workspace ? op->workspace(&s->ctx[i]) : 0;
+        uint64_t bwd = op->backward_workspace ? op->backward_workspace(&s->ctx[i]) : 0;
+        s->ws_forward[i] = round_alloc(split ? fwd / tp : fwd);
+        s->ws_backward[i] = round_alloc(split ? bwd / tp : bwd);
     }
 }
 
