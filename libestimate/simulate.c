@@ -29,10 +29,27 @@
 
 /* ---- the step ---------------------------------------------------------------- */
 
-/* One optimizer-state tensor of every parameter this GPU updates. */
-static uint64_t local_state_bytes(const sim *s) {
+/* The optimizer's parameter groups. torch.optim steps one group at a time,
+ * and a foreach step's temporaries go when its group is done. One group,
+ * but under --tp with no data parallelism two: the split DTensors, then the
+ * plain rest (embeddings, norms), since torch 2.11's foreach Adam refuses a
+ * list that mixes them (docs/distributed.md, "Tensor parallelism"). Under
+ * FSDP every parameter is a DTensor: one group. */
+static int param_groups(const sim *s) {
+    return s->tp_split && s->r->parallel.strategy == EST_STRATEGY_NONE ? 2 : 1;
+}
+
+static bool in_param_group(const sim *s, int32_t t, int group, int groups) {
+    return groups == 1 || s->tp_split[t] == (group == 0);
+}
+
+/* One optimizer-state tensor of every parameter of a group this GPU
+ * updates. */
+static uint64_t group_state_bytes(const sim *s, int group, int groups) {
     uint64_t sum = 0;
-    for (int32_t k = 0; k < s->n_trained; k++) sum = est_add_sat(sum, est__par_state_bytes(s, s->trained[k]));
+    for (int32_t k = 0; k < s->n_trained; k++)
+        if (in_param_group(s, s->trained[k], group, groups))
+            sum = est_add_sat(sum, est__par_state_bytes(s, s->trained[k]));
     return sum;
 }
 
@@ -469,13 +486,19 @@ static void optimizer_step(sim *s, bool first) {
         est__sim_observe(s, EST_PHASE_OPTIMIZER, "", 0);
         return;
     }
-    /* _foreach_sqrt: one temporary per parameter, freed after the update */
+    /* _foreach_sqrt: one temporary per parameter of the group, freed after
+     * the group's update */
     int64_t *h = s->cache ? malloc(((size_t)s->n_trained + 1) * sizeof *h) : NULL;
     if (replaying(s) && !h) s->cache_failed = true;
-    for (int32_t k = 0; h && k < s->n_trained; k++)
-        h[k] = est__sim_block_alloc(s, est__par_state_bytes(s, s->trained[k]));
-    est__sim_observe(s, EST_PHASE_OPTIMIZER, "", local_state_bytes(s));
-    for (int32_t k = 0; h && k < s->n_trained; k++) est__sim_block_release(s, h[k]);
+    int groups = param_groups(s);
+    for (int group = 0; group < groups; group++) {
+        for (int32_t k = 0; h && k < s->n_trained; k++)
+            h[k] = in_param_group(s, s->trained[k], group, groups)
+                       ? est__sim_block_alloc(s, est__par_state_bytes(s, s->trained[k]))
+                       : 0;
+        est__sim_observe(s, EST_PHASE_OPTIMIZER, "", group_state_bytes(s, group, groups));
+        for (int32_t k = 0; h && k < s->n_trained; k++) est__sim_block_release(s, h[k]);
+    }
     free(h);
 }
 

@@ -521,6 +521,43 @@ static void tp_whole_heads(void) {
     est_graph_free(g);
 }
 
+/* Adam under --tp alone steps two parameter groups, the split Wu and Wd
+ * (halves: 512 x 256 x 4 bytes together), then the plain Wh (10 x 256 x 4):
+ * each group's foreach temporaries, one state tensor's worth, go before the
+ * next group's are made. On one GPU, one group of all three. */
+static void tp_optimizer_groups(est_graph *g) {
+    const uint64_t split = R(512 * 256 * 4 / 2) * 2, plain = R(10 * 256 * 4);
+    const struct {
+        int64_t tp;
+        uint64_t want[2];
+        size_t n;
+    } cases[] = {{2, {split, plain}, 2}, {1, {2 * split + plain, 0}, 1}};
+    for (size_t c = 0; c < 2; c++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.batch = (int64_t)B;
+        opt.timeline = 1;
+        opt.parallel = (est_parallel){.tp = cases[c].tp};
+        est_error err;
+        est_report *r = NULL;
+        CHECK(est_estimate(g, &opt, &r, &err) == EST_OK, "tp %lld optimizer groups: %s", (long long)cases[c].tp,
+              err.message);
+        size_t seen = 0; /* the optimizer's transients, in order, in the timeline's iteration */
+        for (size_t i = 0; r && i < est_report_event_count(r); i++) {
+            const est_event *e = est_report_event(r, i);
+            if (e->phase != EST_PHASE_OPTIMIZER || e->kind != EST_EVENT_ALLOC || e->block || e->category != EST_CAT_TEMP)
+                continue;
+            uint64_t want = seen < cases[c].n ? cases[c].want[seen] : 0;
+            CHECK(e->bytes == want, "tp %lld: optimizer temporaries %llu, expected %llu", (long long)cases[c].tp,
+                  U(e->bytes), U(want));
+            seen++;
+        }
+        CHECK(seen == cases[c].n, "tp %lld: %zu optimizer transients, expected %zu", (long long)cases[c].tp, seen,
+              cases[c].n);
+        est_report_free(r);
+    }
+}
+
 static void test_tensor_parallel(void) {
     tp_whole_heads();
     est_error err;
@@ -558,6 +595,7 @@ static void test_tensor_parallel(void) {
               U(est_report_comm(tp)->all_reduce_bytes));
     }
     est_report_free(tp);
+    tp_optimizer_groups(g);
     tp = estimate_on(g, EST_OPT_SGD, (est_parallel){.tp = 2, .sequence_parallel = 1}, &err);
     if (tp && one) {
         const uint64_t HID = R(B * 512 * 4), RES = R(B * 256 * 4);
