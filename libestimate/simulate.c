@@ -26,6 +26,7 @@
  * lives how long is planned before the step (lifetimes.c).
  */
 #include "parallel.h"
+#include "verify_kernels.h"
 
 /* ---- the step ---------------------------------------------------------------- */
 
@@ -54,12 +55,11 @@ static uint64_t group_state_bytes(const sim *s, int group, int groups) {
 }
 
 /* memest verify's executor keeps a constant initializer on the host when
- * it is small (verify/vx.h, VX_HOST_MAX elements) and on the device from
- * setup on otherwise (dynamo's folded RoPE tables). */
-#define VERIFY_HOST_MAX 4096
+ * it is small and on the device from setup on otherwise (dynamo's folded
+ * RoPE tables). */
 static bool verify_uploads_constant(const sim *s, int32_t t) {
     return s->r->kernels == EST_KERNELS_VERIFY && s->g->tensors[t].role == EST_ROLE_CONST &&
-           est_tval_elements(&s->r->tv[t]) > VERIFY_HOST_MAX;
+           est_tval_elements(&s->r->tv[t]) > EST_VERIFY_HOST_MAX;
 }
 
 /* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and

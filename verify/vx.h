@@ -44,6 +44,7 @@ extern "C" {
  * (the verify module links libestimate's static library). */
 #include "ir.h"
 #include "registry.h"
+#include "verify_kernels.h"
 #include "verify.h"
 
 #define VX_MAX_RANK 8
@@ -94,7 +95,7 @@ void *vx_workspace(vx_ctx *ctx, size_t bytes);
  * host_inputs mask, for which it makes sure the host copy exists instead
  * (vx_tensor_to_host): kernels read Reshape's shape, Clip's min/max, Slice's
  * starts..., Dropout's ratio there. */
-#define VX_HOST_MAX 4096
+#define VX_HOST_MAX EST_VERIFY_HOST_MAX
 
 typedef struct vx_tensor {
     void *data;                   /* device; NULL for an empty or host-only tensor */
