@@ -89,10 +89,7 @@ static bool is_weight(const est_graph *g, int32_t t) {
 }
 
 static bool is_linear_bias(const est_graph *g, const est_node *n, int k) {
-    if (strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || !is_weight(g, n->inputs[k])) return false;
-    int32_t other = n->inputs[1 - k];
-    int32_t p = other >= 0 ? g->tensors[other].producer : -1;
-    return p >= 0 && strcmp(g->nodes[p].op_type, "MatMul") == 0;
+    return est__adds_to_matmul(g, n, k) && is_weight(g, n->inputs[k]);
 }
 
 bool est_amp_operand_promotes(const est_graph *g, const est_node *n, int k, bool is_activation, int rank) {

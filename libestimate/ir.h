@@ -363,6 +363,9 @@ bool est__const_foldable(est_dtype dt, int64_t count);
 /* NULL when not foldable, or out of memory (then foldable says which). */
 est_const *est__const_new(est_dtype dt, int64_t count);
 est_const *est__const_ref(est_const *c);
+/* Whether node n is an Add of input k to the product of a MatMul (its other
+ * input): how both exporters write a linear layer's bias add. */
+bool est__adds_to_matmul(const est_graph *g, const est_node *n, int k);
 bool est__dtype_is_float(est_dtype dt);
 bool est__dtype_is_integer(est_dtype dt); /* 8 to 64 bits, signed or not */
 bool est__dtype_is_int(est_dtype dt); /* integers and bool */

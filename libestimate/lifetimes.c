@@ -111,14 +111,11 @@ static void bias_add_in_place(sim *s, int32_t i) {
     const est_node *n = &g->nodes[i];
     s->inplace_slot[i] = -1;
     /* memest verify's executor writes every sum anew */
-    if (s->r->kernels != EST_KERNELS_PYTORCH || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 ||
-        n->n_outputs != 1)
-        return;
+    if (s->r->kernels != EST_KERNELS_PYTORCH || n->n_outputs != 1) return;
     for (int k = 0; k < 2; k++) {
         int32_t prod = n->inputs[k], bias = n->inputs[1 - k];
-        if (prod < 0 || bias < 0 || g->tensors[prod].readers != 1 || s->base[prod] != prod) continue;
-        int32_t p = g->tensors[prod].producer;
-        if (p < 0 || strcmp(g->nodes[p].op_type, "MatMul") != 0) continue;
+        if (!est__adds_to_matmul(g, n, 1 - k) || bias < 0 || g->tensors[prod].readers != 1 || s->base[prod] != prod)
+            continue;
         /* a weight, or a view of one (the TorchScript exporter shares equal
          * initializers through Identity nodes) */
         if (g->tensors[s->base[bias]].kind != EST_T_INITIALIZER || s->r->tv[bias].rank != 1) continue;
