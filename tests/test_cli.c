@@ -351,7 +351,8 @@ static void data_parallel(void) {
     cJSON *race = run_json(args, "ddp held JSON");
     if (race) {
         const cJSON *rp = cJSON_GetObjectItem(race, "parallel");
-        double peak = cJSON_GetObjectItem(cJSON_GetObjectItem(race, "peak"), "bytes")->valuedouble;
+        const cJSON *peak_bytes = cJSON_GetObjectItem(cJSON_GetObjectItem(race, "peak"), "bytes");
+        double peak = cJSON_IsNumber(peak_bytes) ? peak_bytes->valuedouble : -1;
         const cJSON *bucket = cJSON_GetObjectItem(rp, "first_bucket_bytes");
         const cJSON *held = cJSON_GetObjectItem(rp, "peak_first_bucket_held_bytes");
         const cJSON *released = cJSON_GetObjectItem(rp, "peak_first_bucket_released_bytes");
