@@ -576,7 +576,7 @@ static void post_backward(sim *s, int32_t k, const char *layer) {
     }
     uint64_t shard = round_alloc(G->grad_shard_bytes);
     if (G->has_grads || s->r->parallel.offload) { /* added in, or copied to the host */
-        transient(s, shard, KEY(K_PAR, k, P_COALESCED), EST_PHASE_BACKWARD, layer);
+        transient(s, shard, KEY(K_PAR, k, P_REDUCED), EST_PHASE_BACKWARD, layer);
     } else {
         est__sim_alloc(s, EST_CAT_GRADS, shard, KEY(K_PAR, k, P_SHARD_GRADS));
         est__sim_observe(s, EST_PHASE_BACKWARD, layer, 0);

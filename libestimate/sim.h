@@ -20,8 +20,27 @@
  * (the replay keeps no handle for them). */
 enum { K_STORAGE = 1, K_RECOMPUTED, K_GRAD, K_OPT, K_EXTRA, K_CAST, K_PCAST, K_RCAST, K_OTHER, K_TEMP, K_PAR };
 /* The slots of K_PAR keys (parallel.c): what a data-parallel block is. */
-enum { P_UNSHARDED, P_GATHERED, P_GATHERED_BACKWARD, P_REDUCE_INPUT, P_SHARD_GRADS, P_BUCKET, P_FIRST_BUCKET, P_COALESCED, P_HOST_COPY };
+enum { P_UNSHARDED, P_GATHERED, P_GATHERED_BACKWARD, P_REDUCE_INPUT, P_SHARD_GRADS, P_REDUCED, P_BUCKET, P_FIRST_BUCKET,
+       P_COALESCED, P_HOST_COPY };
 #define KEY(kind, index, slot) (((uint64_t)(kind) << 56) | ((uint64_t)(uint32_t)(index) << 16) | (uint64_t)(slot))
+
+/* The CUDA stream a block is allocated on. PyTorch's caching allocator
+ * gives a freed block only to a request of the stream that made it, so each
+ * stream's blocks sit in segments of their own. FSDP2 makes its all-gather
+ * outputs on its all-gather stream, and its reduce-scatter input and output
+ * (the output becomes the sharded gradient, or is added into it) on its
+ * reduce-scatter stream (torch/distributed/fsdp/_fully_shard/
+ * _fsdp_collectives.py, foreach_all_gather and foreach_reduce); everything
+ * else runs on the compute stream. */
+enum { STREAM_COMPUTE, STREAM_ALL_GATHER, STREAM_REDUCE_SCATTER, STREAM_COUNT };
+static inline int key_stream(uint64_t key) {
+    if (key >> 56 != K_PAR) return STREAM_COMPUTE;
+    switch (key & 0xffff) {
+    case P_GATHERED: case P_GATHERED_BACKWARD: return STREAM_ALL_GATHER;
+    case P_REDUCE_INPUT: case P_SHARD_GRADS: case P_REDUCED: return STREAM_REDUCE_SCATTER;
+    default: return STREAM_COMPUTE;
+    }
+}
 
 /* Live blocks by key: open addressing, linear probing, 0 = empty. */
 typedef struct handle_map {
@@ -122,7 +141,10 @@ typedef struct sim {
                                 copy, or INT32_MAX */
     bool *rc_pcast_live;    /* --amp: the recompute's own cached low copy exists */
     /* the caching allocator's replay (totals.reserved_bytes) */
-    est_cache *cache;
+    est_cache *cache;       /* the compute stream's */
+    est_cache *side_cache[STREAM_COUNT - 1]; /* the other streams', made at
+                               their first block; NULL until then */
+    uint64_t peak_reserved; /* with side caches: all streams' together */
     handle_map blocks;      /* live blocks by key, but those below */
     int64_t *by_tensor;     /* per tensor x 3: the live block of its storage,
                                its gradient and its recomputed copy (the keys
@@ -253,6 +275,10 @@ void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint
 /* A block only the replay sees (its bytes counted by est__sim_observe's
  * extra): its handle, or 0 when the replay is off or has stopped. */
 int64_t est__sim_block_alloc(sim *s, uint64_t bytes);
+/* The replay's reserved bytes, all streams' together (memory_reserved()),
+ * and their peak (max_memory_reserved()). */
+uint64_t est__sim_reserved(const sim *s);
+uint64_t est__sim_peak_reserved(const sim *s);
 void est__sim_block_release(sim *s, int64_t handle);
 
 /* timeline.c: the step's events (est_options.timeline). */

@@ -65,11 +65,54 @@ int64_t est__map_take(handle_map *m, uint64_t key) {
     return handle;
 }
 
-/* A block of the replay: its handle, or 0 when the replay is off or stops
- * here (host memory, or the device limit: the step's out-of-memory point). */
-static int64_t replay_alloc(sim *s, uint64_t bytes) {
+/* The replay's cache of a stream; a side stream's is made at its first
+ * block (NULL when host memory ran out). */
+static est_cache *stream_cache(sim *s, int stream) {
+    if (stream == STREAM_COMPUTE) return s->cache;
+    est_cache **c = &s->side_cache[stream - 1];
+    if (!*c) {
+        uint64_t before = est__sim_peak_reserved(s); /* the compute stream's alone */
+        if (!(*c = est__cache_new())) return NULL;
+        s->peak_reserved = before;
+    }
+    return *c;
+}
+
+uint64_t est__sim_reserved(const sim *s) {
+    uint64_t sum = s->cache ? est__cache_reserved(s->cache) : 0;
+    for (int k = 0; k < STREAM_COUNT - 1; k++)
+        if (s->side_cache[k]) sum += est__cache_reserved(s->side_cache[k]);
+    return sum;
+}
+
+uint64_t est__sim_peak_reserved(const sim *s) {
+    bool sides = false;
+    for (int k = 0; k < STREAM_COUNT - 1; k++) sides |= s->side_cache[k] != NULL;
+    if (!sides) return s->cache ? est__cache_peak_reserved(s->cache) : 0;
+    return s->peak_reserved;
+}
+
+/* A block of the replay on a stream: its handle, or 0 when the replay is
+ * off or stops here (host memory, or the device limit: the step's
+ * out-of-memory point). With several streams the device limit is what the
+ * others' segments leave. */
+static int64_t replay_alloc(sim *s, int stream, uint64_t bytes) {
     if (!replaying(s) || !bytes) return 0;
-    int64_t h = est__cache_alloc(s->cache, bytes);
+    est_cache *c = stream_cache(s, stream);
+    if (!c) {
+        s->cache_failed = true;
+        return 0;
+    }
+    uint64_t others = 0;
+    if (s->r->memory_limit && (stream != STREAM_COMPUTE || s->side_cache[0] || s->side_cache[1])) {
+        others = est__sim_reserved(s) - est__cache_reserved(c);
+        est__cache_set_limit(c, s->r->memory_limit > others ? s->r->memory_limit - others : 1);
+    }
+    int64_t h = est__cache_alloc(c, bytes);
+    if (stream != STREAM_COMPUTE || s->side_cache[0] || s->side_cache[1]) {
+        uint64_t now = est__sim_reserved(s);
+        if (now > s->peak_reserved) s->peak_reserved = now;
+    }
     if (h == EST__CACHE_EDEVICE && !s->device_oom) {
         s->device_oom = true;
         s->r->totals.out_of_memory = 1;
@@ -131,7 +174,7 @@ void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->live[c] = sim_add(s, s->live[c], bytes);
     s->total = sim_add(s, s->total, bytes);
     if (s->overflow) return; /* the estimate fails; the books stop */
-    int64_t h = replay_alloc(s, bytes);
+    int64_t h = replay_alloc(s, key_stream(key), bytes);
     /* optimizer state is never freed or moved (K_OPT): no handle to keep,
      * and the map stays small (two entries a parameter with Adam) */
     if (h > 0 && key >> 56 != K_OPT && !block_put(s, key, h)) s->cache_failed = true;
@@ -144,7 +187,8 @@ void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->total -= bytes;
     if (replaying(s) && bytes) {
         int64_t h = block_take(s, key);
-        if (h >= 0) est__cache_release(s->cache, h);
+        est_cache *in = key_stream(key) == STREAM_COMPUTE ? s->cache : s->side_cache[key_stream(key) - 1];
+        if (h >= 0 && in) est__cache_release(in, h);
     }
     if (s->tl) est__tl_push(s, EST_EVENT_FREE, c, bytes, key);
 }
@@ -190,7 +234,7 @@ void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra
  * est__sim_observe() counts as `extra`. Returns its handle, or 0. */
 int64_t est__sim_block_alloc(sim *s, uint64_t bytes) {
     check_request(s, bytes);
-    return s->overflow ? 0 : replay_alloc(s, bytes);
+    return s->overflow ? 0 : replay_alloc(s, STREAM_COMPUTE, bytes);
 }
 
 void est__sim_block_release(sim *s, int64_t h) {

@@ -618,6 +618,7 @@ static void free_sim(sim *s) {
     free(s->tp_node);
     free(s->tp_column_input);
     est__cache_destroy(s->cache);
+    for (int k = 0; k < STREAM_COUNT - 1; k++) est__cache_destroy(s->side_cache[k]);
     free(s->blocks.keys);
     free(s->blocks.handles);
     free(s->by_tensor);
@@ -812,7 +813,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         st = est__fail(err, EST_EOVERFLOW,
                        "%s: the step's byte counts pass 2^64 - 1 (16 EiB); the model, the batch or the dims are "
                        "too large", g->source);
-    tot->reserved_bytes = s.cache ? est__cache_peak_reserved(s.cache) : 0;
+    tot->reserved_bytes = est__sim_peak_reserved(&s);
     tot->temp_bytes = s.max_transient;
     tot->peak_bytes = r->peak.bytes;
     if (st == EST_OK && s.tl) st = est__tl_finish(&s, err);

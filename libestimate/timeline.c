@@ -67,6 +67,7 @@ static const char *describe(const sim *s, uint64_t key, est_category c, const ch
         case P_GATHERED_BACKWARD: return "all-gather buffer";
         case P_REDUCE_INPUT: return "reduce-scatter buffer";
         case P_SHARD_GRADS: return "gradient shards";
+        case P_REDUCED: return "reduce-scatter output";
         case P_BUCKET: return "gradient bucket";
         case P_FIRST_BUCKET: return "first-iteration gradient bucket";
         case P_COALESCED: return "broadcast buffer";
@@ -95,14 +96,14 @@ void est__tl_push(sim *s, est_event_kind kind, est_category c, uint64_t bytes, u
     est_event *e = next_event(s->tl);
     if (!e) return;
     *e = (est_event){.kind = kind, .phase = s->at_phase, .layer = s->at_node, .category = c, .bytes = bytes,
-                     .block = key, .allocated = s->total, .reserved = s->cache ? est__cache_reserved(s->cache) : 0};
+                     .block = key, .allocated = s->total, .reserved = est__sim_reserved(s)};
     e->what = describe(s, key, c, &e->tensor);
 }
 
 void est__tl_transient(sim *s, uint64_t bytes) {
     est_event *e = next_event(s->tl);
     if (!e) return;
-    uint64_t reserved = s->cache ? est__cache_reserved(s->cache) : 0;
+    uint64_t reserved = est__sim_reserved(s);
     *e = (est_event){.kind = EST_EVENT_ALLOC, .phase = s->at_phase, .layer = s->at_node, .category = EST_CAT_TEMP,
                      .bytes = bytes, .allocated = est_add_sat(s->total, bytes), .reserved = reserved,
                      .what = "workspace and temporaries"};

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "caching.h"
+#include "sim.h"
 #include "test_util.h"
 #include "alloc_fail.h"
 
@@ -719,6 +720,50 @@ static void test_host_alloc_failures(void) {
 }
 #endif
 
+/* The simulation's replay keeps a cache per CUDA stream (sim.h,
+ * key_stream): a block freed on one stream is never given to a request of
+ * another, so FSDP's all-gather and reduce-scatter buffers hold 2 MiB
+ * segments of their own beside the compute stream's; reserved memory and its
+ * peak are all streams' together. */
+static void test_streams(void) {
+    est_report r;
+    memset(&r, 0, sizeof r);
+    sim s;
+    memset(&s, 0, sizeof s);
+    s.r = &r;
+    s.cache = est__cache_new();
+    CHECK(s.cache != NULL, "streams: cache");
+    if (!s.cache) return;
+    const uint64_t act = KEY(K_STORAGE, 7, 1), gathered = KEY(K_PAR, 0, P_GATHERED),
+                   reduce = KEY(K_PAR, 0, P_REDUCE_INPUT);
+    CHECK(key_stream(act) == STREAM_COMPUTE && key_stream(gathered) == STREAM_ALL_GATHER &&
+              key_stream(reduce) == STREAM_REDUCE_SCATTER && key_stream(KEY(K_PAR, 0, P_UNSHARDED)) == STREAM_COMPUTE,
+          "streams: the keys' streams");
+    est__sim_alloc(&s, EST_CAT_ACTIVATIONS, 256 * KiB, act);
+    est__sim_release(&s, EST_CAT_ACTIVATIONS, 256 * KiB, act); /* a free block in the compute stream's segment */
+    CHECK(est__sim_reserved(&s) == 2 * MiB, "streams: compute %llu", (unsigned long long)est__sim_reserved(&s));
+    est__sim_alloc(&s, EST_CAT_COMM, 256 * KiB, gathered);
+    CHECK(est__sim_reserved(&s) == 4 * MiB, "streams: the all-gather stream takes a segment of its own, %llu",
+          (unsigned long long)est__sim_reserved(&s));
+    est__sim_release(&s, EST_CAT_COMM, 256 * KiB, gathered);
+    est__sim_alloc(&s, EST_CAT_COMM, 256 * KiB, gathered);
+    est__sim_alloc(&s, EST_CAT_COMM, 512 * KiB, reduce);
+    est__sim_alloc(&s, EST_CAT_ACTIVATIONS, 256 * KiB, act);
+    CHECK(est__sim_reserved(&s) == 6 * MiB && est__sim_peak_reserved(&s) == 6 * MiB,
+          "streams: each stream reuses its own blocks: reserved %llu, peak %llu, expected 6 MiB",
+          (unsigned long long)est__sim_reserved(&s), (unsigned long long)est__sim_peak_reserved(&s));
+    CHECK(!s.cache_failed && s.total == 1024 * KiB, "streams: 1 MiB allocated, %llu", (unsigned long long)s.total);
+    est__sim_release(&s, EST_CAT_COMM, 256 * KiB, gathered);
+    est__sim_release(&s, EST_CAT_COMM, 512 * KiB, reduce);
+    est__sim_release(&s, EST_CAT_ACTIVATIONS, 256 * KiB, act);
+    CHECK(s.blocks.count == 0 && est__cache_allocated(s.side_cache[0]) == 0 && est__cache_allocated(s.side_cache[1]) == 0,
+          "streams: every block released to its own stream's cache");
+    est__cache_destroy(s.cache);
+    for (int k = 0; k < STREAM_COUNT - 1; k++) est__cache_destroy(s.side_cache[k]);
+    free(s.blocks.keys);
+    free(s.blocks.handles);
+}
+
 int main(int argc, char **argv) {
     int events = argc > 1 ? atoi(argv[1]) : 50000;
     if (events < 10) events = 10;
@@ -732,6 +777,7 @@ int main(int argc, char **argv) {
     test_empty_cache();
     test_peaks();
     test_limit();
+    test_streams();
     test_random_against_reference();
 #ifdef TEST_WRAP_ALLOC
     test_host_alloc_failures();
