@@ -85,10 +85,16 @@ uint64_t est__sim_reserved(const sim *s) {
     return sum;
 }
 
+/* Whether a stream besides the compute stream has blocks: reserved bytes
+ * and the device limit are then the streams' together. */
+static bool several_streams(const sim *s) {
+    for (int k = 0; k < STREAM_COUNT - 1; k++)
+        if (s->side_cache[k]) return true;
+    return false;
+}
+
 uint64_t est__sim_peak_reserved(const sim *s) {
-    bool sides = false;
-    for (int k = 0; k < STREAM_COUNT - 1; k++) sides |= s->side_cache[k] != NULL;
-    if (!sides) return s->cache ? est__cache_peak_reserved(s->cache) : 0;
+    if (!several_streams(s)) return s->cache ? est__cache_peak_reserved(s->cache) : 0;
     return s->peak_reserved;
 }
 
@@ -103,16 +109,13 @@ static int64_t replay_alloc(sim *s, int stream, uint64_t bytes) {
         s->cache_failed = true;
         return 0;
     }
-    uint64_t others = 0;
-    if (s->r->memory_limit && (stream != STREAM_COMPUTE || s->side_cache[0] || s->side_cache[1])) {
-        others = est__sim_reserved(s) - est__cache_reserved(c);
+    bool several = several_streams(s);
+    if (several && s->r->memory_limit) {
+        uint64_t others = est__sim_reserved(s) - est__cache_reserved(c);
         est__cache_set_limit(c, s->r->memory_limit > others ? s->r->memory_limit - others : 1);
     }
     int64_t h = est__cache_alloc(c, bytes);
-    if (stream != STREAM_COMPUTE || s->side_cache[0] || s->side_cache[1]) {
-        uint64_t now = est__sim_reserved(s);
-        if (now > s->peak_reserved) s->peak_reserved = now;
-    }
+    if (several && est__sim_reserved(s) > s->peak_reserved) s->peak_reserved = est__sim_reserved(s);
     if (h == EST__CACHE_EDEVICE && !s->device_oom) {
         s->device_oom = true;
         s->r->totals.out_of_memory = 1;
