@@ -26,6 +26,8 @@ Measurements:
   world sizes 1, 2 and 4 (H200 x4, 2026-11-27; run_ddp_race.sh);
 - ../distributed/data/h100x4_tp/ (committed): tensor parallelism at world
   sizes 2 and 4 (H100 x4, 2026-11-27; run_tp.sh);
+- ../distributed/data/h100x4_models/ (committed): every strategy on qwen2_4l
+  and gpt2_6l at world sizes 2 and 4 (H100 x4, 2026-11-27; run_models.sh);
 - ../shared/truth/truth.json and its onnx/ (the shared truth, H200; read in
   place, never copied);
 - data/rnn/ (committed): the recurrent zoo models (H100, 2026-11-24;
@@ -88,6 +90,10 @@ DISTRIBUTED_RACE = {w: [os.path.join(ROOT, "bench", "distributed", "data", "h200
 # bench/distributed/run_tp.sh)
 DISTRIBUTED_TP = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_tp", f"w{w}", f"dist_w{w}_{m}.json")
                   for w in (2, 4) for m in ("bert_base", "qwen2_4l", "llama_4l")]
+# every strategy on two models the rules were not made on (H100 x4;
+# bench/distributed/run_models.sh)
+DISTRIBUTED_MODELS = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_models", f"w{w}", f"dist_w{w}_{m}.json")
+                      for w in (2, 4) for m in ("qwen2_4l", "gpt2_6l")]
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
@@ -136,6 +142,10 @@ RUNS = {
                        ["--markdown"] + DISTRIBUTED_TP + [EXPORTS], DISTRIBUTED_TP[0], EXPORTS),
     "distributed-tp-ranks": (os.path.join("..", "distributed", "compare_ranks.py"),
                              ["--markdown"] + DISTRIBUTED_TP + [EXPORTS], DISTRIBUTED_TP[0], EXPORTS),
+    "distributed-models": (os.path.join("..", "distributed", "compare_dist.py"),
+                           ["--markdown"] + DISTRIBUTED_MODELS + [EXPORTS], DISTRIBUTED_MODELS[0], EXPORTS),
+    "distributed-models-ranks": (os.path.join("..", "distributed", "compare_ranks.py"),
+                                 ["--markdown"] + DISTRIBUTED_MODELS + [EXPORTS], DISTRIBUTED_MODELS[0], EXPORTS),
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
@@ -467,6 +477,9 @@ TABLES = {
                                lambda o: view_raw(o, "distributed-ranks-race", source=False)),
     "distributed-tp": (("distributed-tp",), lambda o: view_raw(o, "distributed-tp", source=False)),
     "distributed-tp-ranks": (("distributed-tp-ranks",), lambda o: view_raw(o, "distributed-tp-ranks", source=False)),
+    "distributed-models": (("distributed-models",), lambda o: view_raw(o, "distributed-models", source=False)),
+    "distributed-models-ranks": (("distributed-models-ranks",),
+                                 lambda o: view_raw(o, "distributed-models-ranks", source=False)),
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
