@@ -149,7 +149,8 @@ static void split_tensor(sim *s, int32_t t) {
 }
 
 /* The head size of column `col`'s output, when a Reshape (after its bias
- * add, if any) views its F features as [heads, head size], as attention's
+ * add, if any; the TorchScript exporter's Shape reads beside it do not
+ * count) views its F features as [heads, head size], as attention's
  * view(b, s, -1, head_dim) does (or as [3, E], nn.MultiheadAttention's
  * packed q, k, v); 0 when it has no such view. */
 static int64_t head_size(const sim *s, const est_readers *c, int32_t col) {
@@ -157,8 +158,12 @@ static int64_t head_size(const sim *s, const est_readers *c, int32_t col) {
     int32_t t = g->nodes[col].outputs[0];
     if (t < 0 || s->r->tv[t].rank < 1) return 0;
     int64_t features = s->r->tv[t].dims[s->r->tv[t].rank - 1];
-    for (int hops = 0; hops < 3 && t >= 0 && c->start[t + 1] - c->start[t] == 1; hops++) {
-        const est_node *n = &g->nodes[c->nodes[c->start[t]]];
+    for (int hops = 0; hops < 3 && t >= 0; hops++) {
+        int32_t next = -1, readers = 0; /* the one reader but Shape ops, which read no data */
+        for (int32_t e = c->start[t]; e < c->start[t + 1]; e++)
+            if (strcmp(g->nodes[c->nodes[e]].op_type, "Shape") != 0) next = c->nodes[e], readers++;
+        if (readers != 1) return 0;
+        const est_node *n = &g->nodes[next];
         const est_tval *out = n->n_outputs > 0 && n->outputs[0] >= 0 ? &s->r->tv[n->outputs[0]] : NULL;
         if (!out || n->domain[0]) return 0;
         if (strcmp(n->op_type, "Reshape") == 0) {
