@@ -245,7 +245,10 @@ static void describe_peak(est_report *r) {
         }
 }
 
-static est_status estimate_once(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+/* The step's estimate: est_estimate's argument checks and all of its work
+ * but the second estimate of DDP's first-bucket race (api.c's
+ * add_first_bucket_race). */
+static est_status estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
     *out = NULL;
     est_status opt_st = check_option_arrays(opt, err);
     if (opt_st != EST_OK) return opt_st;
@@ -317,7 +320,7 @@ static est_status add_first_bucket_race(const est_graph *g, const est_options *o
     other.skip_reserved = 1;
     other.timeline = 0;
     est_report *o = NULL;
-    est_status st = estimate_once(g, &other, &o, err);
+    est_status st = estimate_step(g, &other, &o, err);
     if (st != EST_OK) return st;
     c->peak_first_bucket_held_bytes = held ? r->peak.bytes : o->peak.bytes;
     c->peak_first_bucket_released_bytes = held ? o->peak.bytes : r->peak.bytes;
@@ -325,7 +328,7 @@ static est_status add_first_bucket_race(const est_graph *g, const est_options *o
     return EST_OK;
 }
 
-est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_estimate: out is NULL");
     *out = NULL;
     if (!g) return est__fail(err, EST_EINVAL, "est_estimate: graph is NULL");
@@ -334,8 +337,13 @@ est_status est_estimate(const est_graph *g, const est_options *opt, est_report *
         est_options_init(&defaults);
         opt = &defaults;
     }
-    est_status st = estimate_once(g, opt, out, err);
-    if (st == EST_OK && (st = add_first_bucket_race(g, opt, *out, err)) != EST_OK) {
+    return estimate_step(g, opt, out, err);
+}
+
+est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+    est_status st = est__estimate_step(g, opt, out, err);
+    /* without options there is no strategy, and so no race */
+    if (st == EST_OK && opt && (st = add_first_bucket_race(g, opt, *out, err)) != EST_OK) {
         est_report_free(*out);
         *out = NULL;
     }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "report.h"
 
 /* 1 GiB: the CUDA context (527 MiB) and what nvidia-smi counts but CUDA
  * cannot allocate (480 MiB on an H100, 615 MiB on an H200); then 1.5% of the
@@ -67,7 +67,8 @@ est_status est_estimate_point(const est_graph *g, const est_options *opt, int64_
     memset(pt, 0, sizeof *pt);
     pt->value = value;
     est_report *r = NULL;
-    est_status st = est_estimate(g, opt, &r, err);
+    /* a point keeps the peak and totals: DDP's race needs no second estimate */
+    est_status st = est__estimate_step(g, opt, &r, err);
     if (st == EST_EOVERFLOW) { /* far from fitting anything */
         pt->overflow = 1;
         pt->peak.bytes = pt->totals.peak_bytes = UINT64_MAX;

@@ -146,5 +146,9 @@ est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_wor
 /* Simulates the step r->mode describes over the inferred graph: fills every
  * layer's FLOPs, saved and temp bytes, the memory totals and the peak. */
 est_status est__simulate(est_report *r, est_error *err);
+/* est_estimate without its second estimate of DDP's first-bucket race
+ * (est_comm's peak_first_bucket_* stay 0): the step's one peak and totals,
+ * all a capacity search's points keep (api.c). The same argument checks. */
+est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err);
 
 #endif
