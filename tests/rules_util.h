@@ -1,7 +1,8 @@
 /*
- * rules_util.h: what test_rules and test_rules_verify share: loading a JSON
- * graph, estimating it, finding a layer, and the small graphs and figures
- * several checks are derived from. Header-only, like test_util.h, whose
+ * rules_util.h: what test_rules, test_rules_verify, test_fusion and
+ * test_module_calls share beside estimate_util.h: estimating a graph,
+ * finding a layer, and the small graphs and figures several checks are
+ * derived from. Header-only, like test_util.h, whose
  * CHECK counts each executable's failures.
  */
 #ifndef EST_RULES_UTIL_H
@@ -12,26 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimate.h"
-#include "test_util.h"
-
-#define U(x) ((unsigned long long)(x))
-
-/* The caching allocator's rounding: up to a multiple of 512 bytes. */
-static inline uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+#include "estimate_util.h"
 
 static inline uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
-static inline est_graph *load_json(const char *text, const char *name) {
-    est_error err;
-    est_graph *g = NULL;
-    if (est_load_json_buffer(text, strlen(text), name, &g, &err) != EST_OK) {
-        CHECK(false, "%s: load failed: %s", name, err.message);
-        return NULL;
-    }
-    return g;
-}
 
 static inline est_report *run(const est_graph *g, est_mode mode, int64_t batch) {
     if (!g) return NULL;

@@ -30,12 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimate.h"
-#include "test_util.h"
-
-#define U(x) ((unsigned long long)(x))
-
-static uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+#include "estimate_util.h"
 
 /* Sizes at batch 4, float32, rounded as the allocator rounds. */
 enum {

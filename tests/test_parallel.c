@@ -50,12 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimate.h"
-#include "test_util.h"
-
-#define U(x) ((unsigned long long)(x))
-
-static uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+#include "estimate_util.h"
 
 static const char graph_json[] =
     "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"twoblocks\", \"opset_import\": {\"\": 17},\n"

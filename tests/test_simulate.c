@@ -52,25 +52,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimate.h"
-#include "test_util.h"
-
-#define U(x) ((unsigned long long)(x))
-
-/* The caching allocator's rounding: up to a multiple of 512 bytes. */
-static uint64_t R(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
+#include "estimate_util.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static est_graph *load_json(const char *text, const char *name) {
-    est_error err;
-    est_graph *g = NULL;
-    if (est_load_json_buffer(text, strlen(text), name, &g, &err) != EST_OK) {
-        CHECK(false, "%s: load failed: %s", name, err.message);
-        return NULL;
-    }
-    return g;
-}
 
 typedef struct run_opts {
     est_mode mode;

@@ -25,10 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimate.h"
-#include "test_util.h"
-
-#define U(x) ((unsigned long long)(x))
+#include "estimate_util.h"
 
 static const char relu_json[] =
     "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"relu\", \"opset_import\": {\"\": 17},\n"
