@@ -94,6 +94,29 @@ DISTRIBUTED_TP = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_tp"
 # bench/distributed/run_models.sh)
 DISTRIBUTED_MODELS = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_models", f"w{w}", f"dist_w{w}_{m}.json")
                       for w in (2, 4) for m in ("qwen2_4l", "gpt2_6l")]
+# docs/accuracy.md's tables of bench/distributed's runs: key -> (the
+# compare script, the measurement files)
+DIST_TABLES = {
+    "distributed": ("compare_dist.py", DISTRIBUTED),
+    "distributed-w2": ("compare_dist.py", DISTRIBUTED_W2),
+    "distributed-w2-fresh": ("compare_dist.py", DISTRIBUTED_W2_FRESH),
+    **{f"distributed-w{w}-h100": ("compare_dist.py", files) for w, files in DISTRIBUTED_H100X4.items()},
+    **{f"distributed-race-w{w}": ("compare_dist.py", files) for w, files in DISTRIBUTED_RACE.items()},
+    "distributed-ranks": ("compare_ranks.py", DISTRIBUTED_H100X4[2] + DISTRIBUTED_H100X4[4]),
+    "distributed-ranks-race": ("compare_ranks.py", DISTRIBUTED_RACE[1] + DISTRIBUTED_RACE[2] + DISTRIBUTED_RACE[4]),
+    "distributed-tp": ("compare_dist.py", DISTRIBUTED_TP),
+    "distributed-tp-ranks": ("compare_ranks.py", DISTRIBUTED_TP),
+    "distributed-models": ("compare_dist.py", DISTRIBUTED_MODELS),
+    "distributed-models-ranks": ("compare_ranks.py", DISTRIBUTED_MODELS),
+}
+
+
+def dist_run(script, files):
+    """A RUNS entry: bench/distributed's compare script over the files (the
+    first one checked for before it runs)."""
+    return (os.path.join("..", "distributed", script), ["--markdown"] + files + [EXPORTS], files[0], EXPORTS)
+
+
 TRUTH_ONNX = os.path.join(TRUTH, "onnx")
 RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
@@ -120,32 +143,7 @@ RUNS = {
     "checkpoint": ("compare_checkpoint.py", ["--markdown", CHECKPOINT, EXPORTS], CHECKPOINT, EXPORTS),
     "reserved-summary": ("compare_reserved.py", ["--summary", "--amp", CAP, EXPORTS], CAP, EXPORTS),
     "reserved": ("compare_reserved.py", ["--markdown", "--amp", CAP, EXPORTS], CAP, EXPORTS),
-    "distributed": (os.path.join("..", "distributed", "compare_dist.py"),
-                    ["--markdown"] + DISTRIBUTED + [EXPORTS], DISTRIBUTED[0], EXPORTS),
-    "distributed-w2": (os.path.join("..", "distributed", "compare_dist.py"),
-                       ["--markdown"] + DISTRIBUTED_W2 + [EXPORTS], DISTRIBUTED_W2[0], EXPORTS),
-    "distributed-w2-fresh": (os.path.join("..", "distributed", "compare_dist.py"),
-                             ["--markdown"] + DISTRIBUTED_W2_FRESH + [EXPORTS], DISTRIBUTED_W2_FRESH[0], EXPORTS),
-    **{f"distributed-w{w}-h100": (os.path.join("..", "distributed", "compare_dist.py"),
-                                  ["--markdown"] + files + [EXPORTS], files[0], EXPORTS)
-       for w, files in DISTRIBUTED_H100X4.items()},
-    **{f"distributed-race-w{w}": (os.path.join("..", "distributed", "compare_dist.py"),
-                                  ["--markdown"] + files + [EXPORTS], files[0], EXPORTS)
-       for w, files in DISTRIBUTED_RACE.items()},
-    "distributed-ranks": (os.path.join("..", "distributed", "compare_ranks.py"),
-                          ["--markdown"] + DISTRIBUTED_H100X4[2] + DISTRIBUTED_H100X4[4] + [EXPORTS],
-                          DISTRIBUTED_H100X4[4][0], EXPORTS),
-    "distributed-ranks-race": (os.path.join("..", "distributed", "compare_ranks.py"),
-                               ["--markdown"] + DISTRIBUTED_RACE[1] + DISTRIBUTED_RACE[2] + DISTRIBUTED_RACE[4] + [EXPORTS],
-                               DISTRIBUTED_RACE[4][0], EXPORTS),
-    "distributed-tp": (os.path.join("..", "distributed", "compare_dist.py"),
-                       ["--markdown"] + DISTRIBUTED_TP + [EXPORTS], DISTRIBUTED_TP[0], EXPORTS),
-    "distributed-tp-ranks": (os.path.join("..", "distributed", "compare_ranks.py"),
-                             ["--markdown"] + DISTRIBUTED_TP + [EXPORTS], DISTRIBUTED_TP[0], EXPORTS),
-    "distributed-models": (os.path.join("..", "distributed", "compare_dist.py"),
-                           ["--markdown"] + DISTRIBUTED_MODELS + [EXPORTS], DISTRIBUTED_MODELS[0], EXPORTS),
-    "distributed-models-ranks": (os.path.join("..", "distributed", "compare_ranks.py"),
-                                 ["--markdown"] + DISTRIBUTED_MODELS + [EXPORTS], DISTRIBUTED_MODELS[0], EXPORTS),
+    **{key: dist_run(script, files) for key, (script, files) in DIST_TABLES.items()},
     "recurrent": ("compare.py", ["--markdown", RECURRENT, EXPORTS], RECURRENT, EXPORTS),
     "families": ("compare.py", ["--markdown", FAMILIES, EXPORTS], FAMILIES, EXPORTS),
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
@@ -463,23 +461,7 @@ TABLES = {
     "reserved-summary": (("reserved-summary", "reserved"), view_reserved_summary),
     "reserved": (("reserved",), view_reserved),
     "finetune": (("finetune",), lambda o: view_raw(o, "finetune", source=False)),
-    "distributed": (("distributed",), lambda o: view_raw(o, "distributed", source=False)),
-    "distributed-w2": (("distributed-w2",), lambda o: view_raw(o, "distributed-w2", source=False)),
-    "distributed-w2-fresh": (("distributed-w2-fresh",), lambda o: view_raw(o, "distributed-w2-fresh", source=False)),
-    **{f"distributed-w{w}-h100": ((f"distributed-w{w}-h100",),
-                                  lambda o, w=w: view_raw(o, f"distributed-w{w}-h100", source=False))
-       for w in DISTRIBUTED_H100X4},
-    **{f"distributed-race-w{w}": ((f"distributed-race-w{w}",),
-                                  lambda o, w=w: view_raw(o, f"distributed-race-w{w}", source=False))
-       for w in DISTRIBUTED_RACE},
-    "distributed-ranks": (("distributed-ranks",), lambda o: view_raw(o, "distributed-ranks", source=False)),
-    "distributed-ranks-race": (("distributed-ranks-race",),
-                               lambda o: view_raw(o, "distributed-ranks-race", source=False)),
-    "distributed-tp": (("distributed-tp",), lambda o: view_raw(o, "distributed-tp", source=False)),
-    "distributed-tp-ranks": (("distributed-tp-ranks",), lambda o: view_raw(o, "distributed-tp-ranks", source=False)),
-    "distributed-models": (("distributed-models",), lambda o: view_raw(o, "distributed-models", source=False)),
-    "distributed-models-ranks": (("distributed-models-ranks",),
-                                 lambda o: view_raw(o, "distributed-models-ranks", source=False)),
+    **{key: ((key,), lambda o, key=key: view_raw(o, key, source=False)) for key in DIST_TABLES},
     "beyond": (("zoo", "amp", "checkpoint", "truth", "amp-truth"), view_beyond),
     "recurrent": (("recurrent",), lambda o: view_zoo(o, "recurrent")),
     "families": (("families",), lambda o: view_zoo(o, "families")),
