@@ -37,6 +37,7 @@ typedef struct group {
     uint64_t shard_bytes;       /* its parameters' padded shards, summed */
     uint64_t grad_shard_bytes;  /* the same over those that train */
     bool unsharded;
+    bool pending;               /* prefetched: its all-gather output awaits the copy-out */
     bool has_grads;             /* its flat gradient shard exists */
 } group;
 
@@ -339,7 +340,7 @@ static void count_comm(sim *s, const struct est_par *p) {
     for (int32_t k = 0; k < p->n_groups; k++) {
         uint64_t full = est_mul_sat(p->groups[k].shard_bytes, (uint64_t)p->shards);
         gathered = sim_add(s, gathered, full); /* forward */
-        if (k > 0 && p->reshard_after_forward) gathered = sim_add(s, gathered, full); /* backward, again */
+        if (p->reshard_after_forward) gathered = sim_add(s, gathered, full); /* backward, again */
         reduced = sim_add(s, reduced, est_mul_sat(p->groups[k].grad_shard_bytes, (uint64_t)p->shards));
         shards = sim_add(s, shards, p->groups[k].grad_shard_bytes);
     }
@@ -506,33 +507,66 @@ static void release_held_gather(sim *s) {
     p->held_gather = -1;
 }
 
+/* How a group is gathered: in forward (its flat output kept for the next
+ * group's copy-out), in its pre-backward (copied out, the flat output freed
+ * at once), or prefetched by the group after it in backward (the
+ * all-gather alone; its copy-out waits for the group's own pre-backward). */
+typedef enum { GATHER_FORWARD, GATHER_BACKWARD, GATHER_PREFETCH } gather_mode;
+
 /* All-gathers group k: its flat output, then one unsharded tensor per
  * parameter (wait_for_unshard's copy-out). In forward the flat output is
- * kept until the next group's copy-out; otherwise it goes at once. */
-static void unshard(sim *s, int32_t k, bool in_forward, est_phase phase, const char *layer) {
+ * kept until the next group's copy-out, the last group's until the root's
+ * forward ends; otherwise it goes once copied out. */
+static void unshard(sim *s, int32_t k, gather_mode mode, est_phase phase, const char *layer) {
     struct est_par *p = s->par;
     group *G = &p->groups[k];
     if (G->unsharded) return;
-    uint64_t host = s->r->parallel.offload ? round_alloc(G->shard_bytes) : 0; /* the shards, copied in */
     uint64_t flat = gathered_bytes(p, k);
-    if (host) est__sim_alloc(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
     /* forward's output is kept, backward's freed at once: two keys, since
      * forward's may still be held when backward gathers the group again */
-    uint64_t flat_key = KEY(K_PAR, k, in_forward ? P_GATHERED : P_GATHERED_BACKWARD);
-    if (flat) est__sim_alloc(s, EST_CAT_COMM, flat, flat_key);
-    if (host) {
-        est__sim_observe(s, phase, layer, 0);
-        est__sim_release(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
+    uint64_t flat_key = KEY(K_PAR, k, mode == GATHER_FORWARD ? P_GATHERED : P_GATHERED_BACKWARD);
+    if (!G->pending) {
+        uint64_t host = s->r->parallel.offload ? round_alloc(G->shard_bytes) : 0; /* the shards, copied in */
+        if (host) est__sim_alloc(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
+        if (flat) est__sim_alloc(s, EST_CAT_COMM, flat, flat_key);
+        if (host) {
+            est__sim_observe(s, phase, layer, 0);
+            est__sim_release(s, EST_CAT_COMM, host, KEY(K_PAR, k, P_HOST_COPY));
+        }
     }
-    if (in_forward) release_held_gather(s);
+    if (mode == GATHER_PREFETCH) {
+        G->pending = true;
+        est__sim_observe(s, phase, layer, 0);
+        return;
+    }
+    G->pending = false;
+    if (mode == GATHER_FORWARD) release_held_gather(s);
     for (int32_t m = p->member_start[k]; m < p->member_start[k + 1]; m++) {
         int32_t t = p->members[m];
         est__sim_alloc(s, EST_CAT_PARAMS, p->unsharded_bytes[t], KEY(K_PAR, t, P_UNSHARDED));
     }
     est__sim_observe(s, phase, layer, 0);
-    if (flat && in_forward) p->held_gather = k;
+    if (flat && mode == GATHER_FORWARD) p->held_gather = k;
     else if (flat) est__sim_release(s, EST_CAT_COMM, flat, flat_key);
     G->unsharded = true;
+}
+
+/* A block's pre-backward: its copy-out (or its whole all-gather, when not
+ * prefetched), then the prefetch of the block before it (_backward_prefetch;
+ * the first block prefetches nothing: the root is gathered already). */
+static void pre_backward(sim *s, int32_t k, const char *layer) {
+    unshard(s, k, GATHER_BACKWARD, EST_PHASE_BACKWARD, layer);
+    if (k > 1) unshard(s, k - 1, GATHER_PREFETCH, EST_PHASE_BACKWARD, layer);
+}
+
+/* Whether the last block's output is the model's: no node after the block
+ * carries a gradient. Its pre-backward hook, registered on that tensor
+ * before the root's, then runs first. */
+static bool last_block_ends_model(const sim *s, const struct est_par *p) {
+    int32_t last = p->groups[p->n_groups - 1].last;
+    for (int32_t i = last + 1; i < s->g->n_nodes; i++)
+        if (s->any_grad[i]) return false;
+    return true;
 }
 
 static void reshard(sim *s, int32_t k) {
@@ -589,7 +623,7 @@ void est__par_forward_begin(sim *s) {
     struct est_par *p = s->par;
     if (!p) return;
     if (s->sharded) {
-        unshard(s, 0, true, EST_PHASE_FORWARD, "");
+        unshard(s, 0, GATHER_FORWARD, EST_PHASE_FORWARD, "");
         return;
     }
     if (p->iteration == 2 && !p->rebuilt) {
@@ -602,26 +636,29 @@ void est__par_forward_begin(sim *s) {
 void est__par_forward_node(sim *s, int32_t i, bool after) {
     struct est_par *p = s->par;
     if (!p || !s->sharded) return;
-    if (!after && p->starts[i] >= 0) unshard(s, p->starts[i], true, EST_PHASE_FORWARD, s->g->nodes[i].name);
+    if (!after && p->starts[i] >= 0) unshard(s, p->starts[i], GATHER_FORWARD, EST_PHASE_FORWARD, s->g->nodes[i].name);
     if (after && p->ends[i] >= 0 && p->reshard_after_forward) reshard(s, p->ends[i]);
 }
 
 void est__par_backward_begin(sim *s) {
     struct est_par *p = s->par;
     if (!p || !s->sharded) return;
-    /* the root's pre-backward prefetches the last block */
-    if (p->n_groups > 1) unshard(s, p->n_groups - 1, false, EST_PHASE_BACKWARD, "loss");
+    /* the root's post-forward frees the last group's all-gather output,
+     * kept for the copy-out overlap, and reshards the root like a block */
+    release_held_gather(s);
+    if (p->reshard_after_forward) reshard(s, 0);
+    int32_t last = p->n_groups - 1;
+    if (last > 0 && last_block_ends_model(s, p)) pre_backward(s, last, "loss");
+    /* the root's pre-backward gathers it and prefetches the last block */
+    unshard(s, 0, GATHER_BACKWARD, EST_PHASE_BACKWARD, "loss");
+    if (last > 0) unshard(s, last, GATHER_PREFETCH, EST_PHASE_BACKWARD, "loss");
 }
 
 void est__par_backward_node(sim *s, int32_t i, bool after) {
     struct est_par *p = s->par;
     if (!p || !s->sharded) return;
     const char *layer = s->g->nodes[i].name;
-    if (!after && p->ends[i] >= 0) {
-        int32_t k = p->ends[i];
-        unshard(s, k, false, EST_PHASE_BACKWARD, layer);
-        if (k > 1) unshard(s, k - 1, false, EST_PHASE_BACKWARD, layer); /* the prefetch */
-    }
+    if (!after && p->ends[i] >= 0) pre_backward(s, p->ends[i], layer);
     if (after && p->starts[i] >= 0) post_backward(s, p->starts[i], layer);
 }
 

@@ -282,24 +282,25 @@ static void test_zero1(void) {
 
 /* 4. FSDP on 4 GPUs: W0 and W1 shard to 64 rows (65536 bytes), Wh to
  * ceil(10 / 4) = 3 rows (3072); unsharded, Wh is padded to 12 rows (12288).
- * At fc1's backward: the shards, the root's Wh (never resharded after
- * forward), blocks.1 (running) and blocks.0 (prefetched) unsharded, and
- * blocks.1's all-gather output, kept from the forward until backward ends
- * (4 x 65536). */
+ * At fc1's backward: the shards, the root's Wh (resharded after forward and
+ * gathered again by the root's pre-backward) and blocks.1 (running)
+ * unsharded, and blocks.0's all-gather output (4 x 65536), prefetched by
+ * blocks.1's pre-backward and copied out at its own. Forward's last output,
+ * blocks.1's, went when the root's forward ended. */
 #define SHARD_W R(64 * 256 * 4)
 #define SHARD_WH R(3 * 256 * 4)
 static void test_fsdp(void) {
     est_report *r = estimate(EST_OPT_SGD, (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP}, "fsdp");
     uint64_t shards = SHARD_W + SHARD_W + SHARD_WH;
     expect e = one_gpu();
-    e.params = shards + R(12 * 256 * 4) + W + W;
+    e.params = shards + R(12 * 256 * 4) + W;
     e.comm = 4 * SHARD_W;
     check_peak(r, &e, "fsdp");
     if (r) {
         const est_comm *c = est_report_comm(r);
         CHECK(c->groups == 3, "fsdp: %llu groups, expected 3 (the root and two blocks)", U(c->groups));
-        /* forward gathers every group, backward the blocks again */
-        uint64_t gathered = 4 * (SHARD_W + SHARD_W + SHARD_WH) + 4 * (SHARD_W + SHARD_W);
+        /* forward gathers every group, backward every group again */
+        uint64_t gathered = 2 * 4 * (SHARD_W + SHARD_W + SHARD_WH);
         CHECK(c->all_gather_bytes == gathered, "fsdp: all-gather %llu, expected %llu", U(c->all_gather_bytes),
               U(gathered));
         CHECK(c->reduce_scatter_bytes == 4 * shards, "fsdp: reduce-scatter %llu", U(c->reduce_scatter_bytes));
@@ -322,10 +323,117 @@ static void test_fsdp(void) {
         uint64_t once = 4 * (SHARD_W + SHARD_W + SHARD_WH);
         CHECK(est_report_comm(r)->all_gather_bytes == once, "grad-op: all-gather %llu, expected %llu",
               U(est_report_comm(r)->all_gather_bytes), U(once));
-        /* nothing is resharded before backward: the same moment as fsdp */
+        /* nothing is resharded before backward: blocks.0 is still gathered */
+        e.params = shards + R(12 * 256 * 4) + W + W;
+        e.comm = 0;
         check_peak(r, &e, "grad-op");
     }
     est_report_free(r);
+}
+
+/* 4b. The root's gathered Wh over the step. fully_shard(model,
+ * reshard_after_forward=True), as fsdp is given, reshards the root too
+ * (torch's _lazy_init keeps the root gathered only when the flag was left
+ * to its default): freed when forward ends, gathered again by the root's
+ * pre-backward, freed after its backward. fsdp-grad-op keeps it gathered
+ * from the forward to the end of backward. */
+static void root_gathers(est_strategy strategy, est_phase *phases, est_event_kind *kinds, int *n) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.optimizer = EST_OPT_SGD;
+    opt.batch = (int64_t)B;
+    opt.timeline = 1;
+    opt.parallel = (est_parallel){.world_size = 4, .strategy = strategy};
+    est_error err;
+    est_report *r = NULL;
+    *n = 0;
+    if (est_estimate(graph, &opt, &r, &err) != EST_OK) {
+        CHECK(false, "root gathers: estimate failed: %s", err.message);
+        return;
+    }
+    for (size_t k = 0; k < est_report_event_count(r) && *n < 8; k++) {
+        const est_event *e = est_report_event(r, k);
+        if (e->tensor && strcmp(e->tensor, "Wh") == 0 && strcmp(e->what, "gathered parameter") == 0) {
+            phases[*n] = e->phase;
+            kinds[(*n)++] = e->kind;
+        }
+    }
+    est_report_free(r);
+}
+
+static void test_fsdp_root(void) {
+    est_phase ph[8];
+    est_event_kind kind[8];
+    int n;
+    root_gathers(EST_STRATEGY_FSDP, ph, kind, &n);
+    CHECK(n == 4 && kind[0] == EST_EVENT_ALLOC && ph[0] == EST_PHASE_FORWARD && kind[1] == EST_EVENT_FREE &&
+              ph[1] == EST_PHASE_BACKWARD && kind[2] == EST_EVENT_ALLOC && ph[2] == EST_PHASE_BACKWARD &&
+              kind[3] == EST_EVENT_FREE && ph[3] == EST_PHASE_BACKWARD,
+          "fsdp: the root's Wh gathered in forward, freed, gathered again and freed in backward (%d events)", n);
+    root_gathers(EST_STRATEGY_FSDP_GRAD_OP, ph, kind, &n);
+    CHECK(n == 2 && kind[0] == EST_EVENT_ALLOC && ph[0] == EST_PHASE_FORWARD && kind[1] == EST_EVENT_FREE &&
+              ph[1] == EST_PHASE_BACKWARD,
+          "fsdp-grad-op: the root's Wh gathered once, freed after backward (%d events)", n);
+}
+
+/* 4c. Pre-backward hooks run in the order they were registered on a
+ * tensor. Where the last block's output is the model's (tail_json: nothing
+ * after blocks.1), its hook, registered first, copies blocks.1 out before
+ * the root's gathers Wi; where the root's head runs after it
+ * (graph_json), the root's Wh comes first. */
+static const char tail_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"tail\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 256]}],\n"
+    " \"initializers\": [{\"name\": \"Wi\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+    "  {\"name\": \"W0\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
+    "  {\"name\": \"W1\", \"dtype\": \"float32\", \"dims\": [256, 256]}],\n"
+    " \"nodes\": [\n"
+    "  {\"name\": \"inp\", \"op\": \"Gemm\", \"inputs\": [\"x\", \"Wi\"], \"outputs\": [\"h\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"inp\"},\n"
+    "  {\"name\": \"fc0\", \"op\": \"Gemm\", \"inputs\": [\"h\", \"W0\"], \"outputs\": [\"h0\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"blocks/blocks.0\"},\n"
+    "  {\"name\": \"fc1\", \"op\": \"Gemm\", \"inputs\": [\"h0\", \"W1\"], \"outputs\": [\"y\"],\n"
+    "   \"attributes\": {\"transB\": {\"int\": 1}}, \"scope\": \"blocks/blocks.1\"}],\n"
+    " \"outputs\": [\"y\"]}\n";
+
+/* The first parameter backward gathers on g under fsdp on 4 GPUs. */
+static const char *first_backward_gather(est_graph *g) {
+    static char name[16];
+    est_options opt;
+    est_options_init(&opt);
+    opt.optimizer = EST_OPT_SGD;
+    opt.batch = (int64_t)B;
+    opt.timeline = 1;
+    opt.parallel = (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP};
+    est_error err;
+    est_report *r = NULL;
+    name[0] = 0;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+        CHECK(false, "hook order: estimate failed: %s", err.message);
+        return name;
+    }
+    for (size_t k = 0; k < est_report_event_count(r) && !name[0]; k++) {
+        const est_event *e = est_report_event(r, k);
+        if (e->phase == EST_PHASE_BACKWARD && e->kind == EST_EVENT_ALLOC && e->tensor &&
+            strcmp(e->what, "gathered parameter") == 0)
+            snprintf(name, sizeof name, "%s", e->tensor);
+    }
+    est_report_free(r);
+    return name;
+}
+
+static void test_fsdp_hook_order(void) {
+    est_graph *tail = NULL;
+    est_error err;
+    if (est_load_json_buffer(tail_json, strlen(tail_json), "tail", &tail, &err) != EST_OK) {
+        CHECK(false, "tail graph: %s", err.message);
+        return;
+    }
+    const char *first = first_backward_gather(tail);
+    CHECK(strcmp(first, "W1") == 0, "tail: backward gathers blocks.1's W1 first, got '%s'", first);
+    first = first_backward_gather(graph);
+    CHECK(strcmp(first, "Wh") == 0, "twoblocks: backward gathers the root's Wh first, got '%s'", first);
+    est_graph_free(tail);
 }
 
 /* 5. HSDP: 4 GPUs in shard groups of 2: W0 and W1 shard to 128 rows, Wh to
@@ -336,8 +444,8 @@ static void test_hsdp(void) {
                                                          .shard_group = 2}, "hsdp");
     uint64_t shards = 2 * R(128 * 256 * 4) + R(5 * 256 * 4);
     expect e = one_gpu();
-    e.params = shards + WH + W + W;
-    e.comm = 2 * R(128 * 256 * 4);
+    e.params = shards + WH + W;
+    e.comm = 2 * R(128 * 256 * 4); /* blocks.0 prefetched */
     check_peak(r, &e, "hsdp");
     if (r) {
         const est_comm *c = est_report_comm(r);
@@ -665,6 +773,8 @@ int main(void) {
     test_ddp_view();
     test_zero1();
     test_fsdp();
+    test_fsdp_root();
+    test_fsdp_hook_order();
     test_hsdp();
     test_offload();
     test_errors();
