@@ -315,8 +315,16 @@ def preload(models):
 def launch(world, args, port):
     """One job: `world` worker processes forked from this one. The parent
     has not initialised CUDA (world comes from --nproc or nvidia-smi), so a
-    forked child may."""
-    mp.start_processes(worker, args=(world, args, port), nprocs=world, join=True, start_method="fork")
+    forked child may. A port that another job took between free_port() and
+    the rendezvous (jobs side by side in lanes) is given up for a new one."""
+    for attempt in range(3):
+        try:
+            mp.start_processes(worker, args=(world, args, port), nprocs=world, join=True, start_method="fork")
+            return
+        except mp.ProcessRaisedException as e:
+            if "EADDRINUSE" not in str(e) or attempt == 2:
+                raise
+            port = free_port()
 
 
 def gpu_count():
