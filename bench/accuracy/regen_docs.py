@@ -94,6 +94,12 @@ DISTRIBUTED_TP = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_tp"
 # bench/distributed/run_models.sh)
 DISTRIBUTED_MODELS = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_models", f"w{w}", f"dist_w{w}_{m}.json")
                       for w in (2, 4) for m in ("qwen2_4l", "gpt2_6l")]
+# the FSDP family and ZeRO-1 on four more models, after the FSDP2 rules
+# were read from the allocator's trace (4 H200s; convnext_tiny at world size
+# 2 again on 2 H200s; bench/distributed/run_models.sh)
+DISTRIBUTED_MODELS_H200 = [os.path.join(ROOT, "bench", "distributed", "data", "h200x4_models", f"w{w}",
+                                        f"dist_w{w}_{m}.json")
+                           for w in (2, 4) for m in ("distilbert", "t5_encoder", "convnext_tiny", "swin_t")]
 # docs/accuracy.md's tables of bench/distributed's runs: key -> (the
 # compare script, the measurement files)
 DIST_TABLES = {
@@ -108,6 +114,8 @@ DIST_TABLES = {
     "distributed-tp-ranks": ("compare_ranks.py", DISTRIBUTED_TP),
     "distributed-models": ("compare_dist.py", DISTRIBUTED_MODELS),
     "distributed-models-ranks": ("compare_ranks.py", DISTRIBUTED_MODELS),
+    "distributed-models-h200": ("compare_dist.py", DISTRIBUTED_MODELS_H200),
+    "distributed-models-h200-ranks": ("compare_ranks.py", DISTRIBUTED_MODELS_H200),
 }
 
 
