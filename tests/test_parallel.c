@@ -93,6 +93,24 @@ static est_report *estimate(est_optimizer o, est_parallel par, const char *what)
     return r;
 }
 
+/* A training step of g on 4 GPUs under strategy, with its timeline; NULL
+ * after a failed check. */
+static est_report *step_timeline(est_graph *g, est_strategy strategy) {
+    est_options opt;
+    est_options_init(&opt);
+    opt.optimizer = EST_OPT_SGD;
+    opt.batch = (int64_t)B;
+    opt.timeline = 1;
+    opt.parallel = (est_parallel){.world_size = 4, .strategy = strategy};
+    est_error err;
+    est_report *r = NULL;
+    if (est_estimate(g, &opt, &r, &err) != EST_OK) CHECK(false, "%s: estimate failed: %s", est_strategy_name(strategy),
+                                                         err.message);
+    return r;
+}
+
+static bool is_gathered_param(const est_event *e) { return e->tensor && strcmp(e->what, "gathered parameter") == 0; }
+
 typedef struct expect {
     uint64_t params, grads, optimizer, activations, temp, inputs, comm, other;
     const char *layer;
@@ -164,15 +182,8 @@ static void test_ddp(void) {
     est_report_free(r);
     /* the held first bucket is gone once the second iteration's backward
      * ends: after the step, comm is the rebuilt bucket alone */
-    est_options opt;
-    est_options_init(&opt);
-    opt.optimizer = EST_OPT_SGD;
-    opt.batch = (int64_t)B;
-    opt.timeline = 1;
-    opt.parallel = (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_DDP};
-    est_error err;
-    r = NULL;
-    CHECK(est_estimate(graph, &opt, &r, &err) == EST_OK, "ddp timeline: %s", err.message);
+    r = step_timeline(graph, EST_STRATEGY_DDP);
+    if (!r) return;
     const est_snapshot *after = est_report_snapshot(r, EST_SNAPSHOT_AFTER);
     const est_snapshot *at_peak = est_report_snapshot(r, EST_SNAPSHOT_PEAK);
     CHECK(after && after->category[EST_CAT_COMM] == P, "ddp after the step: comm %llu, expected %llu",
@@ -338,22 +349,11 @@ static void test_fsdp(void) {
  * pre-backward, freed after its backward. fsdp-grad-op keeps it gathered
  * from the forward to the end of backward. */
 static void root_gathers(est_strategy strategy, est_phase *phases, est_event_kind *kinds, int *n) {
-    est_options opt;
-    est_options_init(&opt);
-    opt.optimizer = EST_OPT_SGD;
-    opt.batch = (int64_t)B;
-    opt.timeline = 1;
-    opt.parallel = (est_parallel){.world_size = 4, .strategy = strategy};
-    est_error err;
-    est_report *r = NULL;
+    est_report *r = step_timeline(graph, strategy);
     *n = 0;
-    if (est_estimate(graph, &opt, &r, &err) != EST_OK) {
-        CHECK(false, "root gathers: estimate failed: %s", err.message);
-        return;
-    }
-    for (size_t k = 0; k < est_report_event_count(r) && *n < 8; k++) {
+    for (size_t k = 0; r && k < est_report_event_count(r) && *n < 8; k++) {
         const est_event *e = est_report_event(r, k);
-        if (e->tensor && strcmp(e->tensor, "Wh") == 0 && strcmp(e->what, "gathered parameter") == 0) {
+        if (is_gathered_param(e) && strcmp(e->tensor, "Wh") == 0) {
             phases[*n] = e->phase;
             kinds[(*n)++] = e->kind;
         }
@@ -399,23 +399,11 @@ static const char tail_json[] =
 /* The first parameter backward gathers on g under fsdp on 4 GPUs. */
 static const char *first_backward_gather(est_graph *g) {
     static char name[16];
-    est_options opt;
-    est_options_init(&opt);
-    opt.optimizer = EST_OPT_SGD;
-    opt.batch = (int64_t)B;
-    opt.timeline = 1;
-    opt.parallel = (est_parallel){.world_size = 4, .strategy = EST_STRATEGY_FSDP};
-    est_error err;
-    est_report *r = NULL;
+    est_report *r = step_timeline(g, EST_STRATEGY_FSDP);
     name[0] = 0;
-    if (est_estimate(g, &opt, &r, &err) != EST_OK) {
-        CHECK(false, "hook order: estimate failed: %s", err.message);
-        return name;
-    }
-    for (size_t k = 0; k < est_report_event_count(r) && !name[0]; k++) {
+    for (size_t k = 0; r && k < est_report_event_count(r) && !name[0]; k++) {
         const est_event *e = est_report_event(r, k);
-        if (e->phase == EST_PHASE_BACKWARD && e->kind == EST_EVENT_ALLOC && e->tensor &&
-            strcmp(e->what, "gathered parameter") == 0)
+        if (e->phase == EST_PHASE_BACKWARD && e->kind == EST_EVENT_ALLOC && is_gathered_param(e))
             snprintf(name, sizeof name, "%s", e->tensor);
     }
     est_report_free(r);

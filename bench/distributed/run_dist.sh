@@ -9,14 +9,7 @@
 # the models are dealt to lanes of NPROC GPUs each (CUDA_VISIBLE_DEVICES),
 # whose jobs run side by side: each job's figures are its own GPUs'.
 # STRATEGIES: measure_dist.py's list (default: all). SHARD_GROUP: hsdp's.
-. "$(dirname "$0")/../accuracy/device_env.sh"
-cd ../distributed || exit 1
-nvidia-smi -L
-print_versions torchvision transformers
-# NVLink multicast stays off (the device tool's KINDS.md)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-# the parent forks the workers: it must not initialise CUDA, even to ask for it
-export PYTORCH_NVML_BASED_CUDA_CHECK=1
+. "$(dirname "$0")/dist_env.sh"
 gpus=$(nvidia-smi -L | wc -l)
 n=${NPROC:-$gpus}
 lanes=$((gpus / n))

@@ -3,11 +3,6 @@
 # FSDP2 step on rank 0 of 2 GPUs, per model and strategy, into one file.
 # usage (on a machine with 2 or more GPUs, from the repo root):
 #   OUT=DIR bench/distributed/run_probe_fsdp.sh [MODELS]   -> DIR/probe_fsdp.json
-. "$(dirname "$0")/../accuracy/device_env.sh"
-cd ../distributed || exit 1
-nvidia-smi -L
-print_versions torchvision transformers
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTORCH_NVML_BASED_CUDA_CHECK=1
+. "$(dirname "$0")/dist_env.sh"
 CUDA_VISIBLE_DEVICES=0,1 python3 probe_fsdp.py "$OUT/probe_fsdp.json" --nproc 2 \
     --models "${1:-bert_base,qwen2_4l,llama_4l,vit_b_16}" 2>&1 | grep -v Warning
