@@ -699,13 +699,14 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.extra_first = calloc((size_t)nn + 1, sizeof *s.extra_first);
     s.same_size = calloc(nn, sizeof *s.same_size);
     s.unreached = calloc(nn, sizeof *s.unreached);
-    s.ctx = calloc(nn, sizeof *s.ctx);
+    s.ctx = malloc(nn * sizeof *s.ctx); /* est__sim_build_contexts writes each */
     s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
     s.bwd_order = calloc(nt, sizeof *s.bwd_order);
     s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
-    s.alloc_bytes = calloc(nt, sizeof *s.alloc_bytes);
-    s.ws_forward = calloc(nn, sizeof *s.ws_forward);
-    s.ws_backward = calloc(nn, sizeof *s.ws_backward);
+    /* written for every tensor and node (size_tensors_and_workspaces) */
+    s.alloc_bytes = malloc(nt * sizeof *s.alloc_bytes);
+    s.ws_forward = malloc(nn * sizeof *s.ws_forward);
+    s.ws_backward = malloc(nn * sizeof *s.ws_backward);
     if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order ||
         !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first ||
         !s.release_order || !s.saved_until || !s.kept || !s.activation || !s.param || !s.grad_block || !s.grad_key0 ||
