@@ -246,8 +246,11 @@ static void describe_peak(est_report *r) {
 
 /* The step's estimate: est_estimate's argument checks and all of its work
  * but the second estimate of DDP's first-bucket race (api.c's
- * add_first_bucket_race). */
-static est_status estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+ * add_first_bucket_race). Without with_tensors, the layers' inputs and
+ * outputs and the graph's outputs stay unset (a capacity point keeps only
+ * the peak and totals). */
+static est_status estimate_step(const est_graph *g, const est_options *opt, bool with_tensors, est_report **out,
+                                est_error *err) {
     *out = NULL;
     est_status opt_st = check_option_arrays(opt, err);
     if (opt_st != EST_OK) return opt_st;
@@ -290,14 +293,14 @@ static est_status estimate_step(const est_graph *g, const est_options *opt, est_
     bool inferred = st == EST_OK && (st = est__infer(r, opt, &memo_work, err)) == EST_OK;
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__build_params(r, &opt->params, err);
-    if (st == EST_OK) st = alloc_tensor_infos(r, err);
+    if (st == EST_OK && with_tensors) st = alloc_tensor_infos(r, err);
     if (st == EST_OK) st = est__simulate(r, err);
-    if (st == EST_OK) link_tensor_infos(r);
+    if (st == EST_OK && with_tensors) link_tensor_infos(r);
     /* recorded after the simulation, whose freed arrays the memo's tensor
      * states then reuse */
     if (inferred && memo_work) est__plan_record_memo(g, r, memo_work);
     free(memo_work);
-    if (st == EST_OK) describe_peak(r);
+    if (st == EST_OK && with_tensors) describe_peak(r);
     r->checkpoint = (est_checkpoint){0}; /* its strings are the caller's */
     if (st != EST_OK) {
         est_report_free(r);
@@ -319,7 +322,7 @@ static est_status add_first_bucket_race(const est_graph *g, const est_options *o
     other.skip_reserved = 1;
     other.timeline = 0;
     est_report *o = NULL;
-    est_status st = estimate_step(g, &other, &o, err);
+    est_status st = estimate_step(g, &other, false, &o, err);
     if (st != EST_OK) return st;
     c->peak_first_bucket_held_bytes = held ? r->peak.bytes : o->peak.bytes;
     c->peak_first_bucket_released_bytes = held ? o->peak.bytes : r->peak.bytes;
@@ -327,7 +330,8 @@ static est_status add_first_bucket_race(const est_graph *g, const est_options *o
     return EST_OK;
 }
 
-est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+static est_status checked_estimate_step(const est_graph *g, const est_options *opt, bool with_tensors,
+                                        est_report **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_estimate: out is NULL");
     *out = NULL;
     if (!g) return est__fail(err, EST_EINVAL, "est_estimate: graph is NULL");
@@ -336,11 +340,15 @@ est_status est__estimate_step(const est_graph *g, const est_options *opt, est_re
         est_options_init(&defaults);
         opt = &defaults;
     }
-    return estimate_step(g, opt, out, err);
+    return estimate_step(g, opt, with_tensors, out, err);
+}
+
+est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+    return checked_estimate_step(g, opt, false, out, err);
 }
 
 est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
-    est_status st = est__estimate_step(g, opt, out, err);
+    est_status st = checked_estimate_step(g, opt, true, out, err);
     /* without options there is no strategy, and so no race */
     if (st == EST_OK && opt && (st = add_first_bucket_race(g, opt, *out, err)) != EST_OK) {
         est_report_free(*out);

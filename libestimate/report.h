@@ -148,7 +148,9 @@ est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_wor
 est_status est__simulate(est_report *r, est_error *err);
 /* est_estimate without its second estimate of DDP's first-bucket race
  * (est_comm's peak_first_bucket_* stay 0): the step's one peak and totals,
- * all a capacity search's points keep (api.c). The same argument checks. */
+ * all a capacity search's points keep (api.c). The same argument checks.
+ * The layers have no inputs and outputs, the report no outputs, and the
+ * peak no module or label. */
 est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err);
 
 #endif
