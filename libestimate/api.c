@@ -92,7 +92,7 @@ static void fill_info(const est_report *r, int32_t t, est_tensor_info *info) {
     info->rank = v->rank;
     info->shape = v->dims;
     info->elements = (uint64_t)v->elements;
-    info->bytes = est_dtype_bytes(v->dtype, (uint64_t)v->elements);
+    info->bytes = est__dtype_bytes(v->dtype, (uint64_t)v->elements);
 }
 
 static size_t count_present(const int32_t *ids, int32_t n) {
@@ -132,7 +132,7 @@ static est_status build_layers(est_report *r, est_error *err) {
             bool seen = false; /* the same weight twice in one node counts once */
             for (int32_t j = 0; j < k; j++) seen |= n->inputs[j] == t;
             if (seen) continue;
-            uint64_t bytes = est_dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
+            uint64_t bytes = est__dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
             if (tt->role == EST_ROLE_PARAM) {
                 exact &= add_bytes(&L->param_count, (uint64_t)r->tv[t].elements);
                 exact &= add_bytes(&L->param_bytes, bytes);
@@ -144,7 +144,7 @@ static est_status build_layers(est_report *r, est_error *err) {
         for (int32_t k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
             if (t < 0) continue;
-            exact &= add_bytes(&L->output_bytes, est_dtype_bytes(r->tv[t].dtype, (uint64_t)r->tv[t].elements));
+            exact &= add_bytes(&L->output_bytes, est__dtype_bytes(r->tv[t].dtype, (uint64_t)r->tv[t].elements));
             L->shape_only &= r->tv[t].value != NULL;
         }
         exact &= add_bytes(&tot->output_bytes, L->output_bytes);
@@ -153,7 +153,7 @@ static est_status build_layers(est_report *r, est_error *err) {
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
         uint64_t elems = (uint64_t)r->tv[t].elements;
-        uint64_t bytes = est_dtype_bytes(r->tv[t].dtype, elems);
+        uint64_t bytes = est__dtype_bytes(r->tv[t].dtype, elems);
         if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
         if (tt->role == EST_ROLE_PARAM) {

@@ -242,7 +242,7 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
                                  g->source, t->name, d, d == 0 ? " (use --batch N)" : "");
         }
         v->dims[d] = val;
-        if (est__mul_overflow(count, val, &count) || est_dtype_bytes(t->dtype, (uint64_t)count) == UINT64_MAX)
+        if (est__mul_overflow(count, val, &count) || est__dtype_bytes(t->dtype, (uint64_t)count) == UINT64_MAX)
             return est__fail(err, EST_EOVERFLOW, "%s: input '%s': its size overflows 64 bits", g->source, t->name);
     }
     v->elements = count;

@@ -206,7 +206,7 @@ static inline uint64_t local_elements(const sim *s, int32_t t) {
 }
 /* Bytes of the autocast copy node i makes of its input k. */
 static inline uint64_t cast_bytes(const sim *s, int32_t i, int k) {
-    return round_alloc(est_dtype_bytes(s->cast_to[i], local_elements(s, s->g->nodes[i].inputs[k])));
+    return round_alloc(est__dtype_bytes(s->cast_to[i], local_elements(s, s->g->nodes[i].inputs[k])));
 }
 /* A low copy of a parameter, which autocast caches until it exits; only of
  * one that requires grad (autocast_mode.cpp, cached_cast): a frozen weight

@@ -143,7 +143,7 @@ static void amp_exit(sim *s) {
     if (!s->dt) return;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->pcast_live[t] && s->pcast_until[t] == INT32_MAX) {
-            est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(est_dtype_bytes(s->low, local_elements(s, t))),
+            est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(est__dtype_bytes(s->low, local_elements(s, t))),
                     KEY(K_PCAST, t, 0));
             s->pcast_live[t] = false;
         }
@@ -362,7 +362,7 @@ static uint64_t loss_upcast_bytes(sim *s) {
         int32_t y = s->g->outputs[k];
         est_dtype stored = stored_dtype(s, y);
         if (stored != EST_DT_FLOAT && stored != EST_DT_DOUBLE && est__dtype_is_float(stored))
-            sum = sim_add(s, sum, round_alloc(est_dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y]))));
+            sum = sim_add(s, sum, round_alloc(est__dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y]))));
     }
     return sum;
 }
@@ -442,7 +442,7 @@ static void adafactor_state(const sim *s, int32_t t, uint64_t *row, uint64_t *co
 }
 
 static uint64_t state_alloc(const sim *s, int32_t t, uint64_t elements) {
-    return round_alloc(est_dtype_bytes(stored_dtype(s, t), elements));
+    return round_alloc(est__dtype_bytes(stored_dtype(s, t), elements));
 }
 
 /* The first Adafactor step creates the factored state. Its default loop
@@ -630,7 +630,7 @@ static void free_sim(sim *s) {
 static void size_tensors_and_workspaces(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++)
-        s->alloc_bytes[t] = round_alloc(est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+        s->alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
     uint64_t tp = (uint64_t)s->r->parallel.tp;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_op_def *op = g->nodes[i].op;
