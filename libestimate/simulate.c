@@ -673,20 +673,33 @@ static void fill_layer_costs(sim *s) {
     }
 }
 
+/* The entries past the last tensor and node of the arrays the planning
+ * writes whole; extra_first[0] too, which no node writes in a graph without
+ * nodes. */
+static void zero_sentinels(sim *s, size_t nt, size_t nn) {
+    s->base[nt - 1] = s->last_use[nt - 1] = s->saved_until[nt - 1] = 0;
+    s->release_order[nt - 1] = s->bwd_order[nt - 1] = 0;
+    s->contiguous[nt - 1] = false;
+    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = 0;
+    s->release_first[nn] = s->bwd_first[nn] = s->extra_first[nn] = s->extra_first[0] = 0;
+}
+
 /* Finds the checkpointed segments and sets up their per-node and per-storage
  * state. */
 est_status est__simulate(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
     size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
     sim s = {.r = r, .g = g, .train = r->mode == EST_MODE_TRAIN};
-    s.base = calloc(nt, sizeof *s.base);
+    /* the planning writes every tensor's and node's entry of the arrays
+     * malloc'd here (lifetimes.c); their last, a sentinel, is zeroed below */
+    s.base = malloc(nt * sizeof *s.base);
     s.needs_grad = calloc(nt, sizeof *s.needs_grad);
-    s.contiguous = calloc(nt, sizeof *s.contiguous);
+    s.contiguous = malloc(nt * sizeof *s.contiguous);
     s.allocated = calloc(nt, sizeof *s.allocated);
-    s.last_use = calloc(nt, sizeof *s.last_use);
-    s.release_first = calloc((size_t)nn + 1, sizeof *s.release_first);
-    s.release_order = calloc(nt, sizeof *s.release_order);
-    s.saved_until = calloc(nt, sizeof *s.saved_until);
+    s.last_use = malloc(nt * sizeof *s.last_use);
+    s.release_first = malloc(((size_t)nn + 1) * sizeof *s.release_first);
+    s.release_order = malloc(nt * sizeof *s.release_order);
+    s.saved_until = malloc(nt * sizeof *s.saved_until);
     s.kept = calloc(nt, sizeof *s.kept);
     s.activation = malloc(nt * sizeof *s.activation);
     s.param = malloc(nt * sizeof *s.param);
@@ -694,14 +707,14 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.grad_key0 = calloc(nt, sizeof *s.grad_key0);
     for (size_t t = 0; s.grad_block && t < nt; t++) s.grad_block[t] = -1;
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
-    s.saved_inputs = calloc(nn, sizeof *s.saved_inputs);
-    s.saved_outputs = calloc(nn, sizeof *s.saved_outputs);
-    s.extra_first = calloc((size_t)nn + 1, sizeof *s.extra_first);
+    s.saved_inputs = malloc(nn * sizeof *s.saved_inputs);
+    s.saved_outputs = malloc(nn * sizeof *s.saved_outputs);
+    s.extra_first = malloc(((size_t)nn + 1) * sizeof *s.extra_first);
     s.same_size = calloc(nn, sizeof *s.same_size);
     s.unreached = calloc(nn, sizeof *s.unreached);
     s.ctx = malloc(nn * sizeof *s.ctx); /* est__sim_build_contexts writes each */
-    s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
-    s.bwd_order = calloc(nt, sizeof *s.bwd_order);
+    s.bwd_first = malloc(((size_t)nn + 1) * sizeof *s.bwd_first);
+    s.bwd_order = malloc(nt * sizeof *s.bwd_order);
     s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
     /* written for every tensor and node (size_tensors_and_workspaces) */
     s.alloc_bytes = malloc(nt * sizeof *s.alloc_bytes);
@@ -715,6 +728,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    zero_sentinels(&s, nt, nn);
     if (r->amp != EST_AMP_NONE) {
         s.low = r->amp == EST_AMP_FP16 ? EST_DT_FLOAT16 : EST_DT_BFLOAT16;
         s.dt = calloc(nt, sizeof *s.dt);
