@@ -262,7 +262,11 @@ static inline uint64_t sim_add(sim *s, uint64_t a, uint64_t b) {
  * bytes are already rounded (round_alloc). */
 /* Where the step is (node, or -1 with a label such as "loss"), for an
  * out-of-memory and the timeline. */
-void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer);
+static inline void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
+    s->at_phase = phase;
+    s->at_node = node;
+    s->at_layer = node >= 0 ? s->g->nodes[node].name : layer;
+}
 void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
 void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
 /* The same block under another key and category (the step's output, kept

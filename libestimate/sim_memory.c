@@ -127,12 +127,6 @@ static int64_t replay_alloc(sim *s, int stream, uint64_t bytes) {
     return h > 0 ? h : 0;
 }
 
-void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
-    s->at_phase = phase;
-    s->at_node = node;
-    s->at_layer = node >= 0 ? s->g->nodes[node].name : layer;
-}
-
 /* The direct slot of a block's key: a tensor's storage, gradient or
  * recomputed copy, a node's saved extra; NULL for the other keys, which
  * live in the map. */
