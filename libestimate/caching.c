@@ -79,6 +79,7 @@
  * set bit at or above the request's size, then that heap's root.
  */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,7 +124,6 @@ struct est_cache {
     int32_t free_slot;    /* head of the dead-slot list, -1 none */
     int32_t nfree_slots;
     int32_t large_root;   /* the large pool's free blocks; -1 none */
-    int32_t small_root[N_SMALL_CLASSES]; /* the small pool's, by class */
     uint64_t small_nonempty[CLASS_WORDS]; /* bit c: small_root[c] >= 0 */
     uint64_t small_words;  /* bit w: small_nonempty[w] != 0 (a search skips
                               the empty words at once) */
@@ -132,6 +132,8 @@ struct est_cache {
     uint64_t reserved, peak_reserved;
     uint64_t allocated, peak_allocated;
     uint64_t segments;
+    /* last: est__cache_new zeroes what comes before */
+    int32_t small_root[N_SMALL_CLASSES]; /* the small pool's, by class */
 };
 
 /* ---- the free-block treaps --------------------------------------------- */
@@ -401,8 +403,9 @@ static uint64_t allocation_size(uint64_t size) { /* get_allocation_size */
 }
 
 est_cache *est__cache_new(void) {
-    est_cache *c = calloc(1, sizeof *c);
+    est_cache *c = malloc(sizeof *c);
     if (!c) return NULL;
+    memset(c, 0, offsetof(est_cache, small_root)); /* small_root is set below */
     c->free_slot = -1;
     c->large_root = -1;
     memset(c->small_root, 0xff, sizeof c->small_root); /* every class empty: -1 */
