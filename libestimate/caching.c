@@ -191,16 +191,21 @@ static void treap_erase(blk *b, int32_t *root, int32_t x) {
     b[x].ch[0] = b[x].ch[1] = -1;
 }
 
-/* get_free_block's lower_bound: the smallest (size, addr) with size >= size;
- * -1 when none. */
-static int32_t treap_lower_bound(const blk *b, int32_t t, uint64_t size) {
-    int32_t best = -1;
-    while (t >= 0) {
-        bool fits = b[t].size >= size;
-        best = fits ? t : best;
-        t = b[t].ch[!fits];
+/* get_free_block's lower_bound, taken out of the treap: the smallest (size,
+ * addr) with size >= size; -1 when none. The descent keeps the link to it,
+ * so that taking it out needs no second descent. */
+static int32_t treap_take_lower_bound(blk *b, int32_t *root, uint64_t size) {
+    int32_t *best = NULL;
+    for (int32_t *link = root; *link >= 0;) {
+        bool fits = b[*link].size >= size;
+        if (fits) best = link;
+        link = &b[*link].ch[!fits];
     }
-    return best;
+    if (!best) return -1;
+    int32_t x = *best;
+    *best = treap_merge(b, b[x].ch[0], b[x].ch[1]);
+    b[x].ch[0] = b[x].ch[1] = -1;
+    return x;
 }
 
 /* ---- the small pool's pairing heaps ----------------------------------------
@@ -435,8 +440,7 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
     uint64_t size = est__cache_round_size(bytes);
     int small = size <= K_SMALL_SIZE;
     blk *b = c->b;
-    int32_t r = small ? small_take_best(c, size) : treap_lower_bound(b, c->large_root, size);
-    if (r >= 0 && !small) free_erase(c, r);
+    int32_t r = small ? small_take_best(c, size) : treap_take_lower_bound(b, &c->large_root, size);
     if (r < 0) {
         uint64_t seg = allocation_size(size);
         if (!segment_fits(c, seg)) {
