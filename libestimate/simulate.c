@@ -153,7 +153,7 @@ static void forward(sim *s) {
     const est_graph *g = s->g;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
-        est__par_forward_node(s, i, false);
+        if (s->sharded) est__par_forward_node(s, i, false);
         if (!s->r->layers[i].shape_only) run_forward_node(s, i);
         /* free what no later op reads, no module call still holds and no
          * backward needs */
@@ -164,7 +164,7 @@ static void forward(sim *s) {
                 s->allocated[b] = false;
             }
         }
-        est__par_forward_node(s, i, true);
+        if (s->sharded) est__par_forward_node(s, i, true);
     }
 }
 
@@ -324,7 +324,8 @@ static void release_saved(sim *s, int32_t i) {
     if (seg < 0 || s->seg_done[seg])
         for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
             est__sim_release(s, EST_CAT_ACTIVATIONS, s->extra_alloc[e], KEY(K_EXTRA, i, e - s->extra_first[i]));
-    for (int k = 0; k < n->n_inputs && s->cast_saved && (seg < 0 || s->seg_done[seg]); k++) {
+    bool casts = s->cast_saved && s->cast_saved[i] && (seg < 0 || s->seg_done[seg]);
+    for (int k = 0; casts && k < n->n_inputs; k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
         int32_t b = s->base[n->inputs[k]];
         if (!cached_cast(s, i, k)) est__sim_release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
@@ -387,7 +388,7 @@ static void backward(sim *s) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
         est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
-        est__par_backward_node(s, i, false);
+        if (s->sharded) est__par_backward_node(s, i, false);
         if (s->any_grad[i] && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
             if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
@@ -412,7 +413,7 @@ static void backward(sim *s) {
             if (after && low) cast_gradients_back(s, i, low);
         }
         release_saved(s, i);
-        est__par_backward_node(s, i, true);
+        if (s->sharded) est__par_backward_node(s, i, true);
     }
     /* gradients that reached no producer (graph inputs) are dropped */
     for (int32_t t = 0; t < g->n_tensors; t++)
