@@ -506,8 +506,10 @@ static void optimizer_step(sim *s, bool first) {
 /* zero_grad(set_to_none=True): the previous step's .grad tensors go (a
  * view of a DDP bucket frees nothing). */
 static void zero_grad(sim *s) {
-    for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (s->param_has_grad[t]) {
+    /* only a parameter that trains gets a .grad (grad_of_input) */
+    for (int32_t k = 0; k < s->n_trained; k++)
+        if (s->param_has_grad[s->trained[k]]) {
+            int32_t t = s->trained[k];
             if (!s->grad_views) est__sim_release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = false;
         }
