@@ -347,10 +347,7 @@ static bool take_memo(est_report *r, const est_memo *m, const est_node *n) {
     for (int k = 0; k < n->n_inputs; k++) {
         int32_t t = n->inputs[k];
         if (t < 0) continue;
-        if (m->slot[t] < 0) return false;
-        est_tval v;
-        est__memo_tval(m, m->slot[t], &v);
-        if (!est__tval_same(&r->tv[t], &v)) return false;
+        if (m->slot[t] < 0 || !est__memo_same(m, m->slot[t], &r->tv[t])) return false;
     }
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) est__memo_tval(m, m->slot[n->outputs[k]], &r->tv[n->outputs[k]]);
