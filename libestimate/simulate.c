@@ -200,6 +200,7 @@ static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
     else b = s->n_gblocks++;
     s->gblocks[b] = (grad_block){key, bytes, 1, -1};
     s->grad_block[t] = b;
+    s->live_gblocks++;
     return true;
 }
 
@@ -220,6 +221,7 @@ static void grad_drop(sim *s, int32_t t) {
     if ((key & 0xffff) == 0) s->grad_key0[(key >> 16) & 0xffffffffu] = false;
     s->gblocks[b].next_free = s->free_gblock;
     s->free_gblock = b;
+    s->live_gblocks--;
 }
 
 static bool grad_is_shared(const sim *s, int32_t t) { return s->gblocks[s->grad_block[t]].holders > 1; }
@@ -370,7 +372,7 @@ static uint64_t loss_upcast_bytes(sim *s) {
 
 static void backward(sim *s) {
     const est_graph *g = s->g;
-    s->n_gblocks = 0; /* the last backward dropped every gradient */
+    s->n_gblocks = s->live_gblocks = 0; /* the last backward dropped every gradient */
     s->free_gblock = -1;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
     est__sim_moment(s, EST_PHASE_BACKWARD, -1, "loss");
@@ -415,8 +417,9 @@ static void backward(sim *s) {
         release_saved(s, i);
         if (s->sharded) est__par_backward_node(s, i, true);
     }
-    /* gradients that reached no producer (graph inputs) are dropped */
-    for (int32_t t = 0; t < g->n_tensors; t++)
+    /* gradients that reached no producer (graph inputs) are dropped; the
+     * walk ends with the last of them */
+    for (int32_t t = 0; s->live_gblocks > 0 && t < g->n_tensors; t++)
         if (has_grad(s, t)) grad_drop(s, t);
     est__par_backward_end(s);
 }
