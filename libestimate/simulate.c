@@ -667,12 +667,12 @@ static void fill_layer_costs(sim *s) {
         uint64_t saved = 0;
         for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
             saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
-        for (int k = 0; k < n->n_inputs && k < 32; k++)
+        for (int k = 0; s->saved_inputs[i] && k < n->n_inputs && k < 32; k++)
             if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
                 saved = sim_add(s, saved, cast_bytes(s, i, k));
             else if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
                 saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
-        for (int k = 0; k < n->n_outputs && k < 32; k++)
+        for (int k = 0; s->saved_outputs[i] && k < n->n_outputs && k < 32; k++)
             if ((s->saved_outputs[i] & EST_SLOT(k)) && n->outputs[k] >= 0)
                 saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
         L->saved_bytes = saved;
