@@ -379,7 +379,7 @@ bool est__sim_plan_lifetimes(sim *s) {
         est_saved sv = {0};
         if (s->train && s->ctx[i].any_grad && n->op->saves && !s->unreached[i]) n->op->saves(&s->ctx[i], &sv);
         if (!keep_saves(s, i, &sv)) return false;
-        for (int k = 0; k < n->n_inputs && k < 32; k++)
+        for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
             if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
                 int32_t b = s->base[n->inputs[k]];
                 if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
@@ -390,7 +390,7 @@ bool est__sim_plan_lifetimes(sim *s) {
                 }
                 note_saved(s, i, b);
             }
-        for (int k = 0; k < n->n_outputs && k < 32; k++)
+        for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
             if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
         int32_t seg = segment_of(s, i);
         if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
