@@ -203,7 +203,7 @@ static uint64_t im2col_elements(const est_tval *in, const est_tval *w, const est
 
 static uint64_t conv_im2col_workspace(const est_cost_ctx *c) {
     uint64_t chunk = 0;
-    return est_dtype_bytes(c->float_dtype, im2col_elements(est_cost_in(c, 0), est_cost_in(c, 1), est_cost_out(c, 0), &chunk));
+    return est__dtype_bytes(c->float_dtype, im2col_elements(est_cost_in(c, 0), est_cost_in(c, 1), est_cost_out(c, 0), &chunk));
 }
 
 /* Backward under verify: the column buffer, and for dW a copy of a chunk's
@@ -213,10 +213,10 @@ static uint64_t conv_im2col_backward_workspace(const est_cost_ctx *c) {
     if (!est_needs_grad(c, 0) && !est_needs_grad(c, 1)) return 0;
     const est_tval *y = est_cost_out(c, 0);
     uint64_t chunk = 0, col = im2col_elements(est_cost_in(c, 0), est_cost_in(c, 1), y, &chunk);
-    if (!col || !est_needs_grad(c, 1) || y->dims[0] <= 0) return est_dtype_bytes(c->float_dtype, col);
+    if (!col || !est_needs_grad(c, 1) || y->dims[0] <= 0) return est__dtype_bytes(c->float_dtype, col);
     uint64_t dy_chunk = est_tval_elements(y) / (uint64_t)y->dims[0] * chunk;
-    return est_add_sat(est_alloc_bytes(est_dtype_bytes(c->float_dtype, col)),
-                       est_alloc_bytes(est_dtype_bytes(c->float_dtype, dy_chunk)));
+    return est_add_sat(est_alloc_bytes(est__dtype_bytes(c->float_dtype, col)),
+                       est_alloc_bytes(est__dtype_bytes(c->float_dtype, dy_chunk)));
 }
 
 /* ConvTranspose under memest verify (verify/ops_conv.cu): the conv that
@@ -229,7 +229,7 @@ static uint64_t conv_im2col_backward_workspace(const est_cost_ctx *c) {
 static uint64_t conv_transpose_im2col_workspace(const est_cost_ctx *c) {
     if (c->kernels != EST_KERNELS_VERIFY) return 0;
     uint64_t chunk = 0;
-    return est_dtype_bytes(c->float_dtype, im2col_elements(est_cost_out(c, 0), est_cost_in(c, 1), est_cost_in(c, 0), &chunk));
+    return est__dtype_bytes(c->float_dtype, im2col_elements(est_cost_out(c, 0), est_cost_in(c, 1), est_cost_in(c, 0), &chunk));
 }
 
 static uint64_t conv_transpose_backward_workspace(const est_cost_ctx *c) {

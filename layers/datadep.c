@@ -153,7 +153,7 @@ static void compress_saves(const est_cost_ctx *c, est_saved *s) {
     if (axis != INT64_MIN && axis < 0) axis += y->rank;
     bool along_axis = axis != INT64_MIN && axis >= 0 && axis < y->rank;
     uint64_t kept = along_axis ? (uint64_t)y->dims[axis] : est_tval_elements(y);
-    est_save_extra(s, est_dtype_bytes(EST_DT_INT64, kept));
+    est_save_extra(s, est__dtype_bytes(EST_DT_INT64, kept));
 }
 
 /* memest verify's kernels (verify/ops_datadep.cu) size their output by a
@@ -163,7 +163,7 @@ static void compress_saves(const est_cost_ctx *c, est_saved *s) {
 
 static uint64_t verify_compact_workspace(uint64_t elements) {
     uint64_t blocks = (elements + VERIFY_COMPACT_BLOCK - 1) / VERIFY_COMPACT_BLOCK;
-    return est_alloc_bytes(est_dtype_bytes(EST_DT_INT64, blocks));
+    return est_alloc_bytes(est__dtype_bytes(EST_DT_INT64, blocks));
 }
 
 /* Compress under verify: the compaction over the condition, and, when no
@@ -177,7 +177,7 @@ static uint64_t compress_workspace(const est_cost_ctx *c) {
     if (axis != INT64_MIN && axis < 0) axis += y->rank;
     bool along_axis = axis != INT64_MIN && axis >= 0 && axis < y->rank;
     uint64_t kept = along_axis ? (uint64_t)y->dims[axis] : est_tval_elements(y);
-    return est_add_sat(ws, est_alloc_bytes(est_dtype_bytes(EST_DT_INT64, kept)));
+    return est_add_sat(ws, est_alloc_bytes(est__dtype_bytes(EST_DT_INT64, kept)));
 }
 
 /* NonZero under verify: the compaction over the input. */
@@ -197,7 +197,7 @@ static uint64_t unique_workspace(const est_cost_ctx *c) {
     bool along_axis = axis != INT64_MIN && axis >= 0 && axis < x->rank && axis < y->rank;
     uint64_t n = along_axis ? (uint64_t)x->dims[axis] : est_tval_elements(x);
     uint64_t u = along_axis ? (uint64_t)y->dims[axis] : est_tval_elements(y);
-    return est_add_sat(verify_compact_workspace(n), est_alloc_bytes(est_dtype_bytes(EST_DT_INT64, est_mul_sat(2, u))));
+    return est_add_sat(verify_compact_workspace(n), est_alloc_bytes(est__dtype_bytes(EST_DT_INT64, est_mul_sat(2, u))));
 }
 
 EST_FAMILY(datadep,

@@ -626,7 +626,7 @@ static bool attention_runs_math(const est_cost_ctx *c) {
 
 /* Bytes of the attention probabilities, batch x q_heads x q_seq x kv_len. */
 static uint64_t attention_probs_bytes(const est_cost_ctx *c) {
-    uint64_t elem = est_dtype_bytes(c->float_dtype, 1);
+    uint64_t elem = est__dtype_bytes(c->float_dtype, 1);
     return est_mul_sat(est_mul_sat(attention_rows(c), attention_kv_len(c)), elem ? elem : 4);
 }
 
@@ -670,7 +670,7 @@ static void attention_math_saves(const est_cost_ctx *c, est_saved *s) {
 static uint64_t attention_verify_probs(const est_cost_ctx *c) {
     const est_tval *q = est_cost_in(c, 0);
     est_dtype dt = q ? est__step_dtype(q->dtype, c->export_dtype, c->float_dtype) : EST_DT_FLOAT;
-    return est_dtype_bytes(dt, est_mul_sat(attention_rows(c), attention_kv_len(c)));
+    return est__dtype_bytes(dt, est_mul_sat(attention_rows(c), attention_kv_len(c)));
 }
 
 static void attention_verify_saves(const est_cost_ctx *c, est_saved *s) {

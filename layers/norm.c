@@ -266,7 +266,7 @@ static void instancenorm_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c) || !x) return;
     uint64_t planes = dims_product(x, 0, 2);
     est_save_input(c, s, 0);
-    est_save_extra(s, est_dtype_bytes(x->dtype, planes));
+    est_save_extra(s, est__dtype_bytes(x->dtype, planes));
     est_save_extra(s, est_stat_bytes(x, planes));
     est_save_extra(s, est_stat_bytes(x, planes));
 }

@@ -41,7 +41,7 @@ est_status est_set_out(est_infer_ctx *ctx, int i, est_dtype dt, int rank, const 
             return est_op_fail(ctx, EST_EOVERFLOW, "output %d: element count overflows 64 bits", i);
         o->dims[d] = dims[d];
     }
-    if (est_dtype_bytes(dt, (uint64_t)count) == UINT64_MAX)
+    if (est__dtype_bytes(dt, (uint64_t)count) == UINT64_MAX)
         return est_op_fail(ctx, EST_EOVERFLOW, "output %d: byte size overflows 64 bits", i);
     o->dtype = dt;
     o->rank = rank;
@@ -265,7 +265,7 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
 }
 
 uint64_t est_tval_bytes(const est_tval *t) {
-    return t && t->rank >= 0 ? est_dtype_bytes(t->dtype, (uint64_t)t->elements) : 0;
+    return t && t->rank >= 0 ? est__dtype_bytes(t->dtype, (uint64_t)t->elements) : 0;
 }
 
 void est_save_extra(est_saved *s, uint64_t bytes) {
@@ -319,7 +319,7 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
 
 uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
     if (!t) return 0;
-    return est_dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
+    return est__dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
 }
 
 /* Copies element j of src into element k of dst, converting between storages. */

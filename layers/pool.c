@@ -168,7 +168,7 @@ static void max_pool_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
     est_save_input(c, s, 0);
     if (est_cost_out(c, 1)) est_save_output(c, s, 1);
-    else est_save_extra(s, est_dtype_bytes(EST_DT_INT64, out_elements(c)));
+    else est_save_extra(s, est__dtype_bytes(EST_DT_INT64, out_elements(c)));
 }
 
 /* memest verify's MaxPool and GlobalMaxPool (verify/ops_pool.cu) write the
@@ -177,7 +177,7 @@ static void max_pool_saves(const est_cost_ctx *c, est_saved *s) {
  * forward's workspace, unless the node outputs them. */
 static uint64_t max_pool_workspace(const est_cost_ctx *c) {
     if (c->kernels != EST_KERNELS_VERIFY || est_backward_runs(c) || est_cost_out(c, 1)) return 0;
-    return est_dtype_bytes(EST_DT_INT64, out_elements(c));
+    return est__dtype_bytes(EST_DT_INT64, out_elements(c));
 }
 
 /* avg_pool2d: "self: avg_pool2d_backward(grad, self, kernel_size, ...)":
@@ -206,14 +206,14 @@ static void lp_pool_saves(const est_cost_ctx *c, est_saved *s) {
 static void global_max_pool_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
     est_save_input(c, s, 0);
-    est_save_extra(s, est_dtype_bytes(EST_DT_INT64, out_elements(c)));
+    est_save_extra(s, est__dtype_bytes(EST_DT_INT64, out_elements(c)));
 }
 
 /* torchvision roi_pool saves the rois and an int32 argmax per output element. */
 static void max_roi_pool_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
     est_save_input(c, s, 1);
-    est_save_extra(s, est_dtype_bytes(EST_DT_INT32, out_elements(c)));
+    est_save_extra(s, est__dtype_bytes(EST_DT_INT32, out_elements(c)));
 }
 
 /* max_unpool2d: "self: max_pool_double_backward(grad, indices, 2)". */

@@ -92,7 +92,7 @@ static void fill_info(const est_report *r, int32_t t, est_tensor_info *info) {
     info->rank = v->rank;
     info->shape = v->dims;
     info->elements = (uint64_t)v->elements;
-    info->bytes = est_dtype_bytes(v->dtype, (uint64_t)v->elements);
+    info->bytes = est__dtype_bytes(v->dtype, (uint64_t)v->elements);
 }
 
 static size_t count_present(const int32_t *ids, int32_t n) {
@@ -113,18 +113,17 @@ static bool add_bytes(uint64_t *sum, uint64_t v) {
 static est_status build_layers(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
     bool exact = true;
-    r->layers = calloc((size_t)g->n_nodes + 1, sizeof *r->layers);
+    /* each layer written whole once below, not zeroed first (a 1M-node
+     * graph's layers are 160 MB) */
+    r->layers = malloc(((size_t)g->n_nodes + 1) * sizeof *r->layers);
     if (!r->layers) return est__fail(err, EST_ENOMEM, "out of memory");
+    r->layers[g->n_nodes] = (est_layer){0};
     est_totals *tot = &r->totals;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &r->layers[i];
-        L->name = n->name;
-        L->op = n->op_type;
-        L->domain = n->domain;
-        L->module = n->module;
-        L->label = n->label;
-        L->segment = -1;
+        *L = (est_layer){.name = n->name, .op = n->op_type, .domain = n->domain, .module = n->module,
+                         .label = n->label, .segment = -1};
         for (int32_t k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
             if (t < 0) continue;
@@ -133,7 +132,7 @@ static est_status build_layers(est_report *r, est_error *err) {
             bool seen = false; /* the same weight twice in one node counts once */
             for (int32_t j = 0; j < k; j++) seen |= n->inputs[j] == t;
             if (seen) continue;
-            uint64_t bytes = est_dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
+            uint64_t bytes = est__dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
             if (tt->role == EST_ROLE_PARAM) {
                 exact &= add_bytes(&L->param_count, (uint64_t)r->tv[t].elements);
                 exact &= add_bytes(&L->param_bytes, bytes);
@@ -145,7 +144,7 @@ static est_status build_layers(est_report *r, est_error *err) {
         for (int32_t k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
             if (t < 0) continue;
-            exact &= add_bytes(&L->output_bytes, est_dtype_bytes(r->tv[t].dtype, (uint64_t)r->tv[t].elements));
+            exact &= add_bytes(&L->output_bytes, est__dtype_bytes(r->tv[t].dtype, (uint64_t)r->tv[t].elements));
             L->shape_only &= r->tv[t].value != NULL;
         }
         exact &= add_bytes(&tot->output_bytes, L->output_bytes);
@@ -154,7 +153,7 @@ static est_status build_layers(est_report *r, est_error *err) {
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
         uint64_t elems = (uint64_t)r->tv[t].elements;
-        uint64_t bytes = est_dtype_bytes(r->tv[t].dtype, elems);
+        uint64_t bytes = est__dtype_bytes(r->tv[t].dtype, elems);
         if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
         if (tt->role == EST_ROLE_PARAM) {
@@ -247,8 +246,11 @@ static void describe_peak(est_report *r) {
 
 /* The step's estimate: est_estimate's argument checks and all of its work
  * but the second estimate of DDP's first-bucket race (api.c's
- * add_first_bucket_race). */
-static est_status estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+ * add_first_bucket_race). Without with_tensors, the layers' inputs and
+ * outputs and the graph's outputs stay unset (a capacity point keeps only
+ * the peak and totals). */
+static est_status estimate_step(const est_graph *g, const est_options *opt, bool with_tensors, est_report **out,
+                                est_error *err) {
     *out = NULL;
     est_status opt_st = check_option_arrays(opt, err);
     if (opt_st != EST_OK) return opt_st;
@@ -291,14 +293,14 @@ static est_status estimate_step(const est_graph *g, const est_options *opt, est_
     bool inferred = st == EST_OK && (st = est__infer(r, opt, &memo_work, err)) == EST_OK;
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__build_params(r, &opt->params, err);
-    if (st == EST_OK) st = alloc_tensor_infos(r, err);
+    if (st == EST_OK && with_tensors) st = alloc_tensor_infos(r, err);
     if (st == EST_OK) st = est__simulate(r, err);
-    if (st == EST_OK) link_tensor_infos(r);
+    if (st == EST_OK && with_tensors) link_tensor_infos(r);
     /* recorded after the simulation, whose freed arrays the memo's tensor
      * states then reuse */
     if (inferred && memo_work) est__plan_record_memo(g, r, memo_work);
     free(memo_work);
-    if (st == EST_OK) describe_peak(r);
+    if (st == EST_OK && with_tensors) describe_peak(r);
     r->checkpoint = (est_checkpoint){0}; /* its strings are the caller's */
     if (st != EST_OK) {
         est_report_free(r);
@@ -320,7 +322,7 @@ static est_status add_first_bucket_race(const est_graph *g, const est_options *o
     other.skip_reserved = 1;
     other.timeline = 0;
     est_report *o = NULL;
-    est_status st = estimate_step(g, &other, &o, err);
+    est_status st = estimate_step(g, &other, false, &o, err);
     if (st != EST_OK) return st;
     c->peak_first_bucket_held_bytes = held ? r->peak.bytes : o->peak.bytes;
     c->peak_first_bucket_released_bytes = held ? o->peak.bytes : r->peak.bytes;
@@ -328,7 +330,8 @@ static est_status add_first_bucket_race(const est_graph *g, const est_options *o
     return EST_OK;
 }
 
-est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+static est_status checked_estimate_step(const est_graph *g, const est_options *opt, bool with_tensors,
+                                        est_report **out, est_error *err) {
     if (!out) return est__fail(err, EST_EINVAL, "est_estimate: out is NULL");
     *out = NULL;
     if (!g) return est__fail(err, EST_EINVAL, "est_estimate: graph is NULL");
@@ -337,11 +340,15 @@ est_status est__estimate_step(const est_graph *g, const est_options *opt, est_re
         est_options_init(&defaults);
         opt = &defaults;
     }
-    return estimate_step(g, opt, out, err);
+    return estimate_step(g, opt, with_tensors, out, err);
+}
+
+est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
+    return checked_estimate_step(g, opt, false, out, err);
 }
 
 est_status est_estimate(const est_graph *g, const est_options *opt, est_report **out, est_error *err) {
-    est_status st = est__estimate_step(g, opt, out, err);
+    est_status st = checked_estimate_step(g, opt, true, out, err);
     /* without options there is no strategy, and so no race */
     if (st == EST_OK && opt && (st = add_first_bucket_race(g, opt, *out, err)) != EST_OK) {
         est_report_free(*out);

@@ -79,6 +79,7 @@
  * set bit at or above the request's size, then that heap's root.
  */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,7 +124,6 @@ struct est_cache {
     int32_t free_slot;    /* head of the dead-slot list, -1 none */
     int32_t nfree_slots;
     int32_t large_root;   /* the large pool's free blocks; -1 none */
-    int32_t small_root[N_SMALL_CLASSES]; /* the small pool's, by class */
     uint64_t small_nonempty[CLASS_WORDS]; /* bit c: small_root[c] >= 0 */
     uint64_t small_words;  /* bit w: small_nonempty[w] != 0 (a search skips
                               the empty words at once) */
@@ -132,6 +132,8 @@ struct est_cache {
     uint64_t reserved, peak_reserved;
     uint64_t allocated, peak_allocated;
     uint64_t segments;
+    /* last: est__cache_new zeroes what comes before */
+    int32_t small_root[N_SMALL_CLASSES]; /* the small pool's, by class */
 };
 
 /* ---- the free-block treaps --------------------------------------------- */
@@ -189,16 +191,21 @@ static void treap_erase(blk *b, int32_t *root, int32_t x) {
     b[x].ch[0] = b[x].ch[1] = -1;
 }
 
-/* get_free_block's lower_bound: the smallest (size, addr) with size >= size;
- * -1 when none. */
-static int32_t treap_lower_bound(const blk *b, int32_t t, uint64_t size) {
-    int32_t best = -1;
-    while (t >= 0) {
-        bool fits = b[t].size >= size;
-        best = fits ? t : best;
-        t = b[t].ch[!fits];
+/* get_free_block's lower_bound, taken out of the treap: the smallest (size,
+ * addr) with size >= size; -1 when none. The descent keeps the link to it,
+ * so that taking it out needs no second descent. */
+static int32_t treap_take_lower_bound(blk *b, int32_t *root, uint64_t size) {
+    int32_t *best = NULL;
+    for (int32_t *link = root; *link >= 0;) {
+        bool fits = b[*link].size >= size;
+        if (fits) best = link;
+        link = &b[*link].ch[!fits];
     }
-    return best;
+    if (!best) return -1;
+    int32_t x = *best;
+    *best = treap_merge(b, b[x].ch[0], b[x].ch[1]);
+    b[x].ch[0] = b[x].ch[1] = -1;
+    return x;
 }
 
 /* ---- the small pool's pairing heaps ----------------------------------------
@@ -401,8 +408,9 @@ static uint64_t allocation_size(uint64_t size) { /* get_allocation_size */
 }
 
 est_cache *est__cache_new(void) {
-    est_cache *c = calloc(1, sizeof *c);
+    est_cache *c = malloc(sizeof *c);
     if (!c) return NULL;
+    memset(c, 0, offsetof(est_cache, small_root)); /* small_root is set below */
     c->free_slot = -1;
     c->large_root = -1;
     memset(c->small_root, 0xff, sizeof c->small_root); /* every class empty: -1 */
@@ -432,8 +440,7 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
     uint64_t size = est__cache_round_size(bytes);
     int small = size <= K_SMALL_SIZE;
     blk *b = c->b;
-    int32_t r = small ? small_take_best(c, size) : treap_lower_bound(b, c->large_root, size);
-    if (r >= 0 && !small) free_erase(c, r);
+    int32_t r = small ? small_take_best(c, size) : treap_take_lower_bound(b, &c->large_root, size);
     if (r < 0) {
         uint64_t seg = allocation_size(size);
         if (!segment_fits(c, seg)) {

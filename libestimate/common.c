@@ -102,44 +102,70 @@ const char *est_version(void) { return "0.1.0"; }
 
 /* ---- dtypes ---------------------------------------------------------------- */
 
-typedef struct dtype_info {
-    const char *name;
-    unsigned bits;
-} dtype_info;
+static const char *const dtype_names[EST_DT_COUNT] = {
+    [EST_DT_UNDEFINED] = "undefined",
+    [EST_DT_FLOAT] = "float32",
+    [EST_DT_UINT8] = "uint8",
+    [EST_DT_INT8] = "int8",
+    [EST_DT_UINT16] = "uint16",
+    [EST_DT_INT16] = "int16",
+    [EST_DT_INT32] = "int32",
+    [EST_DT_INT64] = "int64",
+    [EST_DT_STRING] = "string",
+    [EST_DT_BOOL] = "bool",
+    [EST_DT_FLOAT16] = "float16",
+    [EST_DT_DOUBLE] = "float64",
+    [EST_DT_UINT32] = "uint32",
+    [EST_DT_UINT64] = "uint64",
+    [EST_DT_COMPLEX64] = "complex64",
+    [EST_DT_COMPLEX128] = "complex128",
+    [EST_DT_BFLOAT16] = "bfloat16",
+    [EST_DT_FLOAT8E4M3FN] = "float8e4m3fn",
+    [EST_DT_FLOAT8E4M3FNUZ] = "float8e4m3fnuz",
+    [EST_DT_FLOAT8E5M2] = "float8e5m2",
+    [EST_DT_FLOAT8E5M2FNUZ] = "float8e5m2fnuz",
+    [EST_DT_UINT4] = "uint4",
+    [EST_DT_INT4] = "int4",
+    [EST_DT_FLOAT4E2M1] = "float4e2m1",
+    [EST_DT_FLOAT8E8M0] = "float8e8m0",
+    [EST_DT_UINT2] = "uint2",
+    [EST_DT_INT2] = "int2",
+};
 
-static const dtype_info dtypes[EST_DT_COUNT] = {
-    [EST_DT_UNDEFINED] = {"undefined", 0},
-    [EST_DT_FLOAT] = {"float32", 32},
-    [EST_DT_UINT8] = {"uint8", 8},
-    [EST_DT_INT8] = {"int8", 8},
-    [EST_DT_UINT16] = {"uint16", 16},
-    [EST_DT_INT16] = {"int16", 16},
-    [EST_DT_INT32] = {"int32", 32},
-    [EST_DT_INT64] = {"int64", 64},
-    [EST_DT_STRING] = {"string", 0},
-    [EST_DT_BOOL] = {"bool", 8},
-    [EST_DT_FLOAT16] = {"float16", 16},
-    [EST_DT_DOUBLE] = {"float64", 64},
-    [EST_DT_UINT32] = {"uint32", 32},
-    [EST_DT_UINT64] = {"uint64", 64},
-    [EST_DT_COMPLEX64] = {"complex64", 64},
-    [EST_DT_COMPLEX128] = {"complex128", 128},
-    [EST_DT_BFLOAT16] = {"bfloat16", 16},
-    [EST_DT_FLOAT8E4M3FN] = {"float8e4m3fn", 8},
-    [EST_DT_FLOAT8E4M3FNUZ] = {"float8e4m3fnuz", 8},
-    [EST_DT_FLOAT8E5M2] = {"float8e5m2", 8},
-    [EST_DT_FLOAT8E5M2FNUZ] = {"float8e5m2fnuz", 8},
-    [EST_DT_UINT4] = {"uint4", 4},
-    [EST_DT_INT4] = {"int4", 4},
-    [EST_DT_FLOAT4E2M1] = {"float4e2m1", 4},
-    [EST_DT_FLOAT8E8M0] = {"float8e8m0", 8},
-    [EST_DT_UINT2] = {"uint2", 2},
-    [EST_DT_INT2] = {"int2", 2},
+/* bits per element; 0: no size (undefined, string) */
+const uint8_t est__dtype_bits[EST_DT_COUNT] = {
+    [EST_DT_UNDEFINED] = 0,
+    [EST_DT_FLOAT] = 32,
+    [EST_DT_UINT8] = 8,
+    [EST_DT_INT8] = 8,
+    [EST_DT_UINT16] = 16,
+    [EST_DT_INT16] = 16,
+    [EST_DT_INT32] = 32,
+    [EST_DT_INT64] = 64,
+    [EST_DT_STRING] = 0,
+    [EST_DT_BOOL] = 8,
+    [EST_DT_FLOAT16] = 16,
+    [EST_DT_DOUBLE] = 64,
+    [EST_DT_UINT32] = 32,
+    [EST_DT_UINT64] = 64,
+    [EST_DT_COMPLEX64] = 64,
+    [EST_DT_COMPLEX128] = 128,
+    [EST_DT_BFLOAT16] = 16,
+    [EST_DT_FLOAT8E4M3FN] = 8,
+    [EST_DT_FLOAT8E4M3FNUZ] = 8,
+    [EST_DT_FLOAT8E5M2] = 8,
+    [EST_DT_FLOAT8E5M2FNUZ] = 8,
+    [EST_DT_UINT4] = 4,
+    [EST_DT_INT4] = 4,
+    [EST_DT_FLOAT4E2M1] = 4,
+    [EST_DT_FLOAT8E8M0] = 8,
+    [EST_DT_UINT2] = 2,
+    [EST_DT_INT2] = 2,
 };
 
 const char *est_dtype_name(est_dtype dt) {
     if ((unsigned)dt >= EST_DT_COUNT) return "undefined";
-    return dtypes[dt].name;
+    return dtype_names[dt];
 }
 
 est_dtype est_dtype_from_name(const char *name) {
@@ -150,15 +176,15 @@ est_dtype est_dtype_from_name(const char *name) {
     };
     if (!name) return EST_DT_UNDEFINED;
     for (int i = 1; i < EST_DT_COUNT; i++)
-        if (dtypes[i].name && strcasecmp(name, dtypes[i].name) == 0) return (est_dtype)i;
+        if (dtype_names[i] && strcasecmp(name, dtype_names[i]) == 0) return (est_dtype)i;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcasecmp(name, aliases[i].alias) == 0) return aliases[i].dt;
     return EST_DT_UNDEFINED;
 }
 
 uint64_t est_dtype_bytes(est_dtype dt, uint64_t count) {
-    if ((unsigned)dt >= EST_DT_COUNT || dtypes[dt].bits == 0) return 0;
-    uint64_t bits = dtypes[dt].bits, bytes;
+    if ((unsigned)dt >= EST_DT_COUNT || est__dtype_bits[dt] == 0) return 0;
+    uint64_t bits = est__dtype_bits[dt], bytes;
     /* exact whenever the byte count fits: count x bits may not */
     if (bits % 8 == 0) return __builtin_mul_overflow(count, bits / 8, &bytes) ? UINT64_MAX : bytes;
     uint64_t whole; /* sub-byte types: each 8 elements take `bits` bytes, the rest rounds up */
@@ -309,12 +335,3 @@ const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *
 
 /* ---- saturating arithmetic ------------------------------------------------ */
 
-uint64_t est_mul_sat(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-uint64_t est_add_sat(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}

@@ -242,7 +242,7 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
                                  g->source, t->name, d, d == 0 ? " (use --batch N)" : "");
         }
         v->dims[d] = val;
-        if (est__mul_overflow(count, val, &count) || est_dtype_bytes(t->dtype, (uint64_t)count) == UINT64_MAX)
+        if (est__mul_overflow(count, val, &count) || est__dtype_bytes(t->dtype, (uint64_t)count) == UINT64_MAX)
             return est__fail(err, EST_EOVERFLOW, "%s: input '%s': its size overflows 64 bits", g->source, t->name);
     }
     v->elements = count;
@@ -347,10 +347,7 @@ static bool take_memo(est_report *r, const est_memo *m, const est_node *n) {
     for (int k = 0; k < n->n_inputs; k++) {
         int32_t t = n->inputs[k];
         if (t < 0) continue;
-        if (m->slot[t] < 0) return false;
-        est_tval v;
-        est__memo_tval(m, m->slot[t], &v);
-        if (!est__tval_same(&r->tv[t], &v)) return false;
+        if (m->slot[t] < 0 || !est__memo_same(m, m->slot[t], &r->tv[t])) return false;
     }
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) est__memo_tval(m, m->slot[n->outputs[k]], &r->tv[n->outputs[k]]);
@@ -411,17 +408,32 @@ est_status est__infer_constants(const est_graph *g, est_plan *p) {
     return p->tv ? st : EST_ENOMEM;
 }
 
+/* Every tensor's state before the nodes run: the plan's, an initializer's,
+ * or unknown (rank -1), each written once (a 1M-node graph's are 180 MB). */
+static void init_tensor_states(est_report *r, const est_plan *plan) {
+    const est_graph *g = r->graph;
+    for (int32_t t = 0; t <= g->n_tensors; t++) {
+        if (t < g->n_tensors && plan && plan->slot[t] >= 0) {
+            r->tv[t] = plan->tv[plan->slot[t]];
+            continue;
+        }
+        r->tv[t] = (est_tval){.rank = t < g->n_tensors ? -1 : 0};
+        if (t < g->n_tensors && g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
+    }
+}
+
 est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_work, est_error *err) {
     const est_graph *g = r->graph;
     binding b = {0};
     est_status st = EST_OK;
     *memo_work = NULL;
-    r->tv = calloc((size_t)g->n_tensors + 1, sizeof *r->tv);
+    const est_plan *plan = est__graph_plan(g);
+    r->tv = malloc(((size_t)g->n_tensors + 1) * sizeof *r->tv);
     if (!r->tv) {
         st = est__fail(err, EST_ENOMEM, "out of memory");
         goto out;
     }
-    for (int32_t t = 0; t < g->n_tensors; t++) r->tv[t].rank = -1;
+    init_tensor_states(r, plan);
     if ((st = binding_init(&b, r, opt, err)) != EST_OK || (st = bind_symbols(g, &b, opt, err)) != EST_OK) goto out;
     r->n_dims = 0;
     r->dims = calloc((size_t)b.n_symbols + 1, sizeof *r->dims);
@@ -431,10 +443,6 @@ est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_wor
     }
     for (int32_t s = 0; s < b.n_symbols; s++)
         if (b.sym_val[s] > 0) r->dims[r->n_dims++] = (est_binding){b.symbols[s], b.sym_val[s]};
-    const est_plan *plan = est__graph_plan(g);
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (plan && plan->slot[t] >= 0) r->tv[t] = plan->tv[plan->slot[t]];
-        else if (g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
     for (int32_t k = 0; k < g->n_inputs && st == EST_OK; k++) {
         int32_t t = g->inputs[k];
         st = bind_input(r, &g->tensors[t], b.rank[k], b.dims[k], &b, &r->tv[t], opt, err);

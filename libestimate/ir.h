@@ -306,8 +306,24 @@ const char *est_node_attr_string(const est_node *n, const char *name, const char
 const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *count);
 /* common.c: a * b and a + b, saturating at UINT64_MAX so hostile shapes
  * cannot wrap. */
-uint64_t est_mul_sat(uint64_t a, uint64_t b);
-uint64_t est_add_sat(uint64_t a, uint64_t b);
+static inline uint64_t est_mul_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+static inline uint64_t est_add_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+/* common.c: bits per element of each dtype, 0 for those without a size. */
+extern const uint8_t est__dtype_bits[EST_DT_COUNT];
+/* est_dtype_bytes, inline where a whole byte holds whole elements (every
+ * dtype but the sub-byte ones): the step calls it for every tensor. */
+static inline uint64_t est__dtype_bytes(est_dtype dt, uint64_t count) {
+    unsigned bits = (unsigned)dt < EST_DT_COUNT ? est__dtype_bits[dt] : 0;
+    uint64_t bytes;
+    if (bits % 8 != 0) return est_dtype_bytes(dt, count);
+    return __builtin_mul_overflow(count, bits / 8, &bytes) ? UINT64_MAX : bytes;
+}
 /* Frees what a node owns and zeroes it. */
 void est__node_clear(est_node *n);
 /* Per tensor, how many node inputs and graph outputs read it (n_tensors

@@ -20,8 +20,9 @@ bool est__sim_build_contexts(sim *s) {
         n_in += (size_t)g->nodes[i].n_inputs;
         n_out += (size_t)g->nodes[i].n_outputs;
     }
-    s->ctx_tv = calloc(n_in + n_out + 1, sizeof *s->ctx_tv);
-    s->ctx_flags = calloc(3 * n_in + 1, sizeof *s->ctx_flags);
+    /* every entry written below, absent inputs and outputs included */
+    s->ctx_tv = malloc((n_in + n_out + 1) * sizeof *s->ctx_tv);
+    s->ctx_flags = malloc((3 * n_in + 1) * sizeof *s->ctx_flags);
     if (!s->ctx_tv || !s->ctx_flags) return false;
     const est_tval **tv = s->ctx_tv;
     bool *flags = s->ctx_flags;
@@ -57,7 +58,12 @@ bool est__sim_build_contexts(sim *s) {
         flags += 3 * n->n_inputs;
         for (int k = 0; k < n->n_inputs; k++) {
             int32_t t = n->inputs[k];
-            if (t < 0) continue;
+            c->in_strided[k] = false;
+            if (t < 0) {
+                c->in[k] = NULL;
+                c->in_grad[k] = c->in_param[k] = false;
+                continue;
+            }
             c->in[k] = &s->r->tv[t];
             c->in_grad[k] = input_needs_grad(s, i, k);
             c->in_param[k] = s->param[t];
@@ -65,8 +71,8 @@ bool est__sim_build_contexts(sim *s) {
         }
         for (int k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
+            c->out[k] = t >= 0 ? &s->r->tv[t] : NULL;
             if (t < 0) continue;
-            c->out[k] = &s->r->tv[t];
             s->needs_grad[t] = c->any_grad && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t);
         }
     }
@@ -373,7 +379,7 @@ bool est__sim_plan_lifetimes(sim *s) {
         est_saved sv = {0};
         if (s->train && s->ctx[i].any_grad && n->op->saves && !s->unreached[i]) n->op->saves(&s->ctx[i], &sv);
         if (!keep_saves(s, i, &sv)) return false;
-        for (int k = 0; k < n->n_inputs && k < 32; k++)
+        for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
             if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
                 int32_t b = s->base[n->inputs[k]];
                 if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
@@ -384,7 +390,7 @@ bool est__sim_plan_lifetimes(sim *s) {
                 }
                 note_saved(s, i, b);
             }
-        for (int k = 0; k < n->n_outputs && k < 32; k++)
+        for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
             if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
         int32_t seg = segment_of(s, i);
         if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;

@@ -206,12 +206,12 @@ static bool plan_fsdp(sim *s, struct est_par *p) {
         int32_t k = group_of_node(p, s->g->tensors[t].first_consumer);
         p->group_of[t] = k;
         bool offload = s->r->parallel.offload != 0;
-        p->param_bytes[t] = offload ? 0 : round_alloc(est_dtype_bytes(dt, padded));
-        p->unsharded_bytes[t] = round_alloc(est_dtype_bytes(dt, est_mul_sat(padded, (uint64_t)p->shards)));
-        p->state_bytes[t] = offload ? 0 : round_alloc(est_dtype_bytes(dt, local));
-        p->groups[k].shard_bytes = sim_add(s, p->groups[k].shard_bytes, est_dtype_bytes(dt, padded));
+        p->param_bytes[t] = offload ? 0 : round_alloc(est__dtype_bytes(dt, padded));
+        p->unsharded_bytes[t] = round_alloc(est__dtype_bytes(dt, est_mul_sat(padded, (uint64_t)p->shards)));
+        p->state_bytes[t] = offload ? 0 : round_alloc(est__dtype_bytes(dt, local));
+        p->groups[k].shard_bytes = sim_add(s, p->groups[k].shard_bytes, est__dtype_bytes(dt, padded));
         if (s->r->trains[t])
-            p->groups[k].grad_shard_bytes = sim_add(s, p->groups[k].grad_shard_bytes, est_dtype_bytes(dt, padded));
+            p->groups[k].grad_shard_bytes = sim_add(s, p->groups[k].grad_shard_bytes, est__dtype_bytes(dt, padded));
     }
     return list_members(s, p);
 }
@@ -297,7 +297,7 @@ static bool plan_buckets(sim *s, struct est_par *p) {
     uint64_t open = 0, all = 0;
     for (int32_t t = g->n_tensors - 1; t >= 0; t--) {
         if (!is_param(s, t) || !s->r->trains[t]) continue;
-        uint64_t bytes = est_dtype_bytes(stored_dtype(s, t), local_elements(s, t));
+        uint64_t bytes = est__dtype_bytes(stored_dtype(s, t), local_elements(s, t));
         open = sim_add(s, open, bytes);
         all = sim_add(s, all, bytes);
         if (open >= cap) {
@@ -325,7 +325,7 @@ static void count_comm(sim *s, const struct est_par *p) {
     uint64_t m = (uint64_t)s->r->grad_accum, trained = 0;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (is_param(s, t) && s->r->trains[t])
-            trained = sim_add(s, trained, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+            trained = sim_add(s, trained, est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
     if (is_ddp(o->strategy)) {
         int64_t dp = o->world_size / o->tp;
         c->buckets = (uint64_t)p->n_buckets;
@@ -359,7 +359,7 @@ static uint64_t coalesced_bytes(const sim *s, bool params, bool buffers) {
         const est_tensor *tt = &s->g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
         if (!((params && tt->role == EST_ROLE_PARAM) || (buffers && tt->role == EST_ROLE_BUFFER))) continue;
-        open = est_add_sat(open, est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+        open = est_add_sat(open, est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
         if (open >= BROADCAST_BUCKET) {
             if (open > largest) largest = open;
             open = 0;

@@ -142,7 +142,7 @@ est_status est__build_params(est_report *r, const est_param_filter *f, est_error
         p->rank = v->rank;
         p->shape = v->dims;
         p->elements = (uint64_t)v->elements;
-        p->bytes = est_dtype_bytes(p->dtype, p->elements);
+        p->bytes = est__dtype_bytes(p->dtype, p->elements);
         p->trainable = r->mode == EST_MODE_TRAIN && est__param_trains(tt, f);
         r->trains[t] = p->trainable;
         if (!p->trainable) continue;

@@ -65,15 +65,19 @@ const est_plan *est__graph_plan(const est_graph *g) {
     return p;
 }
 
-bool est__tval_same(const est_tval *a, const est_tval *b) {
-    if (a->dtype != b->dtype || a->rank != b->rank || a->elements != b->elements) return false;
-    if (a->rank > 0 && memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) != 0) return false;
-    if (a->value == b->value) return true;
-    const est_const *x = a->value, *y = b->value;
+static bool values_same(const est_const *x, const est_const *y) {
+    if (x == y) return true;
     if (!x || !y || x->count != y->count || x->dtype != y->dtype || !x->i64 != !y->i64) return false;
     size_t n = (size_t)x->count * (x->i64 ? sizeof *x->i64 : sizeof *x->f64);
     return memcmp(x->i64 ? (const void *)x->i64 : (const void *)x->f64,
                   y->i64 ? (const void *)y->i64 : (const void *)y->f64, n) == 0;
+}
+
+bool est__memo_same(const est_memo *m, int32_t slot, const est_tval *a) {
+    const est_memo_tval *v = &m->tv[slot];
+    if (a->dtype != v->dtype || a->rank != v->rank || a->elements != v->elements) return false;
+    if (a->rank > 0 && memcmp(a->dims, m->dims + v->dims_at, (size_t)a->rank * sizeof *a->dims) != 0) return false;
+    return values_same(a->value, v->value);
 }
 
 const est_memo *est__plan_memo(const est_graph *g) {

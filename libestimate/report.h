@@ -131,8 +131,9 @@ const est_memo *est__plan_memo(const est_graph *g);
 /* Records r's folded nodes as the plan's memo, if there is none yet (a
  * failure to record leaves it unset). */
 void est__plan_record_memo(const est_graph *g, const est_report *r, const uint64_t *node_work);
-/* Whether tensor states a and b are the same: dtype, dims and values. */
-bool est__tval_same(const est_tval *a, const est_tval *b);
+/* Whether the memo's tensor state `slot` and a are the same: dtype, dims
+ * and values. */
+bool est__memo_same(const est_memo *m, int32_t slot, const est_tval *a);
 /* infer.c: fills a plan's slot, tv, work and owned (slot and work
  * allocated, tv NULL). */
 est_status est__infer_constants(const est_graph *g, est_plan *p);
@@ -148,7 +149,9 @@ est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_wor
 est_status est__simulate(est_report *r, est_error *err);
 /* est_estimate without its second estimate of DDP's first-bucket race
  * (est_comm's peak_first_bucket_* stay 0): the step's one peak and totals,
- * all a capacity search's points keep (api.c). The same argument checks. */
+ * all a capacity search's points keep (api.c). The same argument checks.
+ * The layers have no inputs and outputs, the report no outputs, and the
+ * peak no module or label. */
 est_status est__estimate_step(const est_graph *g, const est_options *opt, est_report **out, est_error *err);
 
 #endif

@@ -83,6 +83,7 @@ typedef struct sim {
     struct grad_block *gblocks;
     int32_t n_gblocks, cap_gblocks;
     int32_t free_gblock;    /* the first dropped block, whose entry a new one takes; -1 none */
+    int32_t live_gblocks;   /* blocks some tensor holds (0: no tensor has a gradient) */
     bool *grad_key0;        /* per tensor: KEY(K_GRAD, t, 0) names a live block */
     uint32_t grad_serial;   /* the slot of the next block whose tensor's slot 0 is taken */
     bool *param_has_grad;
@@ -206,7 +207,7 @@ static inline uint64_t local_elements(const sim *s, int32_t t) {
 }
 /* Bytes of the autocast copy node i makes of its input k. */
 static inline uint64_t cast_bytes(const sim *s, int32_t i, int k) {
-    return round_alloc(est_dtype_bytes(s->cast_to[i], local_elements(s, s->g->nodes[i].inputs[k])));
+    return round_alloc(est__dtype_bytes(s->cast_to[i], local_elements(s, s->g->nodes[i].inputs[k])));
 }
 /* A low copy of a parameter, which autocast caches until it exits; only of
  * one that requires grad (autocast_mode.cpp, cached_cast): a frozen weight
@@ -262,7 +263,11 @@ static inline uint64_t sim_add(sim *s, uint64_t a, uint64_t b) {
  * bytes are already rounded (round_alloc). */
 /* Where the step is (node, or -1 with a label such as "loss"), for an
  * out-of-memory and the timeline. */
-void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer);
+static inline void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
+    s->at_phase = phase;
+    s->at_node = node;
+    s->at_layer = node >= 0 ? s->g->nodes[node].name : layer;
+}
 void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
 void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
 /* The same block under another key and category (the step's output, kept

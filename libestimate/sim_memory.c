@@ -98,12 +98,13 @@ uint64_t est__sim_peak_reserved(const sim *s) {
     return s->peak_reserved;
 }
 
-/* A block of the replay on a stream: its handle, or 0 when the replay is
- * off or stops here (host memory, or the device limit: the step's
- * out-of-memory point). With several streams the device limit is what the
- * others' segments leave. */
+/* A block of the replay on a stream (the callers check that it is
+ * replaying: without the replay, no call): its handle, or 0 when the replay
+ * stops here (host memory, or the device limit: the step's out-of-memory
+ * point). With several streams the device limit is what the others'
+ * segments leave. */
 static int64_t replay_alloc(sim *s, int stream, uint64_t bytes) {
-    if (!replaying(s) || !bytes) return 0;
+    if (!bytes) return 0;
     est_cache *c = stream_cache(s, stream);
     if (!c) {
         s->cache_failed = true;
@@ -125,12 +126,6 @@ static int64_t replay_alloc(sim *s, int stream, uint64_t bytes) {
         s->cache_failed = true;
     }
     return h > 0 ? h : 0;
-}
-
-void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
-    s->at_phase = phase;
-    s->at_node = node;
-    s->at_layer = node >= 0 ? s->g->nodes[node].name : layer;
 }
 
 /* The direct slot of a block's key: a tensor's storage, gradient or
@@ -177,7 +172,7 @@ void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     s->live[c] = sim_add(s, s->live[c], bytes);
     s->total = sim_add(s, s->total, bytes);
     if (s->overflow) return; /* the estimate fails; the books stop */
-    int64_t h = replay_alloc(s, key_stream(key), bytes);
+    int64_t h = replaying(s) ? replay_alloc(s, key_stream(key), bytes) : 0;
     /* optimizer state is never freed or moved (K_OPT): no handle to keep,
      * and the map stays small (two entries a parameter with Adam) */
     if (h > 0 && key >> 56 != K_OPT && !block_put(s, key, h)) s->cache_failed = true;
@@ -237,7 +232,7 @@ void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra
  * est__sim_observe() counts as `extra`. Returns its handle, or 0. */
 int64_t est__sim_block_alloc(sim *s, uint64_t bytes) {
     check_request(s, bytes);
-    return s->overflow ? 0 : replay_alloc(s, STREAM_COMPUTE, bytes);
+    return s->overflow || !replaying(s) ? 0 : replay_alloc(s, STREAM_COMPUTE, bytes);
 }
 
 void est__sim_block_release(sim *s, int64_t h) {

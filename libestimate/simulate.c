@@ -143,7 +143,7 @@ static void amp_exit(sim *s) {
     if (!s->dt) return;
     for (int32_t t = 0; t < s->g->n_tensors; t++)
         if (s->pcast_live[t] && s->pcast_until[t] == INT32_MAX) {
-            est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(est_dtype_bytes(s->low, local_elements(s, t))),
+            est__sim_release(s, EST_CAT_ACTIVATIONS, round_alloc(est__dtype_bytes(s->low, local_elements(s, t))),
                     KEY(K_PCAST, t, 0));
             s->pcast_live[t] = false;
         }
@@ -153,7 +153,7 @@ static void forward(sim *s) {
     const est_graph *g = s->g;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
-        est__par_forward_node(s, i, false);
+        if (s->sharded) est__par_forward_node(s, i, false);
         if (!s->r->layers[i].shape_only) run_forward_node(s, i);
         /* free what no later op reads, no module call still holds and no
          * backward needs */
@@ -164,7 +164,7 @@ static void forward(sim *s) {
                 s->allocated[b] = false;
             }
         }
-        est__par_forward_node(s, i, true);
+        if (s->sharded) est__par_forward_node(s, i, true);
     }
 }
 
@@ -200,6 +200,7 @@ static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
     else b = s->n_gblocks++;
     s->gblocks[b] = (grad_block){key, bytes, 1, -1};
     s->grad_block[t] = b;
+    s->live_gblocks++;
     return true;
 }
 
@@ -220,6 +221,7 @@ static void grad_drop(sim *s, int32_t t) {
     if ((key & 0xffff) == 0) s->grad_key0[(key >> 16) & 0xffffffffu] = false;
     s->gblocks[b].next_free = s->free_gblock;
     s->free_gblock = b;
+    s->live_gblocks--;
 }
 
 static bool grad_is_shared(const sim *s, int32_t t) { return s->gblocks[s->grad_block[t]].holders > 1; }
@@ -324,7 +326,8 @@ static void release_saved(sim *s, int32_t i) {
     if (seg < 0 || s->seg_done[seg])
         for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
             est__sim_release(s, EST_CAT_ACTIVATIONS, s->extra_alloc[e], KEY(K_EXTRA, i, e - s->extra_first[i]));
-    for (int k = 0; k < n->n_inputs && s->cast_saved && (seg < 0 || s->seg_done[seg]); k++) {
+    bool casts = s->cast_saved && s->cast_saved[i] && (seg < 0 || s->seg_done[seg]);
+    for (int k = 0; casts && k < n->n_inputs; k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
         int32_t b = s->base[n->inputs[k]];
         if (!cached_cast(s, i, k)) est__sim_release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
@@ -362,14 +365,14 @@ static uint64_t loss_upcast_bytes(sim *s) {
         int32_t y = s->g->outputs[k];
         est_dtype stored = stored_dtype(s, y);
         if (stored != EST_DT_FLOAT && stored != EST_DT_DOUBLE && est__dtype_is_float(stored))
-            sum = sim_add(s, sum, round_alloc(est_dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y]))));
+            sum = sim_add(s, sum, round_alloc(est__dtype_bytes(EST_DT_FLOAT, est_tval_elements(&s->r->tv[y]))));
     }
     return sum;
 }
 
 static void backward(sim *s) {
     const est_graph *g = s->g;
-    s->n_gblocks = 0; /* the last backward dropped every gradient */
+    s->n_gblocks = s->live_gblocks = 0; /* the last backward dropped every gradient */
     s->free_gblock = -1;
     /* loss.backward(): d loss = 1, then MeanBackward fills dy */
     est__sim_moment(s, EST_PHASE_BACKWARD, -1, "loss");
@@ -387,7 +390,7 @@ static void backward(sim *s) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
         est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
-        est__par_backward_node(s, i, false);
+        if (s->sharded) est__par_backward_node(s, i, false);
         if (s->any_grad[i] && receives_grad(s, i)) {
             int32_t seg = segment_of(s, i);
             if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
@@ -412,10 +415,11 @@ static void backward(sim *s) {
             if (after && low) cast_gradients_back(s, i, low);
         }
         release_saved(s, i);
-        est__par_backward_node(s, i, true);
+        if (s->sharded) est__par_backward_node(s, i, true);
     }
-    /* gradients that reached no producer (graph inputs) are dropped */
-    for (int32_t t = 0; t < g->n_tensors; t++)
+    /* gradients that reached no producer (graph inputs) are dropped; the
+     * walk ends with the last of them */
+    for (int32_t t = 0; s->live_gblocks > 0 && t < g->n_tensors; t++)
         if (has_grad(s, t)) grad_drop(s, t);
     est__par_backward_end(s);
 }
@@ -442,7 +446,7 @@ static void adafactor_state(const sim *s, int32_t t, uint64_t *row, uint64_t *co
 }
 
 static uint64_t state_alloc(const sim *s, int32_t t, uint64_t elements) {
-    return round_alloc(est_dtype_bytes(stored_dtype(s, t), elements));
+    return round_alloc(est__dtype_bytes(stored_dtype(s, t), elements));
 }
 
 /* The first Adafactor step creates the factored state. Its default loop
@@ -505,8 +509,10 @@ static void optimizer_step(sim *s, bool first) {
 /* zero_grad(set_to_none=True): the previous step's .grad tensors go (a
  * view of a DDP bucket frees nothing). */
 static void zero_grad(sim *s) {
-    for (int32_t t = 0; t < s->g->n_tensors; t++)
-        if (s->param_has_grad[t]) {
+    /* only a parameter that trains gets a .grad (grad_of_input) */
+    for (int32_t k = 0; k < s->n_trained; k++)
+        if (s->param_has_grad[s->trained[k]]) {
+            int32_t t = s->trained[k];
             if (!s->grad_views) est__sim_release(s, EST_CAT_GRADS, tensor_alloc(s, t), KEY(K_GRAD, t, 0));
             s->param_has_grad[t] = false;
         }
@@ -630,7 +636,7 @@ static void free_sim(sim *s) {
 static void size_tensors_and_workspaces(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++)
-        s->alloc_bytes[t] = round_alloc(est_dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+        s->alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
     uint64_t tp = (uint64_t)s->r->parallel.tp;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_op_def *op = g->nodes[i].op;
@@ -661,16 +667,27 @@ static void fill_layer_costs(sim *s) {
         uint64_t saved = 0;
         for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
             saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
-        for (int k = 0; k < n->n_inputs && k < 32; k++)
+        for (int k = 0; s->saved_inputs[i] && k < n->n_inputs && k < 32; k++)
             if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
                 saved = sim_add(s, saved, cast_bytes(s, i, k));
             else if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
                 saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
-        for (int k = 0; k < n->n_outputs && k < 32; k++)
+        for (int k = 0; s->saved_outputs[i] && k < n->n_outputs && k < 32; k++)
             if ((s->saved_outputs[i] & EST_SLOT(k)) && n->outputs[k] >= 0)
                 saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
         L->saved_bytes = saved;
     }
+}
+
+/* The entries past the last tensor and node of the arrays the planning
+ * writes whole; extra_first[0] too, which no node writes in a graph without
+ * nodes. */
+static void zero_sentinels(sim *s, size_t nt, size_t nn) {
+    s->base[nt - 1] = s->last_use[nt - 1] = s->saved_until[nt - 1] = 0;
+    s->release_order[nt - 1] = s->bwd_order[nt - 1] = 0;
+    s->contiguous[nt - 1] = false;
+    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = 0;
+    s->release_first[nn] = s->bwd_first[nn] = s->extra_first[nn] = s->extra_first[0] = 0;
 }
 
 /* Finds the checkpointed segments and sets up their per-node and per-storage
@@ -679,14 +696,16 @@ est_status est__simulate(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
     size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
     sim s = {.r = r, .g = g, .train = r->mode == EST_MODE_TRAIN};
-    s.base = calloc(nt, sizeof *s.base);
+    /* the planning writes every tensor's and node's entry of the arrays
+     * malloc'd here (lifetimes.c); their last, a sentinel, is zeroed below */
+    s.base = malloc(nt * sizeof *s.base);
     s.needs_grad = calloc(nt, sizeof *s.needs_grad);
-    s.contiguous = calloc(nt, sizeof *s.contiguous);
+    s.contiguous = malloc(nt * sizeof *s.contiguous);
     s.allocated = calloc(nt, sizeof *s.allocated);
-    s.last_use = calloc(nt, sizeof *s.last_use);
-    s.release_first = calloc((size_t)nn + 1, sizeof *s.release_first);
-    s.release_order = calloc(nt, sizeof *s.release_order);
-    s.saved_until = calloc(nt, sizeof *s.saved_until);
+    s.last_use = malloc(nt * sizeof *s.last_use);
+    s.release_first = malloc(((size_t)nn + 1) * sizeof *s.release_first);
+    s.release_order = malloc(nt * sizeof *s.release_order);
+    s.saved_until = malloc(nt * sizeof *s.saved_until);
     s.kept = calloc(nt, sizeof *s.kept);
     s.activation = malloc(nt * sizeof *s.activation);
     s.param = malloc(nt * sizeof *s.param);
@@ -694,18 +713,19 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.grad_key0 = calloc(nt, sizeof *s.grad_key0);
     for (size_t t = 0; s.grad_block && t < nt; t++) s.grad_block[t] = -1;
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
-    s.saved_inputs = calloc(nn, sizeof *s.saved_inputs);
-    s.saved_outputs = calloc(nn, sizeof *s.saved_outputs);
-    s.extra_first = calloc((size_t)nn + 1, sizeof *s.extra_first);
+    s.saved_inputs = malloc(nn * sizeof *s.saved_inputs);
+    s.saved_outputs = malloc(nn * sizeof *s.saved_outputs);
+    s.extra_first = malloc(((size_t)nn + 1) * sizeof *s.extra_first);
     s.same_size = calloc(nn, sizeof *s.same_size);
     s.unreached = calloc(nn, sizeof *s.unreached);
-    s.ctx = calloc(nn, sizeof *s.ctx);
-    s.bwd_first = calloc((size_t)nn + 1, sizeof *s.bwd_first);
-    s.bwd_order = calloc(nt, sizeof *s.bwd_order);
+    s.ctx = malloc(nn * sizeof *s.ctx); /* est__sim_build_contexts writes each */
+    s.bwd_first = malloc(((size_t)nn + 1) * sizeof *s.bwd_first);
+    s.bwd_order = malloc(nt * sizeof *s.bwd_order);
     s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
-    s.alloc_bytes = calloc(nt, sizeof *s.alloc_bytes);
-    s.ws_forward = calloc(nn, sizeof *s.ws_forward);
-    s.ws_backward = calloc(nn, sizeof *s.ws_backward);
+    /* written for every tensor and node (size_tensors_and_workspaces) */
+    s.alloc_bytes = malloc(nt * sizeof *s.alloc_bytes);
+    s.ws_forward = malloc(nn * sizeof *s.ws_forward);
+    s.ws_backward = malloc(nn * sizeof *s.ws_backward);
     if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order ||
         !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first ||
         !s.release_order || !s.saved_until || !s.kept || !s.activation || !s.param || !s.grad_block || !s.grad_key0 ||
@@ -714,6 +734,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    zero_sentinels(&s, nt, nn);
     if (r->amp != EST_AMP_NONE) {
         s.low = r->amp == EST_AMP_FP16 ? EST_DT_FLOAT16 : EST_DT_BFLOAT16;
         s.dt = calloc(nt, sizeof *s.dt);

@@ -115,7 +115,7 @@ static int param_inputs(const est_report *r, const est_node *n, bool trainable_o
 
 /* A tensor's bytes as the step stores it (the report's are as declared). */
 static double stored_bytes(const est_report *r, const est_tensor_info *t) {
-    return (double)est_dtype_bytes(est__stored_dtype(r, t->dtype), t->elements);
+    return (double)est__dtype_bytes(est__stored_dtype(r, t->dtype), t->elements);
 }
 
 /* Bytes a layer's forward kernel moves: what it reads and writes; an op

@@ -229,7 +229,7 @@ static est_status split_pair(sim *s, const est_readers *c, walk *w, int32_t firs
         split_tensor(s, linear_weight(s, i, &dim));
         s->tp_node[i] = true;
         for (int k = 0; k < g->nodes[i].n_outputs; k++) split_tensor(s, g->nodes[i].outputs[k]);
-        col_in = est_tval_elements(&r->tv[g->nodes[i].inputs[0]]) * est_dtype_bytes(stored_dtype(s, g->nodes[i].inputs[0]), 1);
+        col_in = est_tval_elements(&r->tv[g->nodes[i].inputs[0]]) * est__dtype_bytes(stored_dtype(s, g->nodes[i].inputs[0]), 1);
         s->tp_column_input[g->nodes[i].inputs[0]] = true;
         for (int32_t j = i; j <= last; j++) w->stamp[j] = 0; /* walk again: later walks restamped */
         walk_from(s, c, w, i, last, false);
@@ -248,7 +248,7 @@ static est_status split_pair(sim *s, const est_readers *c, walk *w, int32_t firs
      * columns' input gradient (reduce-scatters and all-gathers of the same
      * bytes under sequence parallelism) */
     int32_t y = g->nodes[row].outputs[0];
-    uint64_t row_out = est_tval_elements(&r->tv[y]) * est_dtype_bytes(stored_dtype(s, y), 1);
+    uint64_t row_out = est_tval_elements(&r->tv[y]) * est__dtype_bytes(stored_dtype(s, y), 1);
     uint64_t m = (uint64_t)r->grad_accum, back = s->train ? col_in : 0, fwd = row_out;
     if (r->parallel.sequence_parallel) {
         r->comm.all_gather_bytes = est_add_sat(r->comm.all_gather_bytes, est_mul_sat(col_in + (s->train ? row_out : 0), m));
