@@ -1,5 +1,4 @@
-/* common.c: error strings, dtypes, small-constant storage, node attributes,
- * saturating arithmetic. */
+/* common.c: error strings, dtypes, small-constant storage, node attributes. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -103,64 +102,15 @@ const char *est_version(void) { return "0.1.0"; }
 /* ---- dtypes ---------------------------------------------------------------- */
 
 static const char *const dtype_names[EST_DT_COUNT] = {
-    [EST_DT_UNDEFINED] = "undefined",
-    [EST_DT_FLOAT] = "float32",
-    [EST_DT_UINT8] = "uint8",
-    [EST_DT_INT8] = "int8",
-    [EST_DT_UINT16] = "uint16",
-    [EST_DT_INT16] = "int16",
-    [EST_DT_INT32] = "int32",
-    [EST_DT_INT64] = "int64",
-    [EST_DT_STRING] = "string",
-    [EST_DT_BOOL] = "bool",
-    [EST_DT_FLOAT16] = "float16",
-    [EST_DT_DOUBLE] = "float64",
-    [EST_DT_UINT32] = "uint32",
-    [EST_DT_UINT64] = "uint64",
-    [EST_DT_COMPLEX64] = "complex64",
-    [EST_DT_COMPLEX128] = "complex128",
-    [EST_DT_BFLOAT16] = "bfloat16",
-    [EST_DT_FLOAT8E4M3FN] = "float8e4m3fn",
-    [EST_DT_FLOAT8E4M3FNUZ] = "float8e4m3fnuz",
-    [EST_DT_FLOAT8E5M2] = "float8e5m2",
-    [EST_DT_FLOAT8E5M2FNUZ] = "float8e5m2fnuz",
-    [EST_DT_UINT4] = "uint4",
-    [EST_DT_INT4] = "int4",
-    [EST_DT_FLOAT4E2M1] = "float4e2m1",
-    [EST_DT_FLOAT8E8M0] = "float8e8m0",
-    [EST_DT_UINT2] = "uint2",
-    [EST_DT_INT2] = "int2",
+#define DTYPE_NAME(e, value, name, bits) [EST_DT_##e] = name,
+    EST_DTYPES(DTYPE_NAME)
+#undef DTYPE_NAME
 };
 
-/* bits per element; 0: no size (undefined, string) */
 const uint8_t est__dtype_bits[EST_DT_COUNT] = {
-    [EST_DT_UNDEFINED] = 0,
-    [EST_DT_FLOAT] = 32,
-    [EST_DT_UINT8] = 8,
-    [EST_DT_INT8] = 8,
-    [EST_DT_UINT16] = 16,
-    [EST_DT_INT16] = 16,
-    [EST_DT_INT32] = 32,
-    [EST_DT_INT64] = 64,
-    [EST_DT_STRING] = 0,
-    [EST_DT_BOOL] = 8,
-    [EST_DT_FLOAT16] = 16,
-    [EST_DT_DOUBLE] = 64,
-    [EST_DT_UINT32] = 32,
-    [EST_DT_UINT64] = 64,
-    [EST_DT_COMPLEX64] = 64,
-    [EST_DT_COMPLEX128] = 128,
-    [EST_DT_BFLOAT16] = 16,
-    [EST_DT_FLOAT8E4M3FN] = 8,
-    [EST_DT_FLOAT8E4M3FNUZ] = 8,
-    [EST_DT_FLOAT8E5M2] = 8,
-    [EST_DT_FLOAT8E5M2FNUZ] = 8,
-    [EST_DT_UINT4] = 4,
-    [EST_DT_INT4] = 4,
-    [EST_DT_FLOAT4E2M1] = 4,
-    [EST_DT_FLOAT8E8M0] = 8,
-    [EST_DT_UINT2] = 2,
-    [EST_DT_INT2] = 2,
+#define DTYPE_BITS(e, value, name, bits) [EST_DT_##e] = bits,
+    EST_DTYPES(DTYPE_BITS)
+#undef DTYPE_BITS
 };
 
 const char *est_dtype_name(est_dtype dt) {
@@ -332,6 +282,3 @@ const int64_t *est_node_attr_ints(const est_node *n, const char *name, int64_t *
     *count = ok ? a->n : 0;
     return ok ? a->ints : NULL;
 }
-
-/* ---- saturating arithmetic ------------------------------------------------ */
-

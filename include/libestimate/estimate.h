@@ -129,34 +129,41 @@ EST_API size_t est_escape_controls(char *dst, size_t cap, const char *text);
 /* Element types: the values are ONNX TensorProto.DataType's.                */
 /* ------------------------------------------------------------------------ */
 
+/* One line per type: its enum name, ONNX value, est_dtype_name() and bits
+ * per element (0: no size). The enum, the names and the sizes come from it. */
+#define EST_DTYPES(X) \
+    X(UNDEFINED, 0, "undefined", 0) \
+    X(FLOAT, 1, "float32", 32) \
+    X(UINT8, 2, "uint8", 8) \
+    X(INT8, 3, "int8", 8) \
+    X(UINT16, 4, "uint16", 16) \
+    X(INT16, 5, "int16", 16) \
+    X(INT32, 6, "int32", 32) \
+    X(INT64, 7, "int64", 64) \
+    X(STRING, 8, "string", 0) \
+    X(BOOL, 9, "bool", 8) \
+    X(FLOAT16, 10, "float16", 16) \
+    X(DOUBLE, 11, "float64", 64) \
+    X(UINT32, 12, "uint32", 32) \
+    X(UINT64, 13, "uint64", 64) \
+    X(COMPLEX64, 14, "complex64", 64) \
+    X(COMPLEX128, 15, "complex128", 128) \
+    X(BFLOAT16, 16, "bfloat16", 16) \
+    X(FLOAT8E4M3FN, 17, "float8e4m3fn", 8) \
+    X(FLOAT8E4M3FNUZ, 18, "float8e4m3fnuz", 8) \
+    X(FLOAT8E5M2, 19, "float8e5m2", 8) \
+    X(FLOAT8E5M2FNUZ, 20, "float8e5m2fnuz", 8) \
+    X(UINT4, 21, "uint4", 4) \
+    X(INT4, 22, "int4", 4) \
+    X(FLOAT4E2M1, 23, "float4e2m1", 4) \
+    X(FLOAT8E8M0, 24, "float8e8m0", 8) \
+    X(UINT2, 25, "uint2", 2) \
+    X(INT2, 26, "int2", 2)
+
 typedef enum est_dtype {
-    EST_DT_UNDEFINED = 0,
-    EST_DT_FLOAT = 1,
-    EST_DT_UINT8 = 2,
-    EST_DT_INT8 = 3,
-    EST_DT_UINT16 = 4,
-    EST_DT_INT16 = 5,
-    EST_DT_INT32 = 6,
-    EST_DT_INT64 = 7,
-    EST_DT_STRING = 8,
-    EST_DT_BOOL = 9,
-    EST_DT_FLOAT16 = 10,
-    EST_DT_DOUBLE = 11,
-    EST_DT_UINT32 = 12,
-    EST_DT_UINT64 = 13,
-    EST_DT_COMPLEX64 = 14,
-    EST_DT_COMPLEX128 = 15,
-    EST_DT_BFLOAT16 = 16,
-    EST_DT_FLOAT8E4M3FN = 17,
-    EST_DT_FLOAT8E4M3FNUZ = 18,
-    EST_DT_FLOAT8E5M2 = 19,
-    EST_DT_FLOAT8E5M2FNUZ = 20,
-    EST_DT_UINT4 = 21,
-    EST_DT_INT4 = 22,
-    EST_DT_FLOAT4E2M1 = 23,
-    EST_DT_FLOAT8E8M0 = 24,
-    EST_DT_UINT2 = 25,
-    EST_DT_INT2 = 26,
+#define EST_DTYPE_ENUM(e, value, name, bits) EST_DT_##e = value,
+    EST_DTYPES(EST_DTYPE_ENUM)
+#undef EST_DTYPE_ENUM
     EST_DT_COUNT
 } est_dtype;
 
