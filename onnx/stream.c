@@ -26,6 +26,8 @@ enum {
     WIRE_VARINT = 0, WIRE_64BIT = 1, WIRE_LEN = 2, WIRE_32BIT = 5,
     MODEL_GRAPH = 7, /* ModelProto.graph */
     ARENA_CHUNK = 64 << 10,
+    SLIM_FROM = 4 << 10, /* an item below a page is unpacked as it is: its
+                            weight bytes cost less to copy than to walk */
 };
 
 /* An item kind's field in GraphProto, its message and how slim.c cuts it. */
@@ -214,7 +216,7 @@ bool est__onnx_stream_open(est_onnx_stream *s, const uint8_t *data, size_t size,
 
 static void *unpack_item(est_onnx_stream *s, const struct item_def *d, const uint8_t *p, size_t n, bool *bad) {
     est__arena_reset(&s->item, true);
-    if (s->slim && d->slim >= 0) p = est__onnx_slim(p, n, (est_slim_kind)d->slim, &s->slimmed, &n);
+    if (s->slim && d->slim >= 0 && n >= SLIM_FROM) p = est__onnx_slim(p, n, (est_slim_kind)d->slim, &s->slimmed, &n);
     void *m = unpack_in(&s->item, d->desc, n, p);
     if (!m) *bad = true;
     return m;
