@@ -492,12 +492,21 @@ static bool classify_initializers(est_graph *g) {
     return true;
 }
 
-/* Resolves every node's registry entry. */
+/* Resolves every node's registry entry. Nodes share a few op types and
+ * domains, interned: the last lookups, found by the strings' addresses,
+ * spare hashing each node's names. */
 static void resolve_ops(est_graph *g) {
+    enum { SEEN = 64 };
+    struct { const char *op_type, *domain; const est_op_def *op; } seen[SEEN] = {{0}};
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         if (strcmp(n->domain, "ai.onnx") == 0) n->domain = ""; /* the same domain */
-        n->op = est__op_lookup(n->domain, n->op_type);
+        size_t h = (((uintptr_t)n->op_type ^ (uintptr_t)n->domain * 31) >> 3) % SEEN;
+        if (seen[h].op_type != n->op_type || seen[h].domain != n->domain) {
+            seen[h].op_type = n->op_type, seen[h].domain = n->domain;
+            seen[h].op = est__op_lookup(n->domain, n->op_type);
+        }
+        n->op = seen[h].op;
     }
 }
 
