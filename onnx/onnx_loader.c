@@ -567,6 +567,31 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
  * strings over as C strings, which end there, so memest would read another
  * name or location than the file holds ("ok\0/../../etc/passwd"). */
 
+/* Field `id` of desc, as protobuf_c_message_descriptor_get_field finds it:
+ * desc->fields is sorted by id, and ONNX numbers its fields from 1 with few
+ * gaps, so field id sits at index id - 1 or a few below. */
+static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor *desc, uint64_t id) {
+    if (id == 0 || !desc->n_fields) return NULL;
+    size_t k = id <= desc->n_fields ? (size_t)id - 1 : desc->n_fields - 1;
+    while (k > 0 && desc->fields[k].id > id) k--;
+    return desc->fields[k].id == id ? &desc->fields[k] : NULL;
+}
+
+/* Whether p[0..n) holds a NUL byte; names are short, and eight bytes at a
+ * time spare the call to memchr. */
+static bool holds_nul(const uint8_t *p, size_t n) {
+    if (n > 64) return memchr(p, 0, n) != NULL;
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = ones << 7;
+    size_t k = 0;
+    for (uint64_t w; k + 8 <= n; k += 8) {
+        memcpy(&w, p + k, 8);
+        if ((w - ones) & ~w & highs) return true; /* some byte of w is 0 */
+    }
+    for (; k < n; k++)
+        if (!p[k]) return true;
+    return false;
+}
+
 static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
                                 uint32_t depth, long node, long *next_node) {
     size_t i = 0;
@@ -581,8 +606,7 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
         case 5: if (n - i < 4) return EST_OK; i += 4; break;
         case 2: {
             if (!est__wire_varint(p, n, &i, &v) || v > n - i) return EST_OK;
-            if (key >> 3 != last_id)
-                f = key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
+            if (key >> 3 != last_id) f = field_of(desc, key >> 3);
             last_id = key >> 3;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 long sub_node = node;
@@ -598,7 +622,7 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
                 est_status st = check_nesting(L, p + i, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
                                               depth + 1, sub_node, next_node);
                 if (st != EST_OK) return st;
-            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)v)) {
+            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(p + i, (size_t)v)) {
                 const char *msg = desc->short_name ? desc->short_name : "message";
                 if (node >= 0)
                     return est__fail(L->err, EST_EPARSE, "%s: node %ld of the graph: a %s's field '%s' holds a NUL "
