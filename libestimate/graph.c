@@ -8,19 +8,6 @@
 
 static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
-/* A tensor name's hash in the name map, whose slots follow its top bits:
- * FNV-1a's top bits barely differ between names that differ in their last
- * characters ("mm17", "mm18"), which then crowd into long probe runs, so
- * they are mixed (MurmurHash3's finalizer). */
-static uint64_t map_hash(const char *s, size_t len) {
-    uint64_t h = est__fnv1a(EST_FNV_START, s, len);
-    h ^= h >> 33;
-    h *= UINT64_C(0xff51afd7ed558ccd);
-    h ^= h >> 33;
-    h *= UINT64_C(0xc4ceb9fe1a85ec53);
-    return h ^ (h >> 33);
-}
-
 /* The tensors' and nodes' names and the nodes' input and output lists live
  * as long as the graph: they go into its arena (g->text), freed together,
  * which spares a million-node graph millions of allocations and their
@@ -223,13 +210,11 @@ static int32_t find_hashed(const est_graph *g, const char *name, uint64_t hash) 
     }
 }
 
-int32_t est__graph_find(const est_graph *g, const char *name) {
-    return find_hashed(g, name, map_hash(name, strlen(name)));
-}
+int32_t est__graph_find(const est_graph *g, const char *name) { return find_hashed(g, name, hash_name(name)); }
 
 int32_t est__graph_tensor(est_graph *g, const char *name) {
     size_t len = strlen(name);
-    uint64_t hash = map_hash(name, len);
+    uint64_t hash = est__fnv1a(EST_FNV_START, name, len);
     int32_t t = find_hashed(g, name, hash);
     if (t >= 0) return t;
     if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g)) return -1;
