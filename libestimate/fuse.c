@@ -527,7 +527,8 @@ typedef struct dropout_copy {
 
 static int32_t split_merged_dropouts(est_graph *g) {
     bool any = false;
-    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = est__node_is(&g->nodes[i], "Dropout");
+    for (int32_t i = 0; i < g->n_nodes && !any && est__graph_interned(g, "Dropout"); i++)
+        any = est__node_is(&g->nodes[i], "Dropout");
     if (!any) return 0; /* most large graphs: no per-tensor tables to fill */
     size_t nt = (size_t)g->n_tensors + 1;
     int32_t n_orig = g->n_nodes, added = 0, n_copies = 0, cap = 0;
@@ -601,7 +602,9 @@ int32_t est__fuse_exporter_patterns(est_graph *g) {
     fuse_ctx f = {.g = g};
     bool *drop = NULL;
     int32_t fused = 0;
-    for (int32_t i = 0; !f.out_of_memory && i < g->n_nodes; i++) {
+    bool named = est__graph_interned(g, "Div") || est__graph_interned(g, "Sigmoid") ||
+                 est__graph_interned(g, "Softmax") || est__graph_interned(g, "InstanceNormalization");
+    for (int32_t i = 0; named && !f.out_of_memory && i < g->n_nodes; i++) {
         if (!starts_pattern(&g->nodes[i])) continue;
         if (!drop && (!index_readers(&f) || !(drop = calloc((size_t)g->n_nodes + 1, sizeof *drop)))) {
             f.out_of_memory = true;

@@ -266,6 +266,14 @@ const char *est__graph_intern_n(est_graph *g, const char *s, size_t len) {
 
 const char *est__graph_intern(est_graph *g, const char *s) { return est__graph_intern_n(g, s, strlen(s)); }
 
+bool est__graph_interned(const est_graph *g, const char *s) {
+    const est_intern *in = &g->strings;
+    if (!in->cap) return false;
+    for (uint64_t h = hash_name(s) & (in->cap - 1); in->slots[h]; h = (h + 1) & (in->cap - 1))
+        if (strcmp(in->slots[h], s) == 0) return true;
+    return false;
+}
+
 int32_t est__graph_symbol(est_graph *g, const char *name) {
     for (int32_t i = 0; i < g->n_symbols; i++)
         if (strcmp(g->symbols[i], name) == 0) return i;

@@ -268,6 +268,9 @@ int32_t est__graph_tensor(est_graph *g, const char *name);
  * scopes. */
 const char *est__graph_intern(est_graph *g, const char *s);
 const char *est__graph_intern_n(est_graph *g, const char *s, size_t len);
+/* Whether s was interned: false says that no node has op type s, so a pass
+ * that rewrites such nodes can skip the walk over the nodes. */
+bool est__graph_interned(const est_graph *g, const char *s);
 /* Returns the index of an existing tensor or -1. */
 int32_t est__graph_find(const est_graph *g, const char *name);
 /* Interns a dim_param name; returns its index, -1 on allocation failure or -2

@@ -120,7 +120,8 @@ static bool readers_lowerable(const est_graph *g, const est_readers *rd, const i
 
 int32_t est__lower_sequences(est_graph *g) {
     bool any = false;
-    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = est__node_is(&g->nodes[i], "SplitToSequence");
+    for (int32_t i = 0; i < g->n_nodes && !any && est__graph_interned(g, "SplitToSequence"); i++)
+        any = est__node_is(&g->nodes[i], "SplitToSequence");
     if (!any) return 0; /* most graphs: no readers' index to build */
     int32_t *reads = est__graph_count_reads(g);
     est_readers rd = {0};

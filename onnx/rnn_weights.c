@@ -255,7 +255,8 @@ static int32_t *producers(const est_graph *g) {
 
 est_status est__onnx_rnn_weights(est_graph *g, est_error *err) {
     bool any = false;
-    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = est__node_is_recurrent(&g->nodes[i]);
+    bool named = est__graph_interned(g, "LSTM") || est__graph_interned(g, "GRU") || est__graph_interned(g, "RNN");
+    for (int32_t i = 0; i < g->n_nodes && !any && named; i++) any = est__node_is_recurrent(&g->nodes[i]);
     if (!any) return EST_OK;
     int32_t *producer = producers(g), *reads = est__graph_count_reads(g);
     bool *in_tree = calloc((size_t)g->n_nodes + 1, sizeof *in_tree);
