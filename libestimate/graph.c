@@ -64,7 +64,6 @@ void est__attr_free(est_attr *a) {
 static void node_free(est_node *n) {
     for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
     free(n->attrs);
-    free(n->module);
     free(n->input_held_until);
 }
 

@@ -173,9 +173,10 @@ typedef struct est_node {
     const char *scope;
     /* Set by est__graph_finish (module_names.c): the named_modules() name of
      * the scope's innermost module ("layer1.0.conv1"; "" for the model's own
-     * forward; NULL without a scope), and what reports show for the node:
-     * the module when the exporter made the name up, else the name. */
-    char *module;
+     * forward; NULL without a scope; interned), and what reports show for
+     * the node: the module when the exporter made the name up, else the
+     * name. */
+    const char *module;
     const char *label;  /* n->name or n->module */
     uint64_t fx_arg0;   /* a hash of the FX value the call takes first
                            ("%getitem_38" in a dynamo export's "aten.linear(
