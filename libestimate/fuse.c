@@ -231,7 +231,7 @@ static int32_t own_channel_param(est_graph *g, int32_t t, int32_t node) {
     snprintf(name, sizeof name, "%.60s#norm%d", g->tensors[t].name, (int)node);
     int32_t c = est__graph_tensor(g, name);
     if (c < 0 || g->tensors[c].kind != EST_T_ACTIVATION) return -1;
-    est_dimdecl *dims = malloc(sizeof *dims);
+    est_dimdecl *dims = est__graph_dims(g, 1);
     if (!dims) return -1;
     const est_tensor *src = &g->tensors[t]; /* after the add: the array may have moved */
     dims[0] = src->dims[0];

@@ -25,8 +25,8 @@ static void advise_huge(void *p, size_t n) {
 
 static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
-/* The tensors' and nodes' names and the nodes' input and output lists live
- * as long as the graph: they go into its arena (g->text), freed together,
+/* The tensors' and nodes' names and dims and the nodes' input and output
+ * lists live as long as the graph: they go into its arena (g->text), freed together,
  * which spares a million-node graph millions of allocations and their
  * headers. */
 enum { CHUNK = 64 << 10 };
@@ -43,6 +43,13 @@ char *est__graph_text(est_graph *g, const char *s) { return text_copy(g, s, strl
 
 int32_t *est__graph_ids(est_graph *g, size_t n) {
     return est__arena_alloc(&g->text, (n ? n : 1) * sizeof(int32_t), sizeof(int32_t));
+}
+
+est_dimdecl *est__graph_dims(est_graph *g, size_t n) {
+    if (n > SIZE_MAX / sizeof(est_dimdecl)) return NULL;
+    est_dimdecl *d = est__arena_alloc(&g->text, (n ? n : 1) * sizeof *d, _Alignof(est_dimdecl));
+    if (d) memset(d, 0, (n ? n : 1) * sizeof *d);
+    return d;
 }
 
 est_graph *est__graph_new(const char *source) {
@@ -166,7 +173,6 @@ void est__graph_drop_nodes(est_graph *g, const bool *drop) {
 void est_graph_free(est_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n_tensors; i++) {
-        free(g->tensors[i].dims);
         free(g->tensors[i].torch_name);
         est__const_free(g->tensors[i].value);
     }
@@ -195,10 +201,13 @@ enum { MAP_FIRST_SHIFT = 64 - 6 }; /* 64 slots */
 
 static uint64_t map_slot(uint64_t hash, int32_t t) { return (hash & MAP_HASH_TOP) | ((uint64_t)t + 1); }
 
-static bool map_grow(est_graph *g) {
+/* Grows the name map to at least `want` slots, in one step: each step
+ * allocates a table and moves every name. */
+static bool map_grow(est_graph *g, uint64_t want) {
     est_name_map *m = &g->names;
     uint64_t cap = m->cap ? m->cap * 2 : (uint64_t)1 << (64 - MAP_FIRST_SHIFT);
     unsigned shift = m->cap ? m->shift - 1 : MAP_FIRST_SHIFT;
+    for (; cap < want; cap *= 2) shift--;
     uint64_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return false;
     advise_huge(slots, cap * sizeof *slots);
@@ -234,7 +243,7 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
     uint64_t hash = est__fnv1a(EST_FNV_START, name, len);
     int32_t t = find_hashed(g, name, hash);
     if (t >= 0) return t;
-    if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g)) return -1;
+    if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g, 0)) return -1;
     if (g->n_tensors == g->cap_tensors) {
         int32_t cap = g->cap_tensors ? g->cap_tensors * 2 : 64;
         est_tensor *nt = realloc(g->tensors, (size_t)cap * sizeof *nt);
@@ -320,8 +329,7 @@ bool est__graph_reserve(est_graph *g, size_t nodes, size_t tensors) {
         g->cap_tensors = want_tensors;
         advise_huge(nt, (size_t)want_tensors * sizeof *nt);
     }
-    while ((uint64_t)want_tensors * 2 > g->names.cap)
-        if (!map_grow(g)) return false;
+    if ((uint64_t)want_tensors * 2 > g->names.cap && !map_grow(g, (uint64_t)want_tensors * 2)) return false;
     return true;
 }
 

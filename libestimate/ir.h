@@ -73,7 +73,8 @@ typedef struct est_tensor {
     est_init_role role;
     est_dtype dtype;        /* declared dtype; UNDEFINED when not declared */
     int32_t rank;           /* declared rank; -1 when not declared */
-    est_dimdecl *dims;      /* declared dims (rank entries) or NULL */
+    est_dimdecl *dims;      /* declared dims (rank entries) or NULL; in the
+                               graph's chunks (est__graph_dims) */
     est_const *value;       /* small initializer values kept for folding */
     int32_t producer;       /* node index, -1 for inputs and initializers */
     int32_t first_consumer; /* node index, -1 if unused */
@@ -264,6 +265,9 @@ est_graph *est__graph_new(const char *source);
 /* Returns the tensor index for `name`, creating an activation tensor if new;
  * -1 on allocation failure. */
 int32_t est__graph_tensor(est_graph *g, const char *name);
+/* Zeroed room for a tensor's n declared dims, freed with the graph; NULL
+ * when out of memory. */
+est_dimdecl *est__graph_dims(est_graph *g, size_t n);
 /* The graph's one copy of s (of s[0..len)), owned by the graph and alive
  * until it is freed; NULL when out of memory. For node op types, domains and
  * scopes. */

@@ -124,7 +124,7 @@ static est_status add_initializer(loader *L, const Onnx__TensorProto *t) {
     tt->dtype = (est_dtype)t->data_type;
     tt->rank = (int32_t)t->n_dims;
     if (t->n_dims) {
-        tt->dims = calloc(t->n_dims, sizeof *tt->dims);
+        tt->dims = est__graph_dims(L->g, t->n_dims);
         if (!tt->dims) return oom(L);
         for (size_t d = 0; d < t->n_dims; d++) tt->dims[d] = (est_dimdecl){t->dims[d], -1};
     }
@@ -163,7 +163,7 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
                          L->src, name, tt->shape->n_dim, L->lim->max_rank);
     t->rank = (int32_t)tt->shape->n_dim;
     if (t->rank) {
-        t->dims = calloc((size_t)t->rank, sizeof *t->dims);
+        t->dims = est__graph_dims(g, (size_t)t->rank);
         if (!t->dims) return oom(L);
     }
     for (int32_t d = 0; d < t->rank; d++) {

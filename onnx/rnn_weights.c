@@ -105,7 +105,7 @@ static int32_t merged_param(est_graph *g, const walk *w, int rank, const int64_t
     est_tensor *t = &g->tensors[ti];
     t->kind = EST_T_INITIALIZER;
     t->dtype = g->tensors[w->leaves[0]].dtype;
-    t->dims = calloc((size_t)rank, sizeof *t->dims);
+    t->dims = est__graph_dims(g, (size_t)rank);
     if (!t->dims) return -1;
     t->rank = rank;
     for (int d = 0; d < rank; d++) t->dims[d] = (est_dimdecl){dims[d], -1};
