@@ -1,10 +1,5 @@
 /* arena.c: see est_arena in ir.h. */
-#ifndef _DEFAULT_SOURCE
-#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
-#endif
-#include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "ir.h"
 
@@ -13,16 +8,6 @@ struct est_arena_chunk {
     size_t used, size;
     _Alignas(EST_ARENA_ALIGN) unsigned char data[];
 };
-
-void est__advise_huge(void *p, size_t n) {
-#ifdef MADV_HUGEPAGE /* Linux */
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t from = ((uintptr_t)p + huge - 1) & ~(huge - 1), to = ((uintptr_t)p + n) & ~(huge - 1);
-    if (to > from) (void)madvise((void *)from, to - from, MADV_HUGEPAGE);
-#else
-    (void)p, (void)n;
-#endif
-}
 
 void *est__arena_alloc(est_arena *a, size_t size, size_t align) {
     est_arena_chunk *c = a->head;
@@ -34,7 +19,6 @@ void *est__arena_alloc(est_arena *a, size_t size, size_t align) {
         if (!n) return NULL;
         n->size = cap;
         n->used = 0;
-        est__advise_huge(n->data, cap); /* chunks of a large graph's size */
         if (c && cap != a->chunk) { /* a large block: behind the chunk that keeps filling */
             n->next = c->next;
             c->next = n;

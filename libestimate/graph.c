@@ -1,10 +1,27 @@
 /* graph.c: building a graph, validating it, ordering it topologically. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
+#endif
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ir.h"
 #include "module_names.h"
 #include "registry.h"
+
+/* Asks for huge pages behind the whole 2 MiB pages of p[0..n): a large
+ * graph's arrays are written through once, and each 4 KiB page would fault
+ * on its own. Only a hint: ignored where the kernel declines. */
+static void advise_huge(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE /* Linux */
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t from = ((uintptr_t)p + huge - 1) & ~(huge - 1), to = ((uintptr_t)p + n) & ~(huge - 1);
+    if (to > from) (void)madvise((void *)from, to - from, MADV_HUGEPAGE);
+#else
+    (void)p, (void)n;
+#endif
+}
 
 static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
@@ -12,11 +29,7 @@ static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, s
  * lists live as long as the graph: they go into its arena (g->text), freed together,
  * which spares a million-node graph millions of allocations and their
  * headers. */
-enum {
-    CHUNK = 64 << 10,
-    LARGE_GRAPH = 1 << 16,   /* tensors from which the chunks grow to */
-    LARGE_CHUNK = 4 << 20,   /* whole huge pages (est__advise_huge) */
-};
+enum { CHUNK = 64 << 10 };
 
 static char *text_copy(est_graph *g, const char *s, size_t len) {
     char *p = est__arena_alloc(&g->text, len + 1, 1);
@@ -197,7 +210,7 @@ static bool map_grow(est_graph *g, uint64_t want) {
     for (; cap < want; cap *= 2) shift--;
     uint64_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return false;
-    est__advise_huge(slots, cap * sizeof *slots);
+    advise_huge(slots, cap * sizeof *slots);
     for (uint64_t i = 0; i < m->cap; i++) {
         if (!m->slots[i]) continue;
         uint64_t h = m->slots[i] >> shift; /* the hash's top bits lead the slot */
@@ -301,21 +314,20 @@ int32_t est__graph_symbol(est_graph *g, const char *name) {
 bool est__graph_reserve(est_graph *g, size_t nodes, size_t tensors) {
     if (nodes > (size_t)(INT32_MAX / 2 - g->n_nodes) || tensors > (size_t)(INT32_MAX / 2 - g->n_tensors))
         return true; /* beyond what a graph holds: growing fails in time */
-    if (tensors >= LARGE_GRAPH) g->text.chunk = LARGE_CHUNK;
     int32_t want_nodes = g->n_nodes + (int32_t)nodes, want_tensors = g->n_tensors + (int32_t)tensors;
     if (want_nodes > g->cap_nodes) {
         est_node *nn = realloc(g->nodes, (size_t)want_nodes * sizeof *nn);
         if (!nn) return false;
         g->nodes = nn;
         g->cap_nodes = want_nodes;
-        est__advise_huge(nn, (size_t)want_nodes * sizeof *nn);
+        advise_huge(nn, (size_t)want_nodes * sizeof *nn);
     }
     if (want_tensors > g->cap_tensors) {
         est_tensor *nt = realloc(g->tensors, (size_t)want_tensors * sizeof *nt);
         if (!nt) return false;
         g->tensors = nt;
         g->cap_tensors = want_tensors;
-        est__advise_huge(nt, (size_t)want_tensors * sizeof *nt);
+        advise_huge(nt, (size_t)want_tensors * sizeof *nt);
     }
     if ((uint64_t)want_tensors * 2 > g->names.cap && !map_grow(g, (uint64_t)want_tensors * 2)) return false;
     return true;

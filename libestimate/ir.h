@@ -213,10 +213,6 @@ typedef struct est_arena {
 /* size bytes aligned to align (a power of two, at most EST_ARENA_ALIGN);
  * NULL when out of memory. */
 void *est__arena_alloc(est_arena *a, size_t size, size_t align);
-/* Asks for transparent huge pages behind the whole 2 MiB pages of
- * p[0..n): memory a large graph writes through once, where every 4 KiB page
- * would fault on its own. Only a hint, where the system has none. */
-void est__advise_huge(void *p, size_t n);
 /* Frees every chunk, or, with keep_one, all but one ordinary chunk, emptied
  * for the next allocations to reuse. */
 void est__arena_reset(est_arena *a, bool keep_one);
