@@ -1,27 +1,10 @@
 /* graph.c: building a graph, validating it, ordering it topologically. */
-#ifndef _DEFAULT_SOURCE
-#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
-#endif
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "ir.h"
 #include "module_names.h"
 #include "registry.h"
-
-/* Asks for huge pages behind the whole 2 MiB pages of p[0..n): a large
- * graph's arrays are written through once, and each 4 KiB page would fault
- * on its own. Only a hint: ignored where the kernel declines. */
-static void advise_huge(void *p, size_t n) {
-#ifdef MADV_HUGEPAGE /* Linux */
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t from = ((uintptr_t)p + huge - 1) & ~(huge - 1), to = ((uintptr_t)p + n) & ~(huge - 1);
-    if (to > from) (void)madvise((void *)from, to - from, MADV_HUGEPAGE);
-#else
-    (void)p, (void)n;
-#endif
-}
 
 static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
@@ -210,7 +193,6 @@ static bool map_grow(est_graph *g, uint64_t want) {
     for (; cap < want; cap *= 2) shift--;
     uint64_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return false;
-    advise_huge(slots, cap * sizeof *slots);
     for (uint64_t i = 0; i < m->cap; i++) {
         if (!m->slots[i]) continue;
         uint64_t h = m->slots[i] >> shift; /* the hash's top bits lead the slot */
@@ -320,14 +302,12 @@ bool est__graph_reserve(est_graph *g, size_t nodes, size_t tensors) {
         if (!nn) return false;
         g->nodes = nn;
         g->cap_nodes = want_nodes;
-        advise_huge(nn, (size_t)want_nodes * sizeof *nn);
     }
     if (want_tensors > g->cap_tensors) {
         est_tensor *nt = realloc(g->tensors, (size_t)want_tensors * sizeof *nt);
         if (!nt) return false;
         g->tensors = nt;
         g->cap_tensors = want_tensors;
-        advise_huge(nt, (size_t)want_tensors * sizeof *nt);
     }
     if ((uint64_t)want_tensors * 2 > g->names.cap && !map_grow(g, (uint64_t)want_tensors * 2)) return false;
     return true;
