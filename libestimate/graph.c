@@ -472,26 +472,25 @@ static bool spans_two_dims(const est_tensor *t) {
     return wide >= 2;
 }
 
+enum { USE_DIFF = 1, USE_BUFFER = 2, USE_NOT_TABLE = 4 };
+
+/* How node n's input k uses the initializer it reads (USE_ bits). */
+static uint8_t initializer_use(const est_node *n, int32_t k) {
+    est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
+    uint8_t use = 0;
+    if (n->op && (n->op->buffer_inputs & bit)) use |= USE_BUFFER;
+    else if (!n->op || (!(n->op->nondiff_inputs & bit) &&
+                            (!(n->op->nonparam_inputs & bit) || n->fx_args == EST_FX_READS_PARAM)))
+        use |= USE_DIFF; /* a mask the FX call names as a parameter trains */
+    if (!reads_as_folded_table(n)) use |= USE_NOT_TABLE;
+    return use;
+}
+
 /* An initializer is a parameter when a node may differentiate through it
  * (unless it reads as a folded table), a buffer when it feeds running-
- * statistics slots, a constant otherwise. */
-static bool classify_initializers(est_graph *g) {
-    enum { USE_DIFF = 1, USE_BUFFER = 2, USE_NOT_TABLE = 4 };
-    uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
-    if (!use) return false; /* not a graph without parameters: the load fails */
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            int32_t t = n->inputs[k];
-            if (t < 0 || g->tensors[t].kind != EST_T_INITIALIZER) continue;
-            est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
-            if (n->op && (n->op->buffer_inputs & bit)) use[t] |= USE_BUFFER;
-            else if (!n->op || (!(n->op->nondiff_inputs & bit) &&
-                                    (!(n->op->nonparam_inputs & bit) || n->fx_args == EST_FX_READS_PARAM)))
-                use[t] |= USE_DIFF; /* a mask the FX call names as a parameter trains */
-            if (!reads_as_folded_table(n)) use[t] |= USE_NOT_TABLE;
-        }
-    }
+ * statistics slots, a constant otherwise; use[t]: how nodes read it
+ * (count_readers). */
+static void classify_initializers(est_graph *g, const uint8_t *use) {
     for (int32_t t = 0; t < g->n_tensors; t++) {
         est_tensor *tt = &g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER) continue;
@@ -503,8 +502,6 @@ static bool classify_initializers(est_graph *g) {
             tt->role = EST_ROLE_PARAM;
         else tt->role = EST_ROLE_CONST;
     }
-    free(use);
-    return true;
 }
 
 /* Resolves every node's registry entry. Nodes share a few op types and
@@ -538,13 +535,17 @@ static est_status check_limits(const est_graph *g, est_error *err) {
     return EST_OK;
 }
 
-/* Each tensor's readers and first consumer, in one walk back over the nodes. */
-static void count_readers(est_graph *g) {
+/* Each tensor's readers and first consumer, and how nodes read each
+ * initializer (use), in one walk back over the nodes. */
+static void count_readers(est_graph *g, uint8_t *use) {
     for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].readers = 0, g->tensors[t].first_consumer = -1;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
             int32_t t = g->nodes[i].inputs[k];
-            if (t >= 0) g->tensors[t].readers++, g->tensors[t].first_consumer = i;
+            if (t < 0) continue;
+            est_tensor *tt = &g->tensors[t];
+            tt->readers++, tt->first_consumer = i;
+            if (tt->kind == EST_T_INITIALIZER) use[t] |= initializer_use(&g->nodes[i], k);
         }
     for (int32_t k = 0; k < g->n_outputs; k++) g->tensors[g->outputs[k]].readers++;
 }
@@ -572,8 +573,11 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     }
     if (st == EST_OK) st = sort_nodes(g, err);
     if (st != EST_OK) return st;
-    count_readers(g);
-    if (!classify_initializers(g)) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
+    if (!use) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    count_readers(g, use);
+    classify_initializers(g, use);
+    free(use);
     st = est__graph_list_params(g, err);
     if (st == EST_OK) st = est__plan_module_calls(g, err);
     return st == EST_OK ? est__name_modules(g, err) : st;
