@@ -36,6 +36,9 @@ typedef struct loader {
     est_fx_names fx_names; /* what the current FX call's nodes named (param_names.c) */
     const Onnx__ModelProto *model; /* without its graph: the opsets nodes look up */
     bool bad_bytes;      /* an item did not unpack: the file is no valid protobuf */
+    const char *last_scope; /* the scope the last node's name gave (interned):
+                               the nodes of a call follow each other */
+    size_t last_scope_len;
 } loader;
 
 static est_status oom(loader *L) {
@@ -315,7 +318,15 @@ static bool fx_sdpa_dropout(const char *fx_node) {
  * then one entry per module, then the op); the TorchScript exporter names the
  * node after it ("/layer1/layer1.0/conv1/Conv"). Sets *scope to the graph's
  * interned string, or NULL when neither says; false only when out of memory. */
-static bool module_scope(est_graph *g, const Onnx__NodeProto *p, const char *name, const char **scope) {
+/* The interned copy of s[0..len), the last node's when the same. */
+static const char *intern_scope(loader *L, const char *s, size_t len) {
+    if (L->last_scope && L->last_scope_len == len && memcmp(L->last_scope, s, len) == 0) return L->last_scope;
+    const char *copy = est__graph_intern_n(L->g, s, len);
+    if (copy) L->last_scope = copy, L->last_scope_len = len;
+    return copy;
+}
+
+static bool module_scope(loader *L, const Onnx__NodeProto *p, const char *name, const char **scope) {
     char list[4096], path[4096];
     size_t len = 0;
     *scope = NULL;
@@ -338,12 +349,12 @@ static bool module_scope(est_graph *g, const Onnx__NodeProto *p, const char *nam
             len += (size_t)snprintf(path + len, len < sizeof path ? sizeof path - len : 0, "%s%s",
                                     k > 1 ? "/" : "", entries[k]);
         if (items < 1 || len >= sizeof path) return true;
-        return (*scope = est__graph_intern(g, path)) != NULL;
+        return (*scope = intern_scope(L, path, len)) != NULL;
     }
     const char *slash = strrchr(name, '/');
     if (name[0] != '/' || !slash) return true;
     len = (size_t)(slash - name);
-    *scope = len > 0 ? est__graph_intern_n(g, name + 1, len - 1) : est__graph_intern(g, "");
+    *scope = len > 0 ? intern_scope(L, name + 1, len - 1) : intern_scope(L, "", 0);
     return *scope != NULL;
 }
 
@@ -395,7 +406,7 @@ static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index,
         snprintf(buf, sizeof buf, "%.60s_%d", op[0] ? op : "node", (int)index);
         n->name = est__graph_text(L->g, buf);
     }
-    if (!n->name || !module_scope(L->g, p, n->name, &n->scope) || !detach_from_fx_call(L->g, n, fx_node)) return oom(L);
+    if (!n->name || !module_scope(L, p, n->name, &n->scope) || !detach_from_fx_call(L->g, n, fx_node)) return oom(L);
     n->fx_args = fx_call_args(fx_node, &n->fx_arg0);
     n->fx_sdpa = fx_node && strstr(fx_node, "target=torch.ops.aten.scaled_dot_product_attention") != NULL;
     n->fx_sdpa_dropout = n->fx_sdpa && fx_sdpa_dropout(fx_node);
