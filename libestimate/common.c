@@ -190,19 +190,16 @@ bool est__const_foldable(est_dtype dt, int64_t count) {
 
 est_const *est__const_new(est_dtype dt, int64_t count) {
     if (!est__const_foldable(dt, count)) return NULL;
-    bool is_f = est__dtype_is_float(dt);
-    est_const *c = calloc(1, sizeof *c);
+    /* one block, the values behind the header: loads and folds make many */
+    _Static_assert(sizeof(est_const) % sizeof(int64_t) == 0, "values follow the header aligned");
+    size_t n = count ? (size_t)count : 1;
+    est_const *c = calloc(1, sizeof *c + n * sizeof(int64_t));
     if (!c) return NULL;
     c->dtype = dt;
     c->count = count;
     atomic_init(&c->refs, 1);
-    size_t n = count ? (size_t)count : 1;
-    if (is_f) c->f64 = calloc(n, sizeof(double));
-    else c->i64 = calloc(n, sizeof(int64_t));
-    if (!c->f64 && !c->i64) {
-        free(c);
-        return NULL;
-    }
+    if (est__dtype_is_float(dt)) c->f64 = (double *)(c + 1);
+    else c->i64 = (int64_t *)(c + 1);
     return c;
 }
 
@@ -213,9 +210,7 @@ est_const *est__const_ref(est_const *c) {
 
 void est__const_free(est_const *c) {
     if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
-    free(c->i64);
-    free(c->f64);
-    free(c);
+    free(c); /* the values with it */
 }
 
 /* ---- limits ---------------------------------------------------------------- */

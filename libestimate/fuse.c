@@ -231,7 +231,7 @@ static int32_t own_channel_param(est_graph *g, int32_t t, int32_t node) {
     snprintf(name, sizeof name, "%.60s#norm%d", g->tensors[t].name, (int)node);
     int32_t c = est__graph_tensor(g, name);
     if (c < 0 || g->tensors[c].kind != EST_T_ACTIVATION) return -1;
-    est_dimdecl *dims = malloc(sizeof *dims);
+    est_dimdecl *dims = est__graph_dims(g, 1);
     if (!dims) return -1;
     const est_tensor *src = &g->tensors[t]; /* after the add: the array may have moved */
     dims[0] = src->dims[0];
@@ -526,6 +526,10 @@ typedef struct dropout_copy {
 } dropout_copy;
 
 static int32_t split_merged_dropouts(est_graph *g) {
+    bool any = false;
+    for (int32_t i = 0; i < g->n_nodes && !any && est__graph_interned(g, "Dropout"); i++)
+        any = est__node_is(&g->nodes[i], "Dropout");
+    if (!any) return 0; /* most large graphs: no per-tensor tables to fill */
     size_t nt = (size_t)g->n_tensors + 1;
     int32_t n_orig = g->n_nodes, added = 0, n_copies = 0, cap = 0;
     int32_t *dropout = malloc(nt * sizeof *dropout); /* per tensor: the Dropout writing it, or -1 */
@@ -577,18 +581,39 @@ static int32_t split_merged_dropouts(est_graph *g) {
     return added;
 }
 
+/* The ops the matchers start at (each one's first test): nodes of other
+ * ops are passed over, and a graph without any needs no readers' index. */
+static bool starts_pattern(const est_node *n) {
+    return est__node_is(n, "Div") || est__node_is(n, "Sigmoid") || est__node_is(n, "Softmax") ||
+           est__node_is(n, "InstanceNormalization");
+}
+
+/* Counts and indexes the readers of every tensor, for the first node a
+ * pattern may start at; false when out of memory. */
+static bool index_readers(fuse_ctx *f) {
+    f->uses = est__graph_count_reads(f->g);
+    f->n_counted = f->g->n_tensors;
+    return f->uses && est__graph_readers(f->g, &f->readers);
+}
+
 /* The number of rewrites, or -1 when out of memory (the load then fails:
  * an unfused graph would be a different estimate, not a smaller one). */
 int32_t est__fuse_exporter_patterns(est_graph *g) {
-    fuse_ctx f = {.g = g, .uses = est__graph_count_reads(g), .n_counted = g->n_tensors};
-    bool indexed = f.uses && est__graph_readers(g, &f.readers);
-    bool *drop = calloc((size_t)g->n_nodes + 1, sizeof *drop);
+    fuse_ctx f = {.g = g};
+    bool *drop = NULL;
     int32_t fused = 0;
-    f.out_of_memory = !indexed || !drop;
-    for (int32_t i = 0; !f.out_of_memory && i < g->n_nodes; i++)
+    bool named = est__graph_interned(g, "Div") || est__graph_interned(g, "Sigmoid") ||
+                 est__graph_interned(g, "Softmax") || est__graph_interned(g, "InstanceNormalization");
+    for (int32_t i = 0; named && !f.out_of_memory && i < g->n_nodes; i++) {
+        if (!starts_pattern(&g->nodes[i])) continue;
+        if (!drop && (!index_readers(&f) || !(drop = calloc((size_t)g->n_nodes + 1, sizeof *drop)))) {
+            f.out_of_memory = true;
+            break;
+        }
         if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop) || match_sdpa(&f, i, drop) ||
                          match_group_norm(&f, i, drop)))
             fused++;
+    }
     if (fused && !f.out_of_memory) {
         est__graph_drop_nodes(g, drop);
         g->fused_nodes += fused;

@@ -8,8 +8,8 @@
 
 static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
 
-/* The tensors' and nodes' names and the nodes' input and output lists live
- * as long as the graph: they go into its arena (g->text), freed together,
+/* The tensors' and nodes' names and dims and the nodes' input and output
+ * lists live as long as the graph: they go into its arena (g->text), freed together,
  * which spares a million-node graph millions of allocations and their
  * headers. */
 enum { CHUNK = 64 << 10 };
@@ -26,6 +26,13 @@ char *est__graph_text(est_graph *g, const char *s) { return text_copy(g, s, strl
 
 int32_t *est__graph_ids(est_graph *g, size_t n) {
     return est__arena_alloc(&g->text, (n ? n : 1) * sizeof(int32_t), sizeof(int32_t));
+}
+
+est_dimdecl *est__graph_dims(est_graph *g, size_t n) {
+    if (n > SIZE_MAX / sizeof(est_dimdecl)) return NULL;
+    est_dimdecl *d = est__arena_alloc(&g->text, (n ? n : 1) * sizeof *d, _Alignof(est_dimdecl));
+    if (d) memset(d, 0, (n ? n : 1) * sizeof *d);
+    return d;
 }
 
 est_graph *est__graph_new(const char *source) {
@@ -64,7 +71,6 @@ void est__attr_free(est_attr *a) {
 static void node_free(est_node *n) {
     for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
     free(n->attrs);
-    free(n->module);
     free(n->input_held_until);
 }
 
@@ -150,7 +156,6 @@ void est__graph_drop_nodes(est_graph *g, const bool *drop) {
 void est_graph_free(est_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n_tensors; i++) {
-        free(g->tensors[i].dims);
         free(g->tensors[i].torch_name);
         est__const_free(g->tensors[i].value);
     }
@@ -179,10 +184,13 @@ enum { MAP_FIRST_SHIFT = 64 - 6 }; /* 64 slots */
 
 static uint64_t map_slot(uint64_t hash, int32_t t) { return (hash & MAP_HASH_TOP) | ((uint64_t)t + 1); }
 
-static bool map_grow(est_graph *g) {
+/* Grows the name map to at least `want` slots, in one step: each step
+ * allocates a table and moves every name. */
+static bool map_grow(est_graph *g, uint64_t want) {
     est_name_map *m = &g->names;
     uint64_t cap = m->cap ? m->cap * 2 : (uint64_t)1 << (64 - MAP_FIRST_SHIFT);
     unsigned shift = m->cap ? m->shift - 1 : MAP_FIRST_SHIFT;
+    for (; cap < want; cap *= 2) shift--;
     uint64_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return false;
     for (uint64_t i = 0; i < m->cap; i++) {
@@ -217,7 +225,7 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
     uint64_t hash = est__fnv1a(EST_FNV_START, name, len);
     int32_t t = find_hashed(g, name, hash);
     if (t >= 0) return t;
-    if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g)) return -1;
+    if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g, 0)) return -1;
     if (g->n_tensors == g->cap_tensors) {
         int32_t cap = g->cap_tensors ? g->cap_tensors * 2 : 64;
         est_tensor *nt = realloc(g->tensors, (size_t)cap * sizeof *nt);
@@ -266,6 +274,14 @@ const char *est__graph_intern_n(est_graph *g, const char *s, size_t len) {
 
 const char *est__graph_intern(est_graph *g, const char *s) { return est__graph_intern_n(g, s, strlen(s)); }
 
+bool est__graph_interned(const est_graph *g, const char *s) {
+    const est_intern *in = &g->strings;
+    if (!in->cap) return false;
+    for (uint64_t h = hash_name(s) & (in->cap - 1); in->slots[h]; h = (h + 1) & (in->cap - 1))
+        if (strcmp(in->slots[h], s) == 0) return true;
+    return false;
+}
+
 int32_t est__graph_symbol(est_graph *g, const char *name) {
     for (int32_t i = 0; i < g->n_symbols; i++)
         if (strcmp(g->symbols[i], name) == 0) return i;
@@ -293,8 +309,7 @@ bool est__graph_reserve(est_graph *g, size_t nodes, size_t tensors) {
         g->tensors = nt;
         g->cap_tensors = want_tensors;
     }
-    while ((uint64_t)want_tensors * 2 > g->names.cap)
-        if (!map_grow(g)) return false;
+    if ((uint64_t)want_tensors * 2 > g->names.cap && !map_grow(g, (uint64_t)want_tensors * 2)) return false;
     return true;
 }
 
@@ -457,26 +472,25 @@ static bool spans_two_dims(const est_tensor *t) {
     return wide >= 2;
 }
 
+enum { USE_DIFF = 1, USE_BUFFER = 2, USE_NOT_TABLE = 4 };
+
+/* How node n's input k uses the initializer it reads (USE_ bits). */
+static uint8_t initializer_use(const est_node *n, int32_t k) {
+    est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
+    uint8_t use = 0;
+    if (n->op && (n->op->buffer_inputs & bit)) use |= USE_BUFFER;
+    else if (!n->op || (!(n->op->nondiff_inputs & bit) &&
+                            (!(n->op->nonparam_inputs & bit) || n->fx_args == EST_FX_READS_PARAM)))
+        use |= USE_DIFF; /* a mask the FX call names as a parameter trains */
+    if (!reads_as_folded_table(n)) use |= USE_NOT_TABLE;
+    return use;
+}
+
 /* An initializer is a parameter when a node may differentiate through it
  * (unless it reads as a folded table), a buffer when it feeds running-
- * statistics slots, a constant otherwise. */
-static bool classify_initializers(est_graph *g) {
-    enum { USE_DIFF = 1, USE_BUFFER = 2, USE_NOT_TABLE = 4 };
-    uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
-    if (!use) return false; /* not a graph without parameters: the load fails */
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            int32_t t = n->inputs[k];
-            if (t < 0 || g->tensors[t].kind != EST_T_INITIALIZER) continue;
-            est_slot_mask bit = k < 32 ? EST_SLOT(k) : 0;
-            if (n->op && (n->op->buffer_inputs & bit)) use[t] |= USE_BUFFER;
-            else if (!n->op || (!(n->op->nondiff_inputs & bit) &&
-                                    (!(n->op->nonparam_inputs & bit) || n->fx_args == EST_FX_READS_PARAM)))
-                use[t] |= USE_DIFF; /* a mask the FX call names as a parameter trains */
-            if (!reads_as_folded_table(n)) use[t] |= USE_NOT_TABLE;
-        }
-    }
+ * statistics slots, a constant otherwise; use[t]: how nodes read it
+ * (count_readers). */
+static void classify_initializers(est_graph *g, const uint8_t *use) {
     for (int32_t t = 0; t < g->n_tensors; t++) {
         est_tensor *tt = &g->tensors[t];
         if (tt->kind != EST_T_INITIALIZER) continue;
@@ -488,16 +502,23 @@ static bool classify_initializers(est_graph *g) {
             tt->role = EST_ROLE_PARAM;
         else tt->role = EST_ROLE_CONST;
     }
-    free(use);
-    return true;
 }
 
-/* Resolves every node's registry entry. */
+/* Resolves every node's registry entry. Nodes share a few op types and
+ * domains, interned: the last lookups, found by the strings' addresses,
+ * spare hashing each node's names. */
 static void resolve_ops(est_graph *g) {
+    enum { SEEN = 64 };
+    struct { const char *op_type, *domain; const est_op_def *op; } seen[SEEN] = {{0}};
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         if (strcmp(n->domain, "ai.onnx") == 0) n->domain = ""; /* the same domain */
-        n->op = est__op_lookup(n->domain, n->op_type);
+        size_t h = (((uintptr_t)n->op_type ^ (uintptr_t)n->domain * 31) >> 3) % SEEN;
+        if (seen[h].op_type != n->op_type || seen[h].domain != n->domain) {
+            seen[h].op_type = n->op_type, seen[h].domain = n->domain;
+            seen[h].op = est__op_lookup(n->domain, n->op_type);
+        }
+        n->op = seen[h].op;
     }
 }
 
@@ -514,13 +535,17 @@ static est_status check_limits(const est_graph *g, est_error *err) {
     return EST_OK;
 }
 
-/* Each tensor's readers and first consumer, in one walk back over the nodes. */
-static void count_readers(est_graph *g) {
+/* Each tensor's readers and first consumer, and how nodes read each
+ * initializer (use), in one walk back over the nodes. */
+static void count_readers(est_graph *g, uint8_t *use) {
     for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].readers = 0, g->tensors[t].first_consumer = -1;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
             int32_t t = g->nodes[i].inputs[k];
-            if (t >= 0) g->tensors[t].readers++, g->tensors[t].first_consumer = i;
+            if (t < 0) continue;
+            est_tensor *tt = &g->tensors[t];
+            tt->readers++, tt->first_consumer = i;
+            if (tt->kind == EST_T_INITIALIZER) use[t] |= initializer_use(&g->nodes[i], k);
         }
     for (int32_t k = 0; k < g->n_outputs; k++) g->tensors[g->outputs[k]].readers++;
 }
@@ -548,8 +573,11 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     }
     if (st == EST_OK) st = sort_nodes(g, err);
     if (st != EST_OK) return st;
-    count_readers(g);
-    if (!classify_initializers(g)) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
+    if (!use) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    count_readers(g, use);
+    classify_initializers(g, use);
+    free(use);
     st = est__graph_list_params(g, err);
     if (st == EST_OK) st = est__plan_module_calls(g, err);
     return st == EST_OK ? est__name_modules(g, err) : st;

@@ -299,7 +299,8 @@ static est_status check_arity(est_infer_ctx *ctx) {
     return EST_OK;
 }
 
-static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
+/* Infers node n, tensor t's state at tv[at[t]] (at NULL: tv[t]). */
+static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, const int32_t *at, est_error *err) {
     const est_graph *g = r->graph;
     /* Field by field: an initializer would zero all EST_MAX_IO slots of in
      * and out (16 KiB) for every node; only the first n_in and n_out are
@@ -319,8 +320,10 @@ static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
                          g->source, n->name, n->op_type, n->domain[0] ? n->domain : "ai.onnx");
     ctx.n_in = n->n_inputs;
     ctx.n_out = n->n_outputs;
-    for (int i = 0; i < n->n_inputs; i++) ctx.in[i] = n->inputs[i] >= 0 ? &r->tv[n->inputs[i]] : NULL;
-    for (int i = 0; i < n->n_outputs; i++) ctx.out[i] = n->outputs[i] >= 0 ? &r->tv[n->outputs[i]] : NULL;
+    for (int i = 0; i < n->n_inputs; i++)
+        ctx.in[i] = n->inputs[i] >= 0 ? &tv[at ? at[n->inputs[i]] : n->inputs[i]] : NULL;
+    for (int i = 0; i < n->n_outputs; i++)
+        ctx.out[i] = n->outputs[i] >= 0 ? &tv[at ? at[n->outputs[i]] : n->outputs[i]] : NULL;
     est_status st = check_arity(&ctx);
     if (st == EST_OK) st = n->op->infer(&ctx);
     r->owned = ctx.owned;
@@ -333,6 +336,10 @@ static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
         if (ctx.out[i] && ctx.out[i]->rank < 0)
             return est_op_fail(&ctx, EST_ESHAPE, "output %d's shape could not be inferred", i);
     return EST_OK;
+}
+
+static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
+    return infer_node_in(r, n, r->tv, NULL, err);
 }
 
 /* The work of one node: a unit, and one per element it folded. */
@@ -354,57 +361,94 @@ static bool take_memo(est_report *r, const est_memo *m, const est_node *n) {
     return true;
 }
 
+/* The states of the constant tensors while est__infer_constants runs, in
+ * slots of their own: a graph has few beside its size, and est__infer's
+ * per-tensor array is live meanwhile. */
+typedef struct const_states {
+    int32_t *at;  /* per tensor: its slot; NOT_CONSTANT, or UNBOUND for an
+                     initializer no node that ran has read yet */
+    est_tval *tv;
+    int32_t n, cap;
+} const_states;
+
+enum { NOT_CONSTANT = -1, UNBOUND = -2 };
+
+/* A new slot for tensor t, unknown; false when out of memory. */
+static bool const_slot(const_states *c, int32_t t) {
+    if (c->n == c->cap) {
+        int32_t cap = c->cap ? 2 * c->cap : 64;
+        est_tval *grown = realloc(c->tv, (size_t)cap * sizeof *grown);
+        if (!grown) return false;
+        c->tv = grown, c->cap = cap;
+    }
+    c->tv[c->n] = (est_tval){.rank = -1};
+    c->at[t] = c->n++;
+    return true;
+}
+
+/* Slots for node n's inputs and outputs, when all its inputs are constant:
+ * 1 when they are, 0 when not, -1 when out of memory. */
+static int const_node_slots(const est_graph *g, const est_node *n, const_states *c) {
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && c->at[n->inputs[k]] == NOT_CONSTANT) return 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        int32_t t = n->inputs[k];
+        if (t < 0 || c->at[t] != UNBOUND) continue;
+        if (!const_slot(c, t)) return -1;
+        bind_initializer(&g->tensors[t], &c->tv[c->at[t]]);
+    }
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0 && !const_slot(c, n->outputs[k])) return -1;
+    return 1;
+}
+
+static void drop_outputs(const est_node *n, const_states *c) {
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) c->at[n->outputs[k]] = NOT_CONSTANT;
+}
+
 est_status est__infer_constants(const est_graph *g, est_plan *p) {
-    /* every tensor's state while the nodes run, kept only for the outputs */
-    est_report r = {.graph = g, .tv = malloc(((size_t)g->n_tensors + 1) * sizeof *r.tv)};
-    bool *constant = calloc((size_t)g->n_tensors + 1, sizeof *constant); /* depends on no graph input */
-    if (!constant || !r.tv) {
-        free(constant);
-        free(r.tv);
-        return EST_ENOMEM;
-    }
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        r.tv[t].rank = -1;
-        if (g->tensors[t].kind != EST_T_INITIALIZER) continue;
-        bind_initializer(&g->tensors[t], &r.tv[t]);
-        constant[t] = true;
-    }
+    /* p->slot holds each tensor's slot in c while the nodes run */
+    const_states c = {.at = p->slot};
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        c.at[t] = g->tensors[t].kind == EST_T_INITIALIZER ? UNBOUND : NOT_CONSTANT;
+    est_report r = {.graph = g};
     uint64_t work = 0;
     est_status st = EST_OK;
     for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
         const est_node *n = &g->nodes[i];
-        bool all = n->op != NULL;
-        for (int k = 0; all && k < n->n_inputs; k++) all = n->inputs[k] < 0 || constant[n->inputs[k]];
-        if (!all) continue;
+        int ready = n->op ? const_node_slots(g, n, &c) : 0;
+        if (ready < 0) st = EST_ENOMEM;
+        if (ready <= 0) continue;
         int64_t owned_before = r.n_owned;
         est_error err;
-        if (infer_node(&r, n, &err) != EST_OK) {
-            /* left to each estimate, which reports the error */
-            for (int k = 0; k < n->n_outputs; k++)
-                if (n->outputs[k] >= 0) r.tv[n->outputs[k]] = (est_tval){.rank = -1};
+        if (infer_node_in(&r, n, c.tv, c.at, &err) != EST_OK) {
+            drop_outputs(n, &c); /* left to each estimate, which reports the error */
             if (err.code == EST_ENOMEM) st = EST_ENOMEM;
             continue;
         }
         uint64_t w = node_work(&r, owned_before);
-        if ((work += w) > g->limits.max_work) break; /* each estimate meets the limit where it did */
+        if ((work += w) > g->limits.max_work) { /* each estimate meets the limit where it did */
+            drop_outputs(n, &c);
+            break;
+        }
         p->work[i] = w;
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) constant[n->outputs[k]] = true;
     }
-    /* the outputs of nodes that ran; tensors of nodes past the limit stay
-     * unplanned */
+    /* the outputs of nodes that ran, in tensor order; tensors of nodes past
+     * the limit stay unplanned */
     int32_t n_planned = 0;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        bool planned = constant[t] && g->tensors[t].kind != EST_T_INITIALIZER;
-        p->slot[t] = planned ? n_planned++ : -1;
-    }
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        n_planned += c.at[t] >= 0 && g->tensors[t].kind != EST_T_INITIALIZER;
     p->tv = malloc(((size_t)n_planned + 1) * sizeof *p->tv);
-    if (p->tv)
-        for (int32_t t = 0; t < g->n_tensors; t++)
-            if (p->slot[t] >= 0) p->tv[p->slot[t]] = r.tv[t];
+    n_planned = 0;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        int32_t at = c.at[t];
+        bool planned = p->tv && at >= 0 && g->tensors[t].kind != EST_T_INITIALIZER;
+        p->slot[t] = planned ? n_planned : -1;
+        if (planned) p->tv[n_planned++] = c.tv[at];
+    }
     p->owned = r.owned, p->n_owned = r.n_owned, p->cap_owned = r.cap_owned;
-    free(constant);
-    free(r.tv);
+    free(c.tv);
     return p->tv ? st : EST_ENOMEM;
 }
 

@@ -73,7 +73,8 @@ typedef struct est_tensor {
     est_init_role role;
     est_dtype dtype;        /* declared dtype; UNDEFINED when not declared */
     int32_t rank;           /* declared rank; -1 when not declared */
-    est_dimdecl *dims;      /* declared dims (rank entries) or NULL */
+    est_dimdecl *dims;      /* declared dims (rank entries) or NULL; in the
+                               graph's chunks (est__graph_dims) */
     est_const *value;       /* small initializer values kept for folding */
     int32_t producer;       /* node index, -1 for inputs and initializers */
     int32_t first_consumer; /* node index, -1 if unused */
@@ -173,9 +174,10 @@ typedef struct est_node {
     const char *scope;
     /* Set by est__graph_finish (module_names.c): the named_modules() name of
      * the scope's innermost module ("layer1.0.conv1"; "" for the model's own
-     * forward; NULL without a scope), and what reports show for the node:
-     * the module when the exporter made the name up, else the name. */
-    char *module;
+     * forward; NULL without a scope; interned), and what reports show for
+     * the node: the module when the exporter made the name up, else the
+     * name. */
+    const char *module;
     const char *label;  /* n->name or n->module */
     uint64_t fx_arg0;   /* a hash of the FX value the call takes first
                            ("%getitem_38" in a dynamo export's "aten.linear(
@@ -263,11 +265,17 @@ est_graph *est__graph_new(const char *source);
 /* Returns the tensor index for `name`, creating an activation tensor if new;
  * -1 on allocation failure. */
 int32_t est__graph_tensor(est_graph *g, const char *name);
+/* Zeroed room for a tensor's n declared dims, freed with the graph; NULL
+ * when out of memory. */
+est_dimdecl *est__graph_dims(est_graph *g, size_t n);
 /* The graph's one copy of s (of s[0..len)), owned by the graph and alive
  * until it is freed; NULL when out of memory. For node op types, domains and
  * scopes. */
 const char *est__graph_intern(est_graph *g, const char *s);
 const char *est__graph_intern_n(est_graph *g, const char *s, size_t len);
+/* Whether s was interned: false says that no node has op type s, so a pass
+ * that rewrites such nodes can skip the walk over the nodes. */
+bool est__graph_interned(const est_graph *g, const char *s);
 /* Returns the index of an existing tensor or -1. */
 int32_t est__graph_find(const est_graph *g, const char *name);
 /* Interns a dim_param name; returns its index, -1 on allocation failure or -2

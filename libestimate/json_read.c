@@ -188,7 +188,7 @@ static est_status add_initializer(json_loader *J, const char *name, tensor_decl 
     tt->kind = EST_T_INITIALIZER;
     tt->dtype = decl->dtype;
     tt->rank = decl->rank;
-    if (decl->rank && !(tt->dims = calloc((size_t)decl->rank, sizeof *tt->dims))) return est__json_oom(J);
+    if (decl->rank && !(tt->dims = est__graph_dims(J->g, (size_t)decl->rank))) return est__json_oom(J);
     for (int32_t d = 0; d < decl->rank; d++) tt->dims[d] = (est_dimdecl){decl->dims[d], -1};
     tt->value = decl->value; /* the graph owns it from here */
     decl->value = NULL;

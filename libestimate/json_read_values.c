@@ -210,7 +210,7 @@ est_status est__json_parse_input_dims(json_loader *J, const cJSON *arr, est_tens
         return est__json_fail(J, EST_ELIMIT, "rank %d is above the limit of %u (est_limits.max_rank)", rank,
                               J->g->limits.max_rank);
     t->rank = rank;
-    if (rank && !(t->dims = calloc((size_t)rank, sizeof *t->dims))) return est__json_oom(J);
+    if (rank && !(t->dims = est__graph_dims(J->g, (size_t)rank))) return est__json_oom(J);
     int d = 0;
     for (const cJSON *item = arr->child; item; item = item->next, d++) {
         est_status st = parse_input_dim(J, item, d, &t->dims[d]);

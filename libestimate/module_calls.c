@@ -349,7 +349,29 @@ static bool *find_outside(const est_graph *g) {
     return outside;
 }
 
+/* Whether some node ran inside a module: has a scope that names one. */
+static bool any_module_scope(const est_graph *g) {
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].scope && g->nodes[i].scope[0]) return true;
+    return false;
+}
+
+/* What the plan below comes to when no node ran inside a module: no call
+ * keeps any reference. */
+static void plan_no_calls(est_graph *g) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        free(g->nodes[i].input_held_until);
+        g->nodes[i].input_held_until = NULL;
+        g->nodes[i].output_held_until = -1;
+    }
+    for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].frame_held_until = -1;
+}
+
 est_status est__plan_module_calls(est_graph *g, est_error *err) {
+    if (!any_module_scope(g)) { /* files that name no modules */
+        plan_no_calls(g);
+        return EST_OK;
+    }
     int32_t nn = g->n_nodes;
     int64_t total = 0;
     bool *outside = find_outside(g);

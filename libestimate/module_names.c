@@ -88,12 +88,19 @@ static bool name_is_made_up(const char *name) {
 }
 
 est_status est__name_modules(est_graph *g, est_error *err) {
+    /* the nodes of one call run together and share its interned scope: a
+     * name is worked out once a run */
+    const char *scope = NULL, *module = NULL;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
-        free(n->module);
-        n->module = NULL;
-        if (n->scope && !(n->module = est__module_name(n->scope)))
-            return est__fail(err, EST_ENOMEM, "%s: out of memory naming modules", g->source);
+        if (n->scope && n->scope != scope) {
+            char *name = est__module_name(n->scope);
+            module = name ? est__graph_intern(g, name) : NULL;
+            free(name);
+            if (!module) return est__fail(err, EST_ENOMEM, "%s: out of memory naming modules", g->source);
+            scope = n->scope;
+        }
+        n->module = n->scope ? module : NULL;
         /* the model's own forward ("") names nothing better than the node */
         n->label = n->module && n->module[0] && name_is_made_up(n->name) ? n->module : n->name;
     }

@@ -65,7 +65,7 @@ static int32_t constant_1d(est_graph *g, const est_node *n, const char *what, in
     if (t < 0 || g->tensors[t].producer >= 0 || g->tensors[t].value) return -1;
     est_tensor *tt = &g->tensors[t];
     tt->value = est__const_new(EST_DT_INT64, 1);
-    tt->dims = malloc(sizeof *tt->dims);
+    tt->dims = est__graph_dims(g, 1);
     if (!tt->value || !tt->dims) return -1;
     tt->value->i64[0] = v;
     tt->dims[0] = (est_dimdecl){.value = 1, .sym = -1};
@@ -120,7 +120,8 @@ static bool readers_lowerable(const est_graph *g, const est_readers *rd, const i
 
 int32_t est__lower_sequences(est_graph *g) {
     bool any = false;
-    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = est__node_is(&g->nodes[i], "SplitToSequence");
+    for (int32_t i = 0; i < g->n_nodes && !any && est__graph_interned(g, "SplitToSequence"); i++)
+        any = est__node_is(&g->nodes[i], "SplitToSequence");
     if (!any) return 0; /* most graphs: no readers' index to build */
     int32_t *reads = est__graph_count_reads(g);
     est_readers rd = {0};

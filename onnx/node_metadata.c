@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "node_metadata.h"
+#include "slim.h" /* est__wire_varint */
 #include "tensor_values.h" /* est__onnx_pb_allocator */
 
 /* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
@@ -24,6 +25,35 @@ static void plain_free(void *data, void *p) {
     free(p);
 }
 
+/* Whether the serialized entry p[0..n) certainly has a key other than
+ * `key`: its fields read cleanly, and the last key field (StringStringEntry
+ * Proto.key, field 1, the one unpack keeps) is absent or another string
+ * without a NUL byte. Unpacking each entry to compare keys allocated and
+ * freed every key and value of every node. Anything less clear is left to
+ * unpack. */
+static bool other_key(const uint8_t *p, size_t n, const char *key) {
+    const uint8_t *found = NULL;
+    uint64_t found_len = 0;
+    for (size_t i = 0; i < n;) {
+        uint64_t tag, v;
+        if (!est__wire_varint(p, n, &i, &tag)) return false;
+        switch (tag & 7) {
+        case 0: if (!est__wire_varint(p, n, &i, &v)) return false; break;
+        case 1: if (n - i < 8) return false; i += 8; break;
+        case 5: if (n - i < 4) return false; i += 4; break;
+        case 2:
+            if (!est__wire_varint(p, n, &i, &v) || v > n - i) return false;
+            if (tag >> 3 == 1) found = p + i, found_len = v;
+            i += (size_t)v;
+            break;
+        default: return false;
+        }
+    }
+    if (!found) return true;
+    if (memchr(found, 0, (size_t)found_len)) return false;
+    return found_len != strlen(key) || memcmp(found, key, (size_t)found_len) != 0;
+}
+
 Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, const char *key, bool *oom) {
     ProtobufCAllocator noting = {.alloc = noting_alloc, .free = plain_free, .allocator_data = oom};
     for (unsigned i = 0; i < p->base.n_unknown_fields && !*oom; i++) {
@@ -32,7 +62,7 @@ Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, 
         /* protobuf-c keeps the field's bytes with their varint length prefix */
         size_t skip = 0;
         while (skip < u->len && (u->data[skip] & 0x80)) skip++;
-        if (++skip > u->len) continue;
+        if (++skip > u->len || other_key(u->data + skip, u->len - skip, key)) continue;
         Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&noting, u->len - skip, u->data + skip);
         if (!e) continue; /* malformed: as if absent (or *oom) */
         if (e->key && strcmp(e->key, key) == 0) return e;
@@ -44,7 +74,12 @@ Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, 
 bool est__onnx_node_metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap, bool *oom) {
     Onnx__StringStringEntryProto *e = est__onnx_find_metadata(p, key, oom);
     if (!e) return false;
-    snprintf(buf, cap, "%s", e->value ? e->value : "");
+    size_t len = e->value ? strlen(e->value) : 0;
+    if (cap) { /* as snprintf(buf, cap, "%s", value) */
+        if (len >= cap) len = cap - 1;
+        memcpy(buf, e->value ? e->value : "", len);
+        buf[len] = '\0';
+    }
     onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
     return true;
 }

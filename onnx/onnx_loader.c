@@ -36,6 +36,9 @@ typedef struct loader {
     est_fx_names fx_names; /* what the current FX call's nodes named (param_names.c) */
     const Onnx__ModelProto *model; /* without its graph: the opsets nodes look up */
     bool bad_bytes;      /* an item did not unpack: the file is no valid protobuf */
+    const char *last_scope; /* the scope the last node's name gave (interned):
+                               the nodes of a call follow each other */
+    size_t last_scope_len;
 } loader;
 
 static est_status oom(loader *L) {
@@ -124,7 +127,7 @@ static est_status add_initializer(loader *L, const Onnx__TensorProto *t) {
     tt->dtype = (est_dtype)t->data_type;
     tt->rank = (int32_t)t->n_dims;
     if (t->n_dims) {
-        tt->dims = calloc(t->n_dims, sizeof *tt->dims);
+        tt->dims = est__graph_dims(L->g, t->n_dims);
         if (!tt->dims) return oom(L);
         for (size_t d = 0; d < t->n_dims; d++) tt->dims[d] = (est_dimdecl){t->dims[d], -1};
     }
@@ -163,7 +166,7 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
                          L->src, name, tt->shape->n_dim, L->lim->max_rank);
     t->rank = (int32_t)tt->shape->n_dim;
     if (t->rank) {
-        t->dims = calloc((size_t)t->rank, sizeof *t->dims);
+        t->dims = est__graph_dims(g, (size_t)t->rank);
         if (!t->dims) return oom(L);
     }
     for (int32_t d = 0; d < t->rank; d++) {
@@ -315,7 +318,15 @@ static bool fx_sdpa_dropout(const char *fx_node) {
  * then one entry per module, then the op); the TorchScript exporter names the
  * node after it ("/layer1/layer1.0/conv1/Conv"). Sets *scope to the graph's
  * interned string, or NULL when neither says; false only when out of memory. */
-static bool module_scope(est_graph *g, const Onnx__NodeProto *p, const char *name, const char **scope) {
+/* The interned copy of s[0..len), the last node's when the same. */
+static const char *intern_scope(loader *L, const char *s, size_t len) {
+    if (L->last_scope && L->last_scope_len == len && memcmp(L->last_scope, s, len) == 0) return L->last_scope;
+    const char *copy = est__graph_intern_n(L->g, s, len);
+    if (copy) L->last_scope = copy, L->last_scope_len = len;
+    return copy;
+}
+
+static bool module_scope(loader *L, const Onnx__NodeProto *p, const char *name, const char **scope) {
     char list[4096], path[4096];
     size_t len = 0;
     *scope = NULL;
@@ -338,12 +349,12 @@ static bool module_scope(est_graph *g, const Onnx__NodeProto *p, const char *nam
             len += (size_t)snprintf(path + len, len < sizeof path ? sizeof path - len : 0, "%s%s",
                                     k > 1 ? "/" : "", entries[k]);
         if (items < 1 || len >= sizeof path) return true;
-        return (*scope = est__graph_intern(g, path)) != NULL;
+        return (*scope = intern_scope(L, path, len)) != NULL;
     }
     const char *slash = strrchr(name, '/');
     if (name[0] != '/' || !slash) return true;
     len = (size_t)(slash - name);
-    *scope = len > 0 ? est__graph_intern_n(g, name + 1, len - 1) : est__graph_intern(g, "");
+    *scope = len > 0 ? intern_scope(L, name + 1, len - 1) : intern_scope(L, "", 0);
     return *scope != NULL;
 }
 
@@ -395,7 +406,7 @@ static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index,
         snprintf(buf, sizeof buf, "%.60s_%d", op[0] ? op : "node", (int)index);
         n->name = est__graph_text(L->g, buf);
     }
-    if (!n->name || !module_scope(L->g, p, n->name, &n->scope) || !detach_from_fx_call(L->g, n, fx_node)) return oom(L);
+    if (!n->name || !module_scope(L, p, n->name, &n->scope) || !detach_from_fx_call(L->g, n, fx_node)) return oom(L);
     n->fx_args = fx_call_args(fx_node, &n->fx_arg0);
     n->fx_sdpa = fx_node && strstr(fx_node, "target=torch.ops.aten.scaled_dot_product_attention") != NULL;
     n->fx_sdpa_dropout = n->fx_sdpa && fx_sdpa_dropout(fx_node);
@@ -567,6 +578,31 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
  * strings over as C strings, which end there, so memest would read another
  * name or location than the file holds ("ok\0/../../etc/passwd"). */
 
+/* Field `id` of desc, as protobuf_c_message_descriptor_get_field finds it:
+ * desc->fields is sorted by id, and ONNX numbers its fields from 1 with few
+ * gaps, so field id sits at index id - 1 or a few below. */
+static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor *desc, uint64_t id) {
+    if (id == 0 || !desc->n_fields) return NULL;
+    size_t k = id <= desc->n_fields ? (size_t)id - 1 : desc->n_fields - 1;
+    while (k > 0 && desc->fields[k].id > id) k--;
+    return desc->fields[k].id == id ? &desc->fields[k] : NULL;
+}
+
+/* Whether p[0..n) holds a NUL byte; for short names, eight bytes at a time
+ * cost less than the call to memchr. */
+static bool holds_nul(const uint8_t *p, size_t n) {
+    if (n > 24) return memchr(p, 0, n) != NULL;
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = ones << 7;
+    size_t k = 0;
+    for (uint64_t w; k + 8 <= n; k += 8) {
+        memcpy(&w, p + k, 8);
+        if ((w - ones) & ~w & highs) return true; /* some byte of w is 0 */
+    }
+    for (; k < n; k++)
+        if (!p[k]) return true;
+    return false;
+}
+
 static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
                                 uint32_t depth, long node, long *next_node) {
     size_t i = 0;
@@ -581,8 +617,7 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
         case 5: if (n - i < 4) return EST_OK; i += 4; break;
         case 2: {
             if (!est__wire_varint(p, n, &i, &v) || v > n - i) return EST_OK;
-            if (key >> 3 != last_id)
-                f = key >> 3 <= UINT_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3)) : NULL;
+            if (key >> 3 != last_id) f = field_of(desc, key >> 3);
             last_id = key >> 3;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 long sub_node = node;
@@ -598,7 +633,7 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
                 est_status st = check_nesting(L, p + i, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
                                               depth + 1, sub_node, next_node);
                 if (st != EST_OK) return st;
-            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)v)) {
+            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(p + i, (size_t)v)) {
                 const char *msg = desc->short_name ? desc->short_name : "message";
                 if (node >= 0)
                     return est__fail(L->err, EST_EPARSE, "%s: node %ld of the graph: a %s's field '%s' holds a NUL "

@@ -96,7 +96,7 @@ static int32_t split_merged(est_graph *g, int32_t merged, const char *name) {
     dst->dtype = src->dtype;
     dst->rank = src->rank;
     if (src->rank > 0) {
-        dst->dims = malloc((size_t)src->rank * sizeof *dst->dims);
+        dst->dims = est__graph_dims(g, (size_t)src->rank);
         if (!dst->dims) return -1;
         memcpy(dst->dims, src->dims, (size_t)src->rank * sizeof *dst->dims);
     }

@@ -105,7 +105,7 @@ static int32_t merged_param(est_graph *g, const walk *w, int rank, const int64_t
     est_tensor *t = &g->tensors[ti];
     t->kind = EST_T_INITIALIZER;
     t->dtype = g->tensors[w->leaves[0]].dtype;
-    t->dims = calloc((size_t)rank, sizeof *t->dims);
+    t->dims = est__graph_dims(g, (size_t)rank);
     if (!t->dims) return -1;
     t->rank = rank;
     for (int d = 0; d < rank; d++) t->dims[d] = (est_dimdecl){dims[d], -1};
@@ -255,7 +255,8 @@ static int32_t *producers(const est_graph *g) {
 
 est_status est__onnx_rnn_weights(est_graph *g, est_error *err) {
     bool any = false;
-    for (int32_t i = 0; i < g->n_nodes && !any; i++) any = est__node_is_recurrent(&g->nodes[i]);
+    bool named = est__graph_interned(g, "LSTM") || est__graph_interned(g, "GRU") || est__graph_interned(g, "RNN");
+    for (int32_t i = 0; i < g->n_nodes && !any && named; i++) any = est__node_is_recurrent(&g->nodes[i]);
     if (!any) return EST_OK;
     int32_t *producer = producers(g), *reads = est__graph_count_reads(g);
     bool *in_tree = calloc((size_t)g->n_nodes + 1, sizeof *in_tree);

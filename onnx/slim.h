@@ -11,6 +11,10 @@
  * loader's nesting check and the slim pass both walk the wire format with
  * it. */
 static inline bool est__wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+    if (*i < n && p[*i] < 0x80) { /* most keys and lengths: one byte */
+        *v = p[(*i)++];
+        return true;
+    }
     *v = 0;
     for (unsigned shift = 0; *i < n && shift < 64; shift += 7) {
         uint8_t b = p[(*i)++];

@@ -26,6 +26,8 @@ enum {
     WIRE_VARINT = 0, WIRE_64BIT = 1, WIRE_LEN = 2, WIRE_32BIT = 5,
     MODEL_GRAPH = 7, /* ModelProto.graph */
     ARENA_CHUNK = 64 << 10,
+    SLIM_FROM = 4 << 10, /* an item below a page is unpacked as it is: its
+                            weight bytes cost less to copy than to walk */
 };
 
 /* An item kind's field in GraphProto, its message and how slim.c cuts it. */
@@ -45,15 +47,37 @@ static const struct item_def {
 /* ---- the arena ---------------------------------------------------------- */
 
 /* protobuf-c's allocator over an est_arena: every block aligned for any
- * type, none freed before the arena is reset. */
-static void *arena_alloc(void *data, size_t size) { return est__arena_alloc(data, size ? size : 1, EST_ARENA_ALIGN); }
+ * type, none freed before the arena is reset. One unpack makes many small
+ * blocks; they are bumped off stretches of the arena, a call less each. */
+typedef struct bump {
+    est_arena *a;
+    uint8_t *at;
+    size_t left;
+} bump;
+
+enum { STRETCH = ARENA_CHUNK / 4 }; /* the most the arena packs into a chunk */
+
+static void *arena_alloc(void *data, size_t size) {
+    bump *b = data;
+    if (size > STRETCH) return est__arena_alloc(b->a, size, EST_ARENA_ALIGN);
+    size_t want = size ? (size + EST_ARENA_ALIGN - 1) & ~(size_t)(EST_ARENA_ALIGN - 1) : EST_ARENA_ALIGN;
+    if (want > b->left) {
+        uint8_t *stretch = est__arena_alloc(b->a, STRETCH, EST_ARENA_ALIGN);
+        if (!stretch) return NULL;
+        b->at = stretch, b->left = STRETCH;
+    }
+    void *p = b->at;
+    b->at += want, b->left -= want;
+    return p;
+}
 
 static void arena_free_one(void *data, void *p) {
     (void)data, (void)p; /* all at once, in est__arena_reset */
 }
 
 static void *unpack_in(est_arena *a, const ProtobufCMessageDescriptor *desc, size_t n, const uint8_t *p) {
-    ProtobufCAllocator in_arena = {.alloc = arena_alloc, .free = arena_free_one, .allocator_data = a};
+    bump b = {.a = a};
+    ProtobufCAllocator in_arena = {.alloc = arena_alloc, .free = arena_free_one, .allocator_data = &b};
     static const uint8_t none[1];
     return protobuf_c_message_unpack(desc, &in_arena, n, n ? p : none);
 }
@@ -214,7 +238,7 @@ bool est__onnx_stream_open(est_onnx_stream *s, const uint8_t *data, size_t size,
 
 static void *unpack_item(est_onnx_stream *s, const struct item_def *d, const uint8_t *p, size_t n, bool *bad) {
     est__arena_reset(&s->item, true);
-    if (s->slim && d->slim >= 0) p = est__onnx_slim(p, n, (est_slim_kind)d->slim, &s->slimmed, &n);
+    if (s->slim && d->slim >= 0 && n >= SLIM_FROM) p = est__onnx_slim(p, n, (est_slim_kind)d->slim, &s->slimmed, &n);
     void *m = unpack_in(&s->item, d->desc, n, p);
     if (!m) *bad = true;
     return m;

@@ -115,7 +115,7 @@ est_status est__onnx_unfold_batchnorm(est_graph *g, int32_t conv_index, bool tra
         t->kind = EST_T_INITIALIZER;
         t->dtype = g->tensors[w].dtype;
         t->rank = 1;
-        if (!(t->dims = calloc(1, sizeof *t->dims))) return oom(g, err);
+        if (!(t->dims = est__graph_dims(g, 1))) return oom(g, err);
         t->dims[0] = (est_dimdecl){channels, -1};
     }
     est_node *bn = est__graph_add_node(g);
