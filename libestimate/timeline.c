@@ -101,15 +101,16 @@ void est__tl_push(sim *s, est_event_kind kind, est_category c, uint64_t bytes, u
 }
 
 void est__tl_transient(sim *s, uint64_t bytes) {
+    est_event alloc = {.kind = EST_EVENT_ALLOC, .phase = s->at_phase, .layer = s->at_node, .category = EST_CAT_TEMP,
+                       .bytes = bytes, .allocated = est_add_sat(s->total, bytes), .reserved = est__sim_reserved(s),
+                       .what = "workspace and temporaries"};
     est_event *e = next_event(s->tl);
     if (!e) return;
-    uint64_t reserved = est__sim_reserved(s);
-    *e = (est_event){.kind = EST_EVENT_ALLOC, .phase = s->at_phase, .layer = s->at_node, .category = EST_CAT_TEMP,
-                     .bytes = bytes, .allocated = est_add_sat(s->total, bytes), .reserved = reserved,
-                     .what = "workspace and temporaries"};
+    *e = alloc;
+    /* the free is made from the copy: this second event may move the array */
     est_event *f = next_event(s->tl);
     if (f) {
-        *f = *e;
+        *f = alloc;
         f->kind = EST_EVENT_FREE;
         f->allocated = s->total;
     }

@@ -16,6 +16,8 @@
  *  3. without est_options.timeline nothing is recorded.
  *  4. a step of no allocation (an Identity in inference, a view): no event,
  *     and the peak's live list is what the step began with, the input.
+ *  5. the event array's growth: chains of 1 to 160 blocks, every kind of
+ *     event at a growth point, the invariants of 2 on each.
  *
  * usage: test_timeline MODELS_DIR TRUTH_ONNX_DIR
  */
@@ -228,6 +230,65 @@ static void test_no_events(void) {
     est_graph_free(g);
 }
 
+/* 5. The event array grows while the step runs; a transient's free, the
+ * second of its two events, may be the one that moves it. Chains of 1 to
+ * 160 blocks (MatMul, a bias Add, Relu, a residual Add, LayerNormalization
+ * and a Mul by its scale, whose gradients are summed: a transient, over
+ * [batch, 8, 64]) put every kind of event at the array's growth points
+ * (64, 73, 118, 127, 143 and 152 blocks a transient's); the invariants of 2
+ * hold on each, and the sanitizer build sees any read of the old array. */
+static char *chain_json(int blocks) {
+    size_t cap = 1024 + (size_t)blocks * 1200, n = 0;
+    char *j = malloc(cap);
+    if (!j) return NULL;
+    n += (size_t)snprintf(j + n, cap - n, "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"chain\", "
+                          "\"opset_import\": {\"\": 17}, \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", "
+                          "\"dims\": [\"batch\", 8, 64]}], \"initializers\": [");
+    for (int b = 0; b < blocks; b++)
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"name\": \"w%d\", \"dtype\": \"float32\", \"dims\": [64, 64]}, "
+                              "{\"name\": \"b%d\", \"dtype\": \"float32\", \"dims\": [64]}, "
+                              "{\"name\": \"g%d\", \"dtype\": \"float32\", \"dims\": [64]}", b ? ", " : "", b, b, b);
+    n += (size_t)snprintf(j + n, cap - n, "], \"nodes\": [");
+    for (int b = 0; b < blocks; b++) {
+        char h[16];
+        snprintf(h, sizeof h, b ? "y%d" : "x", b - 1);
+        n += (size_t)snprintf(j + n, cap - n,
+                              "%s{\"name\": \"mm%d\", \"op\": \"MatMul\", \"inputs\": [\"%s\", \"w%d\"], \"outputs\": [\"m%d\"]}, "
+                              "{\"name\": \"add%d\", \"op\": \"Add\", \"inputs\": [\"m%d\", \"b%d\"], \"outputs\": [\"a%d\"]}, "
+                              "{\"name\": \"relu%d\", \"op\": \"Relu\", \"inputs\": [\"a%d\"], \"outputs\": [\"r%d\"]}, "
+                              "{\"name\": \"res%d\", \"op\": \"Add\", \"inputs\": [\"r%d\", \"%s\"], \"outputs\": [\"s%d\"]}, "
+                              "{\"name\": \"ln%d\", \"op\": \"LayerNormalization\", \"inputs\": [\"s%d\", \"g%d\"], "
+                              "\"outputs\": [\"l%d\"], \"attributes\": {\"axis\": {\"int\": -1}}}, "
+                              "{\"name\": \"mul%d\", \"op\": \"Mul\", \"inputs\": [\"l%d\", \"g%d\"], \"outputs\": [\"y%d\"]}",
+                              b ? ", " : "", b, h, b, b, b, b, b, b, b, b, b, b, b, h, b, b, b, b, b, b, b, b, b);
+    }
+    snprintf(j + n, cap - n, "], \"outputs\": [\"y%d\"]}", blocks - 1);
+    return j;
+}
+
+static void test_growth(void) {
+    for (int blocks = 1; blocks <= 160; blocks++) {
+        char *json = chain_json(blocks), what[32];
+        snprintf(what, sizeof what, "chain of %d", blocks);
+        est_graph *g = NULL;
+        est_error err;
+        if (!json || est_load_json_buffer(json, strlen(json), what, &g, &err) != EST_OK) {
+            CHECK(false, "%s: %s", what, json ? err.message : "out of memory");
+            free(json);
+            return;
+        }
+        est_options opt;
+        est_options_init(&opt);
+        opt.batch = 4;
+        opt.timeline = 1;
+        est_report *r = estimate(g, opt, what);
+        if (r) check_invariants(r, true, what);
+        est_report_free(r);
+        est_graph_free(g);
+        free(json);
+    }
+}
+
 /* 3. */
 static void test_off(const char *models) {
     char path[4096];
@@ -257,6 +318,7 @@ int main(int argc, char **argv) {
     check_folder(argv[2], "-train.onnx");
     test_off(argv[1]);
     test_no_events();
+    test_growth();
     printf("test_timeline: invariants checked on %d estimates\n", checked);
     CHECK(checked >= 30, "only %d estimates checked", checked);
     return test_result("test_timeline");
