@@ -111,7 +111,7 @@ static inline void num_put(est_const *c, int64_t k, num v) {
 static inline est_const *fold_out(est_infer_ctx *ctx, est_dtype dt) {
     bool foldable = est__dtype_is_int(dt) || dt == EST_DT_FLOAT || dt == EST_DT_DOUBLE ||
                     dt == EST_DT_FLOAT16 || dt == EST_DT_BFLOAT16;
-    return foldable ? est_fold_out(ctx, 0, dt) : NULL;
+    return foldable ? est_fold_out_unset(ctx, 0, dt) : NULL; /* each fold writes every element, or drops the value */
 }
 
 /* True when t's contents are known in full. */

@@ -212,7 +212,8 @@ bool est__const_foldable(est_dtype dt, int64_t count) {
     return count >= 0 && count <= EST_FOLD_MAX_ELEMENTS && (est__dtype_is_float(dt) || est__dtype_is_int(dt));
 }
 
-est_const *est__const_new(est_dtype dt, int64_t count) {
+/* est__const_new's elements zeroed, or left for the caller to write. */
+static est_const *const_alloc(est_dtype dt, int64_t count, bool zeroed) {
     if (!est__const_foldable(dt, count)) return NULL;
     bool is_f = est__dtype_is_float(dt);
     est_const *c = calloc(1, sizeof *c);
@@ -220,15 +221,19 @@ est_const *est__const_new(est_dtype dt, int64_t count) {
     c->dtype = dt;
     c->count = count;
     atomic_init(&c->refs, 1);
-    size_t n = count ? (size_t)count : 1;
-    if (is_f) c->f64 = calloc(n, sizeof(double));
-    else c->i64 = calloc(n, sizeof(int64_t));
-    if (!c->f64 && !c->i64) {
+    size_t n = count ? (size_t)count : 1, size = is_f ? sizeof(double) : sizeof(int64_t);
+    void *values = zeroed ? calloc(n, size) : malloc(n * size); /* n is at most EST_FOLD_MAX_ELEMENTS */
+    if (!values) {
         free(c);
         return NULL;
     }
+    if (is_f) c->f64 = values;
+    else c->i64 = values;
     return c;
 }
+
+est_const *est__const_new(est_dtype dt, int64_t count) { return const_alloc(dt, count, true); }
+est_const *est__const_new_unset(est_dtype dt, int64_t count) { return const_alloc(dt, count, false); }
 
 est_const *est__const_ref(est_const *c) {
     if (c) atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
