@@ -111,7 +111,9 @@ static est_status unary_infer(est_infer_ctx *ctx, un_kind kind, double (*fn)(dou
     if ((st = est_set_out(ctx, 0, dt, x->rank, x->dims)) != EST_OK) return st;
     est_const *c = known(x) ? fold_out(ctx, dt) : NULL;
     if (c && kind == UN_NOT && x->value->i64 && c->i64) { /* of bools, the common case: no num per element */
-        for (int64_t k = 0; k < c->count; k++) c->i64[k] = wrap_int(c->dtype, x->value->i64[k] == 0);
+        const int64_t *in = x->value->i64;
+        int64_t *out = c->i64;
+        for (int64_t k = 0, n = c->count; k < n; k++) out[k] = wrap_int(dt, in[k] == 0);
         return EST_OK;
     }
     for (int64_t k = 0; c && k < c->count; k++) num_put(c, k, unary_apply(&op, num_get(x->value, k)));
@@ -155,12 +157,19 @@ UNARY_FUNC_RULE(erf_infer, erf)
 /* Stores x's values in c, converted as num_put does; without a num per
  * element where both hold integers, or both doubles. */
 static void convert_values(const est_const *x, est_const *c) {
-    if (x->i64 && c->i64)
-        for (int64_t k = 0; k < c->count; k++) c->i64[k] = wrap_int(c->dtype, x->i64[k]);
-    else if (x->f64 && c->f64)
-        for (int64_t k = 0; k < c->count; k++) c->f64[k] = round_to_dtype(c->dtype, x->f64[k]);
-    else
-        for (int64_t k = 0; k < c->count; k++) num_put(c, k, num_get(x, k));
+    est_dtype dt = c->dtype; /* in locals: with -fno-strict-aliasing, stores would reload c's fields */
+    int64_t count = c->count;
+    if (x->i64 && c->i64) {
+        const int64_t *in = x->i64;
+        int64_t *out = c->i64;
+        for (int64_t k = 0; k < count; k++) out[k] = wrap_int(dt, in[k]);
+    } else if (x->f64 && c->f64) {
+        const double *in = x->f64;
+        double *out = c->f64;
+        for (int64_t k = 0; k < count; k++) out[k] = round_to_dtype(dt, in[k]);
+    } else {
+        for (int64_t k = 0; k < count; k++) num_put(c, k, num_get(x, k));
+    }
 }
 
 /* Converts X to `to`: floats truncate toward zero into integers, integers

@@ -354,38 +354,58 @@ static const int64_t *row_i64(const est_infer_ctx *ctx, const ew_cursor *cur, in
     return ctx->in[i]->value->i64 + cur->index[i];
 }
 
+/* The loops below keep c's dtype and arrays in locals: the project builds
+ * with -fno-strict-aliasing, so a store through c->f64 would otherwise make
+ * the compiler reload them for every element. */
 static void select_row(const est_infer_ctx *ctx, const ew_cursor *cur, est_const *c, int64_t k, int64_t n) {
     const int64_t *cond = row_i64(ctx, cur, 0), sc = row_step(cur, 0), sx = row_step(cur, 1), sy = row_step(cur, 2);
+    est_dtype dt = c->dtype;
     if (c->f64) {
         const double *x = row_f64(ctx, cur, 1), *y = row_f64(ctx, cur, 2);
-        for (int64_t j = 0; j < n; j++) c->f64[k + j] = round_to_dtype(c->dtype, cond[j * sc] ? x[j * sx] : y[j * sy]);
+        double *out = c->f64 + k;
+        for (int64_t j = 0; j < n; j++) out[j] = round_to_dtype(dt, cond[j * sc] ? x[j * sx] : y[j * sy]);
         return;
     }
     const int64_t *x = row_i64(ctx, cur, 1), *y = row_i64(ctx, cur, 2);
-    for (int64_t j = 0; j < n; j++) c->i64[k + j] = wrap_int(c->dtype, cond[j * sc] ? x[j * sx] : y[j * sy]);
+    int64_t *out = c->i64 + k;
+    for (int64_t j = 0; j < n; j++) out[j] = wrap_int(dt, cond[j * sc] ? x[j * sx] : y[j * sy]);
+}
+
+static void float_row(const ew_op *op, row_form form, const double *a, int64_t sa, const double *b, int64_t sb,
+                      est_const *c, int64_t k, int64_t n) {
+    ew_kind kind = op->kind;
+    est_dtype dt = c->dtype;
+    if (form == ROW_FLOAT_COMPARE) {
+        int64_t *out = c->i64 + k;
+        for (int64_t j = 0; j < n; j++) out[j] = float_compare(kind, a[j * sa], b[j * sb]);
+        return;
+    }
+    double *out = c->f64 + k;
+    for (int64_t j = 0; j < n; j++) out[j] = round_to_dtype(dt, float_value(kind, a[j * sa], b[j * sb]));
+}
+
+static void int_row(const ew_op *op, row_form form, const int64_t *a, int64_t sa, const int64_t *b, int64_t sb,
+                    est_const *c, int64_t k, int64_t n) {
+    ew_kind kind = op->kind;
+    est_dtype dt = c->dtype;
+    int64_t *out = c->i64 + k;
+    if (form == ROW_INT_COMPARE)
+        for (int64_t j = 0; j < n; j++)
+            out[j] = compare_holds(kind, num_cmp(num_of_int(a[j * sa]), num_of_int(b[j * sb]), op->u64));
+    else
+        for (int64_t j = 0; j < n; j++) out[j] = wrap_int(dt, int_value(kind, a[j * sa], b[j * sb]));
 }
 
 /* Elements k to k + n - 1 of c, the current row, in the loop of `form`. */
 static void typed_row(const est_infer_ctx *ctx, const ew_op *op, row_form form, const ew_cursor *cur, est_const *c,
                       int64_t k, int64_t n) {
-    ew_kind kind = op->kind;
     int64_t sa = row_step(cur, 0), sb = row_step(cur, 1);
-    if (form == ROW_SELECT) {
+    if (form == ROW_SELECT)
         select_row(ctx, cur, c, k, n);
-    } else if (form == ROW_FLOAT_ARITH || form == ROW_FLOAT_COMPARE) {
-        const double *a = row_f64(ctx, cur, 0), *b = row_f64(ctx, cur, 1);
-        if (form == ROW_FLOAT_COMPARE)
-            for (int64_t j = 0; j < n; j++) c->i64[k + j] = float_compare(kind, a[j * sa], b[j * sb]);
-        else
-            for (int64_t j = 0; j < n; j++) c->f64[k + j] = round_to_dtype(c->dtype, float_value(kind, a[j * sa], b[j * sb]));
-    } else {
-        const int64_t *a = row_i64(ctx, cur, 0), *b = row_i64(ctx, cur, 1);
-        if (form == ROW_INT_COMPARE)
-            for (int64_t j = 0; j < n; j++)
-                c->i64[k + j] = compare_holds(kind, num_cmp(num_of_int(a[j * sa]), num_of_int(b[j * sb]), op->u64));
-        else
-            for (int64_t j = 0; j < n; j++) c->i64[k + j] = wrap_int(c->dtype, int_value(kind, a[j * sa], b[j * sb]));
-    }
+    else if (form == ROW_FLOAT_ARITH || form == ROW_FLOAT_COMPARE)
+        float_row(op, form, row_f64(ctx, cur, 0), sa, row_f64(ctx, cur, 1), sb, c, k, n);
+    else
+        int_row(op, form, row_i64(ctx, cur, 0), sa, row_i64(ctx, cur, 1), sb, c, k, n);
 }
 
 /* Elements k to k + n - 1 of c, the current row; false when one is
