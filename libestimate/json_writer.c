@@ -79,8 +79,6 @@ static inline void puts_n(json_writer *w, const char *s, size_t n) {
     w->len += n;
 }
 
-static inline void put(json_writer *w, char c) { puts_n(w, &c, 1); }
-
 /* Where the next n bytes go (n below half a piece), with the
  * terminator's byte kept; NULL when there is no room. The caller writes at
  * most n bytes there and adds what it wrote to w->len. */
@@ -90,6 +88,13 @@ static inline char *room(json_writer *w, size_t n) {
         if (!make_room(w, &unused, &n)) return NULL;
     }
     return w->buf + w->len;
+}
+
+static inline void put(json_writer *w, char c) {
+    char *out = room(w, 1);
+    if (!out) return;
+    *out = c;
+    w->len++;
 }
 
 static inline void put_str(json_writer *w, const char *s) { puts_n(w, s, strlen(s)); }
@@ -286,10 +291,10 @@ __attribute__((always_inline)) static inline char *begin_value(json_writer *w, c
 }
 
 /* A value of n bytes written as they are. */
-static void put_value(json_writer *w, const char *key, size_t key_len, const char *text, size_t n) {
+__attribute__((always_inline)) static inline void put_value(json_writer *w, const char *key, size_t key_len, const char *text, size_t n) {
     char *out = begin_value(w, key, key_len, n);
     if (!out) return;
-    memcpy(out, text, n);
+    put_bytes(out, text, n);
     w->len += n;
 }
 
@@ -304,7 +309,7 @@ static void open_level(json_writer *w, const char *key, size_t key_len, bool arr
     w->depth++;
 }
 
-static void close_level(json_writer *w, bool array) {
+__attribute__((always_inline)) static inline void close_level(json_writer *w, bool array) {
     if (w->depth == 0 || w->in_array[w->depth - 1] != array) {
         w->failed = true;
         return;
@@ -381,6 +386,29 @@ void jw__i64(json_writer *w, const char *key, size_t key_len, int64_t v) {
     if (!out) return;
     if (v < 0) *out++ = '-';
     w->len += (size_t)(put_digits(out, v < 0 ? 0 - (uint64_t)v : (uint64_t)v) - start);
+}
+
+/* Arrays longer than this take the general path, so that one room() holds
+ * the whole array. */
+#define JW_INLINE_ARRAY 64
+
+void jw__i64_array(json_writer *w, const char *key, size_t key_len, const int64_t *v, int n) {
+    if (n > JW_INLINE_ARRAY || w->depth == JW_MAX_DEPTH) { /* the latter fails as jw_begin_array does */
+        jw__begin_array(w, key, key_len);
+        for (int i = 0; i < n; i++) jw__i64(w, NULL, 0, v[i]);
+        jw_end_array(w);
+        return;
+    }
+    char *start = begin_value(w, key, key_len, 2 + (n > 0 ? (size_t)n : 0) * 23), *out = start; /* "-", 20 digits, ", " */
+    if (!out) return;
+    *out++ = '[';
+    for (int i = 0; i < n; i++) {
+        if (i) memcpy(out, ", ", 2), out += 2;
+        if (v[i] < 0) *out++ = '-';
+        out = put_digits(out, v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i]);
+    }
+    *out++ = ']';
+    w->len += (size_t)(out - start);
 }
 
 void jw__double(json_writer *w, const char *key, size_t key_len, double v) {

@@ -66,6 +66,7 @@ void jw__i64(json_writer *w, const char *key, size_t key_len, int64_t v);
 void jw__double(json_writer *w, const char *key, size_t key_len, double v);
 void jw__bool(json_writer *w, const char *key, size_t key_len, bool v);
 void jw__null(json_writer *w, const char *key, size_t key_len);
+void jw__i64_array(json_writer *w, const char *key, size_t key_len, const int64_t *v, int n);
 
 static inline size_t jw__literal_len(const char *key) { return key ? strlen(key) : 0; }
 #if defined(__GNUC__)
@@ -84,6 +85,9 @@ void jw_end_array(json_writer *w);
 #define jw_double(w, key, v) jw__double(w, key, JW_KEY_LEN(key), v) /* not finite: null */
 #define jw_bool(w, key, v) jw__bool(w, key, JW_KEY_LEN(key), v)
 #define jw_null(w, key) jw__null(w, key, JW_KEY_LEN(key))
+/* An array of n integers (none when n <= 0), as jw_begin_array, jw_i64
+ * for each and jw_end_array write it (a shape's dims), in one call. */
+#define jw_i64_array(w, key, v, n) jw__i64_array(w, key, JW_KEY_LEN(key), v, n)
 /* Ends the document with a newline. EST_OK with *out the text (the caller
  * frees it; NULL with a sink), or EST_ENOMEM / EST_EINVAL (nesting left
  * open or too deep) / EST_EIO (the sink failed) with the text freed and
