@@ -212,21 +212,19 @@ bool est__const_foldable(est_dtype dt, int64_t count) {
     return count >= 0 && count <= EST_FOLD_MAX_ELEMENTS && (est__dtype_is_float(dt) || est__dtype_is_int(dt));
 }
 
-/* est__const_new's elements zeroed, or left for the caller to write. */
+/* est__const_new's elements zeroed, or left for the caller to write. The
+ * elements follow the header in one block (sizeof *c keeps them aligned):
+ * one allocation and one free for each of the many small constants. */
 static est_const *const_alloc(est_dtype dt, int64_t count, bool zeroed) {
     if (!est__const_foldable(dt, count)) return NULL;
     bool is_f = est__dtype_is_float(dt);
-    est_const *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    c->dtype = dt;
-    c->count = count;
-    atomic_init(&c->refs, 1);
     size_t n = count ? (size_t)count : 1, size = is_f ? sizeof(double) : sizeof(int64_t);
-    void *values = zeroed ? calloc(n, size) : malloc(n * size); /* n is at most EST_FOLD_MAX_ELEMENTS */
-    if (!values) {
-        free(c);
-        return NULL;
-    }
+    size_t bytes = sizeof(est_const) + n * size; /* n is at most EST_FOLD_MAX_ELEMENTS */
+    est_const *c = zeroed ? calloc(1, bytes) : malloc(bytes);
+    if (!c) return NULL;
+    *c = (est_const){.dtype = dt, .count = count};
+    atomic_init(&c->refs, 1);
+    void *values = c + 1;
     if (is_f) c->f64 = values;
     else c->i64 = values;
     return c;
@@ -242,9 +240,7 @@ est_const *est__const_ref(est_const *c) {
 
 void est__const_free(est_const *c) {
     if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
-    free(c->i64);
-    free(c->f64);
-    free(c);
+    free(c); /* its elements with it */
 }
 
 /* ---- limits ---------------------------------------------------------------- */
