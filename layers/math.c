@@ -100,6 +100,25 @@ static est_status read_isinf_attrs(est_infer_ctx *ctx, un_op *op) {
     return EST_OK;
 }
 
+/* Stores op of x's values in c, as num_put(unary_apply(...)) does; Not of
+ * integers (bools) and the float functions of floats without a num per
+ * element. */
+static void unary_values(const un_op *op, const est_const *x, est_const *c) {
+    est_dtype dt = c->dtype; /* in locals: with -fno-strict-aliasing, stores would reload c's fields */
+    int64_t count = c->count;
+    if (op->kind == UN_NOT && x->i64 && c->i64) {
+        const int64_t *in = x->i64;
+        int64_t *out = c->i64;
+        for (int64_t k = 0; k < count; k++) out[k] = wrap_int(dt, in[k] == 0);
+    } else if (op->kind == UN_FUNC && x->f64 && c->f64) {
+        const double *in = x->f64;
+        double *out = c->f64;
+        for (int64_t k = 0; k < count; k++) out[k] = round_to_dtype(dt, op->fn(in[k]));
+    } else {
+        for (int64_t k = 0; k < count; k++) num_put(c, k, unary_apply(op, num_get(x, k)));
+    }
+}
+
 /* Unary ops keep the input's shape; IsNaN and IsInf give bool. */
 static est_status unary_infer(est_infer_ctx *ctx, un_kind kind, double (*fn)(double)) {
     const est_tval *x;
@@ -110,13 +129,7 @@ static est_status unary_infer(est_infer_ctx *ctx, un_kind kind, double (*fn)(dou
     est_dtype dt = kind == UN_ISNAN || kind == UN_ISINF ? EST_DT_BOOL : x->dtype;
     if ((st = est_set_out(ctx, 0, dt, x->rank, x->dims)) != EST_OK) return st;
     est_const *c = known(x) ? fold_out(ctx, dt) : NULL;
-    if (c && kind == UN_NOT && x->value->i64 && c->i64) { /* of bools, the common case: no num per element */
-        const int64_t *in = x->value->i64;
-        int64_t *out = c->i64;
-        for (int64_t k = 0, n = c->count; k < n; k++) out[k] = wrap_int(dt, in[k] == 0);
-        return EST_OK;
-    }
-    for (int64_t k = 0; c && k < c->count; k++) num_put(c, k, unary_apply(&op, num_get(x->value, k)));
+    if (c) unary_values(&op, x->value, c);
     return EST_OK;
 }
 
@@ -155,7 +168,7 @@ UNARY_FUNC_RULE(erf_infer, erf)
 /* ---- Cast and CastLike --------------------------------------------------- */
 
 /* Stores x's values in c, converted as num_put does; without a num per
- * element where both hold integers, or both doubles. */
+ * element unless floats become integers. */
 static void convert_values(const est_const *x, est_const *c) {
     est_dtype dt = c->dtype; /* in locals: with -fno-strict-aliasing, stores would reload c's fields */
     int64_t count = c->count;
@@ -167,6 +180,10 @@ static void convert_values(const est_const *x, est_const *c) {
         const double *in = x->f64;
         double *out = c->f64;
         for (int64_t k = 0; k < count; k++) out[k] = round_to_dtype(dt, in[k]);
+    } else if (x->i64 && c->f64) {
+        const int64_t *in = x->i64;
+        double *out = c->f64;
+        for (int64_t k = 0; k < count; k++) out[k] = round_to_dtype(dt, (double)in[k]);
     } else {
         for (int64_t k = 0; k < count; k++) num_put(c, k, num_get(x, k));
     }

@@ -107,7 +107,7 @@ static int64_t int_mod(const ew_op *op, int64_t a, int64_t b) {
 
 /* Integer arithmetic; false when undefined (division by zero), so the output
  * stays unfolded. Sums and products wrap (unsigned arithmetic avoids UB). */
-static bool int_arith(const ew_op *op, int64_t a, int64_t b, num *r) {
+__attribute__((always_inline)) static inline bool int_arith(const ew_op *op, int64_t a, int64_t b, num *r) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     int64_t v;
     switch (op->kind) {
@@ -136,19 +136,32 @@ static bool int_arith(const ew_op *op, int64_t a, int64_t b, num *r) {
     return true;
 }
 
-/* Float arithmetic (IEEE: x / 0 is inf, which folds fine). */
-static bool float_arith(const ew_op *op, double a, double b, num *r) {
-    double v;
-    switch (op->kind) {
-    case EW_ADD: case EW_MEAN: v = a + b; break;
-    case EW_SUB: v = a - b; break;
-    case EW_MUL: v = a * b; break;
-    case EW_DIV: v = a / b; break;
-    case EW_POW: v = pow(a, b); break;
-    case EW_MOD: v = fmod(a, b); break; /* floats require fmod=1 */
-    default: return false;              /* bitwise ops have no float form */
+/* ew_apply's result for two floats (IEEE: x / 0 is inf, which folds fine).
+ * Of two NaN operands x86 returns its instruction's first: for + and * the
+ * compiler may put either there, so this says which (b for Add and Mul, a
+ * for Sub and Div, as folds have always given), and a folded NaN keeps its
+ * bits whatever the compiler makes of the loops that call this. */
+__attribute__((always_inline)) static inline double float_value(ew_kind kind, double a, double b) {
+    switch (kind) {
+    case EW_MAX: case EW_MIN:
+        if (isnan(a) || isnan(b)) return NAN; /* NaN propagates, as in numpy */
+        return (kind == EW_MAX ? a >= b : a <= b) ? a : b;
+    case EW_POW: return pow(a, b);
+    case EW_MOD: return fmod(a, b);
+    default: break;
     }
-    *r = num_of_float(v);
+    if (isnan(a) && isnan(b)) return (kind == EW_ADD || kind == EW_MUL ? b : a) + 0.0; /* + 0.0 quiets it */
+    switch (kind) {
+    case EW_ADD: return a + b;
+    case EW_SUB: return a - b;
+    case EW_MUL: return a * b;
+    default: return a / b; /* EW_DIV */
+    }
+}
+
+static bool float_arith(const ew_op *op, double a, double b, num *r) {
+    if (op->kind > EW_MOD && op->kind != EW_MEAN) return false; /* bitwise ops have no float form */
+    *r = num_of_float(float_value(op->kind == EW_MEAN ? EW_ADD : op->kind, a, b)); /* floats' Mod is fmod=1 */
     return true;
 }
 
@@ -281,8 +294,8 @@ static bool fold_element(const est_infer_ctx *ctx, const ew_op *op, const ew_cur
  * between two such inputs. Each stores what the general loop would. */
 typedef enum row_form {
     ROW_GENERAL,
-    ROW_FLOAT_ARITH,   /* Add Sub Mul Div of floats */
-    ROW_INT_ARITH,     /* Add Sub Mul and the bitwise ops of integers, wrapping */
+    ROW_FLOAT_ARITH,   /* arithmetic, Max and Min of floats */
+    ROW_INT_ARITH,     /* arithmetic, bitwise ops, Max and Min of integers */
     ROW_FLOAT_COMPARE, /* comparisons of floats: NaN compares false */
     ROW_INT_COMPARE,
     ROW_SELECT,        /* Where */
@@ -297,42 +310,34 @@ static row_form row_form_of(const est_infer_ctx *ctx, const ew_op *op, const est
     if (ctx->n_in != 2) return ROW_GENERAL;
     const est_const *a = ctx->in[0]->value, *b = ctx->in[1]->value;
     ew_kind k = op->kind;
-    bool compare = has_bool_output(k) && !is_logical(k), sum_or_product = k == EW_ADD || k == EW_SUB || k == EW_MUL;
+    bool compare = has_bool_output(k) && !is_logical(k), max_min = k == EW_MAX || k == EW_MIN;
     if (a->f64 && b->f64) {
         if (compare && c->i64) return ROW_FLOAT_COMPARE;
-        if ((sum_or_product || k == EW_DIV) && c->f64) return ROW_FLOAT_ARITH;
+        if ((k <= EW_MOD || max_min) && c->f64) return ROW_FLOAT_ARITH; /* bitwise ops have no float form */
     } else if (a->i64 && b->i64 && c->i64) {
         if (compare) return ROW_INT_COMPARE;
-        if (sum_or_product || k == EW_BIT_AND || k == EW_BIT_OR || k == EW_BIT_XOR) return ROW_INT_ARITH;
+        if (k <= EW_BIT_XOR || max_min) return ROW_INT_ARITH;
     }
     return ROW_GENERAL;
 }
 
-/* Of two NaN operands x86 returns its instruction's first: for + and * the
- * compiler may put either there, so the loop says which, the one float_arith
- * has always given (b for Add and Mul, a for Sub and Div), and a folded NaN
- * keeps its bits. */
-static double float_value(ew_kind kind, double a, double b) {
-    if (isnan(a) && isnan(b)) return (kind == EW_ADD || kind == EW_MUL ? b : a) + 0.0; /* + 0.0 quiets it */
-    switch (kind) {
-    case EW_ADD: return a + b;
-    case EW_SUB: return a - b;
-    case EW_MUL: return a * b;
-    default: return a / b; /* EW_DIV */
-    }
+/* -1, 0 or 1 as a <, ==, > b (num_cmp for two integers). */
+static int int_order(int64_t a, int64_t b, bool u64) {
+    if (u64) return ((uint64_t)a > (uint64_t)b) - ((uint64_t)a < (uint64_t)b);
+    return (a > b) - (a < b);
 }
 
-/* Sums and products wrap (unsigned arithmetic avoids UB), as int_arith's. */
-static int64_t int_value(ew_kind kind, int64_t a, int64_t b) {
-    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-    switch (kind) {
-    case EW_ADD: return (int64_t)(ua + ub);
-    case EW_SUB: return (int64_t)(ua - ub);
-    case EW_MUL: return (int64_t)(ua * ub);
-    case EW_BIT_AND: return a & b;
-    case EW_BIT_OR: return a | b;
-    default: return a ^ b; /* EW_BIT_XOR */
+/* ew_apply's result for two integers; false when undefined. */
+static bool int_value(const ew_op *op, int64_t a, int64_t b, int64_t *v) {
+    if (op->kind == EW_MAX || op->kind == EW_MIN) {
+        int c = int_order(a, b, op->u64);
+        *v = (op->kind == EW_MAX ? c >= 0 : c <= 0) ? a : b;
+        return true;
     }
+    num r;
+    if (!int_arith(op, a, b, &r)) return false;
+    *v = r.i;
+    return true;
 }
 
 /* C's comparisons are false with a NaN, as compare_holds is when unordered. */
@@ -384,20 +389,26 @@ static void float_row(const ew_op *op, row_form form, const double *a, int64_t s
     for (int64_t j = 0; j < n; j++) out[j] = round_to_dtype(dt, float_value(kind, a[j * sa], b[j * sb]));
 }
 
-static void int_row(const ew_op *op, row_form form, const int64_t *a, int64_t sa, const int64_t *b, int64_t sb,
+static bool int_row(const ew_op *op, row_form form, const int64_t *a, int64_t sa, const int64_t *b, int64_t sb,
                     est_const *c, int64_t k, int64_t n) {
     ew_kind kind = op->kind;
     est_dtype dt = c->dtype;
     int64_t *out = c->i64 + k;
-    if (form == ROW_INT_COMPARE)
-        for (int64_t j = 0; j < n; j++)
-            out[j] = compare_holds(kind, num_cmp(num_of_int(a[j * sa]), num_of_int(b[j * sb]), op->u64));
-    else
-        for (int64_t j = 0; j < n; j++) out[j] = wrap_int(dt, int_value(kind, a[j * sa], b[j * sb]));
+    if (form == ROW_INT_COMPARE) {
+        for (int64_t j = 0; j < n; j++) out[j] = compare_holds(kind, int_order(a[j * sa], b[j * sb], op->u64));
+        return true;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        int64_t v;
+        if (!int_value(op, a[j * sa], b[j * sb], &v)) return false;
+        out[j] = wrap_int(dt, v);
+    }
+    return true;
 }
 
-/* Elements k to k + n - 1 of c, the current row, in the loop of `form`. */
-static void typed_row(const est_infer_ctx *ctx, const ew_op *op, row_form form, const ew_cursor *cur, est_const *c,
+/* Elements k to k + n - 1 of c, the current row, in the loop of `form`;
+ * false when one is undefined (an integer division by zero). */
+static bool typed_row(const est_infer_ctx *ctx, const ew_op *op, row_form form, const ew_cursor *cur, est_const *c,
                       int64_t k, int64_t n) {
     int64_t sa = row_step(cur, 0), sb = row_step(cur, 1);
     if (form == ROW_SELECT)
@@ -405,17 +416,15 @@ static void typed_row(const est_infer_ctx *ctx, const ew_op *op, row_form form, 
     else if (form == ROW_FLOAT_ARITH || form == ROW_FLOAT_COMPARE)
         float_row(op, form, row_f64(ctx, cur, 0), sa, row_f64(ctx, cur, 1), sb, c, k, n);
     else
-        int_row(op, form, row_i64(ctx, cur, 0), sa, row_i64(ctx, cur, 1), sb, c, k, n);
+        return int_row(op, form, row_i64(ctx, cur, 0), sa, row_i64(ctx, cur, 1), sb, c, k, n);
+    return true;
 }
 
 /* Elements k to k + n - 1 of c, the current row; false when one is
  * undefined (a division by zero). */
 static bool fold_row(const est_infer_ctx *ctx, const ew_op *op, row_form form, const ew_cursor *cur, est_const *c,
                      int64_t k, int64_t n) {
-    if (form != ROW_GENERAL) {
-        typed_row(ctx, op, form, cur, c, k, n);
-        return true;
-    }
+    if (form != ROW_GENERAL) return typed_row(ctx, op, form, cur, c, k, n);
     for (int64_t j = 0; j < n; j++) {
         num r;
         if (!fold_element(ctx, op, cur, j, &r)) return false;

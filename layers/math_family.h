@@ -55,7 +55,7 @@ static inline int int_width(est_dtype dt, bool *is_signed) {
 
 /* Reduces v to dt's range the way a C conversion to that integer type wraps.
  * uint64 keeps its bits in the int64. */
-static inline int64_t wrap_int(est_dtype dt, int64_t v) {
+__attribute__((always_inline)) static inline int64_t wrap_int(est_dtype dt, int64_t v) {
     if (dt == EST_DT_INT64 || dt == EST_DT_UINT64) return v; /* the common case, first */
     if (dt == EST_DT_BOOL) return v != 0;
     bool is_signed;
@@ -85,7 +85,7 @@ static inline double round_to_float32(double f) {
 }
 
 /* Rounds a value computed in double to the precision of the dtype holding it. */
-static inline double round_to_dtype(est_dtype dt, double f) {
+__attribute__((always_inline)) static inline double round_to_dtype(est_dtype dt, double f) {
     switch (dt) {
     case EST_DT_FLOAT: return round_to_float32(f);
     case EST_DT_FLOAT16: return round_to_format(f, 10, -14, 65504.0);
