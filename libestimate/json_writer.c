@@ -175,11 +175,32 @@ static inline bool plain_bytes(const char *s, size_t n) {
     return true;
 }
 
-/* The length of s when every byte of it is plain ASCII (plain_ascii) and it
- * is short enough to go through room(); SIZE_MAX otherwise. */
-static inline size_t plain_length(const char *s) {
-    size_t n = strlen(s);
-    return n < JW_PIECE / 4 && plain_bytes(s, n) ? n : SIZE_MAX;
+/* Copies the n bytes at s to out as put_bytes does, checking them as
+ * plain_bytes does in the same pass: false, with out partly written, when
+ * one is not plain. */
+static inline bool copy_plain(char *out, const char *s, size_t n) {
+    uint64_t x;
+    if (n >= 16) {
+        for (size_t i = 0;; i += 16) {
+            size_t at = i + 16 < n ? i : n - 16; /* the last block overlaps the one before */
+            if (!plain_block(s + at)) return false;
+            memcpy(out + at, s + at, 16);
+            if (at == n - 16) return true;
+        }
+    }
+    if (n >= 8) {
+        memcpy(&x, s, 8);
+        if (!plain_word(x)) return false;
+        memcpy(out, &x, 8);
+        memcpy(&x, s + n - 8, 8);
+        memcpy(out + n - 8, &x, 8);
+        return plain_word(x);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!plain_ascii[(unsigned char)s[i]]) return false;
+        out[i] = s[i];
+    }
+    return true;
 }
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
@@ -338,17 +359,17 @@ void jw__string(json_writer *w, const char *key, size_t key_len, const char *s) 
         put_value(w, key, key_len, "null", 4);
         return;
     }
-    size_t n = plain_length(s);
-    char *out = begin_value(w, key, key_len, n != SIZE_MAX ? n + 2 : 0);
+    size_t n = strlen(s);
+    bool short_enough = n < JW_PIECE / 4; /* for one room() */
+    char *out = begin_value(w, key, key_len, short_enough ? n + 2 : 0);
     if (!out) return;
-    if (n == SIZE_MAX) { /* to escape, or long */
-        escaped(w, s);
+    if (short_enough && copy_plain(out + 1, s, n)) { /* most names: copied at once */
+        out[0] = '"';
+        out[n + 1] = '"';
+        w->len += n + 2;
         return;
     }
-    out[0] = '"';
-    put_bytes(out + 1, s, n);
-    out[n + 1] = '"';
-    w->len += n + 2;
+    escaped(w, s); /* over what copy_plain left, past w->len */
 }
 
 /* Two decimal digits for each value below 100. */
