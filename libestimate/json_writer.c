@@ -312,14 +312,16 @@ __attribute__((always_inline)) static inline char *begin_value(json_writer *w, c
 }
 
 /* A value of n bytes written as they are. */
-__attribute__((always_inline)) static inline void put_value(json_writer *w, const char *key, size_t key_len, const char *text, size_t n) {
+__attribute__((always_inline)) static inline void put_value(json_writer *w, const char *key, size_t key_len,
+                                                            const char *text, size_t n) {
     char *out = begin_value(w, key, key_len, n);
     if (!out) return;
     put_bytes(out, text, n);
     w->len += n;
 }
 
-static void open_level(json_writer *w, const char *key, size_t key_len, bool array) {
+__attribute__((always_inline)) static inline void open_level(json_writer *w, const char *key, size_t key_len,
+                                                             bool array) {
     put_value(w, key, key_len, array ? "[" : "{\n", array ? 1 : 2);
     if (w->depth == JW_MAX_DEPTH) {
         w->failed = true;
@@ -380,7 +382,7 @@ static const char digit_pairs[201] =
 
 /* v's decimal digits at out, as printf's %llu writes them (20 at most);
  * returns their end. */
-static char *put_digits(char *out, uint64_t v) {
+__attribute__((always_inline)) static inline char *put_digits(char *out, uint64_t v) {
     size_t n = 1;
     for (uint64_t t = v; t >= 10 && n < 20; t /= 10) n++;
     char *end = out + n, *p = end;
@@ -420,7 +422,8 @@ void jw__i64_array(json_writer *w, const char *key, size_t key_len, const int64_
         jw_end_array(w);
         return;
     }
-    char *start = begin_value(w, key, key_len, 2 + (n > 0 ? (size_t)n : 0) * 23), *out = start; /* "-", 20 digits, ", " */
+    size_t most = 2 + (n > 0 ? (size_t)n : 0) * 23; /* each "-", 20 digits and ", " */
+    char *start = begin_value(w, key, key_len, most), *out = start;
     if (!out) return;
     *out++ = '[';
     for (int i = 0; i < n; i++) {
