@@ -441,6 +441,13 @@ void jw__double(json_writer *w, const char *key, size_t key_len, double v) {
         put_value(w, key, key_len, "null", 4);
         return;
     }
+    if (fabs(v) < 0x1p53 && v == (double)(int64_t)v) { /* an integer, 0 most often: %.17g's digits */
+        char *start = begin_value(w, key, key_len, 21), *out = start;
+        if (!out) return;
+        if (signbit(v)) *out++ = '-'; /* -0 too */
+        w->len += (size_t)(put_digits(out, (uint64_t)fabs(v)) - start);
+        return;
+    }
     int n = snprintf(buf, sizeof buf, "%.17g", v);
     put_value(w, key, key_len, buf, (size_t)n);
 }
