@@ -105,7 +105,6 @@ static inline void num_put(est_const *c, int64_t k, num v) {
     c->i64[k] = wrap_int(c->dtype, v.is_f ? c->i64[k] : v.i); /* wrapping makes bool v != 0 */
 }
 
-
 /* Folds only to dtypes whose values a double or int64 can hold exactly once
  * rounded: integers and the four common float types (not float8 / float4). */
 static inline est_const *fold_out(est_infer_ctx *ctx, est_dtype dt) {
@@ -121,6 +120,8 @@ static inline bool known(const est_tval *t) {
 
 /* ---- broadcasting ops (math_broadcast.c) ------------------------------------ */
 
+/* In this order: math_broadcast.c takes the kinds up to EW_MOD as
+ * arithmetic and those up to EW_BIT_XOR as integer operations. */
 typedef enum ew_kind {
     EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_POW, EW_MOD,
     EW_BITSHIFT, EW_BIT_AND, EW_BIT_OR, EW_BIT_XOR,
