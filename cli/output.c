@@ -1,5 +1,6 @@
 /* output.c: renders an est_report as a table, CSV or JSON. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,9 +123,10 @@ static int name_width(const est_report *r, bool all) {
 }
 
 /* A row of the layer table, written by hand in the columns the header's
- * printf lays out: a million-node model prints a million of them. */
+ * printf lays out: a million-node model prints a million of them. Also a
+ * CSV row's fixed fields (two lists of 1024 and 512 bytes at most). */
 typedef struct row {
-    char text[2048]; /* the widest row is under 900 bytes */
+    char text[2048]; /* the widest table row is under 900 bytes */
     size_t len;
 } row;
 
@@ -328,7 +330,21 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     return ferror(f) ? 1 : 0;
 }
 
+/* The length of s when it is printable ASCII with no ',' or '"', which a
+ * CSV field holds as it is (and term() returns unchanged); SIZE_MAX else. */
+static size_t csv_plain_length(const char *s) {
+    size_t n = 0;
+    for (unsigned char c; (c = (unsigned char)s[n]) != '\0'; n++)
+        if (c < 0x20 || c >= 0x7f || c == ',' || c == '"') return SIZE_MAX;
+    return n;
+}
+
 void csv_field(FILE *f, const char *s) {
+    size_t n = s ? csv_plain_length(s) : SIZE_MAX;
+    if (n != SIZE_MAX) { /* most names */
+        fwrite(s, 1, n, f);
+        return;
+    }
     s = term(s); /* no control byte, so no newline either */
     if (!strpbrk(s, ",\"")) {
         fputs(s, f);
@@ -343,8 +359,23 @@ void csv_field(FILE *f, const char *s) {
 }
 
 /* Ends a row: with a time, two more fields (empty, or a layer's times). */
+/* ",%.9g" of x: an integer below 1e9 (0, for most layers' times) is its
+ * digits, as printf writes it, without printf's cost. */
+static void csv_seconds(FILE *f, double x) {
+    if (fabs(x) < 1e9 && x == (double)(int64_t)x) {
+        char text[24];
+        size_t len = 0;
+        text[len++] = ',';
+        if (signbit(x)) text[len++] = '-'; /* -0 too */
+        len += fmt_u64(text + len, (uint64_t)fabs(x));
+        fwrite(text, 1, len, f);
+        return;
+    }
+    fprintf(f, ",%.9g", x);
+}
+
 static void csv_eol(FILE *f, const output_opts *o, const est_layer_time *lt) {
-    if (lt) fprintf(f, ",%.9g,%.9g", lt->forward_s, lt->backward_s);
+    if (lt) csv_seconds(f, lt->forward_s), csv_seconds(f, lt->backward_s);
     else if (o->time) fputs(",,", f);
     fputc('\n', f);
 }
@@ -367,37 +398,73 @@ static void csv_params(FILE *f, const est_report *r, const output_opts *o) {
     }
 }
 
+/* ",N": a CSV field. */
+static void row_u64(row *r, uint64_t v) {
+    r->text[r->len++] = ',';
+    r->len += fmt_u64(r->text + r->len, v);
+}
+
+static void row_i64(row *r, int64_t v) {
+    r->text[r->len++] = ',';
+    r->len += fmt_i64(r->text + r->len, v);
+}
+
+/* A layer's outputs as its row lists them: shapes, then dtypes, each joined
+ * by ';' and cut as snprintf into these buffers cuts. */
+static void output_lists(const est_layer *L, char *shapes, size_t n_shapes, char *dtypes, size_t n_dtypes) {
+    size_t us = 0, ud = 0;
+    shapes[0] = dtypes[0] = '\0';
+    for (size_t k = 0; k < L->n_outputs; k++) {
+        char s[256];
+        const char *dtype = est_dtype_name(L->outputs[k].dtype);
+        shape_string(s, sizeof s, &L->outputs[k]);
+        us = fmt_append(shapes, n_shapes, us, ";", k ? 1 : 0);
+        us = fmt_append(shapes, n_shapes, us, s, strlen(s));
+        ud = fmt_append(dtypes, n_dtypes, ud, ";", k ? 1 : 0);
+        ud = fmt_append(dtypes, n_dtypes, ud, dtype, strlen(dtype));
+    }
+}
+
+/* index,name,op,domain,...: one layer's CSV row, its numbers written by
+ * hand (fprintf's format parsing cost more than the fields). */
+static void csv_layer(FILE *f, const est_layer *L, size_t i, const output_opts *o) {
+    char shapes[1024], dtypes[512];
+    output_lists(L, shapes, sizeof shapes, dtypes, sizeof dtypes);
+    row r = {.len = 0};
+    r.len = fmt_u64(r.text, i);
+    r.text[r.len++] = ',';
+    fwrite(r.text, 1, r.len, f);
+    csv_field(f, L->name);
+    fputc(',', f);
+    csv_field(f, L->op);
+    fputc(',', f);
+    csv_field(f, L->domain);
+    r.len = 0;
+    r.text[r.len++] = ',';
+    row_put(&r, shapes, strlen(shapes));
+    r.text[r.len++] = ',';
+    row_put(&r, dtypes, strlen(dtypes));
+    row_u64(&r, L->param_count);
+    row_u64(&r, L->param_bytes);
+    row_u64(&r, L->buffer_bytes);
+    row_u64(&r, L->output_bytes);
+    row_i64(&r, L->shape_only);
+    row_u64(&r, L->flops_forward);
+    row_u64(&r, L->flops_backward);
+    row_u64(&r, L->saved_bytes);
+    row_u64(&r, L->temp_bytes);
+    r.text[r.len++] = ',';
+    fwrite(r.text, 1, r.len, f);
+    csv_field(f, L->module ? L->module : "");
+    csv_eol(f, o, est_time_layer(o->time, i));
+}
+
 int print_csv(FILE *f, const est_report *r, const output_opts *o) {
     fprintf(f, "index,name,op,domain,output_shapes,output_dtypes,param_count,param_bytes,buffer_bytes,output_bytes,shape_only,"
                "flops_forward,flops_backward,saved_bytes,temp_bytes,module");
     if (o->time) fputs(",time_forward_s,time_backward_s", f);
     fputc('\n', f);
-    for (size_t i = 0; i < est_report_layer_count(r); i++) {
-        const est_layer *L = est_report_layer(r, i);
-        char shapes[1024] = "", dtypes[512] = "";
-        size_t us = 0, ud = 0;
-        for (size_t k = 0; k < L->n_outputs; k++) {
-            char s[256];
-            if (us < sizeof shapes)
-                us += (size_t)snprintf(shapes + us, sizeof shapes - us, "%s%s", k ? ";" : "",
-                                       shape_string(s, sizeof s, &L->outputs[k]));
-            if (ud < sizeof dtypes)
-                ud += (size_t)snprintf(dtypes + ud, sizeof dtypes - ud, "%s%s", k ? ";" : "",
-                                       est_dtype_name(L->outputs[k].dtype));
-        }
-        fprintf(f, "%zu,", i);
-        csv_field(f, L->name);
-        fputc(',', f);
-        csv_field(f, L->op);
-        fputc(',', f);
-        csv_field(f, L->domain);
-        fprintf(f, ",%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                   ",%" PRIu64 ",",
-                shapes, dtypes, L->param_count, L->param_bytes, L->buffer_bytes, L->output_bytes, L->shape_only,
-                L->flops_forward, L->flops_backward, L->saved_bytes, L->temp_bytes);
-        csv_field(f, L->module ? L->module : "");
-        csv_eol(f, o, est_time_layer(o->time, i));
-    }
+    for (size_t i = 0; i < est_report_layer_count(r); i++) csv_layer(f, est_report_layer(r, i), i, o);
     if (o->depth) csv_modules(f, r, o->depth, o->time);
     const est_totals *t = est_report_totals(r);
     fprintf(f, "total,,,,,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",,%" PRIu64 ",%" PRIu64 ",%" PRIu64

@@ -1,6 +1,7 @@
 /*
  * math.c: element-wise math. Unary functions, broadcasting arithmetic,
- * comparisons and logic, variadic Max/Min/Sum/Mean, Where, Cast and CastLike.
+ * comparisons and logic, variadic Max/Min/Sum/Mean, Where, Cast and CastLike
+ * (the broadcasting ops' rule and folds are in math_broadcast.c).
  *
  * Every rule folds its output when all its inputs are known, because shape
  * arithmetic in exported graphs (Shape -> Gather -> Mul -> Concat -> Reshape)
@@ -23,436 +24,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "math_family.h"
 #include "registry.h"
 
-/* ---- element values ------------------------------------------------------ */
-
-/* One element of a constant: integer and bool types use i, float types f. */
-typedef struct num {
-    bool is_f;
-    double f;
-    int64_t i;
-} num;
-
-static num num_of_int(int64_t i) { return (num){.is_f = false, .i = i}; }
-static num num_of_float(double f) { return (num){.is_f = true, .f = f}; }
-static double num_as_f(num v) { return v.is_f ? v.f : (double)v.i; }
-static bool num_truth(num v) { return v.is_f ? v.f != 0 : v.i != 0; }
-
-static num num_get(const est_const *c, int64_t k) {
-    return c->f64 ? num_of_float(c->f64[k]) : num_of_int(c->i64[k]);
-}
-
-/* Width in bits of an integer dtype (0 for other types), and its signedness. */
-static int int_width(est_dtype dt, bool *is_signed) {
-    *is_signed = true;
-    switch (dt) {
-    case EST_DT_INT2: return 2;
-    case EST_DT_INT4: return 4;
-    case EST_DT_INT8: return 8;
-    case EST_DT_INT16: return 16;
-    case EST_DT_INT32: return 32;
-    case EST_DT_INT64: return 64;
-    default: break;
-    }
-    *is_signed = false;
-    switch (dt) {
-    case EST_DT_UINT2: return 2;
-    case EST_DT_UINT4: return 4;
-    case EST_DT_UINT8: return 8;
-    case EST_DT_UINT16: return 16;
-    case EST_DT_UINT32: return 32;
-    case EST_DT_UINT64: return 64;
-    default: return 0;
-    }
-}
-
-/* Reduces v to dt's range the way a C conversion to that integer type wraps.
- * uint64 keeps its bits in the int64. */
-static int64_t wrap_int(est_dtype dt, int64_t v) {
-    if (dt == EST_DT_BOOL) return v != 0;
-    bool is_signed;
-    int bits = int_width(dt, &is_signed);
-    if (bits == 0 || bits == 64) return v;
-    uint64_t mask = ((uint64_t)1 << bits) - 1, u = (uint64_t)v & mask;
-    if (is_signed && (u >> (bits - 1)) != 0) u |= ~mask; /* sign-extend */
-    return (int64_t)u;
-}
-
-/* Rounds f to nearest-even in a float format with `mant` fraction bits, the
- * smallest normal exponent `min_exp` and the largest finite value `max`. */
-static double round_to_format(double f, int mant, int min_exp, double max) {
-    if (!isfinite(f) || f == 0) return f;
-    int e = ilogb(f);
-    if (e < min_exp) e = min_exp; /* subnormals share the smallest quantum */
-    double quantum = ldexp(1.0, e - mant);
-    double r = nearbyint(f / quantum) * quantum;
-    return fabs(r) > max ? copysign(INFINITY, f) : r;
-}
-
-/* Rounds a value computed in double to the precision of the dtype holding it. */
-static double round_to_dtype(est_dtype dt, double f) {
-    switch (dt) {
-    case EST_DT_FLOAT: return round_to_format(f, 23, -126, FLT_MAX);
-    case EST_DT_FLOAT16: return round_to_format(f, 10, -14, 65504.0);
-    case EST_DT_BFLOAT16: return round_to_format(f, 7, -126, 0x1.fep127);
-    default: return f;
-    }
-}
-
-/* Stores v as element k of c, converted to c's dtype: floats truncate toward
- * zero into integers, integers wrap, bool is v != 0. */
-static void num_put(est_const *c, int64_t k, num v) {
-    if (c->f64) {
-        c->f64[k] = round_to_dtype(c->dtype, num_as_f(v));
-        return;
-    }
-    est_const_set(c, k, v.f, v.i, v.is_f);
-    c->i64[k] = wrap_int(c->dtype, c->i64[k]);
-}
-
-/* Folds only to dtypes whose values a double or int64 can hold exactly once
- * rounded: integers and the four common float types (not float8 / float4). */
-static est_const *fold_out(est_infer_ctx *ctx, est_dtype dt) {
-    bool foldable = est__dtype_is_int(dt) || dt == EST_DT_FLOAT || dt == EST_DT_DOUBLE ||
-                    dt == EST_DT_FLOAT16 || dt == EST_DT_BFLOAT16;
-    return foldable ? est_fold_out(ctx, 0, dt) : NULL;
-}
-
-/* True when t's contents are known in full. */
-static bool known(const est_tval *t) {
-    return t && t->value && t->value->count == t->elements;
-}
-
-/* ---- broadcasting -------------------------------------------------------- */
-
-/* Merges t's shape into the running numpy broadcast (rank, dims). Returns the
- * axis of the result that does not broadcast (leaving rank and dims as they
- * were), or -1. */
-static int broadcast_merge(int *rank, int64_t *dims, const est_tval *t) {
-    int r = *rank > t->rank ? *rank : t->rank;
-    int64_t merged[EST_MAX_RANK];
-    for (int d = 0; d < r; d++) {
-        int ad = d - (r - *rank), td = d - (r - t->rank);
-        int64_t a = ad >= 0 ? dims[ad] : 1, b = td >= 0 ? t->dims[td] : 1;
-        if (a != b && a != 1 && b != 1) return d;
-        merged[d] = a == 1 ? b : a;
-    }
-    memcpy(dims, merged, (size_t)r * sizeof *dims);
-    *rank = r;
-    return -1;
-}
-
-/* Broadcasts all of the node's inputs together into (rank, dims). */
-static est_status broadcast_inputs(est_infer_ctx *ctx, int *rank, int64_t *dims) {
-    *rank = 0;
-    for (int i = 0; i < ctx->n_in; i++) {
-        const est_tval *t;
-        est_status st = est_in_req(ctx, i, &t);
-        if (st != EST_OK) return st;
-        int axis = broadcast_merge(rank, dims, t);
-        if (axis >= 0) {
-            char have[160], got[160]; /* (rank, dims) still hold the inputs before i */
-            return est_op_fail(ctx, EST_ESHAPE, "input %d of shape %s does not broadcast with %s (axis %d)", i,
-                               est_dims_str(got, sizeof got, t->rank, t->dims), est_dims_str(have, sizeof have, *rank, dims),
-                               axis);
-        }
-    }
-    return EST_OK;
-}
-
-/* ---- broadcasting ops ---------------------------------------------------- */
-
-typedef enum ew_kind {
-    EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_POW, EW_MOD,
-    EW_BITSHIFT, EW_BIT_AND, EW_BIT_OR, EW_BIT_XOR,
-    EW_AND, EW_OR, EW_XOR,                                        /* bool -> bool */
-    EW_EQUAL, EW_LESS, EW_GREATER, EW_LESS_EQUAL, EW_GREATER_EQUAL, /* T -> bool */
-    EW_MAX, EW_MIN, EW_MEAN, EW_WHERE,
-} ew_kind;
-
-typedef struct ew_op {
-    ew_kind kind;
-    bool u64;        /* uint64 operands: divide and compare unsigned */
-    bool fmod;       /* Mod: the remainder takes the dividend's sign (C fmod) */
-    bool shift_left; /* BitShift direction */
-} ew_op;
-
-static bool is_logical(ew_kind k) { return k >= EW_AND && k <= EW_XOR; }
-static bool has_bool_output(ew_kind k) { return k >= EW_AND && k <= EW_GREATER_EQUAL; }
-
-/* -1, 0 or 1 as a <, ==, > b; 2 when unordered (a NaN). */
-static int num_cmp(num a, num b, bool u64) {
-    if (a.is_f || b.is_f) {
-        double x = num_as_f(a), y = num_as_f(b);
-        if (isnan(x) || isnan(y)) return 2;
-        return (x > y) - (x < y);
-    }
-    if (u64) {
-        uint64_t x = (uint64_t)a.i, y = (uint64_t)b.i;
-        return (x > y) - (x < y);
-    }
-    return (a.i > b.i) - (a.i < b.i);
-}
-
-static bool compare_holds(ew_kind kind, int c) {
-    switch (kind) {
-    case EW_EQUAL: return c == 0;
-    case EW_LESS: return c == -1;
-    case EW_GREATER: return c == 1;
-    case EW_LESS_EQUAL: return c == -1 || c == 0;
-    case EW_GREATER_EQUAL: return c == 1 || c == 0;
-    default: return false;
-    }
-}
-
-/* a ** b for integers, wrapping like the integer type; a negative exponent
- * truncates 1 / a ** -b toward zero. */
-static int64_t int_power(int64_t a, int64_t b) {
-    if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
-    uint64_t result = 1, base = (uint64_t)a;
-    for (uint64_t e = (uint64_t)b; e; e >>= 1) {
-        if (e & 1) result *= base;
-        base *= base;
-    }
-    return (int64_t)result;
-}
-
-/* Integer remainder: with fmod it takes the dividend's sign (C), without it
- * the divisor's (Python, ONNX's default). b is not 0. */
-static int64_t int_mod(const ew_op *op, int64_t a, int64_t b) {
-    if (op->u64) return (int64_t)((uint64_t)a % (uint64_t)b);
-    if (b == -1) return 0; /* INT64_MIN % -1 overflows in C */
-    int64_t rem = a % b;
-    if (!op->fmod && rem != 0 && (rem < 0) != (b < 0)) rem += b;
-    return rem;
-}
-
-/* Integer arithmetic; false when undefined (division by zero), so the output
- * stays unfolded. Sums and products wrap (unsigned arithmetic avoids UB). */
-static bool int_arith(const ew_op *op, int64_t a, int64_t b, num *r) {
-    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-    int64_t v;
-    switch (op->kind) {
-    case EW_ADD: case EW_MEAN: v = (int64_t)(ua + ub); break;
-    case EW_SUB: v = (int64_t)(ua - ub); break;
-    case EW_MUL: v = (int64_t)(ua * ub); break;
-    case EW_DIV: /* C semantics: truncates toward zero */
-        if (b == 0 || (!op->u64 && a == INT64_MIN && b == -1)) return false;
-        v = op->u64 ? (int64_t)(ua / ub) : a / b;
-        break;
-    case EW_MOD:
-        if (b == 0) return false;
-        v = int_mod(op, a, b);
-        break;
-    case EW_POW:
-        if (a == 0 && b < 0) return false;
-        v = int_power(a, b);
-        break;
-    case EW_BITSHIFT: v = ub >= 64 ? 0 : (int64_t)(op->shift_left ? ua << ub : ua >> ub); break;
-    case EW_BIT_AND: v = a & b; break;
-    case EW_BIT_OR: v = a | b; break;
-    case EW_BIT_XOR: v = a ^ b; break;
-    default: return false;
-    }
-    *r = num_of_int(v);
-    return true;
-}
-
-/* Float arithmetic (IEEE: x / 0 is inf, which folds fine). */
-static bool float_arith(const ew_op *op, double a, double b, num *r) {
-    double v;
-    switch (op->kind) {
-    case EW_ADD: case EW_MEAN: v = a + b; break;
-    case EW_SUB: v = a - b; break;
-    case EW_MUL: v = a * b; break;
-    case EW_DIV: v = a / b; break;
-    case EW_POW: v = pow(a, b); break;
-    case EW_MOD: v = fmod(a, b); break; /* floats require fmod=1 */
-    default: return false;              /* bitwise ops have no float form */
-    }
-    *r = num_of_float(v);
-    return true;
-}
-
-/* Combines two elements under op; false when the result is undefined. */
-static bool ew_apply(const ew_op *op, num a, num b, num *r) {
-    if (is_logical(op->kind)) {
-        bool x = num_truth(a), y = num_truth(b);
-        *r = num_of_int(op->kind == EW_AND ? x && y : op->kind == EW_OR ? x || y : x != y);
-        return true;
-    }
-    if (has_bool_output(op->kind)) {
-        *r = num_of_int(compare_holds(op->kind, num_cmp(a, b, op->u64)));
-        return true;
-    }
-    if (op->kind == EW_MAX || op->kind == EW_MIN) {
-        int c = num_cmp(a, b, op->u64);
-        if (c == 2) *r = num_of_float(NAN); /* NaN propagates, as in numpy */
-        else *r = (op->kind == EW_MAX ? c >= 0 : c <= 0) ? a : b;
-        return true;
-    }
-    if (a.is_f || b.is_f) return float_arith(op, num_as_f(a), num_as_f(b), r);
-    return int_arith(op, a.i, b.i, r);
-}
-
-/* Where each input's element for the current output element is: an
- * odometer over the output's coordinates that moves every input's flat
- * index by its own strides (0 along a broadcast dim), so a fold over a
- * broadcast needs no division per element. Up to CURSOR_LOCAL inputs the
- * strides live in the cursor; a variadic op with more takes them from the
- * heap. */
-enum { CURSOR_LOCAL = 8 };
-typedef struct ew_cursor {
-    int rank, n_in;
-    int64_t coord[EST_MAX_RANK];
-    int64_t *stride;  /* n_in x EST_MAX_RANK */
-    int64_t *index;   /* n_in */
-    int64_t local[CURSOR_LOCAL * (EST_MAX_RANK + 1)];
-} ew_cursor;
-
-/* false when out of host memory */
-static bool cursor_start(ew_cursor *cur, const est_infer_ctx *ctx, const est_tval *out) {
-    size_t slots = (size_t)ctx->n_in * (EST_MAX_RANK + 1);
-    int64_t *mem = ctx->n_in <= CURSOR_LOCAL ? cur->local : malloc(slots * sizeof *mem);
-    if (!mem) return false;
-    cur->stride = mem;
-    cur->index = mem + (size_t)ctx->n_in * EST_MAX_RANK;
-    cur->rank = out->rank;
-    cur->n_in = ctx->n_in;
-    for (int d = 0; d < out->rank; d++) cur->coord[d] = 0;
-    for (int i = 0; i < ctx->n_in; i++) {
-        const est_tval *t = ctx->in[i];
-        int64_t stride = 1, *st = cur->stride + (size_t)i * EST_MAX_RANK;
-        cur->index[i] = 0;
-        for (int d = out->rank - 1, td = t->rank - 1; d >= 0; d--, td--) {
-            bool broadcast = td < 0 || t->dims[td] == 1;
-            st[d] = broadcast ? 0 : stride;
-            if (td >= 0) stride *= t->dims[td];
-        }
-    }
-    return true;
-}
-
-static void cursor_free(ew_cursor *cur) {
-    if (cur->stride != cur->local) free(cur->stride);
-}
-
-static void cursor_next(ew_cursor *cur, const int64_t *dims) {
-    for (int d = cur->rank - 1; d >= 0; d--) {
-        bool wrap = ++cur->coord[d] == dims[d];
-        for (int i = 0; i < cur->n_in; i++) {
-            int64_t st = cur->stride[(size_t)i * EST_MAX_RANK + d];
-            cur->index[i] += wrap ? -st * (dims[d] - 1) : st;
-        }
-        if (!wrap) return;
-        cur->coord[d] = 0;
-    }
-}
-
-static num input_elem(const est_infer_ctx *ctx, const ew_cursor *cur, int i) {
-    return num_get(ctx->in[i]->value, cur->index[i]);
-}
-
-/* The current output element: Where selects, the others fold their inputs
- * left to right (a binary op is the two-input case of Max/Min/Sum/Mean). */
-static bool fold_element(const est_infer_ctx *ctx, const ew_op *op, const ew_cursor *cur, num *r) {
-    if (op->kind == EW_WHERE) {
-        *r = input_elem(ctx, cur, num_truth(input_elem(ctx, cur, 0)) ? 1 : 2);
-        return true;
-    }
-    *r = input_elem(ctx, cur, 0);
-    for (int i = 1; i < ctx->n_in; i++)
-        if (!ew_apply(op, *r, input_elem(ctx, cur, i), r)) return false;
-    if (op->kind == EW_MEAN) *r = num_of_float(num_as_f(*r) / ctx->n_in);
-    return true;
-}
-
-/* One loop over the output for every broadcasting op. */
-static void fold_elementwise(est_infer_ctx *ctx, const ew_op *op) {
-    for (int i = 0; i < ctx->n_in; i++)
-        if (!known(ctx->in[i])) return;
-    est_tval *out = ctx->out[0];
-    est_const *c = out ? fold_out(ctx, out->dtype) : NULL;
-    if (!c) return;
-    ew_cursor cur;
-    if (!cursor_start(&cur, ctx, out)) {
-        ctx->out_of_memory = true;
-        out->value = NULL;
-        return;
-    }
-    for (int64_t k = 0; k < out->elements; k++, cursor_next(&cur, out->dims)) {
-        num r;
-        if (!fold_element(ctx, op, &cur, &r)) {
-            out->value = NULL; /* the constant stays owned by the run */
-            break;
-        }
-        num_put(c, k, r);
-    }
-    cursor_free(&cur);
-}
-
-/* Checks element types: Where takes a bool condition and two equal types,
- * And/Or/Xor take bools, Pow any pair, every other op one type throughout. */
-static est_status check_input_types(est_infer_ctx *ctx, ew_kind kind) {
-    if (kind == EW_POW) return EST_OK;
-    int first = kind == EW_WHERE ? 1 : 0;
-    est_dtype want = ctx->in[first]->dtype;
-    if (kind == EW_WHERE && ctx->in[0]->dtype != EST_DT_BOOL && ctx->in[0]->dtype != EST_DT_UNDEFINED)
-        return est_op_fail(ctx, EST_EGRAPH, "condition (input 0) is %s, expected bool",
-                           est_dtype_name(ctx->in[0]->dtype));
-    for (int i = first; i < ctx->n_in; i++) {
-        est_dtype dt = ctx->in[i]->dtype;
-        if (dt == EST_DT_UNDEFINED || want == EST_DT_UNDEFINED) continue;
-        if (is_logical(kind) && dt != EST_DT_BOOL)
-            return est_op_fail(ctx, EST_EGRAPH, "input %d is %s, expected bool", i, est_dtype_name(dt));
-        if (dt != want)
-            return est_op_fail(ctx, EST_EGRAPH, "input %d is %s but input %d is %s; the types must match", i,
-                               est_dtype_name(dt), first, est_dtype_name(want));
-    }
-    return EST_OK;
-}
-
-/* Reads Mod's `fmod` and BitShift's `direction`. */
-static est_status read_op_attrs(est_infer_ctx *ctx, ew_op *op) {
-    est_status st;
-    if (op->kind == EW_MOD) {
-        int64_t fmod_attr;
-        if ((st = est_attr_int(ctx, "fmod", 0, &fmod_attr)) != EST_OK) return st;
-        if (fmod_attr != 0 && fmod_attr != 1)
-            return est_op_fail(ctx, EST_EATTR, "attribute 'fmod' is %lld, expected 0 or 1", (long long)fmod_attr);
-        if (!fmod_attr && est__dtype_is_float(ctx->in[0]->dtype))
-            return est_op_fail(ctx, EST_EATTR, "Mod of %s inputs needs fmod=1",
-                               est_dtype_name(ctx->in[0]->dtype));
-        op->fmod = fmod_attr == 1;
-    } else if (op->kind == EW_BITSHIFT) {
-        const char *dir;
-        if ((st = est_attr_string(ctx, "direction", &dir)) != EST_OK) return st;
-        if (!dir) return est_op_fail(ctx, EST_EATTR, "attribute 'direction' (LEFT or RIGHT) is required");
-        if (strcmp(dir, "LEFT") != 0 && strcmp(dir, "RIGHT") != 0)
-            return est_op_fail(ctx, EST_EATTR, "attribute 'direction' is '%s', expected LEFT or RIGHT", dir);
-        op->shift_left = strcmp(dir, "LEFT") == 0;
-    }
-    return EST_OK;
-}
-
-/* Every broadcasting op: the output takes the broadcast of all inputs' shapes;
- * its dtype is bool for comparisons and logic, X's for Where, else input 0's. */
-static est_status elementwise_infer(est_infer_ctx *ctx, ew_kind kind) {
-    int rank;
-    int64_t dims[EST_MAX_RANK];
-    est_status st = broadcast_inputs(ctx, &rank, dims);
-    if (st != EST_OK) return st;
-    ew_op op = {.kind = kind, .u64 = ctx->in[0]->dtype == EST_DT_UINT64};
-    if ((st = check_input_types(ctx, kind)) != EST_OK || (st = read_op_attrs(ctx, &op)) != EST_OK) return st;
-    est_dtype dt = has_bool_output(kind) ? EST_DT_BOOL : ctx->in[kind == EW_WHERE ? 1 : 0]->dtype;
-    if ((st = est_set_out(ctx, 0, dt, rank, dims)) != EST_OK) return st;
-    fold_elementwise(ctx, &op);
-    return EST_OK;
-}
-
 #define ELEMENTWISE_RULE(fn, kind) \
-    static est_status fn(est_infer_ctx *ctx) { return elementwise_infer(ctx, kind); }
+    static est_status fn(est_infer_ctx *ctx) { return est__elementwise_infer(ctx, kind); }
 
 ELEMENTWISE_RULE(add_infer, EW_ADD)
 ELEMENTWISE_RULE(sub_infer, EW_SUB)
@@ -524,6 +100,25 @@ static est_status read_isinf_attrs(est_infer_ctx *ctx, un_op *op) {
     return EST_OK;
 }
 
+/* Stores op of x's values in c, as num_put(unary_apply(...)) does; Not of
+ * integers (bools) and the float functions of floats without a num per
+ * element. */
+static void unary_values(const un_op *op, const est_const *x, est_const *c) {
+    est_dtype dt = c->dtype; /* in locals: with -fno-strict-aliasing, stores would reload c's fields */
+    int64_t count = c->count;
+    if (op->kind == UN_NOT && x->i64 && c->i64) {
+        const int64_t *in = x->i64;
+        int64_t *out = c->i64;
+        for (int64_t k = 0; k < count; k++) out[k] = wrap_int(dt, in[k] == 0);
+    } else if (op->kind == UN_FUNC && x->f64 && c->f64) {
+        const double *in = x->f64;
+        double *out = c->f64;
+        for (int64_t k = 0; k < count; k++) out[k] = round_to_dtype(dt, op->fn(in[k]));
+    } else {
+        for (int64_t k = 0; k < count; k++) num_put(c, k, unary_apply(op, num_get(x, k)));
+    }
+}
+
 /* Unary ops keep the input's shape; IsNaN and IsInf give bool. */
 static est_status unary_infer(est_infer_ctx *ctx, un_kind kind, double (*fn)(double)) {
     const est_tval *x;
@@ -534,7 +129,7 @@ static est_status unary_infer(est_infer_ctx *ctx, un_kind kind, double (*fn)(dou
     est_dtype dt = kind == UN_ISNAN || kind == UN_ISINF ? EST_DT_BOOL : x->dtype;
     if ((st = est_set_out(ctx, 0, dt, x->rank, x->dims)) != EST_OK) return st;
     est_const *c = known(x) ? fold_out(ctx, dt) : NULL;
-    for (int64_t k = 0; c && k < c->count; k++) num_put(c, k, unary_apply(&op, num_get(x->value, k)));
+    if (c) unary_values(&op, x->value, c);
     return EST_OK;
 }
 
@@ -572,6 +167,28 @@ UNARY_FUNC_RULE(erf_infer, erf)
 
 /* ---- Cast and CastLike --------------------------------------------------- */
 
+/* Stores x's values in c, converted as num_put does; without a num per
+ * element unless floats become integers. */
+static void convert_values(const est_const *x, est_const *c) {
+    est_dtype dt = c->dtype; /* in locals: with -fno-strict-aliasing, stores would reload c's fields */
+    int64_t count = c->count;
+    if (x->i64 && c->i64) {
+        const int64_t *in = x->i64;
+        int64_t *out = c->i64;
+        for (int64_t k = 0; k < count; k++) out[k] = wrap_int(dt, in[k]);
+    } else if (x->f64 && c->f64) {
+        const double *in = x->f64;
+        double *out = c->f64;
+        for (int64_t k = 0; k < count; k++) out[k] = round_to_dtype(dt, in[k]);
+    } else if (x->i64 && c->f64) {
+        const int64_t *in = x->i64;
+        double *out = c->f64;
+        for (int64_t k = 0; k < count; k++) out[k] = round_to_dtype(dt, (double)in[k]);
+    } else {
+        for (int64_t k = 0; k < count; k++) num_put(c, k, num_get(x, k));
+    }
+}
+
 /* Converts X to `to`: floats truncate toward zero into integers, integers
  * wrap, anything nonzero is true. */
 static est_status cast_to(est_infer_ctx *ctx, est_dtype to) {
@@ -582,7 +199,7 @@ static est_status cast_to(est_infer_ctx *ctx, est_dtype to) {
         return est_op_fail(ctx, EST_EUNSUPPORTED, "casting to string: string tensors have no static size");
     if ((st = est_set_out(ctx, 0, to, x->rank, x->dims)) != EST_OK) return st;
     est_const *c = known(x) ? fold_out(ctx, to) : NULL;
-    for (int64_t k = 0; c && k < c->count; k++) num_put(c, k, num_get(x->value, k));
+    if (c) convert_values(x->value, c);
     return EST_OK;
 }
 

@@ -54,7 +54,7 @@ est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src) {
     return est_set_out(ctx, i, src->dtype, src->rank, src->dims);
 }
 
-est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
+static est_const *fold_out(est_infer_ctx *ctx, int i, est_dtype dt, bool zeroed) {
     if (i >= ctx->n_out || !ctx->out[i] || ctx->out[i]->rank < 0) return NULL;
     if (!est__const_foldable(dt, ctx->out[i]->elements)) return NULL; /* too large, or not kept as values */
     /* from here, NULL is out of memory: said apart from "not folded" */
@@ -68,7 +68,7 @@ est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
         ctx->owned = no;
         ctx->cap_owned = cap;
     }
-    est_const *c = est__const_new(dt, ctx->out[i]->elements);
+    est_const *c = (zeroed ? est__const_new : est__const_new_unset)(dt, ctx->out[i]->elements);
     if (!c) {
         ctx->out_of_memory = true;
         return NULL;
@@ -77,6 +77,9 @@ est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) {
     ctx->out[i]->value = c;
     return c;
 }
+
+est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt) { return fold_out(ctx, i, dt, true); }
+est_const *est_fold_out_unset(est_infer_ctx *ctx, int i, est_dtype dt) { return fold_out(ctx, i, dt, false); }
 
 static const char *const attr_type_names[] = {
     "undefined", "float", "int", "string", "tensor", "graph", "floats", "ints",

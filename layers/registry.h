@@ -211,6 +211,9 @@ est_status est_set_out_like(est_infer_ctx *ctx, int i, const est_tval *src);
  * and an allocation failure also sets ctx->out_of_memory, which fails the
  * node with EST_ENOMEM once its infer returns. */
 est_const *est_fold_out(est_infer_ctx *ctx, int i, est_dtype dt);
+/* est_fold_out with the elements unset (not zeroed), for a rule that writes
+ * every one or drops the value. */
+est_const *est_fold_out_unset(est_infer_ctx *ctx, int i, est_dtype dt);
 
 /* Attributes (est_attr_get and est_node_attr_* are the IR's: ir.h). */
 /* Fails with EST_EATTR when present with the wrong type. */

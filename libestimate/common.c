@@ -188,20 +188,27 @@ bool est__const_foldable(est_dtype dt, int64_t count) {
     return count >= 0 && count <= EST_FOLD_MAX_ELEMENTS && (est__dtype_is_float(dt) || est__dtype_is_int(dt));
 }
 
-est_const *est__const_new(est_dtype dt, int64_t count) {
+/* est__const_new's elements zeroed, or left for the caller to write. The
+ * elements follow the header in one block (sizeof *c keeps them aligned):
+ * one allocation and one free for each of the many small constants. */
+static est_const *const_alloc(est_dtype dt, int64_t count, bool zeroed) {
     if (!est__const_foldable(dt, count)) return NULL;
-    /* one block, the values behind the header: loads and folds make many */
-    _Static_assert(sizeof(est_const) % sizeof(int64_t) == 0, "values follow the header aligned");
-    size_t n = count ? (size_t)count : 1;
-    est_const *c = calloc(1, sizeof *c + n * sizeof(int64_t));
+    _Static_assert(sizeof(est_const) % sizeof(int64_t) == 0, "the elements follow the header aligned");
+    bool is_f = est__dtype_is_float(dt);
+    size_t n = count ? (size_t)count : 1, size = is_f ? sizeof(double) : sizeof(int64_t);
+    size_t bytes = sizeof(est_const) + n * size; /* n is at most EST_FOLD_MAX_ELEMENTS */
+    est_const *c = zeroed ? calloc(1, bytes) : malloc(bytes);
     if (!c) return NULL;
-    c->dtype = dt;
-    c->count = count;
+    *c = (est_const){.dtype = dt, .count = count};
     atomic_init(&c->refs, 1);
-    if (est__dtype_is_float(dt)) c->f64 = (double *)(c + 1);
-    else c->i64 = (int64_t *)(c + 1);
+    void *values = c + 1;
+    if (is_f) c->f64 = values;
+    else c->i64 = values;
     return c;
 }
+
+est_const *est__const_new(est_dtype dt, int64_t count) { return const_alloc(dt, count, true); }
+est_const *est__const_new_unset(est_dtype dt, int64_t count) { return const_alloc(dt, count, false); }
 
 est_const *est__const_ref(est_const *c) {
     if (c) atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
@@ -210,7 +217,7 @@ est_const *est__const_ref(est_const *c) {
 
 void est__const_free(est_const *c) {
     if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
-    free(c); /* the values with it */
+    free(c); /* its elements with it */
 }
 
 /* ---- limits ---------------------------------------------------------------- */

@@ -386,6 +386,8 @@ void est__const_free(est_const *c);
 bool est__const_foldable(est_dtype dt, int64_t count);
 /* NULL when not foldable, or out of memory (then foldable says which). */
 est_const *est__const_new(est_dtype dt, int64_t count);
+/* est__const_new with the elements unset, for a caller that writes them all. */
+est_const *est__const_new_unset(est_dtype dt, int64_t count);
 est_const *est__const_ref(est_const *c);
 /* Whether node n is an Add of input k to the product of a MatMul (its other
  * input): how both exporters write a linear layer's bias add. */

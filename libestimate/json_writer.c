@@ -45,9 +45,11 @@ static void sink_flush(json_writer *w) {
     w->len = 0;
 }
 
-/* The rare case of puts_n, out of line: a sink's piece is full (a string
- * longer than a piece goes straight to the sink, leaving in *s and *n what
- * is still to copy), or the buffer must grow. false when it cannot. */
+/* The rare case of puts_n and room, out of line: a sink's piece is full (a
+ * string longer than a piece goes straight to the sink, leaving in *s and
+ * *n what is still to copy), or the buffer must grow. With a sink the
+ * buffer stays one piece, so that end > cap is the one test for both.
+ * false when it cannot. */
 static bool make_room(json_writer *w, const char **s, size_t *n) {
     if (w->no_memory) return false;
     if (w->sink && w->len + *n + 1 > JW_PIECE) {
@@ -72,31 +74,61 @@ static bool make_room(json_writer *w, const char **s, size_t *n) {
 /* Appends n bytes; the common case is a comparison and a copy. The buffer
  * always keeps a byte for jw_finish's terminator. */
 static inline void puts_n(json_writer *w, const char *s, size_t n) {
-    size_t end = w->len + n + 1;
-    if ((end > w->cap || (w->sink && end > JW_PIECE)) && !make_room(w, &s, &n)) return;
+    if (w->len + n + 1 > w->cap && !make_room(w, &s, &n)) return;
     memcpy(w->buf + w->len, s, n);
     w->len += n;
 }
 
-static inline void put(json_writer *w, char c) { puts_n(w, &c, 1); }
-
-/* Where the next n bytes go (n below a piece), with the terminator's byte
- * kept; NULL when there is no room. The caller writes them and adds n to
- * w->len. */
+/* Where the next n bytes go (n below half a piece), with the
+ * terminator's byte kept; NULL when there is no room. The caller writes at
+ * most n bytes there and adds what it wrote to w->len. */
 static inline char *room(json_writer *w, size_t n) {
-    size_t end = w->len + n + 1;
-    if (end > w->cap || (w->sink && end > JW_PIECE)) {
+    if (w->len + n + 1 > w->cap) {
         const char *unused = NULL;
         if (!make_room(w, &unused, &n)) return NULL;
     }
     return w->buf + w->len;
 }
 
+static inline void put(json_writer *w, char c) {
+    char *out = room(w, 1);
+    if (!out) return;
+    *out = c;
+    w->len++;
+}
+
 static inline void put_str(json_writer *w, const char *s) { puts_n(w, s, strlen(s)); }
 
-static void tabs(json_writer *w, int n) {
-    static const char many[JW_MAX_DEPTH + 1] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
-    puts_n(w, many, (size_t)(n < JW_MAX_DEPTH ? n : JW_MAX_DEPTH));
+/* Indentation: a line's tabs are the first `depth` of these, copied as a
+ * whole (a fixed-size copy is two stores) over room kept for all of them. */
+static const char tab_run[JW_MAX_DEPTH] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
+
+static inline char *put_tabs(char *out, int depth) {
+    memcpy(out, tab_run, sizeof tab_run);
+    return out + depth;
+}
+
+/* Copies the n bytes of a key or a name: words (the last overlapping the
+ * one before) rather than a call, for the short runs most of them are. */
+static inline char *put_bytes(char *out, const char *s, size_t n) {
+    uint64_t x;
+    uint32_t half;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, s + i, 8);
+            memcpy(out + i, &x, 8);
+        }
+        memcpy(&x, s + n - 8, 8);
+        memcpy(out + n - 8, &x, 8);
+    } else if (n >= 4) {
+        memcpy(&half, s, 4);
+        memcpy(out, &half, 4);
+        memcpy(&half, s + n - 4, 4);
+        memcpy(out + n - 4, &half, 4);
+    } else {
+        for (size_t i = 0; i < n; i++) out[i] = s[i];
+    }
+    return out + n;
 }
 
 /* Whether the 8 bytes of x are all plain ASCII (plain_ascii): none below
@@ -110,27 +142,65 @@ static inline bool plain_word(uint64_t x) {
     return ((bad | x) & highs) == 0;
 }
 
-/* plain_length for a key, which is short: a byte at a time, with no call. */
-static inline size_t plain_key_length(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = 0;
-    while (plain_ascii[p[n]] && n < JW_PIECE / 4) n++;
-    return p[n] == '\0' ? n : SIZE_MAX;
+/* Whether the 16 bytes at s are all plain ASCII, in a few vector
+ * instructions: as signed chars, bytes at or above 0x80 are negative, so
+ * one comparison finds them and the control characters. */
+static inline bool plain_block(const char *s) {
+    typedef signed char bytes16 __attribute__((vector_size(16)));
+    bytes16 x;
+    memcpy(&x, s, sizeof x);
+    bytes16 bad = (x < 0x20) | (x == '"') | (x == '\\');
+    uint64_t half[2];
+    memcpy(half, &bad, sizeof half);
+    return (half[0] | half[1]) == 0;
 }
 
-/* The length of s when every byte of it is plain ASCII (plain_ascii) and it
- * is short enough to go through room(); SIZE_MAX otherwise. */
-static inline size_t plain_length(const char *s) {
-    size_t n = strlen(s);
-    if (n >= JW_PIECE / 4) return SIZE_MAX;
-    size_t i = 0;
-    for (uint64_t x; i + 8 <= n; i += 8) {
-        memcpy(&x, s + i, 8);
-        if (!plain_word(x)) return SIZE_MAX;
+/* Whether the n bytes at s are all plain ASCII: 16 bytes at a time (the
+ * last block overlapping the one before), then a word, then bytes. */
+static inline bool plain_bytes(const char *s, size_t n) {
+    uint64_t x;
+    if (n >= 16) {
+        for (size_t i = 0; i + 16 < n; i += 16)
+            if (!plain_block(s + i)) return false;
+        return plain_block(s + n - 16);
     }
-    for (; i < n; i++)
-        if (!plain_ascii[(unsigned char)s[i]]) return SIZE_MAX;
-    return n;
+    if (n >= 8) {
+        memcpy(&x, s, 8);
+        if (!plain_word(x)) return false;
+        memcpy(&x, s + n - 8, 8);
+        return plain_word(x);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!plain_ascii[(unsigned char)s[i]]) return false;
+    return true;
+}
+
+/* Copies the n bytes at s to out as put_bytes does, checking them as
+ * plain_bytes does in the same pass: false, with out partly written, when
+ * one is not plain. */
+static inline bool copy_plain(char *out, const char *s, size_t n) {
+    uint64_t x;
+    if (n >= 16) {
+        for (size_t i = 0;; i += 16) {
+            size_t at = i + 16 < n ? i : n - 16; /* the last block overlaps the one before */
+            if (!plain_block(s + at)) return false;
+            memcpy(out + at, s + at, 16);
+            if (at == n - 16) return true;
+        }
+    }
+    if (n >= 8) {
+        memcpy(&x, s, 8);
+        if (!plain_word(x)) return false;
+        memcpy(out, &x, 8);
+        memcpy(&x, s + n - 8, 8);
+        memcpy(out + n - 8, &x, 8);
+        return plain_word(x);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!plain_ascii[(unsigned char)s[i]]) return false;
+        out[i] = s[i];
+    }
+    return true;
 }
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
@@ -164,21 +234,11 @@ static size_t plain_run(const unsigned char *p) {
     }
 }
 
-/* A JSON string. Model names are the file's bytes: a byte that is not part
- * of well-formed UTF-8 becomes U+FFFD, so that the output is always valid
- * JSON text (RFC 8259 requires UTF-8). */
-static void quoted(json_writer *w, const char *s) {
+/* A JSON string, the careful way. Model names are the file's bytes: a byte
+ * that is not part of well-formed UTF-8 becomes U+FFFD, so that the output
+ * is always valid JSON text (RFC 8259 requires UTF-8). */
+static void escaped(json_writer *w, const char *s) {
     static const char hex[] = "0123456789abcdef";
-    size_t n = plain_length(s);
-    if (n != SIZE_MAX) { /* most names and every key: copied at once */
-        char *out = room(w, n + 2);
-        if (!out) return;
-        out[0] = '"';
-        memcpy(out + 1, s, n);
-        out[n + 1] = '"';
-        w->len += n + 2;
-        return;
-    }
     put(w, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         const unsigned char c = *p;
@@ -205,40 +265,64 @@ static void quoted(json_writer *w, const char *s) {
     put(w, '"');
 }
 
-/* The separator and key before a value at the current level. */
-static void before_value(json_writer *w, const char *key) {
-    if (w->depth == 0) return;
+/* A key that needs escaping (or is long), after its separator: written the
+ * careful way, then the room for the value as begin_value gives it. */
+static char *escaped_key(json_writer *w, const char *key, bool first, size_t value_max) {
+    if (!first) put_str(w, ",\n");
+    puts_n(w, tab_run, (size_t)w->depth);
+    escaped(w, key);
+    put_str(w, ":\t");
+    return room(w, value_max);
+}
+
+/* Writes what goes before a value at the current level: the separator and,
+ * inside an object, the indented key. Returns where the value goes
+ * (w->buf + w->len), with room for value_max bytes, or NULL when there is
+ * none; the caller writes the value there and adds its length to w->len.
+ * The common case, a plain key, takes one room() for the whole line; it
+ * is inlined into each writer, whose values are written the same way. */
+__attribute__((always_inline)) static inline char *begin_value(json_writer *w, const char *key, size_t key_len,
+                                                               size_t value_max) {
+    if (w->depth == 0) return room(w, value_max);
     int d = w->depth - 1;
     bool first = w->count[d]++ == 0;
     if (w->in_array[d]) {
-        if (!first) put_str(w, ", ");
-        return;
+        char *out = room(w, 2 + value_max);
+        if (out && !first) {
+            memcpy(out, ", ", 2);
+            w->len += 2;
+            out += 2;
+        }
+        return out;
     }
     if (!key) key = "";
-    size_t n = plain_key_length(key);
-    if (n != SIZE_MAX && w->depth <= JW_MAX_DEPTH) { /* the line's start in one copy */
-        size_t lead = first ? 0 : 2, len = lead + (size_t)w->depth + n + 4;
-        char *out = room(w, len);
-        if (!out) return;
-        if (lead) out[0] = ',', out[1] = '\n';
-        out += lead;
-        for (int level = 0; level < w->depth; level++) *out++ = '\t';
-        out[0] = '"';
-        memcpy(out + 1, key, n);
-        memcpy(out + 1 + n, "\":\t", 3);
-        w->len += len;
-        return;
-    }
-    if (!first) put_str(w, ",\n");
-    tabs(w, w->depth);
-    quoted(w, key);
-    put_str(w, ":\t");
+    bool unchecked = key_len == JW_KEY_UNCHECKED; /* not a literal */
+    if (unchecked) key_len = strlen(key);
+    if (key_len >= JW_PIECE / 4 || (unchecked && !plain_bytes(key, key_len)))
+        return escaped_key(w, key, first, value_max);
+    char *start = room(w, 2 + sizeof tab_run + key_len + 4 + value_max), *out = start;
+    if (!out) return NULL;
+    if (!first) memcpy(out, ",\n", 2), out += 2;
+    out = put_tabs(out, w->depth);
+    *out++ = '"';
+    out = put_bytes(out, key, key_len);
+    memcpy(out, "\":\t", 3);
+    w->len += (size_t)(out + 3 - start);
+    return out + 3;
 }
 
-static void open_level(json_writer *w, const char *key, bool array) {
-    before_value(w, key);
-    put(w, array ? '[' : '{');
-    if (!array) put(w, '\n');
+/* A value of n bytes written as they are. */
+__attribute__((always_inline)) static inline void put_value(json_writer *w, const char *key, size_t key_len,
+                                                            const char *text, size_t n) {
+    char *out = begin_value(w, key, key_len, n);
+    if (!out) return;
+    put_bytes(out, text, n);
+    w->len += n;
+}
+
+__attribute__((always_inline)) static inline void open_level(json_writer *w, const char *key, size_t key_len,
+                                                             bool array) {
+    put_value(w, key, key_len, array ? "[" : "{\n", array ? 1 : 2);
     if (w->depth == JW_MAX_DEPTH) {
         w->failed = true;
         return;
@@ -248,7 +332,7 @@ static void open_level(json_writer *w, const char *key, bool array) {
     w->depth++;
 }
 
-static void close_level(json_writer *w, bool array) {
+__attribute__((always_inline)) static inline void close_level(json_writer *w, bool array) {
     if (w->depth == 0 || w->in_array[w->depth - 1] != array) {
         w->failed = true;
         return;
@@ -259,55 +343,120 @@ static void close_level(json_writer *w, bool array) {
         put(w, ']');
         return;
     }
-    if (!empty) put(w, '\n');
-    tabs(w, w->depth);
-    put(w, '}');
+    char *start = room(w, 1 + sizeof tab_run + 1), *out = start;
+    if (!out) return;
+    if (!empty) *out++ = '\n';
+    out = put_tabs(out, w->depth);
+    *out++ = '}';
+    w->len += (size_t)(out - start);
 }
 
-void jw_begin_object(json_writer *w, const char *key) { open_level(w, key, false); }
+void jw__begin_object(json_writer *w, const char *key, size_t key_len) { open_level(w, key, key_len, false); }
 void jw_end_object(json_writer *w) { close_level(w, false); }
-void jw_begin_array(json_writer *w, const char *key) { open_level(w, key, true); }
+void jw__begin_array(json_writer *w, const char *key, size_t key_len) { open_level(w, key, key_len, true); }
 void jw_end_array(json_writer *w) { close_level(w, true); }
 
-void jw_string(json_writer *w, const char *key, const char *s) {
-    before_value(w, key);
-    if (s) quoted(w, s);
-    else put_str(w, "null");
+void jw__string(json_writer *w, const char *key, size_t key_len, const char *s) {
+    if (!s) {
+        put_value(w, key, key_len, "null", 4);
+        return;
+    }
+    size_t n = strlen(s);
+    bool short_enough = n < JW_PIECE / 4; /* for one room() */
+    char *out = begin_value(w, key, key_len, short_enough ? n + 2 : 0);
+    if (!out) return;
+    if (short_enough && copy_plain(out + 1, s, n)) { /* most names: copied at once */
+        out[0] = '"';
+        out[n + 1] = '"';
+        w->len += n + 2;
+        return;
+    }
+    escaped(w, s); /* over what copy_plain left, past w->len */
 }
 
-/* v's decimal digits, with a minus sign when negative, as printf's %lld
- * and %llu write them. */
-static void put_integer(json_writer *w, const char *key, uint64_t magnitude, bool negative) {
-    char buf[24], *p = buf + sizeof buf;
-    do *--p = (char)('0' + magnitude % 10);
-    while ((magnitude /= 10) != 0);
-    if (negative) *--p = '-';
-    before_value(w, key);
-    puts_n(w, p, (size_t)(buf + sizeof buf - p));
+/* Two decimal digits for each value below 100. */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* v's decimal digits at out, as printf's %llu writes them (20 at most);
+ * returns their end. */
+__attribute__((always_inline)) static inline char *put_digits(char *out, uint64_t v) {
+    size_t n = 1;
+    for (uint64_t t = v; t >= 10 && n < 20; t /= 10) n++;
+    char *end = out + n, *p = end;
+    for (; v >= 100; v /= 100) {
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * (v % 100), 2);
+    }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * v, 2);
+    } else {
+        *--p = (char)('0' + v);
+    }
+    return end;
 }
 
-void jw_u64(json_writer *w, const char *key, uint64_t v) { put_integer(w, key, v, false); }
-
-void jw_i64(json_writer *w, const char *key, int64_t v) {
-    put_integer(w, key, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
+void jw__u64(json_writer *w, const char *key, size_t key_len, uint64_t v) {
+    char *out = begin_value(w, key, key_len, 20);
+    if (out) w->len += (size_t)(put_digits(out, v) - out);
 }
 
-void jw_double(json_writer *w, const char *key, double v) {
+void jw__i64(json_writer *w, const char *key, size_t key_len, int64_t v) {
+    char *start = begin_value(w, key, key_len, 21), *out = start;
+    if (!out) return;
+    if (v < 0) *out++ = '-';
+    w->len += (size_t)(put_digits(out, v < 0 ? 0 - (uint64_t)v : (uint64_t)v) - start);
+}
+
+/* Arrays longer than this take the general path, so that one room() holds
+ * the whole array. */
+#define JW_INLINE_ARRAY 64
+
+void jw__i64_array(json_writer *w, const char *key, size_t key_len, const int64_t *v, int n) {
+    if (n > JW_INLINE_ARRAY || w->depth == JW_MAX_DEPTH) { /* the latter fails as jw_begin_array does */
+        jw__begin_array(w, key, key_len);
+        for (int i = 0; i < n; i++) jw__i64(w, NULL, 0, v[i]);
+        jw_end_array(w);
+        return;
+    }
+    size_t most = 2 + (n > 0 ? (size_t)n : 0) * 23; /* each "-", 20 digits and ", " */
+    char *start = begin_value(w, key, key_len, most), *out = start;
+    if (!out) return;
+    *out++ = '[';
+    for (int i = 0; i < n; i++) {
+        if (i) memcpy(out, ", ", 2), out += 2;
+        if (v[i] < 0) *out++ = '-';
+        out = put_digits(out, v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i]);
+    }
+    *out++ = ']';
+    w->len += (size_t)(out - start);
+}
+
+void jw__double(json_writer *w, const char *key, size_t key_len, double v) {
     char buf[32];
-    if (isfinite(v)) snprintf(buf, sizeof buf, "%.17g", v);
-    before_value(w, key);
-    put_str(w, isfinite(v) ? buf : "null");
+    if (!isfinite(v)) {
+        put_value(w, key, key_len, "null", 4);
+        return;
+    }
+    if (fabs(v) < 0x1p53 && v == (double)(int64_t)v) { /* an integer, 0 most often: %.17g's digits */
+        char *start = begin_value(w, key, key_len, 21), *out = start;
+        if (!out) return;
+        if (signbit(v)) *out++ = '-'; /* -0 too */
+        w->len += (size_t)(put_digits(out, (uint64_t)fabs(v)) - start);
+        return;
+    }
+    int n = snprintf(buf, sizeof buf, "%.17g", v);
+    put_value(w, key, key_len, buf, (size_t)n);
 }
 
-void jw_bool(json_writer *w, const char *key, bool v) {
-    before_value(w, key);
-    put_str(w, v ? "true" : "false");
+void jw__bool(json_writer *w, const char *key, size_t key_len, bool v) {
+    put_value(w, key, key_len, v ? "true" : "false", v ? 4 : 5);
 }
 
-void jw_null(json_writer *w, const char *key) {
-    before_value(w, key);
-    put_str(w, "null");
-}
+void jw__null(json_writer *w, const char *key, size_t key_len) { put_value(w, key, key_len, "null", 4); }
 
 est_status jw_finish(json_writer *w, char **out, est_error *err) {
     put(w, '\n');

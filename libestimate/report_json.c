@@ -18,9 +18,7 @@ static void write_tensor(json_writer *w, const est_tensor_info *t) {
     jw_begin_object(w, NULL);
     jw_string(w, "name", t->name);
     jw_string(w, "dtype", est_dtype_name(t->dtype));
-    jw_begin_array(w, "shape");
-    for (int d = 0; d < t->rank; d++) jw_i64(w, NULL, t->shape[d]);
-    jw_end_array(w);
+    jw_i64_array(w, "shape", t->shape, t->rank);
     jw_u64(w, "bytes", t->bytes);
     jw_end_object(w);
 }
@@ -69,9 +67,7 @@ static void write_params(json_writer *w, const est_report *r) {
         jw_begin_object(w, NULL);
         jw_string(w, "name", p->name);
         jw_string(w, "torch_name", p->torch_name);
-        jw_begin_array(w, "shape");
-        for (int d = 0; d < p->rank; d++) jw_i64(w, NULL, p->shape[d]);
-        jw_end_array(w);
+        jw_i64_array(w, "shape", p->shape, p->rank);
         jw_string(w, "dtype", est_dtype_name(p->dtype));
         jw_u64(w, "count", p->elements);
         jw_u64(w, "bytes", p->bytes);

@@ -30,9 +30,7 @@ void est__jw_live(json_writer *w, const est_report *r) {
             jw_null(w, "shape");
         } else {
             jw_string(w, "dtype", est_dtype_name(l->dtype));
-            jw_begin_array(w, "shape");
-            for (int d = 0; d < l->rank; d++) jw_i64(w, NULL, l->shape[d]);
-            jw_end_array(w);
+            jw_i64_array(w, "shape", l->shape, l->rank);
         }
         jw_end_object(w);
     }
