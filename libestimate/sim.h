@@ -286,6 +286,11 @@ uint64_t est__sim_reserved(const sim *s);
 uint64_t est__sim_peak_reserved(const sim *s);
 void est__sim_block_release(sim *s, int64_t handle);
 
+/* optimizer.c: opt.step() (the first creates the state) and
+ * zero_grad(set_to_none=True). */
+void est__sim_optimizer_step(sim *s, bool first);
+void est__sim_zero_grad(sim *s);
+
 /* timeline.c: the step's events (est_options.timeline). */
 bool est__tl_new(sim *s);                       /* before the model is made; false: out of memory */
 void est__tl_start(sim *s);                     /* the recorded step begins */
