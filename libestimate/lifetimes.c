@@ -15,66 +15,79 @@
 /* False when out of memory. */
 bool est__sim_build_contexts(sim *s) {
     const est_graph *g = s->g;
-    size_t n_in = 0, n_out = 0;
+    size_t all_in = 0, all_out = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        n_in += (size_t)g->nodes[i].n_inputs;
-        n_out += (size_t)g->nodes[i].n_outputs;
+        all_in += (size_t)g->nodes[i].n_inputs;
+        all_out += (size_t)g->nodes[i].n_outputs;
     }
     /* every entry written below, absent inputs and outputs included */
-    s->ctx_tv = malloc((n_in + n_out + 1) * sizeof *s->ctx_tv);
-    s->ctx_flags = malloc((3 * n_in + 1) * sizeof *s->ctx_flags);
+    s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
+    s->ctx_flags = malloc((3 * all_in + 1) * sizeof *s->ctx_flags);
     if (!s->ctx_tv || !s->ctx_flags) return false;
     const est_tval **tv = s->ctx_tv;
     bool *flags = s->ctx_flags;
+    /* the step's arrays in locals: the compiler would reload them through s
+     * after every store to a bool array */
+    const est_tval *vals = s->r->tv;
+    const bool *trains = s->r->trains;
+    bool *needs_grad = s->needs_grad, *activation = s->activation, *param = s->param;
+    bool train = s->train;
     /* only the parameters that train start the gradient flow
      * (est_options.params): a frozen weight is a constant to autograd; and
      * what each tensor is, for the step's hot loops */
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
-        s->needs_grad[t] = s->train && s->r->trains[t];
-        s->activation[t] = tt->kind == EST_T_ACTIVATION && !is_folded(s, t);
-        s->param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
+        needs_grad[t] = train && trains[t];
+        activation[t] = tt->kind == EST_T_ACTIVATION && vals[t].value == NULL;
+        param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
     }
+    const est_cost_ctx proto = {
+        .float_dtype = s->r->dtype,
+        .export_dtype = s->g->dtype,
+        .kernels = s->r->kernels,
+        .device = s->r->device,
+        .train = s->train,
+    };
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_cost_ctx *c = &s->ctx[i];
-        *c = (est_cost_ctx){
-            .node = n,
-            .opset = n->opset,
-            .n_in = n->n_inputs,
-            .n_out = n->n_outputs,
-            .in = tv,
-            .out = tv + n->n_inputs,
-            .in_grad = flags,
-            .in_param = flags + n->n_inputs,
-            .in_strided = flags + 2 * n->n_inputs,
-            .float_dtype = s->r->dtype,
-            .export_dtype = s->g->dtype,
-            .kernels = s->r->kernels,
-            .device = s->r->device,
-            .train = s->train,
-        };
-        tv += n->n_inputs + n->n_outputs;
-        flags += 3 * n->n_inputs;
-        for (int k = 0; k < n->n_inputs; k++) {
+        int n_in = n->n_inputs, n_out = n->n_outputs;
+        const est_tval **in = tv, **out = tv + n_in;
+        bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
+        tv += n_in + n_out;
+        flags += 3 * n_in;
+        est_slot_mask nondiff = n->op->nondiff_inputs;
+        for (int k = 0; k < n_in; k++) {
             int32_t t = n->inputs[k];
-            c->in_strided[k] = false;
+            in_strided[k] = false;
             if (t < 0) {
-                c->in[k] = NULL;
-                c->in_grad[k] = c->in_param[k] = false;
+                in[k] = NULL;
+                in_grad[k] = in_param[k] = false;
                 continue;
             }
-            c->in[k] = &s->r->tv[t];
-            c->in_grad[k] = input_needs_grad(s, i, k);
-            c->in_param[k] = s->param[t];
-            c->any_grad |= c->in_grad[k];
+            in[k] = &vals[t];
+            /* input_needs_grad's rule */
+            in_grad[k] = (k >= 32 || !(nondiff & EST_SLOT(k))) && needs_grad[t];
+            in_param[k] = param[t];
+            any_grad |= in_grad[k];
         }
-        for (int k = 0; k < n->n_outputs; k++) {
+        for (int k = 0; k < n_out; k++) {
             int32_t t = n->outputs[k];
-            c->out[k] = t >= 0 ? &s->r->tv[t] : NULL;
+            out[k] = t >= 0 ? &vals[t] : NULL;
             if (t < 0) continue;
-            s->needs_grad[t] = c->any_grad && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t);
+            needs_grad[t] = any_grad && est__dtype_is_float(vals[t].dtype) && vals[t].value == NULL;
         }
+        *c = proto;
+        c->node = n;
+        c->opset = n->opset;
+        c->n_in = n_in;
+        c->n_out = n_out;
+        c->in = in;
+        c->out = out;
+        c->in_grad = in_grad;
+        c->in_param = in_param;
+        c->in_strided = in_strided;
+        c->any_grad = any_grad;
     }
     return true;
 }
@@ -90,13 +103,15 @@ bool est__sim_mark_unreached(sim *s) {
     bool *reached = calloc((size_t)g->n_tensors + 1, sizeof *reached); /* per tensor: a gradient reaches it */
     if (!reached) return false;
     for (int32_t k = 0; k < g->n_outputs; k++) reached[g->outputs[k]] = s->needs_grad[g->outputs[k]];
+    bool *unreached = s->unreached;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
+        const est_cost_ctx *c = &s->ctx[i];
         bool any = false;
         for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
-        s->unreached[i] = s->ctx[i].any_grad && !any;
+        unreached[i] = c->any_grad && !any;
         for (int k = 0; any && k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) reached[n->inputs[k]] = true;
+            if (n->inputs[k] >= 0 && c->in_grad[k]) reached[n->inputs[k]] = true;
     }
     free(reached);
     return true;
@@ -193,10 +208,11 @@ void est__sim_assign_storage(sim *s) {
 }
 
 void est__sim_mark_strided_inputs(sim *s) {
+    const bool *contiguous = s->contiguous;
     for (int32_t i = 0; i < s->g->n_nodes; i++) {
         const est_node *n = &s->g->nodes[i];
-        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++)
-            s->ctx[i].in_strided[k] = n->inputs[k] >= 0 && !s->contiguous[n->inputs[k]];
+        bool *strided = s->ctx[i].in_strided;
+        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++) strided[k] = n->inputs[k] >= 0 && !contiguous[n->inputs[k]];
     }
 }
 
