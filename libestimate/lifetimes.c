@@ -358,6 +358,39 @@ static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     return true;
 }
 
+/* Storage lifetimes up to node i: each storage lives until its last reader
+ * or anything that holds it. In locals: a store to last_use would make the
+ * compiler reload every field read through s. */
+static void extend_last_uses(sim *s, int32_t i) {
+    const est_graph *g = s->g;
+    const est_node *n = &g->nodes[i];
+    int32_t *last_use = s->last_use;
+    const int32_t *base = s->base;
+    bool pytorch = s->r->kernels == EST_KERNELS_PYTORCH;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (n->inputs[k] < 0) continue;
+        int32_t b = base[n->inputs[k]];
+        /* read here, and referenced until the module call that reads it returns */
+        int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
+        if (last_use[b] < i) last_use[b] = i;
+        if (last_use[b] < held) last_use[b] = held;
+    }
+    /* a view's storage must outlive the view's own readers; a forward's
+     * frame may keep a submodule's output (module_calls.c), which memest
+     * verify's executor does not */
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (n->outputs[k] < 0) continue;
+        int32_t b = base[n->outputs[k]], frame = g->tensors[n->outputs[k]].frame_held_until;
+        if (last_use[b] < i) last_use[b] = i;
+        if (pytorch && last_use[b] < frame) last_use[b] = frame;
+    }
+    /* held by the block around it (attention probabilities; Python's
+     * reference, which memest verify's executor does not keep) */
+    if (pytorch && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
+        last_use[base[n->outputs[0]]] < n->output_held_until)
+        last_use[base[n->outputs[0]]] = n->output_held_until;
+}
+
 bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++) {
@@ -370,28 +403,7 @@ bool est__sim_plan_lifetimes(sim *s) {
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_inputs; k++) {
-            if (n->inputs[k] < 0) continue;
-            int32_t b = s->base[n->inputs[k]];
-            /* read here, and referenced until the module call that reads it returns */
-            int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
-            if (s->last_use[b] < i) s->last_use[b] = i;
-            if (s->last_use[b] < held) s->last_use[b] = held;
-        }
-        /* a view's storage must outlive the view's own readers; a forward's
-         * frame may keep a submodule's output (module_calls.c), which memest
-         * verify's executor does not */
-        for (int k = 0; k < n->n_outputs; k++) {
-            if (n->outputs[k] < 0) continue;
-            int32_t b = s->base[n->outputs[k]], frame = g->tensors[n->outputs[k]].frame_held_until;
-            if (s->last_use[b] < i) s->last_use[b] = i;
-            if (s->r->kernels == EST_KERNELS_PYTORCH && s->last_use[b] < frame) s->last_use[b] = frame;
-        }
-        /* held by the block around it (attention probabilities; Python's
-         * reference, which memest verify's executor does not keep) */
-        if (s->r->kernels == EST_KERNELS_PYTORCH && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
-            s->last_use[s->base[n->outputs[0]]] < n->output_held_until)
-            s->last_use[s->base[n->outputs[0]]] = n->output_held_until;
+        extend_last_uses(s, i);
         est_saved sv = {0};
         if (s->train && s->ctx[i].any_grad && n->op->saves && !s->unreached[i]) n->op->saves(&s->ctx[i], &sv);
         if (!keep_saves(s, i, &sv)) return false;
@@ -436,16 +448,22 @@ bool est__sim_compact_for_step(sim *s) {
     if (!s->any_grad || !s->trained) return false;
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (is_trained(s, t)) s->trained[s->n_trained++] = t;
+    const est_tval *vals = s->r->tv;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         s->any_grad[i] = s->ctx[i].any_grad;
         int32_t out = n->n_outputs ? n->outputs[0] : -1;
-        for (int k = 0; out >= 0 && k < n->n_inputs && k < 32; k++) {
-            bool shares = (k == 0 && n->op->view != EST_VIEW_NONE) || s->inplace_slot[i] == k ||
-                          (n->op->grad_passes_to & EST_SLOT(k));
+        if (out < 0) continue;
+        /* the inputs whose gradient may be the output's */
+        est_slot_mask shares = n->op->grad_passes_to;
+        if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
+        if (s->inplace_slot[i] >= 0 && s->inplace_slot[i] < 32) shares |= EST_SLOT(s->inplace_slot[i]);
+        est_slot_mask same = 0;
+        for (int k = 0; k < n->n_inputs && k < 32 && shares >> k; k++) {
             int32_t t = n->inputs[k];
-            if (shares && t >= 0 && s->r->tv[out].elements == s->r->tv[t].elements) s->same_size[i] |= EST_SLOT(k);
+            if ((shares & EST_SLOT(k)) && t >= 0 && vals[out].elements == vals[t].elements) same |= EST_SLOT(k);
         }
+        s->same_size[i] |= same;
     }
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
     free(s->ctx);
