@@ -439,6 +439,23 @@ static bool is_trained(const sim *s, int32_t t) {
     return s->param[t] && s->g->tensors[t].first_consumer >= 0 && s->r->trains[t];
 }
 
+/* Leaves in each node's release list only the storages its forward may
+ * free: an activation's, not an output of the graph, saved by no backward
+ * (all fixed by now; whether it is allocated is the step's to test). */
+static void keep_forward_releases(sim *s) {
+    int32_t n_nodes = s->g->n_nodes, w = 0;
+    int32_t *first = s->release_first, *order = s->release_order;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        int32_t lo = first[i], hi = first[i + 1];
+        first[i] = w;
+        for (int32_t e = lo; e < hi; e++) {
+            int32_t b = order[e];
+            if (is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) order[w++] = b;
+        }
+    }
+    first[n_nodes] = w;
+}
+
 bool est__sim_compact_for_step(sim *s) {
     const est_graph *g = s->g;
     size_t n_trained = 0;
@@ -466,6 +483,7 @@ bool est__sim_compact_for_step(sim *s) {
         s->same_size[i] |= same;
     }
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
+    keep_forward_releases(s);
     free(s->ctx);
     free(s->ctx_tv);
     free(s->ctx_flags);

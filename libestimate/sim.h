@@ -65,7 +65,8 @@ typedef struct sim {
     bool *allocated;        /* per storage (indexed by base) */
     int32_t *last_use;      /* per storage: last forward reader, -1 none; while planning */
     int32_t *release_first; /* per node (n + 1): where its storages start in release_order */
-    int32_t *release_order; /* storages by last_use: those node i may free after it runs */
+    int32_t *release_order; /* storages by last_use: those node i may free after it runs
+                               (for the step, only activations no backward saves) */
     int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
     bool *kept;             /* per storage: a graph output, alive after the step */
     /* per tensor: an activation's storage, not folded (is_activation_storage),

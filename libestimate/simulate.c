@@ -136,7 +136,7 @@ static void forward(sim *s) {
          * backward needs */
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
             int32_t b = s->release_order[e];
-            if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) {
+            if (s->allocated[b]) { /* an activation no backward saves (est__sim_compact_for_step) */
                 est__sim_release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
                 s->allocated[b] = false;
             }
