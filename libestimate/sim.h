@@ -161,7 +161,7 @@ typedef struct sim {
                                refuses it on any GPU (the estimate fails) */
     const char *too_large_at;
     est_phase at_phase;     /* the moment the step is at, for device_oom */
-    const char *at_layer;
+    const char *at_layer;   /* its label when at_node is -1 (est__sim_at_layer) */
     int32_t at_node;        /* the node running then, or -1 */
     struct est_timeline *tl; /* est_options.timeline (timeline.c); NULL without */
     /* est_options.parallel (parallel.c); NULL and false on one GPU */
@@ -267,7 +267,12 @@ static inline uint64_t sim_add(sim *s, uint64_t a, uint64_t b) {
 static inline void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
     s->at_phase = phase;
     s->at_node = node;
-    s->at_layer = node >= 0 ? s->g->nodes[node].name : layer;
+    s->at_layer = layer;
+}
+/* The layer the step is at: the node's name, or the moment's label. Looked
+ * up only when asked: the step passes a moment per node. */
+static inline const char *est__sim_at_layer(const sim *s) {
+    return s->at_node >= 0 ? s->g->nodes[s->at_node].name : s->at_layer;
 }
 void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
 void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
