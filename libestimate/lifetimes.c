@@ -456,6 +456,35 @@ static void keep_forward_releases(sim *s) {
     first[n_nodes] = w;
 }
 
+/* Whether the forward may do something at node i: run it, free a storage
+ * after it, or --fsdp's gathers around it. */
+static bool forward_acts(const sim *s, int32_t i) {
+    return s->sharded || !s->r->layers[i].shape_only || s->release_first[i] < s->release_first[i + 1];
+}
+
+/* Whether the backward may do something at node i: run it, free what it
+ * saved (extras, autocast copies, storages, recomputed tensors), or
+ * --fsdp's gathers around it. */
+static bool backward_acts(const sim *s, int32_t i) {
+    return s->sharded || s->any_grad[i] || s->extra_first[i] < s->extra_first[i + 1] ||
+           (s->cast_saved && s->cast_saved[i]) || s->bwd_first[i] < s->bwd_first[i + 1] ||
+           (s->segs && s->rc_first[i] < s->rc_first[i + 1]);
+}
+
+/* The nodes each pass of the step visits; false: out of memory. */
+static bool list_acting_nodes(sim *s) {
+    int32_t n_nodes = s->g->n_nodes;
+    s->fwd_nodes = malloc(((size_t)n_nodes + 1) * sizeof *s->fwd_nodes);
+    s->bwd_nodes = malloc(((size_t)n_nodes + 1) * sizeof *s->bwd_nodes);
+    if (!s->fwd_nodes || !s->bwd_nodes) return false;
+    s->n_fwd_nodes = s->n_bwd_nodes = 0;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        if (forward_acts(s, i)) s->fwd_nodes[s->n_fwd_nodes++] = i;
+        if (backward_acts(s, i)) s->bwd_nodes[s->n_bwd_nodes++] = i;
+    }
+    return true;
+}
+
 bool est__sim_compact_for_step(sim *s) {
     const est_graph *g = s->g;
     size_t n_trained = 0;
@@ -484,6 +513,7 @@ bool est__sim_compact_for_step(sim *s) {
     }
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
     keep_forward_releases(s);
+    if (!list_acting_nodes(s)) return false;
     free(s->ctx);
     free(s->ctx_tv);
     free(s->ctx_flags);

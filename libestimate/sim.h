@@ -76,6 +76,10 @@ typedef struct sim {
     bool *param;
     int32_t *trained;       /* the parameters the optimizer updates, in tensor order */
     int32_t n_trained;
+    /* The nodes where the forward (the backward) may do something, in node
+     * order: the step passes over the others (est__sim_compact_for_step). */
+    int32_t *fwd_nodes, *bwd_nodes;
+    int32_t n_fwd_nodes, n_bwd_nodes;
     /* Activation gradients live in blocks that several tensors may share (an
      * Add hands its incoming gradient to both operands): per tensor its
      * block, -1 none (no live gradient); per block its key, bytes and
