@@ -456,32 +456,31 @@ static void keep_forward_releases(sim *s) {
     first[n_nodes] = w;
 }
 
-/* Whether the forward may do something at node i: run it, free a storage
- * after it, or --fsdp's gathers around it. */
-static bool forward_acts(const sim *s, int32_t i) {
-    return s->sharded || !s->r->layers[i].shape_only || s->release_first[i] < s->release_first[i + 1];
-}
-
-/* Whether the backward may do something at node i: run it, free what it
- * saved (extras, autocast copies, storages, recomputed tensors), or
- * --fsdp's gathers around it. */
-static bool backward_acts(const sim *s, int32_t i) {
-    return s->sharded || s->any_grad[i] || s->extra_first[i] < s->extra_first[i + 1] ||
-           (s->cast_saved && s->cast_saved[i]) || s->bwd_first[i] < s->bwd_first[i + 1] ||
-           (s->segs && s->rc_first[i] < s->rc_first[i + 1]);
-}
-
-/* The nodes each pass of the step visits; false: out of memory. */
+/* The nodes each pass of the step visits; false: out of memory. The
+ * forward may do something at node i when it runs it, frees a storage after
+ * it or --fsdp gathers around it; the backward when it runs it, frees what
+ * it saved (extras, autocast copies, storages, recomputed tensors) or --fsdp
+ * gathers around it. */
 static bool list_acting_nodes(sim *s) {
-    int32_t n_nodes = s->g->n_nodes;
-    s->fwd_nodes = malloc(((size_t)n_nodes + 1) * sizeof *s->fwd_nodes);
-    s->bwd_nodes = malloc(((size_t)n_nodes + 1) * sizeof *s->bwd_nodes);
-    if (!s->fwd_nodes || !s->bwd_nodes) return false;
-    s->n_fwd_nodes = s->n_bwd_nodes = 0;
+    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
+    int32_t *fwd = malloc(((size_t)n_nodes + 1) * sizeof *fwd), *bwd = malloc(((size_t)n_nodes + 1) * sizeof *bwd);
+    s->fwd_nodes = fwd;
+    s->bwd_nodes = bwd;
+    if (!fwd || !bwd) return false;
+    const est_layer *layers = s->r->layers;
+    const int32_t *release = s->release_first, *extra = s->extra_first, *saved = s->bwd_first;
+    const int32_t *rc = s->segs ? s->rc_first : NULL;
+    const est_slot_mask *cast_saved = s->cast_saved;
+    const bool *any_grad = s->any_grad;
+    bool all = s->sharded;
     for (int32_t i = 0; i < n_nodes; i++) {
-        if (forward_acts(s, i)) s->fwd_nodes[s->n_fwd_nodes++] = i;
-        if (backward_acts(s, i)) s->bwd_nodes[s->n_bwd_nodes++] = i;
+        if (all || !layers[i].shape_only || release[i] < release[i + 1]) fwd[n_fwd++] = i;
+        if (all || any_grad[i] || extra[i] < extra[i + 1] || (cast_saved && cast_saved[i]) || saved[i] < saved[i + 1] ||
+            (rc && rc[i] < rc[i + 1]))
+            bwd[n_bwd++] = i;
     }
+    s->n_fwd_nodes = n_fwd;
+    s->n_bwd_nodes = n_bwd;
     return true;
 }
 
