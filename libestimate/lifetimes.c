@@ -15,66 +15,79 @@
 /* False when out of memory. */
 bool est__sim_build_contexts(sim *s) {
     const est_graph *g = s->g;
-    size_t n_in = 0, n_out = 0;
+    size_t all_in = 0, all_out = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        n_in += (size_t)g->nodes[i].n_inputs;
-        n_out += (size_t)g->nodes[i].n_outputs;
+        all_in += (size_t)g->nodes[i].n_inputs;
+        all_out += (size_t)g->nodes[i].n_outputs;
     }
     /* every entry written below, absent inputs and outputs included */
-    s->ctx_tv = malloc((n_in + n_out + 1) * sizeof *s->ctx_tv);
-    s->ctx_flags = malloc((3 * n_in + 1) * sizeof *s->ctx_flags);
+    s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
+    s->ctx_flags = malloc((3 * all_in + 1) * sizeof *s->ctx_flags);
     if (!s->ctx_tv || !s->ctx_flags) return false;
     const est_tval **tv = s->ctx_tv;
     bool *flags = s->ctx_flags;
+    /* the step's arrays in locals: the compiler would reload them through s
+     * after every store to a bool array */
+    const est_tval *vals = s->r->tv;
+    const bool *trains = s->r->trains;
+    bool *needs_grad = s->needs_grad, *activation = s->activation, *param = s->param;
+    bool train = s->train;
     /* only the parameters that train start the gradient flow
      * (est_options.params): a frozen weight is a constant to autograd; and
      * what each tensor is, for the step's hot loops */
     for (int32_t t = 0; t < g->n_tensors; t++) {
         const est_tensor *tt = &g->tensors[t];
-        s->needs_grad[t] = s->train && s->r->trains[t];
-        s->activation[t] = tt->kind == EST_T_ACTIVATION && !is_folded(s, t);
-        s->param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
+        needs_grad[t] = train && trains[t];
+        activation[t] = tt->kind == EST_T_ACTIVATION && vals[t].value == NULL;
+        param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
     }
+    const est_cost_ctx proto = {
+        .float_dtype = s->r->dtype,
+        .export_dtype = s->g->dtype,
+        .kernels = s->r->kernels,
+        .device = s->r->device,
+        .train = s->train,
+    };
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_cost_ctx *c = &s->ctx[i];
-        *c = (est_cost_ctx){
-            .node = n,
-            .opset = n->opset,
-            .n_in = n->n_inputs,
-            .n_out = n->n_outputs,
-            .in = tv,
-            .out = tv + n->n_inputs,
-            .in_grad = flags,
-            .in_param = flags + n->n_inputs,
-            .in_strided = flags + 2 * n->n_inputs,
-            .float_dtype = s->r->dtype,
-            .export_dtype = s->g->dtype,
-            .kernels = s->r->kernels,
-            .device = s->r->device,
-            .train = s->train,
-        };
-        tv += n->n_inputs + n->n_outputs;
-        flags += 3 * n->n_inputs;
-        for (int k = 0; k < n->n_inputs; k++) {
+        int n_in = n->n_inputs, n_out = n->n_outputs;
+        const est_tval **in = tv, **out = tv + n_in;
+        bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
+        tv += n_in + n_out;
+        flags += 3 * n_in;
+        est_slot_mask nondiff = n->op->nondiff_inputs;
+        for (int k = 0; k < n_in; k++) {
             int32_t t = n->inputs[k];
-            c->in_strided[k] = false;
+            in_strided[k] = false;
             if (t < 0) {
-                c->in[k] = NULL;
-                c->in_grad[k] = c->in_param[k] = false;
+                in[k] = NULL;
+                in_grad[k] = in_param[k] = false;
                 continue;
             }
-            c->in[k] = &s->r->tv[t];
-            c->in_grad[k] = input_needs_grad(s, i, k);
-            c->in_param[k] = s->param[t];
-            c->any_grad |= c->in_grad[k];
+            in[k] = &vals[t];
+            /* input_needs_grad's rule */
+            in_grad[k] = (k >= 32 || !(nondiff & EST_SLOT(k))) && needs_grad[t];
+            in_param[k] = param[t];
+            any_grad |= in_grad[k];
         }
-        for (int k = 0; k < n->n_outputs; k++) {
+        for (int k = 0; k < n_out; k++) {
             int32_t t = n->outputs[k];
-            c->out[k] = t >= 0 ? &s->r->tv[t] : NULL;
+            out[k] = t >= 0 ? &vals[t] : NULL;
             if (t < 0) continue;
-            s->needs_grad[t] = c->any_grad && est__dtype_is_float(s->r->tv[t].dtype) && !is_folded(s, t);
+            needs_grad[t] = any_grad && est__dtype_is_float(vals[t].dtype) && vals[t].value == NULL;
         }
+        *c = proto;
+        c->node = n;
+        c->opset = n->opset;
+        c->n_in = n_in;
+        c->n_out = n_out;
+        c->in = in;
+        c->out = out;
+        c->in_grad = in_grad;
+        c->in_param = in_param;
+        c->in_strided = in_strided;
+        c->any_grad = any_grad;
     }
     return true;
 }
@@ -90,13 +103,15 @@ bool est__sim_mark_unreached(sim *s) {
     bool *reached = calloc((size_t)g->n_tensors + 1, sizeof *reached); /* per tensor: a gradient reaches it */
     if (!reached) return false;
     for (int32_t k = 0; k < g->n_outputs; k++) reached[g->outputs[k]] = s->needs_grad[g->outputs[k]];
+    bool *unreached = s->unreached;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
+        const est_cost_ctx *c = &s->ctx[i];
         bool any = false;
         for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
-        s->unreached[i] = s->ctx[i].any_grad && !any;
+        unreached[i] = c->any_grad && !any;
         for (int k = 0; any && k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && s->ctx[i].in_grad[k]) reached[n->inputs[k]] = true;
+            if (n->inputs[k] >= 0 && c->in_grad[k]) reached[n->inputs[k]] = true;
     }
     free(reached);
     return true;
@@ -193,10 +208,11 @@ void est__sim_assign_storage(sim *s) {
 }
 
 void est__sim_mark_strided_inputs(sim *s) {
+    const bool *contiguous = s->contiguous;
     for (int32_t i = 0; i < s->g->n_nodes; i++) {
         const est_node *n = &s->g->nodes[i];
-        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++)
-            s->ctx[i].in_strided[k] = n->inputs[k] >= 0 && !s->contiguous[n->inputs[k]];
+        bool *strided = s->ctx[i].in_strided;
+        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++) strided[k] = n->inputs[k] >= 0 && !contiguous[n->inputs[k]];
     }
 }
 
@@ -342,6 +358,39 @@ static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     return true;
 }
 
+/* Storage lifetimes up to node i: each storage lives until its last reader
+ * or anything that holds it. In locals: a store to last_use would make the
+ * compiler reload every field read through s. */
+static void extend_last_uses(sim *s, int32_t i) {
+    const est_graph *g = s->g;
+    const est_node *n = &g->nodes[i];
+    int32_t *last_use = s->last_use;
+    const int32_t *base = s->base;
+    bool pytorch = s->r->kernels == EST_KERNELS_PYTORCH;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (n->inputs[k] < 0) continue;
+        int32_t b = base[n->inputs[k]];
+        /* read here, and referenced until the module call that reads it returns */
+        int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
+        if (last_use[b] < i) last_use[b] = i;
+        if (last_use[b] < held) last_use[b] = held;
+    }
+    /* a view's storage must outlive the view's own readers; a forward's
+     * frame may keep a submodule's output (module_calls.c), which memest
+     * verify's executor does not */
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (n->outputs[k] < 0) continue;
+        int32_t b = base[n->outputs[k]], frame = g->tensors[n->outputs[k]].frame_held_until;
+        if (last_use[b] < i) last_use[b] = i;
+        if (pytorch && last_use[b] < frame) last_use[b] = frame;
+    }
+    /* held by the block around it (attention probabilities; Python's
+     * reference, which memest verify's executor does not keep) */
+    if (pytorch && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
+        last_use[base[n->outputs[0]]] < n->output_held_until)
+        last_use[base[n->outputs[0]]] = n->output_held_until;
+}
+
 bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++) {
@@ -354,28 +403,7 @@ bool est__sim_plan_lifetimes(sim *s) {
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_inputs; k++) {
-            if (n->inputs[k] < 0) continue;
-            int32_t b = s->base[n->inputs[k]];
-            /* read here, and referenced until the module call that reads it returns */
-            int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
-            if (s->last_use[b] < i) s->last_use[b] = i;
-            if (s->last_use[b] < held) s->last_use[b] = held;
-        }
-        /* a view's storage must outlive the view's own readers; a forward's
-         * frame may keep a submodule's output (module_calls.c), which memest
-         * verify's executor does not */
-        for (int k = 0; k < n->n_outputs; k++) {
-            if (n->outputs[k] < 0) continue;
-            int32_t b = s->base[n->outputs[k]], frame = g->tensors[n->outputs[k]].frame_held_until;
-            if (s->last_use[b] < i) s->last_use[b] = i;
-            if (s->r->kernels == EST_KERNELS_PYTORCH && s->last_use[b] < frame) s->last_use[b] = frame;
-        }
-        /* held by the block around it (attention probabilities; Python's
-         * reference, which memest verify's executor does not keep) */
-        if (s->r->kernels == EST_KERNELS_PYTORCH && n->output_held_until > i && n->n_outputs > 0 && n->outputs[0] >= 0 &&
-            s->last_use[s->base[n->outputs[0]]] < n->output_held_until)
-            s->last_use[s->base[n->outputs[0]]] = n->output_held_until;
+        extend_last_uses(s, i);
         est_saved sv = {0};
         if (s->train && s->ctx[i].any_grad && n->op->saves && !s->unreached[i]) n->op->saves(&s->ctx[i], &sv);
         if (!keep_saves(s, i, &sv)) return false;
@@ -411,6 +439,51 @@ static bool is_trained(const sim *s, int32_t t) {
     return s->param[t] && s->g->tensors[t].first_consumer >= 0 && s->r->trains[t];
 }
 
+/* Leaves in each node's release list only the storages its forward may
+ * free: an activation's, not an output of the graph, saved by no backward
+ * (all fixed by now; whether it is allocated is the step's to test). */
+static void keep_forward_releases(sim *s) {
+    int32_t n_nodes = s->g->n_nodes, w = 0;
+    int32_t *first = s->release_first, *order = s->release_order;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        int32_t lo = first[i], hi = first[i + 1];
+        first[i] = w;
+        for (int32_t e = lo; e < hi; e++) {
+            int32_t b = order[e];
+            if (is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) order[w++] = b;
+        }
+    }
+    first[n_nodes] = w;
+}
+
+/* The nodes each pass of the step visits; false: out of memory. The
+ * forward may do something at node i when it runs it, frees a storage after
+ * it or --fsdp gathers around it; the backward when it runs it, frees what
+ * it saved (extras, autocast copies, storages, recomputed tensors) or --fsdp
+ * gathers around it. */
+static bool list_acting_nodes(sim *s) {
+    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
+    int32_t *fwd = malloc(((size_t)n_nodes + 1) * sizeof *fwd), *bwd = malloc(((size_t)n_nodes + 1) * sizeof *bwd);
+    s->fwd_nodes = fwd;
+    s->bwd_nodes = bwd;
+    if (!fwd || !bwd) return false;
+    const est_layer *layers = s->r->layers;
+    const int32_t *release = s->release_first, *extra = s->extra_first, *saved = s->bwd_first;
+    const int32_t *rc = s->segs ? s->rc_first : NULL;
+    const est_slot_mask *cast_saved = s->cast_saved;
+    const bool *any_grad = s->any_grad;
+    bool all = s->sharded;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        if (all || !layers[i].shape_only || release[i] < release[i + 1]) fwd[n_fwd++] = i;
+        if (all || any_grad[i] || extra[i] < extra[i + 1] || (cast_saved && cast_saved[i]) || saved[i] < saved[i + 1] ||
+            (rc && rc[i] < rc[i + 1]))
+            bwd[n_bwd++] = i;
+    }
+    s->n_fwd_nodes = n_fwd;
+    s->n_bwd_nodes = n_bwd;
+    return true;
+}
+
 bool est__sim_compact_for_step(sim *s) {
     const est_graph *g = s->g;
     size_t n_trained = 0;
@@ -420,18 +493,26 @@ bool est__sim_compact_for_step(sim *s) {
     if (!s->any_grad || !s->trained) return false;
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (is_trained(s, t)) s->trained[s->n_trained++] = t;
+    const est_tval *vals = s->r->tv;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         s->any_grad[i] = s->ctx[i].any_grad;
         int32_t out = n->n_outputs ? n->outputs[0] : -1;
-        for (int k = 0; out >= 0 && k < n->n_inputs && k < 32; k++) {
-            bool shares = (k == 0 && n->op->view != EST_VIEW_NONE) || s->inplace_slot[i] == k ||
-                          (n->op->grad_passes_to & EST_SLOT(k));
+        if (out < 0) continue;
+        /* the inputs whose gradient may be the output's */
+        est_slot_mask shares = n->op->grad_passes_to;
+        if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
+        if (s->inplace_slot[i] >= 0 && s->inplace_slot[i] < 32) shares |= EST_SLOT(s->inplace_slot[i]);
+        est_slot_mask same = 0;
+        for (int k = 0; k < n->n_inputs && k < 32 && shares >> k; k++) {
             int32_t t = n->inputs[k];
-            if (shares && t >= 0 && s->r->tv[out].elements == s->r->tv[t].elements) s->same_size[i] |= EST_SLOT(k);
+            if ((shares & EST_SLOT(k)) && t >= 0 && vals[out].elements == vals[t].elements) same |= EST_SLOT(k);
         }
+        s->same_size[i] |= same;
     }
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
+    keep_forward_releases(s);
+    if (!list_acting_nodes(s)) return false;
     free(s->ctx);
     free(s->ctx_tv);
     free(s->ctx_flags);

@@ -65,7 +65,8 @@ typedef struct sim {
     bool *allocated;        /* per storage (indexed by base) */
     int32_t *last_use;      /* per storage: last forward reader, -1 none; while planning */
     int32_t *release_first; /* per node (n + 1): where its storages start in release_order */
-    int32_t *release_order; /* storages by last_use: those node i may free after it runs */
+    int32_t *release_order; /* storages by last_use: those node i may free after it runs
+                               (for the step, only activations no backward saves) */
     int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
     bool *kept;             /* per storage: a graph output, alive after the step */
     /* per tensor: an activation's storage, not folded (is_activation_storage),
@@ -75,6 +76,10 @@ typedef struct sim {
     bool *param;
     int32_t *trained;       /* the parameters the optimizer updates, in tensor order */
     int32_t n_trained;
+    /* The nodes where the forward (the backward) may do something, in node
+     * order: the step passes over the others (est__sim_compact_for_step). */
+    int32_t *fwd_nodes, *bwd_nodes;
+    int32_t n_fwd_nodes, n_bwd_nodes;
     /* Activation gradients live in blocks that several tensors may share (an
      * Add hands its incoming gradient to both operands): per tensor its
      * block, -1 none (no live gradient); per block its key, bytes and
@@ -160,7 +165,7 @@ typedef struct sim {
                                refuses it on any GPU (the estimate fails) */
     const char *too_large_at;
     est_phase at_phase;     /* the moment the step is at, for device_oom */
-    const char *at_layer;
+    const char *at_layer;   /* its label when at_node is -1 (est__sim_at_layer) */
     int32_t at_node;        /* the node running then, or -1 */
     struct est_timeline *tl; /* est_options.timeline (timeline.c); NULL without */
     /* est_options.parallel (parallel.c); NULL and false on one GPU */
@@ -266,7 +271,12 @@ static inline uint64_t sim_add(sim *s, uint64_t a, uint64_t b) {
 static inline void est__sim_moment(sim *s, est_phase phase, int32_t node, const char *layer) {
     s->at_phase = phase;
     s->at_node = node;
-    s->at_layer = node >= 0 ? s->g->nodes[node].name : layer;
+    s->at_layer = layer;
+}
+/* The layer the step is at: the node's name, or the moment's label. Looked
+ * up only when asked: the step passes a moment per node. */
+static inline const char *est__sim_at_layer(const sim *s) {
+    return s->at_node >= 0 ? s->g->nodes[s->at_node].name : s->at_layer;
 }
 void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
 void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);

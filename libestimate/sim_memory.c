@@ -121,7 +121,8 @@ static int64_t replay_alloc(sim *s, int stream, uint64_t bytes) {
         s->device_oom = true;
         s->r->totals.out_of_memory = 1;
         s->r->totals.oom_phase = s->at_phase;
-        s->r->totals.oom_layer = s->at_layer ? s->at_layer : "";
+        const char *layer = est__sim_at_layer(s);
+        s->r->totals.oom_layer = layer ? layer : "";
     } else if (h < 0) {
         s->cache_failed = true;
     }
@@ -163,7 +164,7 @@ static int64_t block_take(sim *s, uint64_t key) {
 static void check_request(sim *s, uint64_t bytes) {
     if (bytes >= ((uint64_t)1 << 60) && !s->too_large) {
         s->too_large = bytes;
-        s->too_large_at = s->at_layer;
+        s->too_large_at = est__sim_at_layer(s);
     }
 }
 

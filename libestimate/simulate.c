@@ -128,7 +128,8 @@ static void amp_exit(sim *s) {
 
 static void forward(sim *s) {
     const est_graph *g = s->g;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
+    for (int32_t j = 0; j < s->n_fwd_nodes; j++) {
+        int32_t i = s->fwd_nodes[j];
         est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
         if (s->sharded) est__par_forward_node(s, i, false);
         if (!s->r->layers[i].shape_only) run_forward_node(s, i);
@@ -136,13 +137,15 @@ static void forward(sim *s) {
          * backward needs */
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
             int32_t b = s->release_order[e];
-            if (s->allocated[b] && is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) {
+            if (s->allocated[b]) { /* an activation no backward saves (est__sim_compact_for_step) */
                 est__sim_release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
                 s->allocated[b] = false;
             }
         }
         if (s->sharded) est__par_forward_node(s, i, true);
     }
+    /* the moment of the last node, passed over or not */
+    if (g->n_nodes > 0) est__sim_moment(s, EST_PHASE_FORWARD, g->n_nodes - 1, NULL);
 }
 
 /* ---- activation gradients ------------------------------------------------ */
@@ -363,7 +366,8 @@ static void backward(sim *s) {
     est__sim_observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
     est__sim_release(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     est__par_backward_begin(s);
-    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+    for (int32_t j = s->n_bwd_nodes - 1; j >= 0; j--) {
+        int32_t i = s->bwd_nodes[j];
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
         est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
@@ -394,6 +398,8 @@ static void backward(sim *s) {
         release_saved(s, i);
         if (s->sharded) est__par_backward_node(s, i, true);
     }
+    /* the moment of the first node, passed over or not */
+    if (g->n_nodes > 0) est__sim_moment(s, EST_PHASE_BACKWARD, 0, NULL);
     /* gradients that reached no producer (graph inputs) are dropped; the
      * walk ends with the last of them */
     for (int32_t t = 0; s->live_gblocks > 0 && t < g->n_tensors; t++)
@@ -464,6 +470,8 @@ static void free_sim(sim *s) {
     free(s->activation);
     free(s->param);
     free(s->trained);
+    free(s->fwd_nodes);
+    free(s->bwd_nodes);
     free(s->grad_block);
     free(s->grad_key0);
     free(s->gblocks);
