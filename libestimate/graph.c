@@ -6,7 +6,7 @@
 #include "module_names.h"
 #include "registry.h"
 
-static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
+static uint64_t hash_name(const char *s) { return est__str_hash(s, strlen(s)); }
 
 /* The tensors' and nodes' names and dims and the nodes' input and output
  * lists live as long as the graph: they go into its arena (g->text), freed together,
@@ -222,7 +222,7 @@ int32_t est__graph_find(const est_graph *g, const char *name) { return find_hash
 
 int32_t est__graph_tensor(est_graph *g, const char *name) {
     size_t len = strlen(name);
-    uint64_t hash = est__fnv1a(EST_FNV_START, name, len);
+    uint64_t hash = est__str_hash(name, len);
     int32_t t = find_hashed(g, name, hash);
     if (t >= 0) return t;
     if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g, 0)) return -1;
@@ -263,7 +263,7 @@ static bool intern_grow(est_intern *in) {
 const char *est__graph_intern_n(est_graph *g, const char *s, size_t len) {
     est_intern *in = &g->strings;
     if ((in->count + 1) * 2 > in->cap && !intern_grow(in)) return NULL;
-    uint64_t h = est__fnv1a(EST_FNV_START, s, len) & (in->cap - 1);
+    uint64_t h = est__str_hash(s, len) & (in->cap - 1);
     for (; in->slots[h]; h = (h + 1) & (in->cap - 1))
         if (strncmp(in->slots[h], s, len) == 0 && in->slots[h][len] == '\0') return in->slots[h];
     char *copy = est__strndup(s, len);

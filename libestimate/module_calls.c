@@ -165,7 +165,7 @@ static bool same_text(const est_graph *g, const scope_parts *sp, const int32_t *
  * slot where it would go. */
 static uint64_t component_slot(const est_graph *g, const scope_parts *sp, const int32_t *node_of,
                                const component_set *set, const char *c, int32_t len) {
-    uint64_t h = est__fnv1a(EST_FNV_START, c, (size_t)len) & (set->cap - 1);
+    uint64_t h = est__str_hash(c, (size_t)len) & (set->cap - 1);
     while (set->cell[h] >= 0 && !same_text(g, sp, node_of, set->cell[h], c, len)) h = (h + 1) & (set->cap - 1);
     return h;
 }
