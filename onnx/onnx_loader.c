@@ -326,6 +326,23 @@ static const char *intern_scope(loader *L, const char *s, size_t len) {
     return copy;
 }
 
+/* The n entries joined by '/' into path, NUL-terminated; the joined
+ * length, cap or more when it does not fit (path then holds no scope). A
+ * dynamo node lists a dozen modules: snprintf cost more than the rest of
+ * the node. */
+static size_t join_modules(char *path, size_t cap, char *const *entries, int n) {
+    size_t len = 0;
+    for (int k = 0; k < n; k++) {
+        size_t el = strlen(entries[k]);
+        if (k > 0 && len < cap) path[len] = '/';
+        len += k > 0;
+        if (len < cap && el < cap - len) memcpy(path + len, entries[k], el);
+        len += el;
+    }
+    if (len < cap) path[len] = '\0';
+    return len;
+}
+
 static bool module_scope(loader *L, const Onnx__NodeProto *p, const char *name, const char **scope) {
     char list[4096], path[4096];
     size_t len = 0;
@@ -344,10 +361,7 @@ static bool module_scope(loader *L, const Onnx__NodeProto *p, const char *name, 
             c = close + 1;
         }
         /* entries[0] is the model itself, the last one the op */
-        path[0] = '\0';
-        for (int k = 1; k + 1 < items; k++)
-            len += (size_t)snprintf(path + len, len < sizeof path ? sizeof path - len : 0, "%s%s",
-                                    k > 1 ? "/" : "", entries[k]);
+        len = join_modules(path, sizeof path, entries + 1, items - 2);
         if (items < 1 || len >= sizeof path) return true;
         return (*scope = intern_scope(L, path, len)) != NULL;
     }
