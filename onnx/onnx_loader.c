@@ -39,6 +39,7 @@ typedef struct loader {
     const char *last_scope; /* the scope the last node's name gave (interned):
                                the nodes of a call follow each other */
     size_t last_scope_len;
+    const char *last_op, *last_domain; /* the last node's, interned */
 } loader;
 
 static est_status oom(loader *L) {
@@ -408,11 +409,21 @@ static bool detach_from_fx_call(est_graph *g, est_node *n, const char *fx_node) 
     return true;
 }
 
+/* The interned copy of s, *last when the same: nodes mostly share their
+ * domain and often follow one of the same op. */
+static const char *intern_again(loader *L, const char *s, const char **last) {
+    if (*last && strcmp(*last, s) == 0) return *last;
+    const char *copy = est__graph_intern(L->g, s);
+    if (copy) *last = copy;
+    return copy;
+}
+
 static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index, const char *fx_node) {
     est_node *n = est__graph_add_node(L->g);
     if (!n) return oom(L);
     const char *op = str_or_empty(p->op_type);
-    if (!(n->op_type = est__graph_intern(L->g, op)) || !(n->domain = est__graph_intern(L->g, str_or_empty(p->domain))))
+    if (!(n->op_type = intern_again(L, op, &L->last_op)) ||
+        !(n->domain = intern_again(L, str_or_empty(p->domain), &L->last_domain)))
         return oom(L);
     if (p->name && p->name[0]) n->name = est__graph_text(L->g, p->name);
     else {
