@@ -512,7 +512,7 @@ static void resolve_ops(est_graph *g) {
     struct { const char *op_type, *domain; const est_op_def *op; } seen[SEEN] = {{0}};
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
-        if (strcmp(n->domain, "ai.onnx") == 0) n->domain = ""; /* the same domain */
+        if (n->domain[0] && strcmp(n->domain, "ai.onnx") == 0) n->domain = ""; /* the same domain */
         size_t h = (((uintptr_t)n->op_type ^ (uintptr_t)n->domain * 31) >> 3) % SEEN;
         if (seen[h].op_type != n->op_type || seen[h].domain != n->domain) {
             seen[h].op_type = n->op_type, seen[h].domain = n->domain;
