@@ -576,9 +576,13 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
     est_graph *g = L->g;
     L->model = s->model;
     est_status st = read_model(L, s);
-    const size_t *count = s->count; /* a node has an output or more */
+    /* a node has an output or more: an eighth more spares copying the
+     * tensors to a twice larger array when a few nodes have two; pages never
+     * written cost nothing */
+    const size_t *count = s->count;
     if (st == EST_OK && !est__graph_reserve(g, count[EST_ITEM_NODE], count[EST_ITEM_INITIALIZER] +
-                                                count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] + count[EST_ITEM_NODE]))
+                                                count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] +
+                                                count[EST_ITEM_NODE] + count[EST_ITEM_NODE] / 8))
         st = oom(L);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_INITIALIZER, initializer_item);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_SPARSE, sparse_item);
