@@ -135,11 +135,6 @@ void est__readers_free(est_readers *r) {
     *r = (est_readers){0};
 }
 
-bool est__node_is(const est_node *n, const char *op) {
-    /* the first-character test spares most calls to strcmp: fuse.c asks often */
-    return n->op_type && n->op_type[0] == op[0] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
-}
-
 bool est__node_is_recurrent(const est_node *n) {
     return est__node_is(n, "LSTM") || est__node_is(n, "GRU") || est__node_is(n, "RNN");
 }

@@ -354,8 +354,12 @@ typedef struct est_readers {
 /* Indexes g's readers into *out; false when out of memory (nothing to free). */
 bool est__graph_readers(const est_graph *g, est_readers *out);
 void est__readers_free(est_readers *r);
-/* Whether node n is op `op` of the standard domain. */
-bool est__node_is(const est_node *n, const char *op);
+/* Whether node n is op `op` of the standard domain. Inline: the passes ask
+ * it of every node, several ops each, and the first character mostly
+ * answers. */
+static inline bool est__node_is(const est_node *n, const char *op) {
+    return n->op_type && n->op_type[0] == op[0] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
+}
 /* Whether node n is an LSTM, GRU or RNN of the standard domain. */
 bool est__node_is_recurrent(const est_node *n);
 
