@@ -439,7 +439,8 @@ static inline uint64_t est__fnv1a(uint64_t h, const char *s, size_t len) {
 }
 
 /* The hash of the tables that only find names (tensor names, interned
- * strings, scope components), eight bytes a step: tensor names run to
+ * strings, scope components) and of the FX call a node came from, eight
+ * bytes a step: tensor names run to
  * dozens of bytes, and a byte a step cost as much as the rest of a lookup.
  * Both its top bits (the name map) and its low bits (the others) mix every
  * byte. */
