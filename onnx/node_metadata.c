@@ -12,18 +12,6 @@
  * unknown fields. */
 #define NODE_METADATA_FIELD 9
 
-/* Unpacking an entry allocates; a failure must not read as "absent". */
-static void *noting_alloc(void *data, size_t size) {
-    void *p = malloc(size ? size : 1);
-    if (!p) *(bool *)data = true;
-    return p;
-}
-
-static void plain_free(void *data, void *p) {
-    (void)data;
-    free(p);
-}
-
 /* Whether the serialized entry p[0..n) certainly has a key other than
  * `key`: its fields read cleanly, and the last key field (StringStringEntry
  * Proto.key, field 1, the one unpack keeps) is absent or another string
@@ -71,23 +59,11 @@ static Onnx__StringStringEntryProto *find_in(const Onnx__NodeProto *p, const cha
     return NULL;
 }
 
-Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, const char *key, bool *oom) {
-    ProtobufCAllocator noting = {.alloc = noting_alloc, .free = plain_free, .allocator_data = oom};
-    return find_in(p, key, oom, &noting);
-}
-
-/* An entry copied out at once is unpacked into a buffer on the stack:
+/* Entries are unpacked into a buffer on the stack (est_md_scratch):
  * malloc, free and free_unpacked cost as much as the unpack. Blocks beyond
  * it are malloc'd, chained, and freed together. */
-typedef struct scratch {
-    _Alignas(16) unsigned char buf[2048]; /* left unset: only what is allocated is written */
-    size_t used;
-    void *heap; /* the malloc'd blocks, each led by the next one's address */
-    bool *oom;
-} scratch;
-
 static void *scratch_alloc(void *data, size_t size) {
-    scratch *s = data;
+    est_md_scratch *s = data;
     size_t want = (size + 15) & ~(size_t)15;
     if (want >= size && want <= sizeof s->buf - s->used) {
         void *p = s->buf + s->used;
@@ -105,23 +81,33 @@ static void *scratch_alloc(void *data, size_t size) {
 }
 
 static void scratch_free_one(void *data, void *p) {
-    (void)data, (void)p; /* all at once, in est__onnx_node_metadata */
+    (void)data, (void)p; /* all at once, in est__onnx_scratch_release */
 }
 
-bool est__onnx_node_metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap, bool *oom) {
-    scratch s;
-    s.used = 0, s.heap = NULL, s.oom = oom;
-    ProtobufCAllocator on_stack = {.alloc = scratch_alloc, .free = scratch_free_one, .allocator_data = &s};
+const char *est__onnx_metadata_value(const Onnx__NodeProto *p, const char *key, est_md_scratch *s, bool *oom) {
+    s->used = 0, s->heap = NULL, s->oom = oom;
+    ProtobufCAllocator on_stack = {.alloc = scratch_alloc, .free = scratch_free_one, .allocator_data = s};
     Onnx__StringStringEntryProto *e = find_in(p, key, oom, &on_stack);
-    if (e && cap) { /* as snprintf(buf, cap, "%s", value) */
-        size_t len = e->value ? strlen(e->value) : 0;
-        if (len >= cap) len = cap - 1;
-        memcpy(buf, e->value ? e->value : "", len);
-        buf[len] = '\0';
-    }
-    for (void *block = s.heap, *next; block; block = next) {
+    return !e ? NULL : e->value ? e->value : "";
+}
+
+void est__onnx_scratch_release(est_md_scratch *s) {
+    for (void *block = s->heap, *next; block; block = next) {
         next = *(void **)block;
         free(block);
     }
-    return e != NULL;
+    s->heap = NULL;
+}
+
+bool est__onnx_node_metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap, bool *oom) {
+    est_md_scratch s;
+    const char *value = est__onnx_metadata_value(p, key, &s, oom);
+    if (value && cap) { /* as snprintf(buf, cap, "%s", value) */
+        size_t len = strlen(value);
+        if (len >= cap) len = cap - 1;
+        memcpy(buf, value, len);
+        buf[len] = '\0';
+    }
+    est__onnx_scratch_release(&s);
+    return value != NULL;
 }

@@ -385,12 +385,9 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
      * Conv) keeps the FX call of another op, whose parameters it no longer
      * reads as such */
     bool no_memory = false;
-    Onnx__StringStringEntryProto *rule = est__onnx_find_metadata(p, "pkg.onnxscript.rewriter.rule_name", &no_memory);
+    bool rewritten = est__onnx_node_metadata(p, "pkg.onnxscript.rewriter.rule_name", NULL, 0, &no_memory);
     if (no_memory) return oom(L);
-    if (rule) {
-        onnx__string_string_entry_proto__free_unpacked(rule, &est__onnx_pb_allocator);
-        return EST_OK;
-    }
+    if (rewritten) return EST_OK;
     return est__name_renamed_weights(L->g, n, fx_node, &L->fx_names) ? EST_OK : oom(L);
 }
 
@@ -466,10 +463,10 @@ static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index,
 /* Adds node p; its FX call's metadata (dynamo exports) is read once. */
 static est_status add_node(loader *L, const Onnx__NodeProto *p, int32_t index) {
     bool no_memory = false;
-    Onnx__StringStringEntryProto *fx = est__onnx_find_metadata(p, "pkg.torch.onnx.fx_node", &no_memory);
-    if (no_memory) return oom(L);
-    est_status st = build_node(L, p, index, fx ? str_or_empty(fx->value) : NULL);
-    if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &est__onnx_pb_allocator);
+    est_md_scratch scratch;
+    const char *fx = est__onnx_metadata_value(p, "pkg.torch.onnx.fx_node", &scratch, &no_memory);
+    est_status st = no_memory ? oom(L) : build_node(L, p, index, fx);
+    est__onnx_scratch_release(&scratch);
     return st;
 }
 
