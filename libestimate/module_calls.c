@@ -380,9 +380,13 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
         free(offset), free(outside);
         return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
     }
+    const char *last_scope = NULL; /* interned: the nodes of a call share one */
+    int32_t last_depth = 0;
     for (int32_t i = 0; i < nn; i++) {
         offset[i] = (int32_t)total;
-        total += outside[i] ? 0 : scope_depth(g->nodes[i].scope);
+        if (outside[i]) continue;
+        if (g->nodes[i].scope != last_scope) last_scope = g->nodes[i].scope, last_depth = scope_depth(last_scope);
+        total += last_depth;
     }
     offset[nn] = (int32_t)total;
     size_t cells = (size_t)(total ? total : 1), nodes = (size_t)(nn ? nn : 1);
