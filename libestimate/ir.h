@@ -438,11 +438,9 @@ static inline uint64_t est__fnv1a(uint64_t h, const char *s, size_t len) {
     return h;
 }
 
-/* The hash of the tables that only find names (tensor names, interned
- * strings, scope components) and of the FX call a node came from, eight
- * bytes a step: tensor names run to
- * dozens of bytes, and a byte a step cost as much as the rest of a lookup.
- * Both its top bits (the name map) and its low bits (the others) mix every
+/* The hash of the interned strings, the scope components and the FX call
+ * a node came from, eight bytes a step: these run to dozens of bytes, and a
+ * byte a step cost as much as the rest of a lookup. Its low bits mix every
  * byte. */
 static inline uint64_t est__str_hash(const char *s, size_t len) {
     const uint64_t k = UINT64_C(0x9e3779b97f4a7c15);
