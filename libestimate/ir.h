@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "estimate.h"
 
@@ -353,8 +354,12 @@ typedef struct est_readers {
 /* Indexes g's readers into *out; false when out of memory (nothing to free). */
 bool est__graph_readers(const est_graph *g, est_readers *out);
 void est__readers_free(est_readers *r);
-/* Whether node n is op `op` of the standard domain. */
-bool est__node_is(const est_node *n, const char *op);
+/* Whether node n is op `op` of the standard domain. Inline: the passes ask
+ * it of every node, several ops each, and the first character mostly
+ * answers. */
+static inline bool est__node_is(const est_node *n, const char *op) {
+    return n->op_type && n->op_type[0] == op[0] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
+}
 /* Whether node n is an LSTM, GRU or RNN of the standard domain. */
 bool est__node_is_recurrent(const est_node *n);
 
@@ -425,13 +430,32 @@ static inline bool est__mul_overflow(int64_t a, int64_t b, int64_t *out) {
 char *est__strdup(const char *s);
 /* The first len bytes of s, NUL-terminated; NULL when out of memory. */
 char *est__strndup(const char *s, size_t len);
-/* FNV-1a of s[0..len), continuing from h (EST_FNV_START to begin): the one
- * string hash of the name maps, the interned strings, the op table and the
- * FX argument names. */
+/* FNV-1a of s[0..len), continuing from h (EST_FNV_START to begin): the
+ * string hash of the op table and the FX argument names. */
 #define EST_FNV_START 1469598103934665603ull
 static inline uint64_t est__fnv1a(uint64_t h, const char *s, size_t len) {
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
+}
+
+/* The hash of the interned strings, the scope components and the FX call
+ * a node came from, eight bytes a step: these run to dozens of bytes, and a
+ * byte a step cost as much as the rest of a lookup. Its low bits mix every
+ * byte. */
+static inline uint64_t est__str_hash(const char *s, size_t len) {
+    const uint64_t k = UINT64_C(0x9e3779b97f4a7c15);
+    uint64_t h = len * k, w;
+    for (; len >= 8; s += 8, len -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 32;
+    }
+    w = 0;
+    for (size_t i = 0; i < len; i++) w |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    h = (h ^ w) * k;
+    h ^= h >> 29;
+    h *= UINT64_C(0xbf58476d1ce4e5b9);
+    return h ^ (h >> 32);
 }
 
 /* Copies *lim (NULL: the defaults) with every 0 field set to its default and

@@ -165,7 +165,7 @@ static bool same_text(const est_graph *g, const scope_parts *sp, const int32_t *
  * slot where it would go. */
 static uint64_t component_slot(const est_graph *g, const scope_parts *sp, const int32_t *node_of,
                                const component_set *set, const char *c, int32_t len) {
-    uint64_t h = est__fnv1a(EST_FNV_START, c, (size_t)len) & (set->cap - 1);
+    uint64_t h = est__str_hash(c, (size_t)len) & (set->cap - 1);
     while (set->cell[h] >= 0 && !same_text(g, sp, node_of, set->cell[h], c, len)) h = (h + 1) & (set->cap - 1);
     return h;
 }
@@ -380,9 +380,13 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
         free(offset), free(outside);
         return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
     }
+    const char *last_scope = NULL; /* interned: the nodes of a call share one */
+    int32_t last_depth = 0;
     for (int32_t i = 0; i < nn; i++) {
         offset[i] = (int32_t)total;
-        total += outside[i] ? 0 : scope_depth(g->nodes[i].scope);
+        if (outside[i]) continue;
+        if (g->nodes[i].scope != last_scope) last_scope = g->nodes[i].scope, last_depth = scope_depth(last_scope);
+        total += last_depth;
     }
     offset[nn] = (int32_t)total;
     size_t cells = (size_t)(total ? total : 1), nodes = (size_t)(nn ? nn : 1);

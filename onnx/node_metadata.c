@@ -6,24 +6,11 @@
 
 #include "node_metadata.h"
 #include "slim.h" /* est__wire_varint */
-#include "tensor_values.h" /* est__onnx_pb_allocator */
 
 /* NodeProto.metadata_props is field 9 in ONNX 1.16 and later; an older
  * onnx.proto (Debian's) does not name it, so protobuf-c keeps it among the
  * unknown fields. */
 #define NODE_METADATA_FIELD 9
-
-/* Unpacking an entry allocates; a failure must not read as "absent". */
-static void *noting_alloc(void *data, size_t size) {
-    void *p = malloc(size ? size : 1);
-    if (!p) *(bool *)data = true;
-    return p;
-}
-
-static void plain_free(void *data, void *p) {
-    (void)data;
-    free(p);
-}
 
 /* Whether the serialized entry p[0..n) certainly has a key other than
  * `key`: its fields read cleanly, and the last key field (StringStringEntry
@@ -54,8 +41,9 @@ static bool other_key(const uint8_t *p, size_t n, const char *key) {
     return found_len != strlen(key) || memcmp(found, key, (size_t)found_len) != 0;
 }
 
-Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, const char *key, bool *oom) {
-    ProtobufCAllocator noting = {.alloc = noting_alloc, .free = plain_free, .allocator_data = oom};
+/* The entry with `key`, unpacked with allocator a; NULL when none. */
+static Onnx__StringStringEntryProto *find_in(const Onnx__NodeProto *p, const char *key, bool *oom,
+                                             ProtobufCAllocator *a) {
     for (unsigned i = 0; i < p->base.n_unknown_fields && !*oom; i++) {
         const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[i];
         if (u->tag != NODE_METADATA_FIELD || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
@@ -63,23 +51,63 @@ Onnx__StringStringEntryProto *est__onnx_find_metadata(const Onnx__NodeProto *p, 
         size_t skip = 0;
         while (skip < u->len && (u->data[skip] & 0x80)) skip++;
         if (++skip > u->len || other_key(u->data + skip, u->len - skip, key)) continue;
-        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(&noting, u->len - skip, u->data + skip);
+        Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(a, u->len - skip, u->data + skip);
         if (!e) continue; /* malformed: as if absent (or *oom) */
         if (e->key && strcmp(e->key, key) == 0) return e;
-        onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
+        onnx__string_string_entry_proto__free_unpacked(e, a);
     }
     return NULL;
 }
 
+/* Entries are unpacked into a buffer on the stack (est_md_scratch):
+ * malloc, free and free_unpacked cost as much as the unpack. Blocks beyond
+ * it are malloc'd, chained, and freed together. */
+static void *scratch_alloc(void *data, size_t size) {
+    est_md_scratch *s = data;
+    size_t want = (size + 15) & ~(size_t)15;
+    if (want >= size && want <= sizeof s->buf - s->used) {
+        void *p = s->buf + s->used;
+        s->used += want;
+        return p;
+    }
+    void **block = size > SIZE_MAX - 16 ? NULL : malloc(16 + size);
+    if (!block) {
+        *s->oom = true;
+        return NULL;
+    }
+    *block = s->heap;
+    s->heap = block;
+    return (unsigned char *)block + 16;
+}
+
+static void scratch_free_one(void *data, void *p) {
+    (void)data, (void)p; /* all at once, in est__onnx_scratch_release */
+}
+
+const char *est__onnx_metadata_value(const Onnx__NodeProto *p, const char *key, est_md_scratch *s, bool *oom) {
+    s->used = 0, s->heap = NULL, s->oom = oom;
+    ProtobufCAllocator on_stack = {.alloc = scratch_alloc, .free = scratch_free_one, .allocator_data = s};
+    Onnx__StringStringEntryProto *e = find_in(p, key, oom, &on_stack);
+    return !e ? NULL : e->value ? e->value : "";
+}
+
+void est__onnx_scratch_release(est_md_scratch *s) {
+    for (void *block = s->heap, *next; block; block = next) {
+        next = *(void **)block;
+        free(block);
+    }
+    s->heap = NULL;
+}
+
 bool est__onnx_node_metadata(const Onnx__NodeProto *p, const char *key, char *buf, size_t cap, bool *oom) {
-    Onnx__StringStringEntryProto *e = est__onnx_find_metadata(p, key, oom);
-    if (!e) return false;
-    size_t len = e->value ? strlen(e->value) : 0;
-    if (cap) { /* as snprintf(buf, cap, "%s", value) */
+    est_md_scratch s;
+    const char *value = est__onnx_metadata_value(p, key, &s, oom);
+    if (value && cap) { /* as snprintf(buf, cap, "%s", value) */
+        size_t len = strlen(value);
         if (len >= cap) len = cap - 1;
-        memcpy(buf, e->value ? e->value : "", len);
+        memcpy(buf, value, len);
         buf[len] = '\0';
     }
-    onnx__string_string_entry_proto__free_unpacked(e, &est__onnx_pb_allocator);
-    return true;
+    est__onnx_scratch_release(&s);
+    return value != NULL;
 }

@@ -39,6 +39,7 @@ typedef struct loader {
     const char *last_scope; /* the scope the last node's name gave (interned):
                                the nodes of a call follow each other */
     size_t last_scope_len;
+    const char *last_op, *last_domain; /* the last node's, interned */
 } loader;
 
 static est_status oom(loader *L) {
@@ -326,6 +327,23 @@ static const char *intern_scope(loader *L, const char *s, size_t len) {
     return copy;
 }
 
+/* The n entries joined by '/' into path, NUL-terminated; the joined
+ * length, cap or more when it does not fit (path then holds no scope). A
+ * dynamo node lists a dozen modules: snprintf cost more than the rest of
+ * the node. */
+static size_t join_modules(char *path, size_t cap, char *const *entries, int n) {
+    size_t len = 0;
+    for (int k = 0; k < n; k++) {
+        size_t el = strlen(entries[k]);
+        if (k > 0 && len < cap) path[len] = '/';
+        len += k > 0;
+        if (len < cap && el < cap - len) memcpy(path + len, entries[k], el);
+        len += el;
+    }
+    if (len < cap) path[len] = '\0';
+    return len;
+}
+
 static bool module_scope(loader *L, const Onnx__NodeProto *p, const char *name, const char **scope) {
     char list[4096], path[4096];
     size_t len = 0;
@@ -344,10 +362,7 @@ static bool module_scope(loader *L, const Onnx__NodeProto *p, const char *name, 
             c = close + 1;
         }
         /* entries[0] is the model itself, the last one the op */
-        path[0] = '\0';
-        for (int k = 1; k + 1 < items; k++)
-            len += (size_t)snprintf(path + len, len < sizeof path ? sizeof path - len : 0, "%s%s",
-                                    k > 1 ? "/" : "", entries[k]);
+        len = join_modules(path, sizeof path, entries + 1, items - 2);
         if (items < 1 || len >= sizeof path) return true;
         return (*scope = intern_scope(L, path, len)) != NULL;
     }
@@ -370,12 +385,9 @@ static est_status name_weights(loader *L, const Onnx__NodeProto *p, est_node *n,
      * Conv) keeps the FX call of another op, whose parameters it no longer
      * reads as such */
     bool no_memory = false;
-    Onnx__StringStringEntryProto *rule = est__onnx_find_metadata(p, "pkg.onnxscript.rewriter.rule_name", &no_memory);
+    bool rewritten = est__onnx_node_metadata(p, "pkg.onnxscript.rewriter.rule_name", NULL, 0, &no_memory);
     if (no_memory) return oom(L);
-    if (rule) {
-        onnx__string_string_entry_proto__free_unpacked(rule, &est__onnx_pb_allocator);
-        return EST_OK;
-    }
+    if (rewritten) return EST_OK;
     return est__name_renamed_weights(L->g, n, fx_node, &L->fx_names) ? EST_OK : oom(L);
 }
 
@@ -394,11 +406,21 @@ static bool detach_from_fx_call(est_graph *g, est_node *n, const char *fx_node) 
     return true;
 }
 
+/* The interned copy of s, *last when the same: nodes mostly share their
+ * domain and often follow one of the same op. */
+static const char *intern_again(loader *L, const char *s, const char **last) {
+    if (*last && strcmp(*last, s) == 0) return *last;
+    const char *copy = est__graph_intern(L->g, s);
+    if (copy) *last = copy;
+    return copy;
+}
+
 static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index, const char *fx_node) {
     est_node *n = est__graph_add_node(L->g);
     if (!n) return oom(L);
     const char *op = str_or_empty(p->op_type);
-    if (!(n->op_type = est__graph_intern(L->g, op)) || !(n->domain = est__graph_intern(L->g, str_or_empty(p->domain))))
+    if (!(n->op_type = intern_again(L, op, &L->last_op)) ||
+        !(n->domain = intern_again(L, str_or_empty(p->domain), &L->last_domain)))
         return oom(L);
     if (p->name && p->name[0]) n->name = est__graph_text(L->g, p->name);
     else {
@@ -441,10 +463,10 @@ static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index,
 /* Adds node p; its FX call's metadata (dynamo exports) is read once. */
 static est_status add_node(loader *L, const Onnx__NodeProto *p, int32_t index) {
     bool no_memory = false;
-    Onnx__StringStringEntryProto *fx = est__onnx_find_metadata(p, "pkg.torch.onnx.fx_node", &no_memory);
-    if (no_memory) return oom(L);
-    est_status st = build_node(L, p, index, fx ? str_or_empty(fx->value) : NULL);
-    if (fx) onnx__string_string_entry_proto__free_unpacked(fx, &est__onnx_pb_allocator);
+    est_md_scratch scratch;
+    const char *fx = est__onnx_metadata_value(p, "pkg.torch.onnx.fx_node", &scratch, &no_memory);
+    est_status st = no_memory ? oom(L) : build_node(L, p, index, fx);
+    est__onnx_scratch_release(&scratch);
     return st;
 }
 
@@ -551,9 +573,13 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
     est_graph *g = L->g;
     L->model = s->model;
     est_status st = read_model(L, s);
-    const size_t *count = s->count; /* a node has an output or more */
+    /* a node has an output or more: an eighth more spares copying the
+     * tensors to a twice larger array when a few nodes have two; pages never
+     * written cost nothing */
+    const size_t *count = s->count;
     if (st == EST_OK && !est__graph_reserve(g, count[EST_ITEM_NODE], count[EST_ITEM_INITIALIZER] +
-                                                count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] + count[EST_ITEM_NODE]))
+                                                count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] +
+                                                count[EST_ITEM_NODE] + count[EST_ITEM_NODE] / 8))
         st = oom(L);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_INITIALIZER, initializer_item);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_SPARSE, sparse_item);

@@ -136,7 +136,7 @@ static void note_named(est_fx_names *call, int32_t t) {
 
 bool est__name_renamed_weights(est_graph *g, est_node *n, const char *fx_node, est_fx_names *call) {
     if (!fx_node || !n->scope || !n->scope[0]) return true;
-    uint64_t hash = est__fnv1a(EST_FNV_START, fx_node, strlen(fx_node));
+    uint64_t hash = est__str_hash(fx_node, strlen(fx_node)); /* FX calls print at length */
     if (call->call != hash) *call = (est_fx_names){.call = hash};
     for (int k = 0; k < n->n_inputs; k++) {
         int32_t t = n->inputs[k];
