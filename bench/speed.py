@@ -88,6 +88,19 @@ def big_file():
     return path
 
 
+def stale_bench(bench):
+    """bench_estimate is not built by default: one older than the library
+    beside it would time yesterday's code. The reason, or None."""
+    lib_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(bench))), "libestimate")
+    libs = [os.path.join(lib_dir, f) for f in os.listdir(lib_dir) if f.startswith("libestimate.so")] \
+        if os.path.isdir(lib_dir) else []
+    if not os.path.exists(bench):
+        return f"{bench} is not built: ninja -C BUILD bench/bench_estimate"
+    if libs and os.path.getmtime(bench) < max(os.path.getmtime(f) for f in libs):
+        return f"{bench} is older than {lib_dir}'s library: ninja -C BUILD bench/bench_estimate"
+    return None
+
+
 def synthetic(bench, blocks, name):
     path = os.path.join(OUT, name)
     if not os.path.exists(path):
@@ -213,6 +226,9 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--repeat", type=int, default=7)
     a = ap.parse_args()
+    stale = stale_bench(a.bench)
+    if stale:
+        ap.error(stale)
     os.makedirs(OUT, exist_ok=True)
     only = set(filter(None, a.only.split(",")))
     want = lambda name: not only or name in only  # noqa: E731
