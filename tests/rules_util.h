@@ -25,13 +25,7 @@ static inline est_report *run(const est_graph *g, est_mode mode, int64_t batch) 
     opt.mode = mode;
     opt.optimizer = EST_OPT_SGD;
     opt.batch = batch;
-    est_error err;
-    est_report *r = NULL;
-    if (est_estimate(g, &opt, &r, &err) != EST_OK) {
-        CHECK(false, "%s: estimate failed: %s", est_graph_name(g), err.message);
-        return NULL;
-    }
-    return r;
+    return estimate_checked(g, &opt);
 }
 
 static inline const est_layer *layer_named(const est_report *r, const char *name, const char *what) {
