@@ -23,18 +23,9 @@ static bool other_key(const uint8_t *p, size_t n, const char *key) {
     uint64_t found_len = 0;
     for (size_t i = 0; i < n;) {
         uint64_t tag, v;
-        if (!est__wire_varint(p, n, &i, &tag)) return false;
-        switch (tag & 7) {
-        case 0: if (!est__wire_varint(p, n, &i, &v)) return false; break;
-        case 1: if (n - i < 8) return false; i += 8; break;
-        case 5: if (n - i < 4) return false; i += 4; break;
-        case 2:
-            if (!est__wire_varint(p, n, &i, &v) || v > n - i) return false;
-            if (tag >> 3 == 1) found = p + i, found_len = v;
-            i += (size_t)v;
-            break;
-        default: return false;
-        }
+        size_t body;
+        if (!est__wire_field(p, n, &i, &tag, &v, &body)) return false;
+        if ((tag & 7) == 2 && tag >> 3 == 1) found = p + body, found_len = v;
     }
     if (!found) return true;
     if (memchr(found, 0, (size_t)found_len)) return false;

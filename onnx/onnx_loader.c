@@ -636,13 +636,9 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
     const ProtobufCFieldDescriptor *f = NULL;
     while (i < n) {
         uint64_t key, v;
-        if (!est__wire_varint(p, n, &i, &key)) return EST_OK;
-        switch (key & 7) {
-        case 0: if (!est__wire_varint(p, n, &i, &v)) return EST_OK; break;
-        case 1: if (n - i < 8) return EST_OK; i += 8; break;
-        case 5: if (n - i < 4) return EST_OK; i += 4; break;
-        case 2: {
-            if (!est__wire_varint(p, n, &i, &v) || v > n - i) return EST_OK;
+        size_t body;
+        if (!est__wire_field(p, n, &i, &key, &v, &body)) return EST_OK; /* groups or garbage: unpack decides */
+        if ((key & 7) == 2) {
             if (key >> 3 != last_id) f = field_of(desc, key >> 3);
             last_id = key >> 3;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
@@ -656,10 +652,10 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
                     return est__fail(L->err, EST_ELIMIT, "%s: messages nested more than %u deep (est_limits.max_nesting)",
                                      L->src, L->lim->max_nesting);
                 }
-                est_status st = check_nesting(L, p + i, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
+                est_status st = check_nesting(L, p + body, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
                                               depth + 1, sub_node, next_node);
                 if (st != EST_OK) return st;
-            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(p + i, (size_t)v)) {
+            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(p + body, (size_t)v)) {
                 const char *msg = desc->short_name ? desc->short_name : "message";
                 if (node >= 0)
                     return est__fail(L->err, EST_EPARSE, "%s: node %ld of the graph: a %s's field '%s' holds a NUL "
@@ -667,11 +663,6 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
                 return est__fail(L->err, EST_EPARSE, "%s: a %s's field '%s' holds a NUL byte, which no name or "
                                  "location may", L->src, msg, f->name);
             }
-            i += (size_t)v;
-            break;
-        }
-        default:
-            return EST_OK; /* groups or garbage: unpack decides */
         }
     }
     return EST_OK;

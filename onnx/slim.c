@@ -120,27 +120,14 @@ static size_t slim_message(const uint8_t *p, size_t n, msg_kind k, uint8_t *out,
     tensor_head head = {.count = 1};
     if (depth > EST_MAX_NESTING_CAP) return SIZE_MAX;
     while (i < n) {
-        size_t start = i;
+        size_t start = i, body;
         uint64_t key, v;
-        if (!est__wire_varint(p, n, &i, &key)) return SIZE_MAX;
-        switch (key & 7) {
-        case 0:
-            if (!est__wire_varint(p, n, &i, &v)) return SIZE_MAX;
+        if (!est__wire_field(p, n, &i, &key, &v, &body)) return SIZE_MAX; /* groups or garbage: protobuf-c decides */
+        if ((key & 7) == 0) {
             if (k == M_TENSOR && key >> 3 == 1) note_dim(&head, v);
             if (k == M_TENSOR && key >> 3 == 2) head.has_type = true, head.data_type = v;
-            break;
-        case 1:
-            if (n - i < 8) return SIZE_MAX;
-            i += 8;
-            break;
-        case 5:
-            if (n - i < 4) return SIZE_MAX;
-            i += 4;
-            break;
-        case 2: {
-            if (!est__wire_varint(p, n, &i, &v) || v > n - i) return SIZE_MAX;
-            size_t len = (size_t)v, body = i;
-            i += len;
+        } else if ((key & 7) == 2) {
+            size_t len = (size_t)v;
             if (k == M_TENSOR && key >> 3 == 1) { /* packed dims */
                 for (size_t j = 0; j < len;) {
                     if (!est__wire_varint(p + body, len, &j, &v)) return SIZE_MAX;
@@ -150,23 +137,20 @@ static size_t slim_message(const uint8_t *p, size_t n, msg_kind k, uint8_t *out,
             msg_kind ck = child_kind(k, key >> 3);
             int how = k == M_TENSOR ? data_field(key >> 3) : 0;
             size_t keep = how ? kept_prefix(p + body, len, how, &head) : len;
-            if (ck == M_NONE && keep == len) break; /* copied whole below */
-            size_t inner = ck != M_NONE ? slim_message(p + body, len, ck, NULL, depth + 1) : keep;
-            if (inner == SIZE_MAX) return SIZE_MAX;
-            size_t key_len = varint_size(key);
-            if (out) {
-                o += put_varint(out + o, key);
-                o += put_varint(out + o, inner);
-                if (ck != M_NONE) slim_message(p + body, len, ck, out + o, depth + 1);
-                else memcpy(out + o, p + body, inner);
-                o += inner;
-            } else {
-                o += key_len + varint_size(inner) + inner;
+            if (ck != M_NONE || keep != len) { /* else copied whole below */
+                size_t inner = ck != M_NONE ? slim_message(p + body, len, ck, NULL, depth + 1) : keep;
+                if (inner == SIZE_MAX) return SIZE_MAX;
+                if (out) {
+                    o += put_varint(out + o, key);
+                    o += put_varint(out + o, inner);
+                    if (ck != M_NONE) slim_message(p + body, len, ck, out + o, depth + 1);
+                    else memcpy(out + o, p + body, inner);
+                    o += inner;
+                } else {
+                    o += varint_size(key) + varint_size(inner) + inner;
+                }
+                continue;
             }
-            continue;
-        }
-        default:
-            return SIZE_MAX; /* groups or garbage: protobuf-c decides */
         }
         if (out) memcpy(out + o, p + start, i - start);
         o += i - start;
