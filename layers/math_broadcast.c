@@ -58,6 +58,12 @@ typedef struct ew_op {
 static bool is_logical(ew_kind k) { return k >= EW_AND && k <= EW_XOR; }
 static bool has_bool_output(ew_kind k) { return k >= EW_AND && k <= EW_GREATER_EQUAL; }
 
+/* -1, 0 or 1 as a <, ==, > b for two integers (uint64's unsigned). */
+static int int_order(int64_t a, int64_t b, bool u64) {
+    if (u64) return ((uint64_t)a > (uint64_t)b) - ((uint64_t)a < (uint64_t)b);
+    return (a > b) - (a < b);
+}
+
 /* -1, 0 or 1 as a <, ==, > b; 2 when unordered (a NaN). */
 static int num_cmp(num a, num b, bool u64) {
     if (a.is_f || b.is_f) {
@@ -65,11 +71,7 @@ static int num_cmp(num a, num b, bool u64) {
         if (isnan(x) || isnan(y)) return 2;
         return (x > y) - (x < y);
     }
-    if (u64) {
-        uint64_t x = (uint64_t)a.i, y = (uint64_t)b.i;
-        return (x > y) - (x < y);
-    }
-    return (a.i > b.i) - (a.i < b.i);
+    return int_order(a.i, b.i, u64);
 }
 
 static bool compare_holds(ew_kind kind, int c) {
@@ -319,12 +321,6 @@ static row_form row_form_of(const est_infer_ctx *ctx, const ew_op *op, const est
         if (k <= EW_BIT_XOR || max_min) return ROW_INT_ARITH;
     }
     return ROW_GENERAL;
-}
-
-/* -1, 0 or 1 as a <, ==, > b (num_cmp for two integers). */
-static int int_order(int64_t a, int64_t b, bool u64) {
-    if (u64) return ((uint64_t)a > (uint64_t)b) - ((uint64_t)a < (uint64_t)b);
-    return (a > b) - (a < b);
 }
 
 /* ew_apply's result for two integers; false when undefined. */
