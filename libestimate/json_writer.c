@@ -399,16 +399,20 @@ __attribute__((always_inline)) static inline char *put_digits(char *out, uint64_
     return end;
 }
 
+/* v's sign and digits at out, as %lld writes them; returns their end. */
+__attribute__((always_inline)) static inline char *put_signed(char *out, int64_t v) {
+    if (v < 0) *out++ = '-';
+    return put_digits(out, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+}
+
 void jw__u64(json_writer *w, const char *key, size_t key_len, uint64_t v) {
     char *out = begin_value(w, key, key_len, 20);
     if (out) w->len += (size_t)(put_digits(out, v) - out);
 }
 
 void jw__i64(json_writer *w, const char *key, size_t key_len, int64_t v) {
-    char *start = begin_value(w, key, key_len, 21), *out = start;
-    if (!out) return;
-    if (v < 0) *out++ = '-';
-    w->len += (size_t)(put_digits(out, v < 0 ? 0 - (uint64_t)v : (uint64_t)v) - start);
+    char *start = begin_value(w, key, key_len, 21);
+    if (start) w->len += (size_t)(put_signed(start, v) - start);
 }
 
 /* Arrays longer than this take the general path, so that one room() holds
@@ -428,8 +432,7 @@ void jw__i64_array(json_writer *w, const char *key, size_t key_len, const int64_
     *out++ = '[';
     for (int i = 0; i < n; i++) {
         if (i) memcpy(out, ", ", 2), out += 2;
-        if (v[i] < 0) *out++ = '-';
-        out = put_digits(out, v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i]);
+        out = put_signed(out, v[i]);
     }
     *out++ = ']';
     w->len += (size_t)(out - start);
