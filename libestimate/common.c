@@ -133,10 +133,9 @@ est_dtype est_dtype_from_name(const char *name) {
 }
 
 uint64_t est_dtype_bytes(est_dtype dt, uint64_t count) {
-    if ((unsigned)dt >= EST_DT_COUNT || est__dtype_bits[dt] == 0) return 0;
-    uint64_t bits = est__dtype_bits[dt], bytes;
-    /* exact whenever the byte count fits: count x bits may not */
-    if (bits % 8 == 0) return __builtin_mul_overflow(count, bits / 8, &bytes) ? UINT64_MAX : bytes;
+    uint64_t bits = (unsigned)dt < EST_DT_COUNT ? est__dtype_bits[dt] : 0;
+    /* whole bytes (and no size): count x bytes, exact whenever it fits */
+    if (bits % 8 == 0) return est__dtype_bytes(dt, count);
     uint64_t whole; /* sub-byte types: each 8 elements take `bits` bytes, the rest rounds up */
     if (__builtin_mul_overflow(count / 8, bits, &whole)) return UINT64_MAX;
     uint64_t rest = ((count % 8) * bits + 7) / 8;
