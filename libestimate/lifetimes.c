@@ -66,8 +66,7 @@ bool est__sim_build_contexts(sim *s) {
                 continue;
             }
             in[k] = &vals[t];
-            /* input_needs_grad's rule */
-            in_grad[k] = (k >= 32 || !(nondiff & EST_SLOT(k))) && needs_grad[t];
+            in_grad[k] = slot_needs_grad(nondiff, k, needs_grad[t]); /* input_needs_grad's, from locals */
             in_param[k] = param[t];
             any_grad |= in_grad[k];
         }

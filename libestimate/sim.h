@@ -226,10 +226,15 @@ static inline bool is_cast(const sim *s, int32_t i, int k) {
 }
 /* Whether input k of node i takes a gradient (its cost context's in_grad,
  * which the step reads after the contexts are freed). */
+/* Whether input slot k takes a gradient: a differentiable slot (not in
+ * nondiff; slots past the mask's 32 are) of a tensor that needs one. */
+static inline bool slot_needs_grad(est_slot_mask nondiff, int k, bool tensor_needs_grad) {
+    return (k >= 32 || !(nondiff & EST_SLOT(k))) && tensor_needs_grad;
+}
 static inline bool input_needs_grad(const sim *s, int32_t i, int k) {
     const est_node *n = &s->g->nodes[i];
     int32_t t = n->inputs[k];
-    return t >= 0 && (k >= 32 || !(n->op->nondiff_inputs & EST_SLOT(k))) && s->needs_grad[t];
+    return t >= 0 && slot_needs_grad(n->op->nondiff_inputs, k, s->needs_grad[t]);
 }
 static inline bool is_activation_storage(const sim *s, int32_t b) { return s->activation[b]; }
 static inline int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s->seg_of[i] : -1; }
