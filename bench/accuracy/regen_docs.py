@@ -94,9 +94,8 @@ DISTRIBUTED_TP = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_tp"
 # bench/distributed/run_models.sh)
 DISTRIBUTED_MODELS = [os.path.join(ROOT, "bench", "distributed", "data", "h100x4_models", f"w{w}", f"dist_w{w}_{m}.json")
                       for w in (2, 4) for m in ("qwen2_4l", "gpt2_6l")]
-# the FSDP family and ZeRO-1 on four more models, after the FSDP2 rules
-# were read from the allocator's trace (4 H200s; convnext_tiny at world size
-# 2 again on 2 H200s; bench/distributed/run_models.sh)
+# the FSDP family and ZeRO-1 on four models no rule was made on (4 H200s;
+# convnext_tiny at world size 2 again on 2 H200s; bench/distributed/run_models.sh)
 DISTRIBUTED_MODELS_H200 = [os.path.join(ROOT, "bench", "distributed", "data", "h200x4_models", f"w{w}",
                                         f"dist_w{w}_{m}.json")
                            for w in (2, 4) for m in ("distilbert", "t5_encoder", "convnext_tiny", "swin_t")]
