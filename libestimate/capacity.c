@@ -86,64 +86,109 @@ int est_point_fits(const est_fit *fit, const est_point *pt) {
     return pt && !pt->overflow && est_fit_ok(fit, pt->peak.bytes, &pt->totals);
 }
 
-/* What the fit compares with the usable memory: the peak, or the segments
- * the caching allocator reserved when they are more (fragmentation). */
-static uint64_t pressure(const est_point *pt) {
-    return pt->peak.bytes > pt->totals.reserved_bytes ? pt->peak.bytes : pt->totals.reserved_bytes;
-}
+/* The search for the boundary between lo (fits) and hi (does not; 0 while
+ * no batch has failed). The peak of a step is nearly affine in the batch,
+ * so a line through two estimates' peaks names the batch whose peak meets
+ * the usable memory: the line through batch 1 and 16 first, then lines
+ * through the latest estimate and the one farthest from it (batch 1 only
+ * while there is no other: workspaces bend the peak at small batches), up
+ * to MAX_LINES. Batches well above that line's batch do not fit; below it the
+ * allocator's segments can take more than the usable memory
+ * (fragmentation), in a band where batches that fit and batches that do
+ * not alternate; once a batch whose peak fits has failed, lines would only
+ * creep down through that band. From there the search gallops, by 1/64 of
+ * the batch and doubling, up from lo while batches fit or down from hi
+ * while they do not, and bisects the bracket it crossed. With no line
+ * (memory that does not grow with the batch, an overflow) the gallop starts
+ * at batch 16 and doubles up to the cap. */
+#define MAX_LINES 3
+#define MAX_PLACED (MAX_LINES + 2) /* batch 1, batch 16 and the lines' */
 
-/* The largest batch at which the line through (b0, p0) and (b1, p1) stays
- * within `usable` bytes; 0 when the line does not rise or starts above it. */
-static int64_t line_reaches(int64_t b0, uint64_t p0, int64_t b1, uint64_t p1, uint64_t usable) {
+typedef struct search {
+    int64_t lo, hi, cap;
+    int64_t b[MAX_PLACED]; /* the batches placed so far and their peaks */
+    uint64_t peak[MAX_PLACED];
+    int n;
+    bool frag;      /* a batch whose peak fits did not fit */
+    int64_t stride; /* the gallop's next stride; 0 before it, -1 once it bisects */
+    bool up;        /* the gallop's direction */
+} search;
+
+/* The batch where the line through placed batches i and j meets `usable`;
+ * 0 when the line does not rise. */
+static int64_t line_meets(const search *s, int i, int j, uint64_t usable) {
+    int64_t b0 = s->b[i], b1 = s->b[j];
+    uint64_t p0 = s->peak[i], p1 = s->peak[j];
     if (b1 < b0) {
         int64_t tb = b0;
         uint64_t tp = p0;
         b0 = b1, p0 = p1, b1 = tb, p1 = tp;
     }
-    if (b1 == b0 || p1 <= p0 || p0 > usable || p1 == UINT64_MAX) return 0;
+    if (b1 == b0 || p1 <= p0 || p1 == UINT64_MAX) return 0;
     double slope = (double)(p1 - p0) / (double)(b1 - b0);
-    double b = (double)b0 + floor((double)(usable - p0) / slope);
-    return b >= 9.0e18 ? INT64_MAX : (int64_t)b;
+    double b = (double)b0 + floor(((double)usable - (double)p0) / slope);
+    return b >= 9.0e18 ? INT64_MAX : b < 1.0 ? 1 : (int64_t)b;
 }
 
-/* The search for the boundary between lo (fits) and hi (does not; 0 while no
- * batch has failed). The memory a step needs is nearly affine in the batch,
- * so a line through batch 1 and batch 16 names the boundary, and a second
- * line, through 16 and that guess, names it to within a few percent (the
- * pressure at small batches bends with workspaces and the allocator's
- * segments, and a line through nearby batches is noise). From there the
- * search gallops, 1, 2, 4, ... batches up while batches fit or down while
- * they do not, then bisects the bracket it found: about 3 + 2 log2(the
- * guess's error) estimates where doubling and bisection take 2 log2(batch).
- * Points where the allocator's replay ran out of memory stopped early and
- * say nothing of the slope: no line goes through them. With no line (memory
- * that does not grow with the batch, an overflow) the gallop starts from
- * where the search is, which is doubling. */
-typedef struct search {
-    int64_t lo, hi, cap;
-    int64_t step;     /* the gallop's next stride; 0 once the bracket is bisected */
-    bool up;          /* the gallop's direction: up from lo, or down from hi */
-} search;
+static int64_t distance(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
 
-/* A line's guess, clamped into the bracket. */
-static int64_t clamp_guess(const search *s, int64_t b) {
+/* The line through the latest batch and the farthest from it. */
+static int64_t line_guess(const search *s, uint64_t usable) {
+    int last = s->n - 1, far = 0; /* batch 1 */
+    for (int i = 1; i < last; i++)
+        if (s->b[far] == 1 || distance(s->b[i], s->b[last]) > distance(s->b[far], s->b[last])) far = i;
+    return line_meets(s, far, last, usable);
+}
+
+/* b, moved strictly inside the bracket. */
+static int64_t inside(const search *s, int64_t b) {
     int64_t top = s->hi ? s->hi - 1 : s->cap;
     return b <= s->lo ? s->lo + 1 : b > top ? top : b;
 }
 
-static int64_t gallop_guess(const search *s) {
-    if (!s->step) return s->lo + (s->hi - s->lo) / 2;
-    if (s->up) return clamp_guess(s, s->step > INT64_MAX - s->lo ? INT64_MAX : s->lo + s->step);
-    return s->step >= s->hi - s->lo ? s->lo + 1 : s->hi - s->step;
+static bool placed(const search *s, int64_t b) {
+    for (int i = 0; i < s->n; i++)
+        if (s->b[i] == b) return true;
+    return false;
 }
 
-/* Takes batch b's result into the bracket; a gallop that crosses the
- * boundary turns into bisection. */
-static void record(search *s, int64_t b, bool fits) {
+/* The next batch a line places; 0 when lines are done. */
+static int64_t line_batch(const search *s, uint64_t usable) {
+    if (s->n == 1) return inside(s, 16);
+    if (s->frag || s->n == MAX_PLACED) return 0;
+    int64_t b = line_guess(s, usable);
+    return b && !placed(s, inside(s, b)) ? inside(s, b) : 0;
+}
+
+static int64_t next_batch(search *s, uint64_t usable) {
+    if (!s->stride) {
+        int64_t b = line_batch(s, usable);
+        if (b) return b;
+        int64_t from = s->up ? s->lo : s->hi;
+        s->stride = from / 64 > 1 ? from / 64 : 1;
+    }
+    if (s->hi && (s->stride < 0 || s->hi - s->lo <= 2 * s->stride)) {
+        s->stride = -1;
+        return s->lo + (s->hi - s->lo) / 2;
+    }
+    if (s->up) return inside(s, s->stride > INT64_MAX - s->lo ? INT64_MAX : s->lo + s->stride);
+    return s->hi - s->stride;
+}
+
+/* Takes batch b's result into the bracket. Before the gallop, the last
+ * result sets its direction; a gallop step that crosses the boundary turns
+ * it into bisection. */
+static void record(search *s, int64_t b, uint64_t peak, bool fits, uint64_t usable) {
+    if (!s->stride && s->n < MAX_PLACED) {
+        s->b[s->n] = b;
+        s->peak[s->n++] = peak;
+    }
+    if (!fits && peak <= usable) s->frag = true;
+    if (s->stride > 0 && fits != s->up) s->stride = -1;
+    else if (s->stride > 0) s->stride = s->stride > INT64_MAX / 2 ? INT64_MAX : s->stride * 2;
+    if (!s->stride) s->up = fits;
     if (fits) s->lo = b;
     else s->hi = b;
-    if (s->step && fits != s->up) s->step = 0;
-    else if (s->step) s->step = s->step > INT64_MAX / 2 ? INT64_MAX : s->step * 2;
 }
 
 est_status est_max_batch(const est_graph *g, const est_options *opt, const est_fit *fit, int64_t cap,
@@ -156,39 +201,23 @@ est_status est_max_batch(const est_graph *g, const est_options *opt, const est_f
     o.batch = 1; /* batch 1 also says whether the graph has a symbolic batch at all */
     est_status st = est_estimate_point(g, &o, 1, &out->fits, err);
     if (st != EST_OK) return st;
+    out->estimates = 1;
     if (!est_point_fits(fit, &out->fits)) {
         out->next = out->fits;
         out->next_batch = 1;
         return EST_OK;
     }
     uint64_t usable = est_fit_usable(fit);
-    search s = {.lo = 1, .cap = cap, .step = 1, .up = true};
-    int64_t line_b[2] = {0, 1}; /* the last two points a line may go through */
-    uint64_t line_m[2] = {0, pressure(&out->fits)};
-    int guided = 0;             /* estimates placed by batch 16 or a line: at most 3 */
+    search s = {.lo = 1, .cap = cap, .n = 1, .b = {1}, .peak = {out->fits.peak.bytes}, .up = true};
     while (s.hi ? s.hi - s.lo > 1 : s.lo < cap) {
-        int64_t b = 0;
-        if (guided < 3) /* batch 16, then up to two lines */
-            b = guided == 0 ? 16 : line_b[0] ? line_reaches(line_b[0], line_m[0], line_b[1], line_m[1], usable) : 0;
-        if (b == 0) guided = 3; /* no line: gallop from here */
-        b = guided < 3 ? clamp_guess(&s, b) : gallop_guess(&s);
+        int64_t b = next_batch(&s, usable);
         o.batch = b;
         if ((st = est_estimate_point(g, &o, b, &pt, err)) != EST_OK) return st;
+        out->estimates++;
         bool fits = est_point_fits(fit, &pt);
-        if (fits) out->fits = pt;
+        if (fits) out->fits = pt; /* each guess lies inside the bracket: the latest is its end */
         else out->next = pt;
-        if (guided == 3) {
-            record(&s, b, fits);
-            continue;
-        }
-        guided++;
-        if (fits) s.lo = b;
-        else s.hi = b;
-        s.up = fits; /* the gallop after the lines goes on from this side */
-        if (!pt.totals.out_of_memory && !pt.overflow) {
-            line_b[0] = line_b[1], line_m[0] = line_m[1];
-            line_b[1] = b, line_m[1] = pressure(&pt);
-        }
+        record(&s, b, pt.overflow ? UINT64_MAX : pt.peak.bytes, fits, usable);
     }
     out->batch = s.lo;
     out->next_batch = s.hi;

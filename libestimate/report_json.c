@@ -290,6 +290,7 @@ static void write_max_batch(json_writer *w, const est_max_batch_result *mb, int6
     if (mb->next_batch && !mb->next.overflow) jw_u64(w, "next_peak_bytes", mb->next.peak.bytes);
     else jw_null(w, "next_peak_bytes");
     jw_i64(w, "search_cap", cap);
+    jw_i64(w, "estimates", mb->estimates);
     jw_end_object(w);
 }
 

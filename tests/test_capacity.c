@@ -6,6 +6,7 @@
  *
  * usage: test_capacity MEMEST MODELS_DIR TMP_DIR
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -86,6 +87,9 @@ static void max_batch(const char *model, const char *fit_args) {
     CHECK(fits_b && !fits_next, "%s: batch %.0f fits %d, batch %.0f fits %d", args, b, fits_b, next, fits_next);
     CHECK(pb == num(mb, "peak_bytes") && pn == num(mb, "next_peak_bytes"), "%s: peaks differ from the estimates",
           args);
+    /* no more estimates than doubling from batch 1 and bisecting take */
+    double most = 2 * ceil(log2(next)) + 2, n = num(mb, "estimates");
+    CHECK(n >= 2 && n <= most, "%s: %.0f estimates, more than %.0f", args, n, most);
     cJSON_Delete(root);
 }
 
@@ -203,6 +207,7 @@ static void max_batch_search(void) {
         const cJSON *mb = cJSON_GetObjectItem(root, "max_batch");
         CHECK(num(mb, "batch") == 0 && num(mb, "next_batch") == 1 && cJSON_IsNull(cJSON_GetObjectItem(mb, "peak_bytes")),
               "max_batch at 100 MiB is not 0");
+        CHECK(num(mb, "estimates") == 1, "max_batch at 100 MiB took %.0f estimates, not 1", num(mb, "estimates"));
         cJSON_Delete(root);
     }
     snprintf(args, sizeof args, "%s/resnet18.onnx --max-batch --gpu T4 --format csv", models);

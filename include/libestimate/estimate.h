@@ -955,12 +955,13 @@ typedef struct est_max_batch_result {
     int64_t next_batch;      /* the smallest that does not; 0 when every batch up to the cap fits */
     est_point fits;          /* the point at `batch` (at batch 1 when it is 0) */
     est_point next;          /* the point at `next_batch`, when it is not 0 */
+    int64_t estimates;       /* how many estimates the search took, batch 1 included */
 } est_max_batch_result;
 
 /* The largest batch in 1..cap whose step fits `fit` under `opt` (its batch
- * is ignored; set its memory_limit to est_fit_usable(fit)): a line through
- * the estimates at batches 1 and 16 guesses the boundary, a second line
- * refines it, and the search gallops from there and bisects (docs/
+ * is ignored; set its memory_limit to est_fit_usable(fit)): lines through
+ * the estimates' peaks, from batches 1 and 16 on, find where the peak meets
+ * the usable memory, and the search gallops from there and bisects (docs/
  * capacity.md), so usually 6 to 14 estimates. A graph without a symbolic
  * batch fails as est_estimate does. */
 EST_API est_status est_max_batch(const est_graph *g, const est_options *opt, const est_fit *fit, int64_t cap,
