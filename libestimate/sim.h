@@ -182,6 +182,8 @@ typedef struct sim {
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */
+    uint64_t y_freed;       /* the bytes of the previous y and loss that the
+                               last iteration's first micro-batch freed */
 } sim;
 /* handle_map (sim_memory.c): key -> handle; false when out of memory. */
 bool est__map_put(handle_map *m, uint64_t key, int64_t handle);
@@ -304,7 +306,19 @@ void est__sim_block_release(sim *s, int64_t handle);
 /* optimizer.c: opt.step() (the first creates the state) and
  * zero_grad(set_to_none=True). */
 void est__sim_optimizer_step(sim *s, bool first);
+void est__sim_create_optimizer_state(sim *s); /* what the first step creates */
 void est__sim_zero_grad(sim *s);
+
+/* steady_state.c: the state the first training iteration leaves, derived
+ * without running it where that is checked to be exact. */
+struct est_steady;
+/* Sets up the derived state; NULL (nothing changed) where the shortcut
+ * does not apply or the host ran out of memory: run the first iteration. */
+struct est_steady *est__steady_begin(sim *s);
+/* After the recorded iteration: true when the derived state is shown to be
+ * the first iteration's; else the state before est__steady_begin is back
+ * and the recorded iteration's marks on the report are undone. Frees st. */
+bool est__steady_confirm(sim *s, struct est_steady *st);
 
 /* timeline.c: the step's events (est_options.timeline). */
 bool est__tl_new(sim *s);                       /* before the model is made; false: out of memory */

@@ -408,8 +408,9 @@ static void backward(sim *s) {
 }
 
 /* One micro-batch: y = model(x); loss = y.float().mean(); loss.backward().
- * previous_y: a y of an earlier micro-batch is still bound. */
-static void forward_backward(sim *s, bool previous_y) {
+ * previous_y: a y of an earlier micro-batch is still bound. Returns the
+ * bytes of the previous y and loss freed. */
+static uint64_t forward_backward(sim *s, bool previous_y) {
     const est_graph *g = s->g;
     est_totals *tot = &s->r->totals;
     if (s->seg_done) memset(s->seg_done, 0, ((size_t)s->n_segs + 1) * sizeof *s->seg_done);
@@ -420,11 +421,15 @@ static void forward_backward(sim *s, bool previous_y) {
     /* y is rebound: the previous y and loss are freed, the new y lives on
      * past the step (a y that is an input or a weight is no allocation of
      * its own) */
+    uint64_t freed = previous_y ? EST_ALLOC_ROUND : 0;
     if (previous_y) est__sim_release(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t b = s->base[g->outputs[k]];
         if (!s->allocated[b] || !is_activation_storage(s, b)) continue;
-        if (previous_y) est__sim_release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+        if (previous_y) {
+            est__sim_release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+            freed = est_add_sat(freed, tensor_alloc(s, b));
+        }
         est__sim_move(s, EST_CAT_ACTIVATIONS, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
         s->allocated[b] = false;
     }
@@ -434,6 +439,7 @@ static void forward_backward(sim *s, bool previous_y) {
     est__sim_observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
     amp_exit(s);
     backward(s);
+    return freed;
 }
 
 /* One iteration of the protocol: zero_grad, then each micro-batch's forward
@@ -451,9 +457,34 @@ static void training_iteration(sim *s, bool first) {
         tot->optimizer_bytes = s->live[EST_CAT_OPTIMIZER];
         tot->activations_bytes = 0;
     }
-    for (int64_t micro = 0; micro < s->r->grad_accum; micro++) forward_backward(s, !first || micro > 0);
+    for (int64_t micro = 0; micro < s->r->grad_accum; micro++) {
+        uint64_t freed = forward_backward(s, !first || micro > 0);
+        if (micro == 0) s->y_freed = freed;
+    }
     if (s->recording) tot->grads_bytes = s->live[EST_CAT_GRADS];
     est__sim_optimizer_step(s, first);
+}
+
+static void recorded_iteration(sim *s) {
+    s->recording = true;
+    est__tl_start(s);
+    training_iteration(s, false);
+    est__tl_end(s);
+    s->recording = false;
+}
+
+/* The protocol's iterations: the first, or the state it leaves where
+ * steady_state.c derives it exactly; the recorded second; the third for the
+ * replay (segments may still grow). */
+static void train(sim *s) {
+    struct est_steady *steady = est__steady_begin(s);
+    if (steady) {
+        recorded_iteration(s);
+        if (est__steady_confirm(s, steady)) return;
+    }
+    training_iteration(s, true);
+    recorded_iteration(s);
+    if (s->cache) training_iteration(s, false);
 }
 
 static void free_sim(sim *s) {
@@ -691,13 +722,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     est__sim_moment(&s, EST_PHASE_FORWARD, -1, "");
     create_model_and_input(&s);
     if (s.train) {
-        training_iteration(&s, true);
-        s.recording = true;
-        est__tl_start(&s);
-        training_iteration(&s, false);
-        est__tl_end(&s);
-        s.recording = false; /* the protocol's third: segments may still grow */
-        if (s.cache) training_iteration(&s, false);
+        train(&s);
     } else {
         s.recording = true;
         est__tl_start(&s);
