@@ -238,6 +238,9 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
     const char *auto_pad;
     if ((st = est_attr_string(ctx, "auto_pad", &auto_pad)) != EST_OK) return st;
     if (!auto_pad) auto_pad = "NOTSET";
+    bool valid = strcmp(auto_pad, "VALID") == 0;
+    bool same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
+    bool explicit_pads = valid || strcmp(auto_pad, "NOTSET") == 0;
     for (int i = 0; i < n; i++) {
         if (strides[i] <= 0 || dil[i] <= 0 || kernel[i] <= 0)
             return est_op_fail(ctx, EST_EATTR, "kernel, strides and dilations must be positive (axis %d)", i);
@@ -247,10 +250,9 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
             pads[i] > EST_MAX_DIM_VALUE || pads[i + n] > EST_MAX_DIM_VALUE)
             return est_op_fail(ctx, EST_ELIMIT, "window attributes above %lld", (long long)EST_MAX_DIM_VALUE);
         int64_t span = dil[i] * (kernel[i] - 1) + 1; /* bounded: both < 2^40 */
-        bool valid = strcmp(auto_pad, "VALID") == 0;
-        if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+        if (same) {
             out[i] = (in[i] + strides[i] - 1) / strides[i];
-        } else if (valid || strcmp(auto_pad, "NOTSET") == 0) {
+        } else if (explicit_pads) {
             /* VALID is explicit padding of zero; ceil_mode still applies */
             int64_t pad_begin = valid ? 0 : pads[i], padded = in[i] + (valid ? 0 : pads[i] + pads[i + n]);
             if (padded < span)

@@ -143,10 +143,12 @@ uint64_t est_dtype_bytes(est_dtype dt, uint64_t count) {
 }
 
 bool est__adds_to_matmul(const est_graph *g, const est_node *n, int k) {
-    if (strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || k < 0 || k > 1) return false;
+    /* the first character spares most strcmp calls */
+    if (n->op_type[0] != 'A' || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || k < 0 || k > 1)
+        return false;
     int32_t product = n->inputs[1 - k];
     int32_t p = product >= 0 ? g->tensors[product].producer : -1;
-    return p >= 0 && strcmp(g->nodes[p].op_type, "MatMul") == 0;
+    return p >= 0 && g->nodes[p].op_type[0] == 'M' && strcmp(g->nodes[p].op_type, "MatMul") == 0;
 }
 
 bool est__dtype_is_integer(est_dtype dt) {
