@@ -168,11 +168,9 @@ static void check_request(sim *s, uint64_t bytes) {
     }
 }
 
-void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
-    check_request(s, bytes);
-    s->live[c] = sim_add(s, s->live[c], bytes);
-    s->total = sim_add(s, s->total, bytes);
-    if (s->overflow) return; /* the estimate fails; the books stop */
+/* An allocation's block in the replay and its event in the timeline; kept
+ * out of est__sim_alloc, whose books alone are the common case. */
+static __attribute__((noinline)) void replay_and_record_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     int64_t h = replaying(s) ? replay_alloc(s, key_stream(key), bytes) : 0;
     /* optimizer state is never freed or moved (K_OPT): no handle to keep,
      * and the map stays small (two entries a parameter with Adam) */
@@ -180,16 +178,29 @@ void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (s->tl) est__tl_push(s, EST_EVENT_ALLOC, c, bytes, key);
 }
 
-void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
-    if (s->overflow) return;
-    s->live[c] -= bytes;
-    s->total -= bytes;
+void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    check_request(s, bytes);
+    s->live[c] = sim_add(s, s->live[c], bytes);
+    s->total = sim_add(s, s->total, bytes);
+    if (s->overflow) return; /* the estimate fails; the books stop */
+    if (s->cache || s->tl) replay_and_record_alloc(s, c, bytes, key);
+}
+
+/* A free's block in the replay and its event in the timeline. */
+static __attribute__((noinline)) void replay_and_record_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (replaying(s) && bytes) {
         int64_t h = block_take(s, key);
         est_cache *in = key_stream(key) == STREAM_COMPUTE ? s->cache : s->side_cache[key_stream(key) - 1];
         if (h >= 0 && in) est__cache_release(in, h);
     }
     if (s->tl) est__tl_push(s, EST_EVENT_FREE, c, bytes, key);
+}
+
+void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    if (s->overflow) return;
+    s->live[c] -= bytes;
+    s->total -= bytes;
+    if (s->cache || s->tl) replay_and_record_release(s, c, bytes, key);
 }
 
 /* The same block under another key (a view's gradient, y kept past its

@@ -632,7 +632,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.param = malloc(nt * sizeof *s.param);
     s.grad_block = malloc(nt * sizeof *s.grad_block);
     s.grad_key0 = calloc(nt, sizeof *s.grad_key0);
-    for (size_t t = 0; s.grad_block && t < nt; t++) s.grad_block[t] = -1;
+    if (s.grad_block) memset(s.grad_block, 0xff, nt * sizeof *s.grad_block); /* every entry -1: no gradient */
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
     s.saved_inputs = malloc(nn * sizeof *s.saved_inputs);
     s.saved_outputs = malloc(nn * sizeof *s.saved_outputs);
