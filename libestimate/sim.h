@@ -285,8 +285,30 @@ static inline void est__sim_moment(sim *s, est_phase phase, int32_t node, const 
 static inline const char *est__sim_at_layer(const sim *s) {
     return s->at_node >= 0 ? s->g->nodes[s->at_node].name : s->at_layer;
 }
-void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
-void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
+/* PyTorch's allocate() refuses a request of 1 EiB or more, on any device. */
+static inline void est__sim_check_request(sim *s, uint64_t bytes) {
+    if (bytes >= ((uint64_t)1 << 60) && !s->too_large) {
+        s->too_large = bytes;
+        s->too_large_at = est__sim_at_layer(s);
+    }
+}
+/* An allocation's (a free's) block in the replay and event in the
+ * timeline: what the books below hand on when either is on. */
+void est__sim_replay_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
+void est__sim_replay_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
+static inline void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    est__sim_check_request(s, bytes);
+    s->live[c] = sim_add(s, s->live[c], bytes);
+    s->total = sim_add(s, s->total, bytes);
+    if (s->overflow) return; /* the estimate fails; the books stop */
+    if (s->cache || s->tl) est__sim_replay_alloc(s, c, bytes, key);
+}
+static inline void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    if (s->overflow) return;
+    s->live[c] -= bytes;
+    s->total -= bytes;
+    if (s->cache || s->tl) est__sim_replay_release(s, c, bytes, key);
+}
 /* The same block under another key and category (the step's output, kept
  * as the next step's "other"). */
 void est__sim_move(sim *s, est_category from, est_category to, uint64_t bytes, uint64_t from_key, uint64_t to_key);
