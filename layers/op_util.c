@@ -212,19 +212,38 @@ est_status est_infer_like_input0(est_infer_ctx *ctx) {
     return est_set_out_like(ctx, 0, x);
 }
 
-static est_status read_window_attr(est_infer_ctx *ctx, const char *name, int n, int64_t dflt,
+/* The attributes est_window_out reads, each the first of its name (as
+ * est_attr_get finds it), found in one pass over the node's attributes. */
+typedef struct window_attrs {
+    const est_attr *strides, *dilations, *pads, *auto_pad;
+} window_attrs;
+
+static window_attrs find_window_attrs(const est_node *n) {
+    window_attrs w = {0};
+    for (int32_t k = 0; k < n->n_attrs; k++) {
+        const est_attr *a = &n->attrs[k];
+        switch (a->name[0]) { /* the first character spares most strcmp calls */
+        case 's': if (!w.strides && strcmp(a->name, "strides") == 0) w.strides = a; break;
+        case 'd': if (!w.dilations && strcmp(a->name, "dilations") == 0) w.dilations = a; break;
+        case 'p': if (!w.pads && strcmp(a->name, "pads") == 0) w.pads = a; break;
+        case 'a': if (!w.auto_pad && strcmp(a->name, "auto_pad") == 0) w.auto_pad = a; break;
+        default: break;
+        }
+    }
+    return w;
+}
+
+/* `want` values of the ints attribute a (`name`), or dflt each when absent. */
+static est_status read_window_attr(est_infer_ctx *ctx, const est_attr *a, const char *name, int64_t dflt,
                                    int64_t *vals, int64_t want) {
-    const int64_t *a;
-    int64_t na;
-    est_status st = est_attr_ints(ctx, name, &a, &na);
-    if (st != EST_OK) return st;
+    if (a && a->type != EST_ATTR_INTS) return wrong_type(ctx, a, "ints");
+    int64_t na = a ? a->n : -1;
     for (int i = 0; i < want; i++) vals[i] = dflt;
     if (na < 0) return EST_OK;
     if (na != want)
         return est_op_fail(ctx, EST_EATTR, "attribute '%s' has %lld values, expected %lld", name,
                            (long long)na, (long long)want);
-    for (int i = 0; i < want; i++) vals[i] = a[i];
-    (void)n;
+    for (int i = 0; i < want; i++) vals[i] = a->ints[i];
     return EST_OK;
 }
 
@@ -232,11 +251,12 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
                           bool ceil_mode, int64_t *out) {
     int64_t strides[EST_MAX_RANK], dil[EST_MAX_RANK], pads[2 * EST_MAX_RANK];
     est_status st;
-    if ((st = read_window_attr(ctx, "strides", n, 1, strides, n)) != EST_OK) return st;
-    if ((st = read_window_attr(ctx, "dilations", n, 1, dil, n)) != EST_OK) return st;
-    if ((st = read_window_attr(ctx, "pads", n, 0, pads, 2 * n)) != EST_OK) return st;
-    const char *auto_pad;
-    if ((st = est_attr_string(ctx, "auto_pad", &auto_pad)) != EST_OK) return st;
+    window_attrs w = find_window_attrs(ctx->node);
+    if ((st = read_window_attr(ctx, w.strides, "strides", 1, strides, n)) != EST_OK) return st;
+    if ((st = read_window_attr(ctx, w.dilations, "dilations", 1, dil, n)) != EST_OK) return st;
+    if ((st = read_window_attr(ctx, w.pads, "pads", 0, pads, 2 * n)) != EST_OK) return st;
+    if (w.auto_pad && w.auto_pad->type != EST_ATTR_STRING) return wrong_type(ctx, w.auto_pad, "string");
+    const char *auto_pad = w.auto_pad ? w.auto_pad->s : NULL;
     if (!auto_pad) auto_pad = "NOTSET";
     bool valid = strcmp(auto_pad, "VALID") == 0;
     bool same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
