@@ -314,16 +314,28 @@ static inline void est__sim_release(sim *s, est_category c, uint64_t bytes, uint
 void est__sim_move(sim *s, est_category from, est_category to, uint64_t bytes, uint64_t from_key, uint64_t to_key);
 /* A peak candidate: what is live plus a transient of `extra` bytes. */
 void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra);
-/* A transient block (a workspace): allocated, observed, freed at once. */
-void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes);
 /* A block only the replay sees (its bytes counted by est__sim_observe's
  * extra): its handle, or 0 when the replay is off or has stopped. */
 int64_t est__sim_block_alloc(sim *s, uint64_t bytes);
+void est__sim_block_release(sim *s, int64_t handle);
+/* The running op's moment with a transient of `bytes` (a workspace,
+ * gradients summed into existing ones): one block, allocated, observed and
+ * freed at once; without the replay, only the request's check and the
+ * observation. */
+static inline void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes) {
+    if (!s->cache) {
+        est__sim_check_request(s, bytes);
+        est__sim_observe(s, phase, layer, bytes);
+        return;
+    }
+    int64_t h = est__sim_block_alloc(s, bytes);
+    est__sim_observe(s, phase, layer, bytes);
+    est__sim_block_release(s, h);
+}
 /* The replay's reserved bytes, all streams' together (memory_reserved()),
  * and their peak (max_memory_reserved()). */
 uint64_t est__sim_reserved(const sim *s);
 uint64_t est__sim_peak_reserved(const sim *s);
-void est__sim_block_release(sim *s, int64_t handle);
 
 /* optimizer.c: opt.step() (the first creates the state) and
  * zero_grad(set_to_none=True). */

@@ -226,11 +226,3 @@ int64_t est__sim_block_alloc(sim *s, uint64_t bytes) {
 void est__sim_block_release(sim *s, int64_t h) {
     if (h > 0 && replaying(s)) est__cache_release(s->cache, h);
 }
-
-/* The running op's moment with a transient of `bytes` (a workspace, gradients
- * summed into existing ones): one block, allocated and freed at once. */
-void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes) {
-    int64_t h = est__sim_block_alloc(s, bytes);
-    est__sim_observe(s, phase, layer, bytes);
-    est__sim_block_release(s, h);
-}
