@@ -303,22 +303,6 @@ uint64_t est_alloc_bytes(uint64_t bytes) {
     return bytes > UINT64_MAX - EST_ALLOC_ROUND ? UINT64_MAX : (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
 }
 
-uint64_t est_tval_elements(const est_tval *t) {
-    return t && t->rank >= 0 && t->elements > 0 ? (uint64_t)t->elements : 0;
-}
-
-const est_tval *est_cost_in(const est_cost_ctx *c, int i) {
-    return i >= 0 && i < c->n_in ? c->in[i] : NULL;
-}
-
-const est_tval *est_cost_out(const est_cost_ctx *c, int i) {
-    return i >= 0 && i < c->n_out ? c->out[i] : NULL;
-}
-
-bool est_needs_grad(const est_cost_ctx *c, int i) {
-    return est_cost_in(c, i) && c->in_grad[i];
-}
-
 bool est_backward_runs(const est_cost_ctx *c) {
     const est_tval *y = est_cost_out(c, 0);
     return c->any_grad && y && est__dtype_is_float(y->dtype);

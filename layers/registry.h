@@ -259,13 +259,20 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
 /* bytes as one allocation takes them (EST_ALLOC_ROUND): a rule whose
  * workspace is several allocations sums them rounded. */
 uint64_t est_alloc_bytes(uint64_t bytes);
-/* Elements of t; 0 when t is absent or its shape unknown. */
-uint64_t est_tval_elements(const est_tval *t);
+/* Elements of t; 0 when t is absent or its shape unknown. Inline, as the
+ * three below: the rules call them for every node of every estimate. */
+static inline uint64_t est_tval_elements(const est_tval *t) {
+    return t && t->rank >= 0 && t->elements > 0 ? (uint64_t)t->elements : 0;
+}
 /* Input or output i of the node, NULL when absent. */
-const est_tval *est_cost_in(const est_cost_ctx *c, int i);
-const est_tval *est_cost_out(const est_cost_ctx *c, int i);
+static inline const est_tval *est_cost_in(const est_cost_ctx *c, int i) {
+    return i >= 0 && i < c->n_in ? c->in[i] : NULL;
+}
+static inline const est_tval *est_cost_out(const est_cost_ctx *c, int i) {
+    return i >= 0 && i < c->n_out ? c->out[i] : NULL;
+}
 /* True when input i is present and needs a gradient. */
-bool est_needs_grad(const est_cost_ctx *c, int i);
+static inline bool est_needs_grad(const est_cost_ctx *c, int i) { return est_cost_in(c, i) && c->in_grad[i]; }
 /* True when the op's backward does work: some input needs a gradient and
  * output 0 is floating (bool and integer outputs carry no gradient). */
 bool est_backward_runs(const est_cost_ctx *c);
