@@ -569,6 +569,9 @@ static void size_tensors_and_workspaces(sim *s) {
     }
 }
 
+/* The slots below n (all 32 from n = 32 on). */
+static est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
+
 static void fill_layer_costs(sim *s) {
     const est_graph *g = s->g;
     est_totals *tot = &s->r->totals;
@@ -588,14 +591,17 @@ static void fill_layer_costs(sim *s) {
         uint64_t saved = 0;
         for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
             saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
-        for (int k = 0; s->saved_inputs[i] && k < n->n_inputs && k < 32; k++)
-            if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
-                saved = sim_add(s, saved, cast_bytes(s, i, k));
-            else if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
-                saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
-        for (int k = 0; s->saved_outputs[i] && k < n->n_outputs && k < 32; k++)
-            if ((s->saved_outputs[i] & EST_SLOT(k)) && n->outputs[k] >= 0)
-                saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
+        /* the saved slots in order, those of the node's inputs and outputs */
+        for (est_slot_mask m = s->saved_inputs[i] & slots_below(n->n_inputs); m; m &= m - 1) {
+            int k = __builtin_ctz(m);
+            if (n->inputs[k] < 0) continue;
+            if (is_cast(s, i, k)) saved = sim_add(s, saved, cast_bytes(s, i, k));
+            else if (is_activation_storage(s, s->base[n->inputs[k]])) saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
+        }
+        for (est_slot_mask m = s->saved_outputs[i] & slots_below(n->n_outputs); m; m &= m - 1) {
+            int k = __builtin_ctz(m);
+            if (n->outputs[k] >= 0) saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
+        }
         L->saved_bytes = saved;
     }
 }
