@@ -16,17 +16,6 @@ est_status est_op_fail(est_infer_ctx *ctx, est_status code, const char *fmt, ...
                      n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type, reason);
 }
 
-const est_tval *est_in(const est_infer_ctx *ctx, int i) {
-    return i >= 0 && i < ctx->n_in ? ctx->in[i] : NULL;
-}
-
-est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out) {
-    *out = est_in(ctx, i);
-    if (!*out) return est_op_fail(ctx, EST_EGRAPH, "required input %d is missing", i);
-    if ((*out)->rank < 0) return est_op_fail(ctx, EST_ESHAPE, "input %d has an unknown shape", i);
-    return EST_OK;
-}
-
 est_status est_set_out(est_infer_ctx *ctx, int i, est_dtype dt, int rank, const int64_t *dims) {
     if (i >= ctx->n_out || !ctx->out[i]) return EST_OK;
     if (rank < 0 || rank > EST_MAX_RANK)

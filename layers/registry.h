@@ -195,10 +195,18 @@ est_status est_op_fail(est_infer_ctx *ctx, est_status code, const char *fmt, ...
 
     ;
 
-/* Input i, or NULL when it is absent or beyond the node's inputs. */
-const est_tval *est_in(const est_infer_ctx *ctx, int i);
+/* Input i, or NULL when it is absent or beyond the node's inputs. Inline,
+ * as the next: every node's infer reads its inputs at every estimate. */
+static inline const est_tval *est_in(const est_infer_ctx *ctx, int i) {
+    return i >= 0 && i < ctx->n_in ? ctx->in[i] : NULL;
+}
 /* Input i, failing with a clear message when absent. */
-est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out);
+static inline est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out) {
+    *out = est_in(ctx, i);
+    if (!*out) return est_op_fail(ctx, EST_EGRAPH, "required input %d is missing", i);
+    if ((*out)->rank < 0) return est_op_fail(ctx, EST_ESHAPE, "input %d has an unknown shape", i);
+    return EST_OK;
+}
 
 /* Sets output i's dtype and shape (checks dims and the element count); a no-op
  * for an omitted output. */
