@@ -302,15 +302,6 @@ void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t
     f->bwd = est_backward_runs(c) ? est_mul_sat(2, f->fwd) : 0;
 }
 
-void est_save_input(const est_cost_ctx *c, est_saved *s, int i) {
-    const est_tval *t = est_cost_in(c, i);
-    if (t && !t->value && i < 32) s->inputs |= EST_SLOT(i); /* the mask has 32 slots */
-}
-
-void est_save_output(const est_cost_ctx *c, est_saved *s, int i) {
-    if (est_cost_out(c, i) && i < 32) s->outputs |= EST_SLOT(i);
-}
-
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
     return est_mul_sat(count, x && x->dtype == EST_DT_DOUBLE ? 8 : 4);
 }

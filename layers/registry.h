@@ -289,10 +289,16 @@ bool est_backward_runs(const est_cost_ctx *c);
 void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements, est_flops *f);
 /* Marks input i saved for backward. Skips absent inputs and inputs whose
  * contents are known: constants and small weights, which PyTorch holds as
- * Python numbers or persistent tensors, never as activations. */
-void est_save_input(const est_cost_ctx *c, est_saved *s, int i);
+ * Python numbers or persistent tensors, never as activations. Inline, as
+ * the next: every node's rule calls them at every estimate. */
+static inline void est_save_input(const est_cost_ctx *c, est_saved *s, int i) {
+    const est_tval *t = est_cost_in(c, i);
+    if (t && !t->value && i < 32) s->inputs |= EST_SLOT(i); /* the mask has 32 slots */
+}
 /* Marks output i saved for backward (when present). */
-void est_save_output(const est_cost_ctx *c, est_saved *s, int i);
+static inline void est_save_output(const est_cost_ctx *c, est_saved *s, int i) {
+    if (est_cost_out(c, i) && i < 32) s->outputs |= EST_SLOT(i);
+}
 /* sum_to.c: the workspace of ATen's reduction kernel summing `rows` rows of
  * `cols` columns into one row (grad.sum(0): a bias gradient), on `dev`. */
 uint64_t est_column_sum_workspace(const est_device *dev, uint64_t rows, uint64_t cols);
