@@ -33,7 +33,7 @@ typedef struct saved_array {
     size_t bytes;
 } saved_array;
 
-enum { MAX_SAVED = 8, ALLOCATED = 0 /* saved first */ };
+enum { MAX_SAVED = 8 };
 
 struct est_steady {
     uint64_t live[EST_CAT_COUNT], total;             /* the starting state's */
@@ -60,20 +60,30 @@ static void add_saved(struct est_steady *st, void *array, size_t elem) {
     if (array) st->saved[st->n_saved++] = (saved_array){array, NULL, elem};
 }
 
+static const saved_array *saved_of(const struct est_steady *st, const void *array) {
+    for (int k = 0; k < st->n_saved; k++)
+        if (st->saved[k].array == array) return &st->saved[k];
+    return NULL;
+}
+
 /* Lists the per-tensor arrays an iteration changes and copies them after
  * the struct; false: out of memory. */
 static struct est_steady *save_start(sim *s) {
     struct est_steady probe = {0};
+    /* the int32_t arrays first: every copy then starts aligned for its type */
+    add_saved(&probe, s->grad_block, sizeof *s->grad_block);
+    add_saved(&probe, s->rc_last, sizeof *s->rc_last);
     add_saved(&probe, s->allocated, sizeof *s->allocated);
     add_saved(&probe, s->param_has_grad, sizeof *s->param_has_grad);
-    add_saved(&probe, s->grad_block, sizeof *s->grad_block);
     add_saved(&probe, s->grad_key0, sizeof *s->grad_key0);
     add_saved(&probe, s->pcast_live, sizeof *s->pcast_live);
     add_saved(&probe, s->recomputed, sizeof *s->recomputed);
-    add_saved(&probe, s->rc_last, sizeof *s->rc_last);
     add_saved(&probe, s->rc_pcast_live, sizeof *s->rc_pcast_live);
-    size_t n = (size_t)s->g->n_tensors, total = n * sizeof *s->param_has_grad;
-    for (int k = 0; k < probe.n_saved; k++) total += probe.saved[k].bytes *= n;
+    size_t n = (size_t)s->g->n_tensors, total = n * sizeof *s->param_has_grad; /* derived_grads */
+    for (int k = 0; k < probe.n_saved; k++) {
+        probe.saved[k].bytes *= n;
+        total += probe.saved[k].bytes;
+    }
     struct est_steady *st = malloc(sizeof *st + total);
     if (!st) return NULL;
     *st = probe;
@@ -110,7 +120,8 @@ static void bind_y(sim *s, struct est_steady *st) {
     }
     est__sim_alloc(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     st->y_bound = est_add_sat(st->y_bound, EST_ALLOC_ROUND);
-    memcpy(s->allocated, st->saved[ALLOCATED].start, st->saved[ALLOCATED].bytes);
+    const saved_array *allocated = saved_of(st, s->allocated);
+    memcpy(s->allocated, allocated->start, allocated->bytes);
 }
 
 /* The .grad the first backward leaves on each parameter that trains and
