@@ -293,7 +293,7 @@ static void bucket_by_node(const int32_t *key, int32_t n_items, int32_t n_nodes,
 /* Where a save of storage b by node i keeps it: inside a checkpointed
  * segment, only the recomputed copy is kept (from the recompute to i's
  * backward); elsewhere the tensor itself, until i's backward. */
-static void note_saved(sim *s, int32_t i, int32_t b) {
+static inline void note_saved(sim *s, int32_t i, int32_t b) {
     int32_t seg = segment_of(s, i);
     if (seg >= 0) {
         int32_t producer = s->g->tensors[b].producer;

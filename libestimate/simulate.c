@@ -58,7 +58,7 @@ static void create_model_and_input(sim *s) {
         }
 }
 
-static bool output_needed(const sim *s, int32_t i, int k) {
+static inline bool output_needed(const sim *s, int32_t i, int k) {
     int32_t t = s->g->nodes[i].outputs[k];
     int32_t b = s->base[t];
     return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
