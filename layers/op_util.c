@@ -292,23 +292,8 @@ uint64_t est_alloc_bytes(uint64_t bytes) {
     return bytes > UINT64_MAX - EST_ALLOC_ROUND ? UINT64_MAX : (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
 }
 
-bool est_backward_runs(const est_cost_ctx *c) {
-    const est_tval *y = est_cost_out(c, 0);
-    return c->any_grad && y && est__dtype_is_float(y->dtype);
-}
-
-void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements, est_flops *f) {
-    f->fwd = est_mul_sat(per_element, elements);
-    f->bwd = est_backward_runs(c) ? est_mul_sat(2, f->fwd) : 0;
-}
-
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
     return est_mul_sat(count, x && x->dtype == EST_DT_DOUBLE ? 8 : 4);
-}
-
-uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
-    if (!t) return 0;
-    return est__dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
 }
 
 /* Copies element j of src into element k of dst, converting between storages. */

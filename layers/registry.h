@@ -283,10 +283,17 @@ static inline const est_tval *est_cost_out(const est_cost_ctx *c, int i) {
 static inline bool est_needs_grad(const est_cost_ctx *c, int i) { return est_cost_in(c, i) && c->in_grad[i]; }
 /* True when the op's backward does work: some input needs a gradient and
  * output 0 is floating (bool and integer outputs carry no gradient). */
-bool est_backward_runs(const est_cost_ctx *c);
+static inline bool est_backward_runs(const est_cost_ctx *c) {
+    const est_tval *y = est_cost_out(c, 0);
+    return c->any_grad && y && est__dtype_is_float(y->dtype);
+}
 /* Element-wise FLOPs: fwd = per_element * elements; bwd = 2 * fwd when the
  * backward runs (docs/flops.md). */
-void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements, est_flops *f);
+static inline void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements,
+                                         est_flops *f) {
+    f->fwd = est_mul_sat(per_element, elements);
+    f->bwd = est_backward_runs(c) ? est_mul_sat(2, f->fwd) : 0;
+}
 /* Marks input i saved for backward. Skips absent inputs and inputs whose
  * contents are known: constants and small weights, which PyTorch holds as
  * Python numbers or persistent tensors, never as activations. Inline, as
@@ -311,7 +318,10 @@ uint64_t est_sum_to_workspace(const est_cost_ctx *c, int i);
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
 /* Bytes of t as the estimate stores it: float_dtype when t has the export's
  * dtype, else its own. */
-uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t);
+static inline uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
+    if (!t) return 0;
+    return est__dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
+}
 /* dims[from] * ... * dims[to - 1] (1 for an empty range). */
 int64_t est_dims_product(int from, int to, const int64_t *dims);
 

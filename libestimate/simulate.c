@@ -192,7 +192,7 @@ static void grad_share(sim *s, int32_t t, int32_t from) {
 }
 
 /* t lets go of its gradient; the block goes with its last holder. */
-static void grad_drop(sim *s, int32_t t) {
+static inline void grad_drop(sim *s, int32_t t) {
     int32_t b = s->grad_block[t];
     s->grad_block[t] = -1;
     if (b < 0 || --s->gblocks[b].holders > 0) return;
