@@ -158,11 +158,14 @@ static void conv_saves(const est_cost_ctx *c, est_saved *s) {
  * rule gives the typical size, not a bound. */
 typedef enum conv_kind { CONV_NO_WORKSPACE, CONV_POINTWISE, CONV_SPATIAL } conv_kind;
 
-static conv_kind conv_workspace_kind(const est_cost_ctx *c) {
+/* The group attribute, read once by each workspace rule. */
+static int64_t conv_group(const est_cost_ctx *c) { return est_node_attr_int(c->node, "group", 1); }
+
+/* group: the node's attribute (conv_group). */
+static conv_kind conv_workspace_kind(const est_cost_ctx *c, int64_t group) {
     const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1);
     if (!x || !w || x->rank < 3 || w->rank != x->rank || w->dims[0] <= 0 || w->dims[1] <= 0)
         return CONV_NO_WORKSPACE;
-    int64_t group = est_node_attr_int(c->node, "group", 1);
     if (group > 1 && group == x->dims[1]) return CONV_NO_WORKSPACE; /* depthwise */
     uint64_t per_filter = est_tval_elements(w) / (uint64_t)w->dims[0]; /* C/group x kernel */
     if (per_filter < 32) return CONV_NO_WORKSPACE;
@@ -237,9 +240,8 @@ static uint64_t conv_transpose_backward_workspace(const est_cost_ctx *c) {
 }
 
 /* 1 < group < input channels: neither a plain nor a depthwise conv. */
-static bool is_grouped(const est_cost_ctx *c) {
+static bool is_grouped(const est_cost_ctx *c, int64_t group) {
     const est_tval *x = est_cost_in(c, 0);
-    int64_t group = est_node_attr_int(c->node, "group", 1);
     return x && x->rank >= 3 && group > 1 && group < x->dims[1];
 }
 
@@ -249,10 +251,10 @@ static bool is_grouped(const est_cost_ctx *c) {
  * 1.5x forward and 1.5-1.64x backward, batches 8 and 32, on an H200 and an
  * H100, except resnet50's largest at batch 32, 1.0x forward; regnet's
  * 160-channel one 2.1x; the 32- and 64-channel ones none). */
-static uint64_t strided_pointwise_workspace(const est_cost_ctx *c) {
+static uint64_t strided_pointwise_workspace(const est_cost_ctx *c, int64_t group) {
     const est_tval *x = est_cost_in(c, 0), *w = est_cost_in(c, 1);
     if (!x || !w || x->rank != 4 || w->rank != 4 || w->dims[2] != 1 || w->dims[3] != 1 || x->dims[1] < 128 ||
-        est_node_attr_int(c->node, "group", 1) != 1)
+        group != 1)
         return 0;
     int64_t n;
     const int64_t *strides = est_node_attr_ints(c->node, "strides", &n);
@@ -273,9 +275,9 @@ static uint64_t strided_pointwise_workspace(const est_cost_ctx *c) {
  * its 49 MiB output at batch 4 (bench/accuracy/data/families/, the probe). */
 enum { LARGE_OUTPUT = 48 << 20 };
 
-static bool keeps_channels_and_size(const est_cost_ctx *c) {
+static bool keeps_channels_and_size(const est_cost_ctx *c, int64_t group) {
     const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
-    if (!x || !y || x->rank != y->rank || est_node_attr_int(c->node, "group", 1) != 1) return false;
+    if (!x || !y || x->rank != y->rank || group != 1) return false;
     for (int d = 1; d < x->rank; d++)
         if (x->dims[d] != y->dims[d]) return false;
     return true;
@@ -283,13 +285,14 @@ static bool keeps_channels_and_size(const est_cost_ctx *c) {
 
 static uint64_t conv_workspace(const est_cost_ctx *c) {
     if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_workspace(c);
-    uint64_t strided = strided_pointwise_workspace(c);
+    int64_t group = conv_group(c);
+    uint64_t strided = strided_pointwise_workspace(c, group);
     if (strided) return strided;
     const est_tval *w = est_cost_in(c, 1);
-    if (conv_workspace_kind(c) != CONV_SPATIAL || w->dims[0] < 32) return 0;
+    if (conv_workspace_kind(c, group) != CONV_SPATIAL || w->dims[0] < 32) return 0;
     uint64_t out = est_cost_bytes(c, est_cost_out(c, 0));
-    if (is_grouped(c)) return est_cost_bytes(c, est_cost_in(c, 0)) + out; /* channels-last copies */
-    bool keeps = keeps_channels_and_size(c);
+    if (is_grouped(c, group)) return est_cost_bytes(c, est_cost_in(c, 0)) + out; /* channels-last copies */
+    bool keeps = keeps_channels_and_size(c, group);
     if (keeps && out >= LARGE_OUTPUT && w->rank == 4) return 2 * out;
     /* A conv that changes the channels or the size, of 8 input channels or
      * more, runs on channels-last copies of its input, output and weight:
@@ -344,12 +347,13 @@ static uint64_t split_k_partials(const est_cost_ctx *c) {
 
 static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
     if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_backward_workspace(c);
-    uint64_t strided = est_needs_grad(c, 0) || est_needs_grad(c, 1) ? strided_pointwise_workspace(c) : 0;
+    int64_t group = conv_group(c);
+    uint64_t strided = est_needs_grad(c, 0) || est_needs_grad(c, 1) ? strided_pointwise_workspace(c, group) : 0;
     if (strided) return strided;
     if (!est_needs_grad(c, 1)) return 0;
     uint64_t weight = est_cost_bytes(c, est_cost_in(c, 1));
     uint64_t in = est_cost_bytes(c, est_cost_in(c, 0)), out = est_cost_bytes(c, est_cost_out(c, 0));
-    switch (conv_workspace_kind(c)) {
+    switch (conv_workspace_kind(c, group)) {
     case CONV_POINTWISE: { /* 8 partial sums, or fewer when the batch is small */
         uint64_t split = 4 * (in > out ? in : out) + weight;
         return 8 * weight < split ? 8 * weight : split;

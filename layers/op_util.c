@@ -16,17 +16,6 @@ est_status est_op_fail(est_infer_ctx *ctx, est_status code, const char *fmt, ...
                      n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type, reason);
 }
 
-const est_tval *est_in(const est_infer_ctx *ctx, int i) {
-    return i >= 0 && i < ctx->n_in ? ctx->in[i] : NULL;
-}
-
-est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out) {
-    *out = est_in(ctx, i);
-    if (!*out) return est_op_fail(ctx, EST_EGRAPH, "required input %d is missing", i);
-    if ((*out)->rank < 0) return est_op_fail(ctx, EST_ESHAPE, "input %d has an unknown shape", i);
-    return EST_OK;
-}
-
 est_status est_set_out(est_infer_ctx *ctx, int i, est_dtype dt, int rank, const int64_t *dims) {
     if (i >= ctx->n_out || !ctx->out[i]) return EST_OK;
     if (rank < 0 || rank > EST_MAX_RANK)
@@ -212,19 +201,38 @@ est_status est_infer_like_input0(est_infer_ctx *ctx) {
     return est_set_out_like(ctx, 0, x);
 }
 
-static est_status read_window_attr(est_infer_ctx *ctx, const char *name, int n, int64_t dflt,
+/* The attributes est_window_out reads, each the first of its name (as
+ * est_attr_get finds it), found in one pass over the node's attributes. */
+typedef struct window_attrs {
+    const est_attr *strides, *dilations, *pads, *auto_pad;
+} window_attrs;
+
+static window_attrs find_window_attrs(const est_node *n) {
+    window_attrs w = {0};
+    for (int32_t k = 0; k < n->n_attrs; k++) {
+        const est_attr *a = &n->attrs[k];
+        switch (a->name[0]) { /* the first character spares most strcmp calls */
+        case 's': if (!w.strides && strcmp(a->name, "strides") == 0) w.strides = a; break;
+        case 'd': if (!w.dilations && strcmp(a->name, "dilations") == 0) w.dilations = a; break;
+        case 'p': if (!w.pads && strcmp(a->name, "pads") == 0) w.pads = a; break;
+        case 'a': if (!w.auto_pad && strcmp(a->name, "auto_pad") == 0) w.auto_pad = a; break;
+        default: break;
+        }
+    }
+    return w;
+}
+
+/* `want` values of the ints attribute a (`name`), or dflt each when absent. */
+static est_status read_window_attr(est_infer_ctx *ctx, const est_attr *a, const char *name, int64_t dflt,
                                    int64_t *vals, int64_t want) {
-    const int64_t *a;
-    int64_t na;
-    est_status st = est_attr_ints(ctx, name, &a, &na);
-    if (st != EST_OK) return st;
+    if (a && a->type != EST_ATTR_INTS) return wrong_type(ctx, a, "ints");
+    int64_t na = a ? a->n : -1;
     for (int i = 0; i < want; i++) vals[i] = dflt;
     if (na < 0) return EST_OK;
     if (na != want)
         return est_op_fail(ctx, EST_EATTR, "attribute '%s' has %lld values, expected %lld", name,
                            (long long)na, (long long)want);
-    for (int i = 0; i < want; i++) vals[i] = a[i];
-    (void)n;
+    for (int i = 0; i < want; i++) vals[i] = a->ints[i];
     return EST_OK;
 }
 
@@ -232,12 +240,16 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
                           bool ceil_mode, int64_t *out) {
     int64_t strides[EST_MAX_RANK], dil[EST_MAX_RANK], pads[2 * EST_MAX_RANK];
     est_status st;
-    if ((st = read_window_attr(ctx, "strides", n, 1, strides, n)) != EST_OK) return st;
-    if ((st = read_window_attr(ctx, "dilations", n, 1, dil, n)) != EST_OK) return st;
-    if ((st = read_window_attr(ctx, "pads", n, 0, pads, 2 * n)) != EST_OK) return st;
-    const char *auto_pad;
-    if ((st = est_attr_string(ctx, "auto_pad", &auto_pad)) != EST_OK) return st;
+    window_attrs w = find_window_attrs(ctx->node);
+    if ((st = read_window_attr(ctx, w.strides, "strides", 1, strides, n)) != EST_OK) return st;
+    if ((st = read_window_attr(ctx, w.dilations, "dilations", 1, dil, n)) != EST_OK) return st;
+    if ((st = read_window_attr(ctx, w.pads, "pads", 0, pads, 2 * n)) != EST_OK) return st;
+    if (w.auto_pad && w.auto_pad->type != EST_ATTR_STRING) return wrong_type(ctx, w.auto_pad, "string");
+    const char *auto_pad = w.auto_pad ? w.auto_pad->s : NULL;
     if (!auto_pad) auto_pad = "NOTSET";
+    bool valid = strcmp(auto_pad, "VALID") == 0;
+    bool same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
+    bool explicit_pads = valid || strcmp(auto_pad, "NOTSET") == 0;
     for (int i = 0; i < n; i++) {
         if (strides[i] <= 0 || dil[i] <= 0 || kernel[i] <= 0)
             return est_op_fail(ctx, EST_EATTR, "kernel, strides and dilations must be positive (axis %d)", i);
@@ -247,10 +259,9 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
             pads[i] > EST_MAX_DIM_VALUE || pads[i + n] > EST_MAX_DIM_VALUE)
             return est_op_fail(ctx, EST_ELIMIT, "window attributes above %lld", (long long)EST_MAX_DIM_VALUE);
         int64_t span = dil[i] * (kernel[i] - 1) + 1; /* bounded: both < 2^40 */
-        bool valid = strcmp(auto_pad, "VALID") == 0;
-        if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+        if (same) {
             out[i] = (in[i] + strides[i] - 1) / strides[i];
-        } else if (valid || strcmp(auto_pad, "NOTSET") == 0) {
+        } else if (explicit_pads) {
             /* VALID is explicit padding of zero; ceil_mode still applies */
             int64_t pad_begin = valid ? 0 : pads[i], padded = in[i] + (valid ? 0 : pads[i] + pads[i + n]);
             if (padded < span)
@@ -281,48 +292,8 @@ uint64_t est_alloc_bytes(uint64_t bytes) {
     return bytes > UINT64_MAX - EST_ALLOC_ROUND ? UINT64_MAX : (bytes + EST_ALLOC_ROUND - 1) / EST_ALLOC_ROUND * EST_ALLOC_ROUND;
 }
 
-uint64_t est_tval_elements(const est_tval *t) {
-    return t && t->rank >= 0 && t->elements > 0 ? (uint64_t)t->elements : 0;
-}
-
-const est_tval *est_cost_in(const est_cost_ctx *c, int i) {
-    return i >= 0 && i < c->n_in ? c->in[i] : NULL;
-}
-
-const est_tval *est_cost_out(const est_cost_ctx *c, int i) {
-    return i >= 0 && i < c->n_out ? c->out[i] : NULL;
-}
-
-bool est_needs_grad(const est_cost_ctx *c, int i) {
-    return est_cost_in(c, i) && c->in_grad[i];
-}
-
-bool est_backward_runs(const est_cost_ctx *c) {
-    const est_tval *y = est_cost_out(c, 0);
-    return c->any_grad && y && est__dtype_is_float(y->dtype);
-}
-
-void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements, est_flops *f) {
-    f->fwd = est_mul_sat(per_element, elements);
-    f->bwd = est_backward_runs(c) ? est_mul_sat(2, f->fwd) : 0;
-}
-
-void est_save_input(const est_cost_ctx *c, est_saved *s, int i) {
-    const est_tval *t = est_cost_in(c, i);
-    if (t && !t->value && i < 32) s->inputs |= EST_SLOT(i); /* the mask has 32 slots */
-}
-
-void est_save_output(const est_cost_ctx *c, est_saved *s, int i) {
-    if (est_cost_out(c, i) && i < 32) s->outputs |= EST_SLOT(i);
-}
-
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count) {
     return est_mul_sat(count, x && x->dtype == EST_DT_DOUBLE ? 8 : 4);
-}
-
-uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
-    if (!t) return 0;
-    return est__dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
 }
 
 /* Copies element j of src into element k of dst, converting between storages. */

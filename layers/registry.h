@@ -195,10 +195,18 @@ est_status est_op_fail(est_infer_ctx *ctx, est_status code, const char *fmt, ...
 
     ;
 
-/* Input i, or NULL when it is absent or beyond the node's inputs. */
-const est_tval *est_in(const est_infer_ctx *ctx, int i);
+/* Input i, or NULL when it is absent or beyond the node's inputs. Inline,
+ * as the next: every node's infer reads its inputs at every estimate. */
+static inline const est_tval *est_in(const est_infer_ctx *ctx, int i) {
+    return i >= 0 && i < ctx->n_in ? ctx->in[i] : NULL;
+}
 /* Input i, failing with a clear message when absent. */
-est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out);
+static inline est_status est_in_req(est_infer_ctx *ctx, int i, const est_tval **out) {
+    *out = est_in(ctx, i);
+    if (!*out) return est_op_fail(ctx, EST_EGRAPH, "required input %d is missing", i);
+    if ((*out)->rank < 0) return est_op_fail(ctx, EST_ESHAPE, "input %d has an unknown shape", i);
+    return EST_OK;
+}
 
 /* Sets output i's dtype and shape (checks dims and the element count); a no-op
  * for an omitted output. */
@@ -259,25 +267,45 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
 /* bytes as one allocation takes them (EST_ALLOC_ROUND): a rule whose
  * workspace is several allocations sums them rounded. */
 uint64_t est_alloc_bytes(uint64_t bytes);
-/* Elements of t; 0 when t is absent or its shape unknown. */
-uint64_t est_tval_elements(const est_tval *t);
+/* Elements of t; 0 when t is absent or its shape unknown. Inline, as the
+ * three below: the rules call them for every node of every estimate. */
+static inline uint64_t est_tval_elements(const est_tval *t) {
+    return t && t->rank >= 0 && t->elements > 0 ? (uint64_t)t->elements : 0;
+}
 /* Input or output i of the node, NULL when absent. */
-const est_tval *est_cost_in(const est_cost_ctx *c, int i);
-const est_tval *est_cost_out(const est_cost_ctx *c, int i);
+static inline const est_tval *est_cost_in(const est_cost_ctx *c, int i) {
+    return i >= 0 && i < c->n_in ? c->in[i] : NULL;
+}
+static inline const est_tval *est_cost_out(const est_cost_ctx *c, int i) {
+    return i >= 0 && i < c->n_out ? c->out[i] : NULL;
+}
 /* True when input i is present and needs a gradient. */
-bool est_needs_grad(const est_cost_ctx *c, int i);
+static inline bool est_needs_grad(const est_cost_ctx *c, int i) { return est_cost_in(c, i) && c->in_grad[i]; }
 /* True when the op's backward does work: some input needs a gradient and
  * output 0 is floating (bool and integer outputs carry no gradient). */
-bool est_backward_runs(const est_cost_ctx *c);
+static inline bool est_backward_runs(const est_cost_ctx *c) {
+    const est_tval *y = est_cost_out(c, 0);
+    return c->any_grad && y && est__dtype_is_float(y->dtype);
+}
 /* Element-wise FLOPs: fwd = per_element * elements; bwd = 2 * fwd when the
  * backward runs (docs/flops.md). */
-void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements, est_flops *f);
+static inline void est_flops_per_element(const est_cost_ctx *c, uint64_t per_element, uint64_t elements,
+                                         est_flops *f) {
+    f->fwd = est_mul_sat(per_element, elements);
+    f->bwd = est_backward_runs(c) ? est_mul_sat(2, f->fwd) : 0;
+}
 /* Marks input i saved for backward. Skips absent inputs and inputs whose
  * contents are known: constants and small weights, which PyTorch holds as
- * Python numbers or persistent tensors, never as activations. */
-void est_save_input(const est_cost_ctx *c, est_saved *s, int i);
+ * Python numbers or persistent tensors, never as activations. Inline, as
+ * the next: every node's rule calls them at every estimate. */
+static inline void est_save_input(const est_cost_ctx *c, est_saved *s, int i) {
+    const est_tval *t = est_cost_in(c, i);
+    if (t && !t->value && i < 32) s->inputs |= EST_SLOT(i); /* the mask has 32 slots */
+}
 /* Marks output i saved for backward (when present). */
-void est_save_output(const est_cost_ctx *c, est_saved *s, int i);
+static inline void est_save_output(const est_cost_ctx *c, est_saved *s, int i) {
+    if (est_cost_out(c, i) && i < 32) s->outputs |= EST_SLOT(i);
+}
 /* sum_to.c: the workspace of ATen's reduction kernel summing `rows` rows of
  * `cols` columns into one row (grad.sum(0): a bias gradient), on `dev`. */
 uint64_t est_column_sum_workspace(const est_device *dev, uint64_t rows, uint64_t cols);
@@ -290,7 +318,10 @@ uint64_t est_sum_to_workspace(const est_cost_ctx *c, int i);
 uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
 /* Bytes of t as the estimate stores it: float_dtype when t has the export's
  * dtype, else its own. */
-uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t);
+static inline uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
+    if (!t) return 0;
+    return est__dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
+}
 /* dims[from] * ... * dims[to - 1] (1 for an empty range). */
 int64_t est_dims_product(int from, int to, const int64_t *dims);
 

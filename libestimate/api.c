@@ -85,7 +85,7 @@ void est_report_free(est_report *r) {
     free(r);
 }
 
-static void fill_info(const est_report *r, int32_t t, est_tensor_info *info) {
+static inline void fill_info(const est_report *r, int32_t t, est_tensor_info *info) {
     const est_tval *v = &r->tv[t];
     info->name = r->graph->tensors[t].name;
     info->dtype = v->dtype;

@@ -142,28 +142,10 @@ uint64_t est_dtype_bytes(est_dtype dt, uint64_t count) {
     return whole > UINT64_MAX - rest ? UINT64_MAX : whole + rest;
 }
 
-bool est__adds_to_matmul(const est_graph *g, const est_node *n, int k) {
-    if (strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || k < 0 || k > 1) return false;
-    int32_t product = n->inputs[1 - k];
-    int32_t p = product >= 0 ? g->tensors[product].producer : -1;
-    return p >= 0 && strcmp(g->nodes[p].op_type, "MatMul") == 0;
-}
-
 bool est__dtype_is_integer(est_dtype dt) {
     switch (dt) {
     case EST_DT_INT8: case EST_DT_UINT8: case EST_DT_INT16: case EST_DT_UINT16:
     case EST_DT_INT32: case EST_DT_UINT32: case EST_DT_INT64: case EST_DT_UINT64:
-        return true;
-    default:
-        return false;
-    }
-}
-
-bool est__dtype_is_float(est_dtype dt) {
-    switch (dt) {
-    case EST_DT_FLOAT: case EST_DT_FLOAT16: case EST_DT_DOUBLE: case EST_DT_BFLOAT16:
-    case EST_DT_FLOAT8E4M3FN: case EST_DT_FLOAT8E4M3FNUZ: case EST_DT_FLOAT8E5M2:
-    case EST_DT_FLOAT8E5M2FNUZ: case EST_DT_FLOAT4E2M1: case EST_DT_FLOAT8E8M0:
         return true;
     default:
         return false;

@@ -270,7 +270,7 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
     return EST_OK;
 }
 
-static void bind_initializer(const est_tensor *t, est_tval *v) {
+static inline void bind_initializer(const est_tensor *t, est_tval *v) {
     v->dtype = t->dtype;
     v->rank = t->rank;
     v->elements = 1;

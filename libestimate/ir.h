@@ -395,9 +395,26 @@ est_const *est__const_new(est_dtype dt, int64_t count);
 est_const *est__const_new_unset(est_dtype dt, int64_t count);
 est_const *est__const_ref(est_const *c);
 /* Whether node n is an Add of input k to the product of a MatMul (its other
- * input): how both exporters write a linear layer's bias add. */
-bool est__adds_to_matmul(const est_graph *g, const est_node *n, int k);
-bool est__dtype_is_float(est_dtype dt);
+ * input): how both exporters write a linear layer's bias add. Inline, as the
+ * next: the step's planning asks them of every node and tensor. */
+static inline bool est__adds_to_matmul(const est_graph *g, const est_node *n, int k) {
+    /* the first character spares most strcmp calls */
+    if (n->op_type[0] != 'A' || strcmp(n->op_type, "Add") != 0 || n->domain[0] || n->n_inputs != 2 || k < 0 || k > 1)
+        return false;
+    int32_t product = n->inputs[1 - k];
+    int32_t p = product >= 0 ? g->tensors[product].producer : -1;
+    return p >= 0 && g->nodes[p].op_type[0] == 'M' && strcmp(g->nodes[p].op_type, "MatMul") == 0;
+}
+static inline bool est__dtype_is_float(est_dtype dt) {
+    switch (dt) {
+    case EST_DT_FLOAT: case EST_DT_FLOAT16: case EST_DT_DOUBLE: case EST_DT_BFLOAT16:
+    case EST_DT_FLOAT8E4M3FN: case EST_DT_FLOAT8E4M3FNUZ: case EST_DT_FLOAT8E5M2:
+    case EST_DT_FLOAT8E5M2FNUZ: case EST_DT_FLOAT4E2M1: case EST_DT_FLOAT8E8M0:
+        return true;
+    default:
+        return false;
+    }
+}
 bool est__dtype_is_integer(est_dtype dt); /* 8 to 64 bits, signed or not */
 bool est__dtype_is_int(est_dtype dt); /* integers and bool */
 

@@ -293,7 +293,7 @@ static void bucket_by_node(const int32_t *key, int32_t n_items, int32_t n_nodes,
 /* Where a save of storage b by node i keeps it: inside a checkpointed
  * segment, only the recomputed copy is kept (from the recompute to i's
  * backward); elsewhere the tensor itself, until i's backward. */
-static void note_saved(sim *s, int32_t i, int32_t b) {
+static inline void note_saved(sim *s, int32_t i, int32_t b) {
     int32_t seg = segment_of(s, i);
     if (seg >= 0) {
         int32_t producer = s->g->tensors[b].producer;
@@ -431,13 +431,6 @@ bool est__sim_plan_lifetimes(sim *s) {
     return true;
 }
 
-/* A parameter the optimizer updates (it has a gradient and state): one that
- * trains and that some node reads (an unread one is never created on the
- * GPU). */
-static bool is_trained(const sim *s, int32_t t) {
-    return s->param[t] && s->g->tensors[t].first_consumer >= 0 && s->r->trains[t];
-}
-
 /* Leaves in each node's release list only the storages its forward may
  * free: an activation's, not an output of the graph, saved by no backward
  * (all fixed by now; whether it is allocated is the step's to test). */
@@ -485,13 +478,14 @@ static bool list_acting_nodes(sim *s) {
 
 bool est__sim_compact_for_step(sim *s) {
     const est_graph *g = s->g;
-    size_t n_trained = 0;
-    for (int32_t t = 0; t < g->n_tensors; t++) n_trained += is_trained(s, t);
     s->any_grad = malloc(((size_t)g->n_nodes + 1) * sizeof *s->any_grad);
-    s->trained = malloc((n_trained + 1) * sizeof *s->trained);
+    s->trained = malloc(((size_t)g->n_params + 1) * sizeof *s->trained);
     if (!s->any_grad || !s->trained) return false;
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (is_trained(s, t)) s->trained[s->n_trained++] = t;
+    /* the parameters the optimizer updates (they have a gradient and state):
+     * those that train of the graph's parameters that some node reads (an
+     * unread one is never created on the GPU), in tensor order */
+    for (int32_t k = 0; k < g->n_params; k++)
+        if (s->r->trains[g->params[k]]) s->trained[s->n_trained++] = g->params[k];
     const est_tval *vals = s->r->tv;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];

@@ -55,42 +55,53 @@ static uint64_t state_alloc(const sim *s, int32_t t, uint64_t elements) {
     return round_alloc(est__dtype_bytes(stored_dtype(s, t), elements));
 }
 
-/* The first Adafactor step creates the factored state. Its default loop
- * updates one parameter at a time: a matrix's var_estimate (row_var @
- * col_var) is parameter-sized and becomes the update in place; a vector's
- * grad * grad and variance.clone() are two. The largest of these is the
- * step's transient. */
-static void adafactor_step(sim *s, bool first) {
+/* Adafactor's default loop updates one parameter at a time: a matrix's
+ * var_estimate (row_var @ col_var) is parameter-sized and becomes the
+ * update in place; a vector's grad * grad and variance.clone() are two. The
+ * largest of these is the step's transient. */
+static void adafactor_step(sim *s) {
     uint64_t largest = 0;
     for (int32_t k = 0; k < s->n_trained; k++) {
         int32_t t = s->trained[k];
         uint64_t row, col;
         adafactor_state(s, t, &row, &col);
-        if (first) {
-            est__sim_alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, row), KEY(K_OPT, t, 0));
-            if (col) est__sim_alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, col), KEY(K_OPT, t, 1));
-        }
         uint64_t temp = col ? tensor_alloc(s, t) : est_mul_sat(2, tensor_alloc(s, t));
         if (temp > largest) largest = temp;
     }
     est__sim_observe_transient(s, EST_PHASE_OPTIMIZER, "", largest);
 }
 
-/* opt.step(). The first step creates the state, per parameter that trains
- * (momentum's buffer, Adam's exp_avg and exp_avg_sq). The foreach optimizers
+/* The state the first step creates, per parameter that trains: momentum's
+ * buffer, Adam's exp_avg and exp_avg_sq, Adafactor's factored second
+ * moment. */
+void est__sim_create_optimizer_state(sim *s) {
+    if (s->r->optimizer == EST_OPT_ADAFACTOR) {
+        for (int32_t k = 0; k < s->n_trained; k++) {
+            int32_t t = s->trained[k];
+            uint64_t row, col;
+            adafactor_state(s, t, &row, &col);
+            est__sim_alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, row), KEY(K_OPT, t, 0));
+            if (col) est__sim_alloc(s, EST_CAT_OPTIMIZER, state_alloc(s, t, col), KEY(K_OPT, t, 1));
+        }
+        return;
+    }
+    int per = state_per_param(s);
+    for (int32_t k = 0; k < s->n_trained; k++) {
+        int32_t t = s->trained[k];
+        uint64_t bytes = est__par_state_bytes(s, t);
+        for (int j = 0; bytes && j < per; j++) est__sim_alloc(s, EST_CAT_OPTIMIZER, bytes, KEY(K_OPT, t, j));
+    }
+}
+
+/* opt.step(). The first step creates the state. The foreach optimizers
  * update in place; Adam's step also materialises sqrt(exp_avg_sq) for every
  * parameter before the addcdiv. */
 void est__sim_optimizer_step(sim *s, bool first) {
     est__sim_moment(s, EST_PHASE_OPTIMIZER, -1, "");
+    if (first) est__sim_create_optimizer_state(s);
     if (s->r->optimizer == EST_OPT_ADAFACTOR) {
-        adafactor_step(s, first);
+        adafactor_step(s);
         return;
-    }
-    int per = state_per_param(s);
-    for (int32_t k = 0; first && k < s->n_trained; k++) {
-        int32_t t = s->trained[k];
-        for (int j = 0; est__par_state_bytes(s, t) && j < per; j++)
-            est__sim_alloc(s, EST_CAT_OPTIMIZER, est__par_state_bytes(s, t), KEY(K_OPT, t, j));
     }
     if (s->r->optimizer != EST_OPT_ADAM && s->r->optimizer != EST_OPT_ADAMW) {
         est__sim_observe(s, EST_PHASE_OPTIMIZER, "", 0);

@@ -128,22 +128,22 @@ bool est__param_trains(const est_tensor *t, const est_param_filter *f) {
 
 est_status est__build_params(est_report *r, const est_param_filter *f, est_error *err) {
     const est_graph *g = r->graph;
-    r->params = calloc((size_t)g->n_params + 1, sizeof *r->params);
+    /* each entry written whole below, not zeroed first */
+    r->params = malloc(((size_t)g->n_params + 1) * sizeof *r->params);
     r->trains = calloc((size_t)g->n_tensors + 1, sizeof *r->trains);
     if (!r->params || !r->trains) return est__fail(err, EST_ENOMEM, "out of memory");
+    r->params[g->n_params] = (est_param_info){0};
+    bool every_param_trains = !f->n_trainable && !f->n_frozen; /* no pattern to match */
     for (int32_t i = 0; i < g->n_params; i++) {
         int32_t t = g->params[i];
         const est_tensor *tt = &g->tensors[t];
         const est_tval *v = &r->tv[t];
         est_param_info *p = &r->params[i];
-        p->name = tt->name;
-        p->torch_name = torch_name_of(tt);
-        p->dtype = est__stored_dtype(r, v->dtype);
-        p->rank = v->rank;
-        p->shape = v->dims;
-        p->elements = (uint64_t)v->elements;
+        *p = (est_param_info){.name = tt->name, .torch_name = torch_name_of(tt),
+                              .dtype = est__stored_dtype(r, v->dtype), .rank = v->rank, .shape = v->dims,
+                              .elements = (uint64_t)v->elements};
         p->bytes = est__dtype_bytes(p->dtype, p->elements);
-        p->trainable = r->mode == EST_MODE_TRAIN && est__param_trains(tt, f);
+        p->trainable = r->mode == EST_MODE_TRAIN && (every_param_trains || est__param_trains(tt, f));
         r->trains[t] = p->trainable;
         if (!p->trainable) continue;
         r->totals.trainable_param_count += p->elements;

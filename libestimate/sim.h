@@ -182,6 +182,8 @@ typedef struct sim {
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */
+    uint64_t y_freed;       /* the bytes of the previous y and loss that the
+                               last iteration's first micro-batch freed */
 } sim;
 /* handle_map (sim_memory.c): key -> handle; false when out of memory. */
 bool est__map_put(handle_map *m, uint64_t key, int64_t handle);
@@ -283,28 +285,74 @@ static inline void est__sim_moment(sim *s, est_phase phase, int32_t node, const 
 static inline const char *est__sim_at_layer(const sim *s) {
     return s->at_node >= 0 ? s->g->nodes[s->at_node].name : s->at_layer;
 }
-void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
-void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
+/* PyTorch's allocate() refuses a request of 1 EiB or more, on any device. */
+static inline void est__sim_check_request(sim *s, uint64_t bytes) {
+    if (bytes >= ((uint64_t)1 << 60) && !s->too_large) {
+        s->too_large = bytes;
+        s->too_large_at = est__sim_at_layer(s);
+    }
+}
+/* An allocation's (a free's) block in the replay and event in the
+ * timeline: what the books below hand on when either is on. */
+void est__sim_replay_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
+void est__sim_replay_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
+static inline void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    est__sim_check_request(s, bytes);
+    s->live[c] = sim_add(s, s->live[c], bytes);
+    s->total = sim_add(s, s->total, bytes);
+    if (s->overflow) return; /* the estimate fails; the books stop */
+    if (s->cache || s->tl) est__sim_replay_alloc(s, c, bytes, key);
+}
+static inline void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
+    if (s->overflow) return;
+    s->live[c] -= bytes;
+    s->total -= bytes;
+    if (s->cache || s->tl) est__sim_replay_release(s, c, bytes, key);
+}
 /* The same block under another key and category (the step's output, kept
  * as the next step's "other"). */
 void est__sim_move(sim *s, est_category from, est_category to, uint64_t bytes, uint64_t from_key, uint64_t to_key);
 /* A peak candidate: what is live plus a transient of `extra` bytes. */
 void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra);
-/* A transient block (a workspace): allocated, observed, freed at once. */
-void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes);
 /* A block only the replay sees (its bytes counted by est__sim_observe's
  * extra): its handle, or 0 when the replay is off or has stopped. */
 int64_t est__sim_block_alloc(sim *s, uint64_t bytes);
+void est__sim_block_release(sim *s, int64_t handle);
+/* The running op's moment with a transient of `bytes` (a workspace,
+ * gradients summed into existing ones): one block, allocated, observed and
+ * freed at once; without the replay, only the request's check and the
+ * observation. */
+static inline void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes) {
+    if (!s->cache) {
+        est__sim_check_request(s, bytes);
+        est__sim_observe(s, phase, layer, bytes);
+        return;
+    }
+    int64_t h = est__sim_block_alloc(s, bytes);
+    est__sim_observe(s, phase, layer, bytes);
+    est__sim_block_release(s, h);
+}
 /* The replay's reserved bytes, all streams' together (memory_reserved()),
  * and their peak (max_memory_reserved()). */
 uint64_t est__sim_reserved(const sim *s);
 uint64_t est__sim_peak_reserved(const sim *s);
-void est__sim_block_release(sim *s, int64_t handle);
 
 /* optimizer.c: opt.step() (the first creates the state) and
  * zero_grad(set_to_none=True). */
 void est__sim_optimizer_step(sim *s, bool first);
+void est__sim_create_optimizer_state(sim *s); /* what the first step creates */
 void est__sim_zero_grad(sim *s);
+
+/* steady_state.c: the state the first training iteration leaves, derived
+ * without running it where that is checked to be exact. */
+struct est_steady;
+/* Sets up the derived state; NULL (nothing changed) where the shortcut
+ * does not apply or the host ran out of memory: run the first iteration. */
+struct est_steady *est__steady_begin(sim *s);
+/* After the recorded iteration: true when the derived state is shown to be
+ * the first iteration's; else the state before est__steady_begin is back
+ * and the recorded iteration's marks on the report are undone. Frees st. */
+bool est__steady_confirm(sim *s, struct est_steady *st);
 
 /* timeline.c: the step's events (est_options.timeline). */
 bool est__tl_new(sim *s);                       /* before the model is made; false: out of memory */

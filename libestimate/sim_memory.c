@@ -160,19 +160,8 @@ static int64_t block_take(sim *s, uint64_t key) {
     return h;
 }
 
-/* PyTorch's allocate() refuses a request of 1 EiB or more, on any device. */
-static void check_request(sim *s, uint64_t bytes) {
-    if (bytes >= ((uint64_t)1 << 60) && !s->too_large) {
-        s->too_large = bytes;
-        s->too_large_at = est__sim_at_layer(s);
-    }
-}
-
-void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
-    check_request(s, bytes);
-    s->live[c] = sim_add(s, s->live[c], bytes);
-    s->total = sim_add(s, s->total, bytes);
-    if (s->overflow) return; /* the estimate fails; the books stop */
+/* An allocation's block in the replay and its event in the timeline. */
+void est__sim_replay_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     int64_t h = replaying(s) ? replay_alloc(s, key_stream(key), bytes) : 0;
     /* optimizer state is never freed or moved (K_OPT): no handle to keep,
      * and the map stays small (two entries a parameter with Adam) */
@@ -180,10 +169,8 @@ void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (s->tl) est__tl_push(s, EST_EVENT_ALLOC, c, bytes, key);
 }
 
-void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
-    if (s->overflow) return;
-    s->live[c] -= bytes;
-    s->total -= bytes;
+/* A free's block in the replay and its event in the timeline. */
+void est__sim_replay_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (replaying(s) && bytes) {
         int64_t h = block_take(s, key);
         est_cache *in = key_stream(key) == STREAM_COMPUTE ? s->cache : s->side_cache[key_stream(key) - 1];
@@ -232,18 +219,10 @@ void est__sim_observe(sim *s, est_phase phase, const char *layer, uint64_t extra
 /* A block that only the allocator's replay sees: a transient whose bytes
  * est__sim_observe() counts as `extra`. Returns its handle, or 0. */
 int64_t est__sim_block_alloc(sim *s, uint64_t bytes) {
-    check_request(s, bytes);
+    est__sim_check_request(s, bytes);
     return s->overflow || !replaying(s) ? 0 : replay_alloc(s, STREAM_COMPUTE, bytes);
 }
 
 void est__sim_block_release(sim *s, int64_t h) {
     if (h > 0 && replaying(s)) est__cache_release(s->cache, h);
-}
-
-/* The running op's moment with a transient of `bytes` (a workspace, gradients
- * summed into existing ones): one block, allocated and freed at once. */
-void est__sim_observe_transient(sim *s, est_phase phase, const char *layer, uint64_t bytes) {
-    int64_t h = est__sim_block_alloc(s, bytes);
-    est__sim_observe(s, phase, layer, bytes);
-    est__sim_block_release(s, h);
 }

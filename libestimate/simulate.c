@@ -58,7 +58,7 @@ static void create_model_and_input(sim *s) {
         }
 }
 
-static bool output_needed(const sim *s, int32_t i, int k) {
+static inline bool output_needed(const sim *s, int32_t i, int k) {
     int32_t t = s->g->nodes[i].outputs[k];
     int32_t b = s->base[t];
     return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
@@ -192,7 +192,7 @@ static void grad_share(sim *s, int32_t t, int32_t from) {
 }
 
 /* t lets go of its gradient; the block goes with its last holder. */
-static void grad_drop(sim *s, int32_t t) {
+static inline void grad_drop(sim *s, int32_t t) {
     int32_t b = s->grad_block[t];
     s->grad_block[t] = -1;
     if (b < 0 || --s->gblocks[b].holders > 0) return;
@@ -408,8 +408,9 @@ static void backward(sim *s) {
 }
 
 /* One micro-batch: y = model(x); loss = y.float().mean(); loss.backward().
- * previous_y: a y of an earlier micro-batch is still bound. */
-static void forward_backward(sim *s, bool previous_y) {
+ * previous_y: a y of an earlier micro-batch is still bound. Returns the
+ * bytes of the previous y and loss freed. */
+static uint64_t forward_backward(sim *s, bool previous_y) {
     const est_graph *g = s->g;
     est_totals *tot = &s->r->totals;
     if (s->seg_done) memset(s->seg_done, 0, ((size_t)s->n_segs + 1) * sizeof *s->seg_done);
@@ -420,11 +421,15 @@ static void forward_backward(sim *s, bool previous_y) {
     /* y is rebound: the previous y and loss are freed, the new y lives on
      * past the step (a y that is an input or a weight is no allocation of
      * its own) */
+    uint64_t freed = previous_y ? EST_ALLOC_ROUND : 0;
     if (previous_y) est__sim_release(s, EST_CAT_OTHER, EST_ALLOC_ROUND, KEY(K_OTHER, g->n_outputs, 0));
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t b = s->base[g->outputs[k]];
         if (!s->allocated[b] || !is_activation_storage(s, b)) continue;
-        if (previous_y) est__sim_release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+        if (previous_y) {
+            est__sim_release(s, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_OTHER, k, 0));
+            freed = est_add_sat(freed, tensor_alloc(s, b));
+        }
         est__sim_move(s, EST_CAT_ACTIVATIONS, EST_CAT_OTHER, tensor_alloc(s, b), KEY(K_STORAGE, b, 0), KEY(K_OTHER, k, 0));
         s->allocated[b] = false;
     }
@@ -434,6 +439,7 @@ static void forward_backward(sim *s, bool previous_y) {
     est__sim_observe_transient(s, EST_PHASE_FORWARD, "loss", loss_upcast_bytes(s));
     amp_exit(s);
     backward(s);
+    return freed;
 }
 
 /* One iteration of the protocol: zero_grad, then each micro-batch's forward
@@ -451,9 +457,34 @@ static void training_iteration(sim *s, bool first) {
         tot->optimizer_bytes = s->live[EST_CAT_OPTIMIZER];
         tot->activations_bytes = 0;
     }
-    for (int64_t micro = 0; micro < s->r->grad_accum; micro++) forward_backward(s, !first || micro > 0);
+    for (int64_t micro = 0; micro < s->r->grad_accum; micro++) {
+        uint64_t freed = forward_backward(s, !first || micro > 0);
+        if (micro == 0) s->y_freed = freed;
+    }
     if (s->recording) tot->grads_bytes = s->live[EST_CAT_GRADS];
     est__sim_optimizer_step(s, first);
+}
+
+static void recorded_iteration(sim *s) {
+    s->recording = true;
+    est__tl_start(s);
+    training_iteration(s, false);
+    est__tl_end(s);
+    s->recording = false;
+}
+
+/* The protocol's iterations: the first, or the state it leaves where
+ * steady_state.c derives it exactly; the recorded second; the third for the
+ * replay (segments may still grow). */
+static void train(sim *s) {
+    struct est_steady *steady = est__steady_begin(s);
+    if (steady) {
+        recorded_iteration(s);
+        if (est__steady_confirm(s, steady)) return;
+    }
+    training_iteration(s, true);
+    recorded_iteration(s);
+    if (s->cache) training_iteration(s, false);
 }
 
 static void free_sim(sim *s) {
@@ -538,6 +569,9 @@ static void size_tensors_and_workspaces(sim *s) {
     }
 }
 
+/* The slots below n (all 32 from n = 32 on). */
+static est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
+
 static void fill_layer_costs(sim *s) {
     const est_graph *g = s->g;
     est_totals *tot = &s->r->totals;
@@ -557,14 +591,17 @@ static void fill_layer_costs(sim *s) {
         uint64_t saved = 0;
         for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
             saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
-        for (int k = 0; s->saved_inputs[i] && k < n->n_inputs && k < 32; k++)
-            if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_cast(s, i, k))
-                saved = sim_add(s, saved, cast_bytes(s, i, k));
-            else if ((s->saved_inputs[i] & EST_SLOT(k)) && n->inputs[k] >= 0 && is_activation_storage(s, s->base[n->inputs[k]]))
-                saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
-        for (int k = 0; s->saved_outputs[i] && k < n->n_outputs && k < 32; k++)
-            if ((s->saved_outputs[i] & EST_SLOT(k)) && n->outputs[k] >= 0)
-                saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
+        /* the saved slots in order, those of the node's inputs and outputs */
+        for (est_slot_mask m = s->saved_inputs[i] & slots_below(n->n_inputs); m; m &= m - 1) {
+            int k = __builtin_ctz(m);
+            if (n->inputs[k] < 0) continue;
+            if (is_cast(s, i, k)) saved = sim_add(s, saved, cast_bytes(s, i, k));
+            else if (is_activation_storage(s, s->base[n->inputs[k]])) saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
+        }
+        for (est_slot_mask m = s->saved_outputs[i] & slots_below(n->n_outputs); m; m &= m - 1) {
+            int k = __builtin_ctz(m);
+            if (n->outputs[k] >= 0) saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
+        }
         L->saved_bytes = saved;
     }
 }
@@ -601,7 +638,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.param = malloc(nt * sizeof *s.param);
     s.grad_block = malloc(nt * sizeof *s.grad_block);
     s.grad_key0 = calloc(nt, sizeof *s.grad_key0);
-    for (size_t t = 0; s.grad_block && t < nt; t++) s.grad_block[t] = -1;
+    if (s.grad_block) memset(s.grad_block, 0xff, nt * sizeof *s.grad_block); /* every entry -1: no gradient */
     s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
     s.saved_inputs = malloc(nn * sizeof *s.saved_inputs);
     s.saved_outputs = malloc(nn * sizeof *s.saved_outputs);
@@ -691,13 +728,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     est__sim_moment(&s, EST_PHASE_FORWARD, -1, "");
     create_model_and_input(&s);
     if (s.train) {
-        training_iteration(&s, true);
-        s.recording = true;
-        est__tl_start(&s);
-        training_iteration(&s, false);
-        est__tl_end(&s);
-        s.recording = false; /* the protocol's third: segments may still grow */
-        if (s.cache) training_iteration(&s, false);
+        train(&s);
     } else {
         s.recording = true;
         est__tl_start(&s);

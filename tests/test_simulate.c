@@ -696,37 +696,87 @@ static const char shape_fold_json[] =
     "  {\"name\": \"scale\", \"op\": \"Mul\", \"inputs\": [\"x\", \"m2\"], \"outputs\": [\"y\"]}],\n"
     " \"outputs\": [\"y\"]}\n";
 
+/* The options test_skip_reserved runs each model with: what changes an
+ * iteration (autocast, micro-batches, recomputation, each optimizer's
+ * state, data parallelism). */
+static void skip_reserved_options(int v, est_options *o) {
+    static const char *const blocks[] = {"layer1", "layers.0", "blocks.0"};
+    est_options_init(o);
+    o->batch = 8;
+    switch (v) {
+    case 1: o->amp = EST_AMP_BF16; break;
+    case 2: o->amp = EST_AMP_FP16; o->grad_accum = 3; break;
+    case 3: o->checkpoint.every = 1; break;
+    case 4: o->checkpoint.every = 1; o->amp = EST_AMP_BF16; o->optimizer = EST_OPT_MOMENTUM; o->grad_accum = 2; break;
+    case 5: o->checkpoint.prefixes = blocks; o->checkpoint.n_prefixes = 3; o->kernels = EST_KERNELS_VERIFY; break;
+    case 6: o->optimizer = EST_OPT_ADAFACTOR; break;
+    case 7: o->optimizer = EST_OPT_SGD; o->batch = 3; break;
+    case 8: o->parallel.strategy = EST_STRATEGY_ZERO1; o->parallel.world_size = 2; break;
+    case 9: o->parallel.strategy = EST_STRATEGY_FSDP; o->parallel.world_size = 2; o->amp = EST_AMP_BF16; break;
+    case 10: o->batch = (int64_t)1 << 39; break; /* resnet18: an allocation PyTorch refuses */
+    default: break;
+    }
+}
+
+enum { SKIP_RESERVED_OPTIONS = 11 };
+
+/* Two estimates alike but for reserved_bytes: the peak (bytes, phase,
+ * layer), the totals and every layer's figures. */
+static void check_same_but_reserved(const char *what, const est_report *full, const est_report *quick) {
+    CHECK(est_report_totals(quick)->reserved_bytes == 0 && est_report_totals(full)->reserved_bytes > 0,
+          "%s: reserved %llu (full %llu)", what, U(est_report_totals(quick)->reserved_bytes),
+          U(est_report_totals(full)->reserved_bytes));
+    est_totals a = *est_report_totals(full), b = *est_report_totals(quick);
+    a.reserved_bytes = b.reserved_bytes = 0;
+    CHECK(memcmp(&a, &b, sizeof a) == 0, "%s: the other totals differ", what);
+    const est_peak *p = est_report_peak(full), *q = est_report_peak(quick);
+    CHECK(p->bytes == q->bytes && p->phase == q->phase && strcmp(p->layer, q->layer) == 0,
+          "%s: peak %llu %s at %s vs %llu %s at %s", what, U(q->bytes), est_phase_name(q->phase), q->layer,
+          U(p->bytes), est_phase_name(p->phase), p->layer);
+    for (est_category c = 0; c < EST_CAT_COUNT; c++)
+        CHECK(est_peak_category(p, c) == est_peak_category(q, c), "%s: the peak's %s differ", what,
+              est_category_name(c));
+    CHECK(est_report_layer_count(full) == est_report_layer_count(quick), "%s: layer counts differ", what);
+    for (size_t i = 0; i < est_report_layer_count(full) && i < est_report_layer_count(quick); i++) {
+        const est_layer *x = est_report_layer(full, i), *y = est_report_layer(quick, i);
+        CHECK(x->temp_bytes == y->temp_bytes && x->recomputed == y->recomputed && x->saved_bytes == y->saved_bytes,
+              "%s: layer %s differs", what, x->name);
+    }
+}
+
 /* est_options.skip_reserved: the same step without the caching allocator's
- * replay: every figure but reserved_bytes (0) as with it. */
+ * replay: every figure but reserved_bytes (0) as with it, and the same
+ * error, whatever the options. */
 static void test_skip_reserved(const char *models_dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/resnet18.onnx", models_dir);
-    est_graph *g = NULL;
-    est_error err;
-    if (est_load_file(path, &g, &err) != EST_OK) {
-        CHECK(false, "%s: %s", path, err.message);
-        return;
+    static const char *const models[] = {"resnet18.onnx", "transformer_block.json", "lora_block.json", "mlp.onnx",
+                                         "small_cnn.json"};
+    for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", models_dir, models[m]);
+        est_graph *g = NULL;
+        est_error err;
+        if (est_load_file(path, &g, &err) != EST_OK) {
+            CHECK(false, "%s: %s", path, err.message);
+            continue;
+        }
+        for (int v = 0; v < SKIP_RESERVED_OPTIONS; v++) {
+            est_options opt;
+            skip_reserved_options(v, &opt);
+            est_report *full = NULL, *quick = NULL;
+            est_error full_err = {0}, quick_err = {0};
+            est_status full_st = est_estimate(g, &opt, &full, &full_err);
+            opt.skip_reserved = 1;
+            est_status quick_st = est_estimate(g, &opt, &quick, &quick_err);
+            char what[256];
+            snprintf(what, sizeof what, "skip_reserved, %s, options %d", models[m], v);
+            CHECK(full_st == quick_st && strcmp(full_err.message, quick_err.message) == 0, "%s: %d %s vs %d %s",
+                  what, (int)quick_st, quick_err.message, (int)full_st, full_err.message);
+            if (full && quick) check_same_but_reserved(what, full, quick);
+            est_report_free(full);
+            est_report_free(quick);
+        }
+        est_graph_free(g);
     }
-    est_report *full = run(g, (run_opts){.mode = EST_MODE_TRAIN, .batch = 8});
-    est_options opt;
-    est_options_init(&opt);
-    opt.batch = 8;
-    opt.skip_reserved = 1;
-    est_report *quick = NULL;
-    if (est_estimate(g, &opt, &quick, &err) != EST_OK) CHECK(false, "skip_reserved: %s", err.message);
-    if (full && quick) {
-        CHECK(est_report_totals(quick)->reserved_bytes == 0 && est_report_totals(full)->reserved_bytes > 0,
-              "skip_reserved: reserved %llu (full %llu)", U(est_report_totals(quick)->reserved_bytes),
-              U(est_report_totals(full)->reserved_bytes));
-        est_totals a = *est_report_totals(full), b = *est_report_totals(quick);
-        a.reserved_bytes = b.reserved_bytes = 0;
-        CHECK(memcmp(&a, &b, sizeof a) == 0, "skip_reserved: the other totals differ");
-        CHECK(est_report_peak(full)->bytes == est_report_peak(quick)->bytes, "skip_reserved: peak %llu vs %llu",
-              U(est_report_peak(quick)->bytes), U(est_report_peak(full)->bytes));
-    }
-    est_report_free(full);
-    est_report_free(quick);
-    est_graph_free(g);
 }
 
 static void test_reused_folds(void) {
