@@ -109,7 +109,6 @@ typedef struct blk {
                              the root */
     uint32_t prio;        /* treap priority (max-heap) */
     uint32_t gen;         /* bumped when a handle to the slot dies */
-    uint8_t state;        /* SLOT_* */
     uint8_t small;        /* pool: 1 small, 0 large */
 } blk;
 
@@ -120,6 +119,10 @@ _Static_assert(CLASS_WORDS <= 64, "small_words has a bit per word of small_nonem
 
 struct est_cache {
     blk *b;
+    /* per slot its SLOT_*, apart from b: a free tests both neighbours'
+     * states, and a byte array of a million slots stays in the cache where
+     * the slots themselves miss */
+    uint8_t *state;
     int32_t cap, used;    /* slots allocated / slots ever handed out */
     int32_t free_slot;    /* head of the dead-slot list, -1 none */
     int32_t nfree_slots;
@@ -360,6 +363,9 @@ static bool reserve_slots(est_cache *c, int32_t n) {
     blk *nb = realloc(c->b, (size_t)want * sizeof *nb);
     if (!nb) return false;
     c->b = nb;
+    uint8_t *ns = realloc(c->state, (size_t)want);
+    if (!ns) return false; /* cap stays: the larger b is only room */
+    c->state = ns;
     c->cap = (int32_t)want;
     return true;
 }
@@ -370,6 +376,8 @@ static int32_t take_slot(est_cache *c) {
         i = c->free_slot;
         c->free_slot = c->b[i].next;
         c->nfree_slots--;
+        /* the next slot taken: killed long ago, it misses the cache by now */
+        if (c->free_slot >= 0) __builtin_prefetch(&c->b[c->free_slot], 1);
     } else {
         i = c->used++;
         uint64_t h = ((uint64_t)i + 1) * 0x9E3779B97F4A7C15ULL;
@@ -383,7 +391,7 @@ static int32_t take_slot(est_cache *c) {
 }
 
 static void kill_slot(est_cache *c, int32_t i) {
-    c->b[i].state = SLOT_DEAD;
+    c->state[i] = SLOT_DEAD;
     c->b[i].gen++;
     c->b[i].next = c->free_slot;
     c->free_slot = i;
@@ -420,6 +428,7 @@ est_cache *est__cache_new(void) {
 void est__cache_destroy(est_cache *c) {
     if (!c) return;
     free(c->b);
+    free(c->state);
     free(c);
 }
 
@@ -473,10 +482,10 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
         b[r].prev = a;
         b[r].addr += size;
         b[r].size = remaining;
-        b[r].state = SLOT_FREE;
+        c->state[r] = SLOT_FREE;
         free_insert(c, r);
     }
-    b[a].state = SLOT_ALLOC;
+    c->state[a] = SLOT_ALLOC;
     c->allocated += b[a].size;
     if (c->allocated > c->peak_allocated) c->peak_allocated = c->allocated;
     return make_handle(c, a);
@@ -488,7 +497,7 @@ static int32_t handle_slot(const est_cache *c, int64_t handle) {
     uint64_t lo = (uint64_t)handle & 0xffffffffu;
     if (lo == 0 || lo > (uint64_t)c->used) return -1;
     int32_t x = (int32_t)(lo - 1);
-    if (c->b[x].state != SLOT_ALLOC || (c->b[x].gen & 0x7fffffffu) != (uint64_t)handle >> 32)
+    if (c->state[x] != SLOT_ALLOC || (c->b[x].gen & 0x7fffffffu) != (uint64_t)handle >> 32)
         return -1;
     return x;
 }
@@ -504,11 +513,12 @@ int est__cache_release(est_cache *c, int64_t handle) {
     if (x < 0) return -1;
     blk *b = c->b;
 
-    b[x].state = SLOT_FREE;
+    uint8_t *state = c->state;
+    state[x] = SLOT_FREE;
     b[x].gen++;
     c->allocated -= b[x].size;
     int32_t p = b[x].prev;
-    if (p >= 0 && b[p].state == SLOT_FREE) { /* [p x] */
+    if (p >= 0 && state[p] == SLOT_FREE) { /* [p x] */
         free_erase(c, p);
         b[x].addr = b[p].addr;
         b[x].size += b[p].size;
@@ -517,7 +527,7 @@ int est__cache_release(est_cache *c, int64_t handle) {
         kill_slot(c, p);
     }
     int32_t n = b[x].next;
-    if (n >= 0 && b[n].state == SLOT_FREE) { /* [x n] */
+    if (n >= 0 && state[n] == SLOT_FREE) { /* [x n] */
         free_erase(c, n);
         b[x].size += b[n].size;
         b[x].next = b[n].next;
@@ -531,7 +541,7 @@ int est__cache_release(est_cache *c, int64_t handle) {
 void est__cache_empty(est_cache *c) {
     blk *b = c->b;
     for (int32_t i = 0; i < c->used; i++) {
-        if (b[i].state != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
+        if (c->state[i] != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
         free_erase(c, i);
         c->reserved -= b[i].size;
         c->segments--;
