@@ -80,6 +80,13 @@ typedef struct sim {
      * order: the step passes over the others (est__sim_compact_for_step). */
     int32_t *fwd_nodes, *bwd_nodes;
     int32_t n_fwd_nodes, n_bwd_nodes;
+    /* What the forward reads of the layers and the tensors, in arrays of
+     * their own (a million nodes' layers and tensor states miss the cache):
+     * per entry of fwd_nodes, whether the node runs (is not shape_only); per
+     * tensor, whether the forward allocates it when its producer runs (an
+     * output that is not folded, not a view, and read, kept or saved). */
+    bool *fwd_runs;
+    bool *fwd_allocates;
     /* Activation gradients live in blocks that several tensors may share (an
      * Add hands its incoming gradient to both operands): per tensor its
      * block, -1 none (no live gradient); per block its key, bytes and

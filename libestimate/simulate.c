@@ -95,7 +95,7 @@ static void run_forward_node(sim *s, int32_t i) {
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
-        if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
+        if (t < 0 || !s->fwd_allocates[t]) continue;
         est__sim_alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
         s->allocated[t] = true;
     }
@@ -132,7 +132,7 @@ static void forward(sim *s) {
         int32_t i = s->fwd_nodes[j];
         est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
         if (s->sharded) est__par_forward_node(s, i, false);
-        if (!s->r->layers[i].shape_only) run_forward_node(s, i);
+        if (s->fwd_runs[j]) run_forward_node(s, i);
         /* free what no later op reads, no module call still holds and no
          * backward needs */
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
@@ -472,6 +472,8 @@ static void free_sim(sim *s) {
     free(s->trained);
     free(s->fwd_nodes);
     free(s->bwd_nodes);
+    free(s->fwd_runs);
+    free(s->fwd_allocates);
     free(s->grad_block);
     free(s->grad_key0);
     free(s->gblocks);
