@@ -223,10 +223,10 @@ void est__arena_reset(est_arena *a, bool keep_one);
  * million-node graph and its estimate write arrays of a hundred megabytes.
  * The contents are kept, so the caller may write the arrays meanwhile; it
  * waits before freeing or moving any of them. Zero-initialise, add the
- * ranges (arrays under 32 MB are left out; the last added is populated
+ * ranges (arrays under 4 MB are left out; the last added is populated
  * first), start; nothing is started where the kernel cannot populate
  * pages. */
-#define EST_PREFAULT_RANGES 4
+#define EST_PREFAULT_RANGES 16
 typedef struct est_prefault {
     uintptr_t lo[EST_PREFAULT_RANGES], hi[EST_PREFAULT_RANGES]; /* page-aligned */
     int n;

@@ -6,9 +6,8 @@
 
 #include "ir.h"
 
-/* Smaller arrays come from the heap, whose pages are mostly resident
- * already: a thread would cost more than it spares. */
-#define PREFAULT_MIN_BYTES ((size_t)32 << 20)
+/* Below this, the faults a thread spares cost less than starting it. */
+#define PREFAULT_MIN_BYTES ((size_t)4 << 20)
 #define PREFAULT_CHUNK ((size_t)2 << 20)
 
 void est__prefault_add(est_prefault *pf, void *p, size_t bytes) {

@@ -457,6 +457,7 @@ static void training_iteration(sim *s, bool first) {
 }
 
 static void free_sim(sim *s) {
+    est__prefault_wait(&s->planning_pages);
     free(s->base);
     free(s->needs_grad);
     free(s->unreached);
@@ -571,6 +572,27 @@ static void fill_layer_costs(sim *s) {
     }
 }
 
+/* The pages of the arrays the planning writes whole, faulted in on a second
+ * thread while it runs (the largest, the cost contexts, is written first). */
+static void prefault_planning_arrays(sim *s, size_t nt, size_t nn) {
+    est_prefault *pf = &s->planning_pages;
+    est__prefault_add(pf, s->bwd_order, nt * sizeof *s->bwd_order);
+    est__prefault_add(pf, s->bwd_first, nn * sizeof *s->bwd_first);
+    est__prefault_add(pf, s->release_order, nt * sizeof *s->release_order);
+    est__prefault_add(pf, s->release_first, nn * sizeof *s->release_first);
+    est__prefault_add(pf, s->saved_until, nt * sizeof *s->saved_until);
+    est__prefault_add(pf, s->last_use, nt * sizeof *s->last_use);
+    est__prefault_add(pf, s->ws_backward, nn * sizeof *s->ws_backward);
+    est__prefault_add(pf, s->ws_forward, nn * sizeof *s->ws_forward);
+    est__prefault_add(pf, s->alloc_bytes, nt * sizeof *s->alloc_bytes);
+    est__prefault_add(pf, s->extra_first, nn * sizeof *s->extra_first);
+    est__prefault_add(pf, s->saved_outputs, nn * sizeof *s->saved_outputs);
+    est__prefault_add(pf, s->saved_inputs, nn * sizeof *s->saved_inputs);
+    est__prefault_add(pf, s->base, nt * sizeof *s->base);
+    est__prefault_add(pf, s->ctx, nn * sizeof *s->ctx);
+    est__prefault_start(pf);
+}
+
 /* The entries past the last tensor and node of the arrays the planning
  * writes whole; extra_first[0] too, which no node writes in a graph without
  * nodes. */
@@ -627,6 +649,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     zero_sentinels(&s, nt, nn);
+    prefault_planning_arrays(&s, nt, nn);
     if (r->amp != EST_AMP_NONE) {
         s.low = r->amp == EST_AMP_FP16 ? EST_DT_FLOAT16 : EST_DT_BFLOAT16;
         s.dt = calloc(nt, sizeof *s.dt);
@@ -681,6 +704,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     /* compacted after the step's arrays are allocated: freed below them, the
      * planning's arrays leave glibc no heap top to trim and grow again at
      * every estimate */
+    est__prefault_wait(&s.planning_pages);
     if ((!r->skip_reserved && (!s.cache || !s.by_tensor || !s.by_extra)) || !est__sim_compact_for_step(&s)) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
