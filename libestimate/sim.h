@@ -189,8 +189,9 @@ typedef struct sim {
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */
-    est_prefault planning_pages; /* the planning's arrays faulted in while it
-                               runs; waited for before any of them is freed */
+    est_prefault pages;     /* arrays faulted in on a second thread: the
+                               planning's while it runs, then the replay's;
+                               waited for before any of them is freed */
 } sim;
 /* handle_map (sim_memory.c): key -> handle; false when out of memory. */
 bool est__map_put(handle_map *m, uint64_t key, int64_t handle);

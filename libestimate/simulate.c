@@ -457,7 +457,7 @@ static void training_iteration(sim *s, bool first) {
 }
 
 static void free_sim(sim *s) {
-    est__prefault_wait(&s->planning_pages);
+    est__prefault_wait(&s->pages);
     free(s->base);
     free(s->needs_grad);
     free(s->unreached);
@@ -575,7 +575,7 @@ static void fill_layer_costs(sim *s) {
 /* The pages of the arrays the planning writes whole, faulted in on a second
  * thread while it runs (the largest, the cost contexts, is written first). */
 static void prefault_planning_arrays(sim *s, size_t nt, size_t nn) {
-    est_prefault *pf = &s->planning_pages;
+    est_prefault *pf = &s->pages;
     est__prefault_add(pf, s->bwd_order, nt * sizeof *s->bwd_order);
     est__prefault_add(pf, s->bwd_first, nn * sizeof *s->bwd_first);
     est__prefault_add(pf, s->release_order, nt * sizeof *s->release_order);
@@ -696,15 +696,17 @@ est_status est__simulate(est_report *r, est_error *err) {
     }
 
     est_totals *tot = &r->totals;
+    est__prefault_wait(&s.pages);
     if (!r->skip_reserved) { /* the caching allocator's replay */
         s.cache = est__cache_new();
         s.by_tensor = calloc(((size_t)g->n_tensors + 1) * 3, sizeof *s.by_tensor);
         s.by_extra = calloc((size_t)s.extra_first[g->n_nodes] + 1, sizeof *s.by_extra);
+        est__prefault_add(&s.pages, s.by_tensor, ((size_t)g->n_tensors + 1) * 3 * sizeof *s.by_tensor);
+        est__prefault_start(&s.pages);
     }
     /* compacted after the step's arrays are allocated: freed below them, the
      * planning's arrays leave glibc no heap top to trim and grow again at
      * every estimate */
-    est__prefault_wait(&s.planning_pages);
     if ((!r->skip_reserved && (!s.cache || !s.by_tensor || !s.by_extra)) || !est__sim_compact_for_step(&s)) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
