@@ -490,11 +490,12 @@ static bool list_acting_nodes(sim *s) {
 
 /* Which of node n's outputs the forward allocates when n runs: those of
  * their own storage, not folded, that a node reads, the step keeps or a
- * backward saves (fwd_allocates; the rest of it is zeroed). */
+ * backward saves (fwd_allocates; the rest of it is zeroed). A node's output
+ * is an activation, so `activation` says whether it was folded. */
 static void mark_forward_allocations(sim *s, const est_node *n) {
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
-        if (t < 0 || is_folded(s, t) || s->base[t] != t) continue;
+        if (t < 0 || !s->activation[t] || s->base[t] != t) continue;
         s->fwd_allocates[t] = s->g->tensors[t].first_consumer >= 0 || s->kept[t] || s->saved_until[t] != INT32_MAX;
     }
 }
