@@ -570,8 +570,11 @@ static est_status read_model(loader *L, const est_onnx_stream *s) {
 }
 
 /* The pages of the arrays the items fill, faulted in on a second thread
- * while they are unpacked: the nodes, the tensors an output a node would
- * make (not the reserve's spare eighth) and the name map. */
+ * while they are unpacked: the nodes, as many tensors as one output a node
+ * makes (not the reserve's spare eighth), and the name map. A graph that
+ * outgrows the reserve moves its tensors meanwhile: populating their old
+ * pages then fails, which ends the thread, or finds them mapped anew,
+ * whose contents it keeps. */
 static void prefault_graph(est_graph *g, const size_t *count, est_prefault *pf) {
     size_t tensors = count[EST_ITEM_INITIALIZER] + count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] + count[EST_ITEM_NODE];
     est__prefault_add(pf, g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
