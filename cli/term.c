@@ -11,6 +11,11 @@ const char *term(const char *s) {
     static size_t cap[TERM_SLOTS];
     static unsigned next;
     if (!s) return "";
+    /* printable ASCII, what nearly every name is, needs no escaping: one
+     * tight scan (a table prints a million names) */
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p >= 0x20 && *p < 0x7f) p++;
+    if (!*p) return s;
     char probe[1];
     size_t need = est_escape_controls(probe, 0, s);
     if (need == strlen(s)) return s; /* nothing escaped: the same bytes */

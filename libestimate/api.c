@@ -108,15 +108,23 @@ static bool add_bytes(uint64_t *sum, uint64_t v) {
     return *sum != UINT64_MAX;
 }
 
+/* The layers' array, allocated before shape inference, which has a large
+ * one's pages faulted in on a second thread meanwhile (with its tensor
+ * states', *pf). build_layers writes each layer whole, not zeroed first (a
+ * 1M-node graph's layers are 160 MB). */
+static est_status alloc_layers(est_report *r, est_prefault *pf, est_error *err) {
+    size_t n = (size_t)r->graph->n_nodes + 1;
+    r->layers = malloc(n * sizeof *r->layers);
+    if (!r->layers) return est__fail(err, EST_ENOMEM, "out of memory");
+    est__prefault_add(pf, r->layers, n * sizeof *r->layers);
+    return EST_OK;
+}
+
 /* The layers and the totals; the layers' tensors are filled in later
  * (link_tensor_infos). */
 static est_status build_layers(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
     bool exact = true;
-    /* each layer written whole once below, not zeroed first (a 1M-node
-     * graph's layers are 160 MB) */
-    r->layers = malloc(((size_t)g->n_nodes + 1) * sizeof *r->layers);
-    if (!r->layers) return est__fail(err, EST_ENOMEM, "out of memory");
     r->layers[g->n_nodes] = (est_layer){0};
     est_totals *tot = &r->totals;
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -183,14 +191,20 @@ static est_status alloc_tensor_infos(est_report *r, est_error *err) {
     for (int32_t i = 0; i < g->n_nodes; i++)
         n_infos += count_present(g->nodes[i].inputs, g->nodes[i].n_inputs) +
                    count_present(g->nodes[i].outputs, g->nodes[i].n_outputs);
+    r->n_infos = n_infos;
     r->infos = malloc((n_infos + 1) * sizeof *r->infos);
     r->outputs = calloc((size_t)g->n_outputs + 1, sizeof *r->outputs);
     return r->infos && r->outputs ? EST_OK : est__fail(err, EST_ENOMEM, "out of memory");
 }
 
-/* Each layer's inputs and outputs and the graph's outputs. */
+/* Each layer's inputs and outputs and the graph's outputs. A large array's
+ * pages are faulted in on a second thread meanwhile: not while the
+ * simulation's arrays are alive, which would raise the peak. */
 static void link_tensor_infos(est_report *r) {
     const est_graph *g = r->graph;
+    est_prefault pf = {0};
+    est__prefault_add(&pf, r->infos, (r->n_infos + 1) * sizeof *r->infos);
+    est__prefault_start(&pf);
     est_tensor_info *next = r->infos;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
@@ -206,6 +220,7 @@ static void link_tensor_infos(est_report *r) {
     }
     for (int32_t k = 0; k < g->n_outputs; k++) fill_info(r, g->outputs[k], &r->outputs[k]);
     r->n_outputs = (size_t)g->n_outputs;
+    est__prefault_wait(&pf);
 }
 
 /* simulate.c names the peak's layer by its node's name string itself; that
@@ -290,7 +305,10 @@ static est_status estimate_step(const est_graph *g, const est_options *opt, bool
                        (long long)opt->grad_accum, EST_MAX_GRAD_ACCUM);
     else if ((st = est_check_parallel(opt, err)) == EST_OK) st = est_check_param_filter(g, &opt->params, err);
     uint64_t *memo_work = NULL;
-    bool inferred = st == EST_OK && (st = est__infer(r, opt, &memo_work, err)) == EST_OK;
+    est_prefault pf = {0};
+    if (st == EST_OK) st = alloc_layers(r, &pf, err);
+    bool inferred = st == EST_OK && (st = est__infer(r, opt, &pf, &memo_work, err)) == EST_OK;
+    est__prefault_wait(&pf);
     if (st == EST_OK) st = build_layers(r, err);
     if (st == EST_OK) st = est__build_params(r, &opt->params, err);
     if (st == EST_OK && with_tensors) st = alloc_tensor_infos(r, err);

@@ -99,7 +99,7 @@ enum { SLOT_DEAD = 0, SLOT_FREE, SLOT_ALLOC };
 typedef struct blk {
     uint64_t addr, size;
     int32_t prev, next;   /* neighbours in the segment (-1: none); a dead
-                             slot's next links the slot free list */
+                             slot's next links the list of dead slots */
     int32_t ch[2];        /* while the block is free: in the large pool its
                              treap children (left, right); in the small pool
                              its first child and next sibling in its class's
@@ -109,7 +109,6 @@ typedef struct blk {
                              the root */
     uint32_t prio;        /* treap priority (max-heap) */
     uint32_t gen;         /* bumped when a handle to the slot dies */
-    uint8_t state;        /* SLOT_* */
     uint8_t small;        /* pool: 1 small, 0 large */
 } blk;
 
@@ -120,8 +119,22 @@ _Static_assert(CLASS_WORDS <= 64, "small_words has a bit per word of small_nonem
 
 struct est_cache {
     blk *b;
+    /* per slot its SLOT_*, apart from b: a free tests both neighbours'
+     * states, and a byte array of a million slots stays in the cache where
+     * the slots themselves miss */
+    uint8_t *state;
     int32_t cap, used;    /* slots allocated / slots ever handed out */
-    int32_t free_slot;    /* head of the dead-slot list, -1 none */
+    /* Dead slots, reused. While there are fewer than BITMAP_SLOTS slots, a
+     * list, the last killed first (free_slot, linked by the slots' next).
+     * From then on a bit each (bit i % 64 of dead[i / 64]) and a bit per
+     * word of dead that is not zero (dead_words), and a new block takes the
+     * lowest: blocks made one after another (a forward's activations) then
+     * sit in slots one after another, where the list scatters them over
+     * the array, which a large step's walks miss in the cache more at every
+     * iteration. */
+    int32_t free_slot;    /* head of the list, -1 none */
+    uint64_t *dead, *dead_words; /* NULL while the list is used */
+    int32_t dead_from;    /* no dead slot lies below word dead_from * 64 of dead */
     int32_t nfree_slots;
     int32_t large_root;   /* the large pool's free blocks; -1 none */
     uint64_t small_nonempty[CLASS_WORDS]; /* bit c: small_root[c] >= 0 */
@@ -350,6 +363,52 @@ static int32_t small_take_best(est_cache *c, uint64_t size) {
 
 /* ---- slots --------------------------------------------------------------- */
 
+/* Slots from which dead ones are reused lowest first (est_cache.dead): a
+ * smaller cache's slots stay in the processor's cache, where the list costs
+ * fewer instructions. */
+enum { BITMAP_SLOTS = 1 << 16 };
+
+/* Words of 64 bits that hold n bits. */
+static size_t bit_words(size_t n) { return (n + 63) / 64; }
+
+/* The dead-slot bitmaps for want slots, with the list's dead slots moved
+ * into them. false: out of host memory (the list stays). */
+static bool start_dead_bitmaps(est_cache *c, int32_t want) {
+    size_t words = bit_words((size_t)want);
+    c->dead = calloc(words, sizeof *c->dead);
+    c->dead_words = calloc(bit_words(words), sizeof *c->dead_words);
+    if (!c->dead || !c->dead_words) {
+        free(c->dead);
+        free(c->dead_words);
+        c->dead = c->dead_words = NULL;
+        return false;
+    }
+    c->dead_from = 0;
+    for (int32_t i = c->free_slot; i >= 0; i = c->b[i].next) {
+        c->dead[i / 64] |= (uint64_t)1 << (i % 64);
+        c->dead_words[i / 4096] |= (uint64_t)1 << (i / 64 % 64);
+    }
+    c->free_slot = -1;
+    return true;
+}
+
+/* Grows the dead-slot bitmaps from cap to want slots, zeroed (started the
+ * first time). false: out of host memory (they keep what they held). */
+static bool grow_dead_bitmaps(est_cache *c, int32_t want) {
+    if (!c->dead) return start_dead_bitmaps(c, want);
+    size_t words = bit_words((size_t)c->cap), new_words = bit_words((size_t)want);
+    size_t groups = bit_words(words), new_groups = bit_words(new_words);
+    uint64_t *nd = realloc(c->dead, new_words * sizeof *nd);
+    if (!nd) return false;
+    c->dead = nd;
+    memset(nd + words, 0, (new_words - words) * sizeof *nd);
+    uint64_t *ng = realloc(c->dead_words, new_groups * sizeof *ng);
+    if (!ng) return false;
+    c->dead_words = ng;
+    memset(ng + groups, 0, (new_groups - groups) * sizeof *ng);
+    return true;
+}
+
 /* Makes sure `n` slots can be taken without allocating. false: out of host
  * memory (nothing changed). */
 static bool reserve_slots(est_cache *c, int32_t n) {
@@ -360,15 +419,35 @@ static bool reserve_slots(est_cache *c, int32_t n) {
     blk *nb = realloc(c->b, (size_t)want * sizeof *nb);
     if (!nb) return false;
     c->b = nb;
+    uint8_t *ns = realloc(c->state, (size_t)want);
+    if (!ns) return false; /* cap stays: the larger arrays are only room */
+    c->state = ns;
+    if (want >= BITMAP_SLOTS && !grow_dead_bitmaps(c, (int32_t)want)) return false;
     c->cap = (int32_t)want;
     return true;
 }
 
+/* Takes the lowest dead slot out of the bitmaps (there is one). */
+static int32_t take_lowest_dead(est_cache *c) {
+    int32_t g = c->dead_from;
+    while (!c->dead_words[g]) g++;
+    c->dead_from = g;
+    int32_t w = g * 64 + __builtin_ctzll(c->dead_words[g]);
+    int32_t i = w * 64 + __builtin_ctzll(c->dead[w]);
+    c->dead[w] &= c->dead[w] - 1;
+    if (!c->dead[w]) c->dead_words[g] &= ~((uint64_t)1 << (w % 64));
+    return i;
+}
+
 static int32_t take_slot(est_cache *c) {
     int32_t i;
-    if (c->free_slot >= 0) {
-        i = c->free_slot;
-        c->free_slot = c->b[i].next;
+    if (c->nfree_slots > 0) {
+        if (c->dead) {
+            i = take_lowest_dead(c);
+        } else {
+            i = c->free_slot;
+            c->free_slot = c->b[i].next;
+        }
         c->nfree_slots--;
     } else {
         i = c->used++;
@@ -382,12 +461,21 @@ static int32_t take_slot(est_cache *c) {
     return i;
 }
 
-static void kill_slot(est_cache *c, int32_t i) {
-    c->b[i].state = SLOT_DEAD;
+/* inline, as GCC left it before the bitmap: a small graph's re-estimate
+ * merges blocks all through its replay */
+static inline void kill_slot(est_cache *c, int32_t i) {
+    c->state[i] = SLOT_DEAD;
     c->b[i].gen++;
-    c->b[i].next = c->free_slot;
-    c->free_slot = i;
     c->nfree_slots++;
+    if (!c->dead) {
+        c->b[i].next = c->free_slot;
+        c->free_slot = i;
+        return;
+    }
+    int32_t w = i / 64, g = w / 64;
+    c->dead[w] |= (uint64_t)1 << (i % 64);
+    c->dead_words[g] |= (uint64_t)1 << (w % 64);
+    if (g < c->dead_from) c->dead_from = g;
 }
 
 static int64_t make_handle(const est_cache *c, int32_t i) {
@@ -411,8 +499,8 @@ est_cache *est__cache_new(void) {
     est_cache *c = malloc(sizeof *c);
     if (!c) return NULL;
     memset(c, 0, offsetof(est_cache, small_root)); /* small_root is set below */
-    c->free_slot = -1;
     c->large_root = -1;
+    c->free_slot = -1;
     memset(c->small_root, 0xff, sizeof c->small_root); /* every class empty: -1 */
     return c;
 }
@@ -420,6 +508,9 @@ est_cache *est__cache_new(void) {
 void est__cache_destroy(est_cache *c) {
     if (!c) return;
     free(c->b);
+    free(c->state);
+    free(c->dead);
+    free(c->dead_words);
     free(c);
 }
 
@@ -473,10 +564,10 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
         b[r].prev = a;
         b[r].addr += size;
         b[r].size = remaining;
-        b[r].state = SLOT_FREE;
+        c->state[r] = SLOT_FREE;
         free_insert(c, r);
     }
-    b[a].state = SLOT_ALLOC;
+    c->state[a] = SLOT_ALLOC;
     c->allocated += b[a].size;
     if (c->allocated > c->peak_allocated) c->peak_allocated = c->allocated;
     return make_handle(c, a);
@@ -488,7 +579,7 @@ static int32_t handle_slot(const est_cache *c, int64_t handle) {
     uint64_t lo = (uint64_t)handle & 0xffffffffu;
     if (lo == 0 || lo > (uint64_t)c->used) return -1;
     int32_t x = (int32_t)(lo - 1);
-    if (c->b[x].state != SLOT_ALLOC || (c->b[x].gen & 0x7fffffffu) != (uint64_t)handle >> 32)
+    if (c->state[x] != SLOT_ALLOC || (c->b[x].gen & 0x7fffffffu) != (uint64_t)handle >> 32)
         return -1;
     return x;
 }
@@ -504,11 +595,12 @@ int est__cache_release(est_cache *c, int64_t handle) {
     if (x < 0) return -1;
     blk *b = c->b;
 
-    b[x].state = SLOT_FREE;
+    uint8_t *state = c->state;
+    state[x] = SLOT_FREE;
     b[x].gen++;
     c->allocated -= b[x].size;
     int32_t p = b[x].prev;
-    if (p >= 0 && b[p].state == SLOT_FREE) { /* [p x] */
+    if (p >= 0 && state[p] == SLOT_FREE) { /* [p x] */
         free_erase(c, p);
         b[x].addr = b[p].addr;
         b[x].size += b[p].size;
@@ -517,7 +609,7 @@ int est__cache_release(est_cache *c, int64_t handle) {
         kill_slot(c, p);
     }
     int32_t n = b[x].next;
-    if (n >= 0 && b[n].state == SLOT_FREE) { /* [x n] */
+    if (n >= 0 && state[n] == SLOT_FREE) { /* [x n] */
         free_erase(c, n);
         b[x].size += b[n].size;
         b[x].next = b[n].next;
@@ -531,7 +623,7 @@ int est__cache_release(est_cache *c, int64_t handle) {
 void est__cache_empty(est_cache *c) {
     blk *b = c->b;
     for (int32_t i = 0; i < c->used; i++) {
-        if (b[i].state != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
+        if (c->state[i] != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
         free_erase(c, i);
         c->reserved -= b[i].size;
         c->segments--;

@@ -466,13 +466,18 @@ static void init_tensor_states(est_report *r, const est_plan *plan) {
     }
 }
 
-est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_work, est_error *err) {
+est_status est__infer(est_report *r, const est_options *opt, est_prefault *pf, uint64_t **memo_work,
+                      est_error *err) {
     const est_graph *g = r->graph;
     binding b = {0};
     est_status st = EST_OK;
     *memo_work = NULL;
-    const est_plan *plan = est__graph_plan(g);
+    /* before the plan, which the first estimate makes: its pages are
+     * faulted in meanwhile */
     r->tv = malloc(((size_t)g->n_tensors + 1) * sizeof *r->tv);
+    est__prefault_add(pf, r->tv, ((size_t)g->n_tensors + 1) * sizeof *r->tv);
+    est__prefault_start(pf);
+    const est_plan *plan = est__graph_plan(g);
     if (!r->tv) {
         st = est__fail(err, EST_ENOMEM, "out of memory");
         goto out;

@@ -218,6 +218,25 @@ void *est__arena_alloc(est_arena *a, size_t size, size_t align);
  * for the next allocations to reuse. */
 void est__arena_reset(est_arena *a, bool keep_one);
 
+/* Large arrays' pages faulted in on a second thread while the caller goes
+ * on (prefault.c): a page's fault costs more than writing it, and a
+ * million-node graph and its estimate write arrays of a hundred megabytes.
+ * The contents are kept, so the caller may write the arrays meanwhile; it
+ * waits before freeing or moving any of them. Zero-initialise, add the
+ * ranges (arrays under 4 MB are left out; the last added is populated
+ * first), start; nothing is started where the kernel cannot populate
+ * pages. */
+#define EST_PREFAULT_RANGES 16
+typedef struct est_prefault {
+    uintptr_t lo[EST_PREFAULT_RANGES], hi[EST_PREFAULT_RANGES]; /* page-aligned */
+    int n;
+    bool started;
+    pthread_t thread;
+} est_prefault;
+void est__prefault_add(est_prefault *pf, void *p, size_t bytes);
+void est__prefault_start(est_prefault *pf);
+void est__prefault_wait(est_prefault *pf);
+
 typedef struct est_name_map {
     uint64_t cap;       /* power of two, at most 2^32 */
     unsigned shift;     /* 64 - log2(cap): a name's first slot is its hash >> shift */

@@ -456,9 +456,11 @@ static void keep_forward_releases(sim *s) {
 static bool list_acting_nodes(sim *s) {
     int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
     int32_t *fwd = malloc(((size_t)n_nodes + 1) * sizeof *fwd), *bwd = malloc(((size_t)n_nodes + 1) * sizeof *bwd);
+    bool *runs = malloc(((size_t)n_nodes + 1) * sizeof *runs);
     s->fwd_nodes = fwd;
     s->bwd_nodes = bwd;
-    if (!fwd || !bwd) return false;
+    s->fwd_runs = runs;
+    if (!fwd || !bwd || !runs) return false;
     const est_layer *layers = s->r->layers;
     const int32_t *release = s->release_first, *extra = s->extra_first, *saved = s->bwd_first;
     const int32_t *rc = s->segs ? s->rc_first : NULL;
@@ -466,7 +468,10 @@ static bool list_acting_nodes(sim *s) {
     const bool *any_grad = s->any_grad;
     bool all = s->sharded;
     for (int32_t i = 0; i < n_nodes; i++) {
-        if (all || !layers[i].shape_only || release[i] < release[i + 1]) fwd[n_fwd++] = i;
+        if (all || !layers[i].shape_only || release[i] < release[i + 1]) {
+            runs[n_fwd] = !layers[i].shape_only;
+            fwd[n_fwd++] = i;
+        }
         if (all || any_grad[i] || extra[i] < extra[i + 1] || (cast_saved && cast_saved[i]) || saved[i] < saved[i + 1] ||
             (rc && rc[i] < rc[i + 1]))
             bwd[n_bwd++] = i;
@@ -476,11 +481,24 @@ static bool list_acting_nodes(sim *s) {
     return true;
 }
 
+/* Which of node n's outputs the forward allocates when n runs: those of
+ * their own storage, not folded, that a node reads, the step keeps or a
+ * backward saves (fwd_allocates; the rest of it is zeroed). A node's output
+ * is an activation, so `activation` says whether it was folded. */
+static void mark_forward_allocations(sim *s, const est_node *n) {
+    for (int k = 0; k < n->n_outputs; k++) {
+        int32_t t = n->outputs[k];
+        if (t < 0 || !s->activation[t] || s->base[t] != t) continue;
+        s->fwd_allocates[t] = s->g->tensors[t].first_consumer >= 0 || s->kept[t] || s->saved_until[t] != INT32_MAX;
+    }
+}
+
 bool est__sim_compact_for_step(sim *s) {
     const est_graph *g = s->g;
     s->any_grad = malloc(((size_t)g->n_nodes + 1) * sizeof *s->any_grad);
     s->trained = malloc(((size_t)g->n_params + 1) * sizeof *s->trained);
-    if (!s->any_grad || !s->trained) return false;
+    s->fwd_allocates = calloc((size_t)g->n_tensors + 1, sizeof *s->fwd_allocates);
+    if (!s->any_grad || !s->trained || !s->fwd_allocates) return false;
     /* the parameters the optimizer updates (they have a gradient and state):
      * those that train of the graph's parameters that some node reads (an
      * unread one is never created on the GPU), in tensor order */
@@ -490,6 +508,7 @@ bool est__sim_compact_for_step(sim *s) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         s->any_grad[i] = s->ctx[i].any_grad;
+        mark_forward_allocations(s, n);
         int32_t out = n->n_outputs ? n->outputs[0] : -1;
         if (out < 0) continue;
         /* the inputs whose gradient may be the output's */

@@ -16,6 +16,7 @@ struct est_report {
     size_t n_layers;
     est_layer *layers;
     est_tensor_info *infos;     /* storage behind every layer's inputs/outputs */
+    size_t n_infos;             /* their count */
     size_t n_outputs;
     est_tensor_info *outputs;
     est_totals totals;
@@ -141,8 +142,10 @@ est_status est__infer_constants(const est_graph *g, est_plan *p);
 /* Runs shape inference into r->tv (r->graph and options already set).
  * While the graph's plan has no memo, *memo_work is each node's work, for
  * the caller to record the memo with (est__plan_record_memo) and free; NULL
- * otherwise. */
-est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_work, est_error *err);
+ * otherwise. The tensor states' pages are faulted in with the caller's
+ * arrays in *pf, which it starts (the caller waits for it). */
+est_status est__infer(est_report *r, const est_options *opt, est_prefault *pf, uint64_t **memo_work,
+                      est_error *err);
 
 /* Simulates the step r->mode describes over the inferred graph: fills every
  * layer's FLOPs, saved and temp bytes, the memory totals and the peak. */

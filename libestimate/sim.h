@@ -80,6 +80,13 @@ typedef struct sim {
      * order: the step passes over the others (est__sim_compact_for_step). */
     int32_t *fwd_nodes, *bwd_nodes;
     int32_t n_fwd_nodes, n_bwd_nodes;
+    /* What the forward reads of the layers and the tensors, in arrays of
+     * their own (a million nodes' layers and tensor states miss the cache):
+     * per entry of fwd_nodes, whether the node runs (is not shape_only); per
+     * tensor, whether the forward allocates it when its producer runs (an
+     * output that is not folded, not a view, and read, kept or saved). */
+    bool *fwd_runs;
+    bool *fwd_allocates;
     /* Activation gradients live in blocks that several tensors may share (an
      * Add hands its incoming gradient to both operands): per tensor its
      * block, -1 none (no live gradient); per block its key, bytes and
@@ -184,6 +191,9 @@ typedef struct sim {
                                feeds the replay) */
     uint64_t y_freed;       /* the bytes of the previous y and loss that the
                                last iteration's first micro-batch freed */
+    est_prefault pages;     /* arrays faulted in on a second thread: the
+                               planning's while it runs, then the replay's;
+                               waited for before any of them is freed */
 } sim;
 /* handle_map (sim_memory.c): key -> handle; false when out of memory. */
 bool est__map_put(handle_map *m, uint64_t key, int64_t handle);

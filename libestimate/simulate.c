@@ -26,6 +26,8 @@
  * lives how long is planned before the step (lifetimes.c); opt.step() and
  * zero_grad are optimizer.c's.
  */
+#include <stddef.h>
+
 #include "parallel.h"
 #include "verify_kernels.h"
 
@@ -95,7 +97,7 @@ static void run_forward_node(sim *s, int32_t i) {
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
-        if (t < 0 || is_folded(s, t) || s->base[t] != t || !output_needed(s, i, k)) continue;
+        if (t < 0 || !s->fwd_allocates[t]) continue;
         est__sim_alloc(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
         s->allocated[t] = true;
     }
@@ -126,13 +128,23 @@ static void amp_exit(sim *s) {
         }
 }
 
+/* How many nodes ahead the step's passes fetch a node: its struct misses the
+ * cache in a large graph, and the hardware's prefetch stops at each page. */
+enum { NODE_PREFETCH = 4 };
+static inline void prefetch_node(const est_graph *g, int32_t i) {
+    const char *n = (const char *)&g->nodes[i];
+    __builtin_prefetch(n);
+    __builtin_prefetch(n + offsetof(est_node, outputs)); /* the fields the passes read end there */
+}
+
 static void forward(sim *s) {
     const est_graph *g = s->g;
     for (int32_t j = 0; j < s->n_fwd_nodes; j++) {
         int32_t i = s->fwd_nodes[j];
+        if (j + NODE_PREFETCH < s->n_fwd_nodes) prefetch_node(g, s->fwd_nodes[j + NODE_PREFETCH]);
         est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
         if (s->sharded) est__par_forward_node(s, i, false);
-        if (!s->r->layers[i].shape_only) run_forward_node(s, i);
+        if (s->fwd_runs[j]) run_forward_node(s, i);
         /* free what no later op reads, no module call still holds and no
          * backward needs */
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
@@ -368,6 +380,7 @@ static void backward(sim *s) {
     est__par_backward_begin(s);
     for (int32_t j = s->n_bwd_nodes - 1; j >= 0; j--) {
         int32_t i = s->bwd_nodes[j];
+        if (j >= NODE_PREFETCH) prefetch_node(g, s->bwd_nodes[j - NODE_PREFETCH]);
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
         est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
@@ -488,6 +501,7 @@ static void train(sim *s) {
 }
 
 static void free_sim(sim *s) {
+    est__prefault_wait(&s->pages);
     free(s->base);
     free(s->needs_grad);
     free(s->unreached);
@@ -503,6 +517,8 @@ static void free_sim(sim *s) {
     free(s->trained);
     free(s->fwd_nodes);
     free(s->bwd_nodes);
+    free(s->fwd_runs);
+    free(s->fwd_allocates);
     free(s->grad_block);
     free(s->grad_key0);
     free(s->gblocks);
@@ -606,6 +622,27 @@ static void fill_layer_costs(sim *s) {
     }
 }
 
+/* The pages of the arrays the planning writes whole, faulted in on a second
+ * thread while it runs (the largest, the cost contexts, is written first). */
+static void prefault_planning_arrays(sim *s, size_t nt, size_t nn) {
+    est_prefault *pf = &s->pages;
+    est__prefault_add(pf, s->bwd_order, nt * sizeof *s->bwd_order);
+    est__prefault_add(pf, s->bwd_first, nn * sizeof *s->bwd_first);
+    est__prefault_add(pf, s->release_order, nt * sizeof *s->release_order);
+    est__prefault_add(pf, s->release_first, nn * sizeof *s->release_first);
+    est__prefault_add(pf, s->saved_until, nt * sizeof *s->saved_until);
+    est__prefault_add(pf, s->last_use, nt * sizeof *s->last_use);
+    est__prefault_add(pf, s->ws_backward, nn * sizeof *s->ws_backward);
+    est__prefault_add(pf, s->ws_forward, nn * sizeof *s->ws_forward);
+    est__prefault_add(pf, s->alloc_bytes, nt * sizeof *s->alloc_bytes);
+    est__prefault_add(pf, s->extra_first, nn * sizeof *s->extra_first);
+    est__prefault_add(pf, s->saved_outputs, nn * sizeof *s->saved_outputs);
+    est__prefault_add(pf, s->saved_inputs, nn * sizeof *s->saved_inputs);
+    est__prefault_add(pf, s->base, nt * sizeof *s->base);
+    est__prefault_add(pf, s->ctx, nn * sizeof *s->ctx);
+    est__prefault_start(pf);
+}
+
 /* The entries past the last tensor and node of the arrays the planning
  * writes whole; extra_first[0] too, which no node writes in a graph without
  * nodes. */
@@ -662,6 +699,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     zero_sentinels(&s, nt, nn);
+    prefault_planning_arrays(&s, nt, nn);
     if (r->amp != EST_AMP_NONE) {
         s.low = r->amp == EST_AMP_FP16 ? EST_DT_FLOAT16 : EST_DT_BFLOAT16;
         s.dt = calloc(nt, sizeof *s.dt);
@@ -708,10 +746,13 @@ est_status est__simulate(est_report *r, est_error *err) {
     }
 
     est_totals *tot = &r->totals;
+    est__prefault_wait(&s.pages);
     if (!r->skip_reserved) { /* the caching allocator's replay */
         s.cache = est__cache_new();
         s.by_tensor = calloc(((size_t)g->n_tensors + 1) * 3, sizeof *s.by_tensor);
         s.by_extra = calloc((size_t)s.extra_first[g->n_nodes] + 1, sizeof *s.by_extra);
+        est__prefault_add(&s.pages, s.by_tensor, ((size_t)g->n_tensors + 1) * 3 * sizeof *s.by_tensor);
+        est__prefault_start(&s.pages);
     }
     /* compacted after the step's arrays are allocated: freed below them, the
      * planning's arrays leave glibc no heap top to trim and grow again at

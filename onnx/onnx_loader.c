@@ -569,6 +569,21 @@ static est_status read_model(loader *L, const est_onnx_stream *s) {
     return EST_OK;
 }
 
+/* The pages of the arrays the items fill, faulted in on a second thread
+ * while they are unpacked: the nodes, as many tensors as one output a node
+ * makes (not the reserve's spare eighth), and the name map. A graph that
+ * outgrows the reserve moves its tensors meanwhile: populating their old
+ * pages then fails, which ends the thread, or finds them mapped anew,
+ * whose contents it keeps. */
+static void prefault_graph(est_graph *g, const size_t *count, est_prefault *pf) {
+    size_t tensors = count[EST_ITEM_INITIALIZER] + count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] + count[EST_ITEM_NODE];
+    est__prefault_add(pf, g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
+    est__prefault_add(pf, g->tensors, (tensors < (size_t)g->cap_tensors ? tensors : (size_t)g->cap_tensors) *
+                                          sizeof *g->tensors);
+    est__prefault_add(pf, g->names.slots, g->names.cap * sizeof *g->names.slots);
+    est__prefault_start(pf);
+}
+
 static est_status build_graph(loader *L, est_onnx_stream *s) {
     est_graph *g = L->g;
     L->model = s->model;
@@ -581,10 +596,13 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
                                                 count[EST_ITEM_SPARSE] + count[EST_ITEM_INPUT] +
                                                 count[EST_ITEM_NODE] + count[EST_ITEM_NODE] / 8))
         st = oom(L);
+    est_prefault pf = {0};
+    if (st == EST_OK) prefault_graph(g, count, &pf);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_INITIALIZER, initializer_item);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_SPARSE, sparse_item);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_INPUT, input_item);
     if (st == EST_OK) st = for_each_item(L, s, EST_ITEM_NODE, node_item);
+    est__prefault_wait(&pf); /* before the passes below move or free the arrays */
     if (st == EST_OK && g->unfolded_batchnorms) st = est__onnx_drop_dead_identities(g, L->err);
     if (st == EST_OK) st = est__onnx_rnn_weights(g, L->err);
     if (st != EST_OK) return st;

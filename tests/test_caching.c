@@ -496,6 +496,44 @@ static uint64_t rnd_size(void) {
     }
 }
 
+/* Past 65,536 slots dead slots are reused lowest first (a bitmap, where a
+ * list served before): the blocks' addresses follow the allocator's rules
+ * whichever slots hold them. 70,000 blocks of 512 bytes fill 18 segments
+ * in order; freeing blocks 4m and 4m + 1 leaves 1,024-byte holes at 2,048m
+ * (each free merges, killing a slot), and 512-byte requests then take a
+ * hole's front, then its back, lowest hole first. */
+static void test_many_slots(void) {
+    enum { N = 70000, WARM = 2000 };
+    est_cache *c = new_cache();
+    static int64_t h[N];
+    for (int i = 0; i < WARM; i++) h[i] = est__cache_alloc(c, 512); /* dead slots before the bitmap */
+    for (int i = 0; i < WARM; i++) est__cache_release(c, h[i]);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        h[i] = est__cache_alloc(c, 512);
+        bad += est__cache_addr(c, h[i]) != (uint64_t)i * 512;
+    }
+    CHECK(bad == 0, "%d of %d blocks not in address order", bad, N);
+    for (int i = 0; i + 1 < N; i += 4) {
+        CHECK(est__cache_release(c, h[i]) == 0, "release %d", i);
+        CHECK(est__cache_release(c, h[i + 1]) == 0, "release %d", i + 1);
+        h[i] = h[i + 1] = 0;
+    }
+    static int64_t again[N / 4];
+    bad = 0;
+    for (int k = 0; k < N / 4; k++) {
+        again[k] = est__cache_alloc(c, 512);
+        bad += est__cache_addr(c, again[k]) != (uint64_t)(k / 2) * 2048 + (uint64_t)(k % 2) * 512;
+    }
+    CHECK(bad == 0, "%d of %d blocks not at their hole", bad, N / 4);
+    CHECK_STATE(c, 18 * 2 * MiB, (uint64_t)(N - N / 2 + N / 4) * 512, 18);
+    for (int i = 0; i < N; i++)
+        if (h[i]) CHECK(est__cache_release(c, h[i]) == 0, "release %d", i);
+    for (int k = 0; k < N / 4; k++) CHECK(est__cache_release(c, again[k]) == 0, "release again %d", k);
+    CHECK_STATE(c, 18 * 2 * MiB, 0, 18);
+    est__cache_destroy(c);
+}
+
 static void test_random_against_reference(void) {
     int mismatches = 0;
     for (uint64_t seed = 1; seed <= 60; seed++) {
@@ -779,6 +817,7 @@ int main(int argc, char **argv) {
     test_limit();
     test_streams();
     test_random_against_reference();
+    test_many_slots();
 #ifdef TEST_WRAP_ALLOC
     test_host_alloc_failures();
 #endif
