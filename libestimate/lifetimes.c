@@ -133,9 +133,9 @@ static void bias_add_in_place(sim *s, int32_t i) {
     /* memest verify's executor writes every sum anew */
     if (s->r->kernels != EST_KERNELS_PYTORCH || n->n_outputs != 1) return;
     for (int k = 0; k < 2; k++) {
+        if (!est__adds_to_matmul(g, n, 1 - k)) continue; /* also: the node has two inputs to read */
         int32_t prod = n->inputs[k], bias = n->inputs[1 - k];
-        if (!est__adds_to_matmul(g, n, 1 - k) || bias < 0 || g->tensors[prod].readers != 1 || s->base[prod] != prod)
-            continue;
+        if (bias < 0 || g->tensors[prod].readers != 1 || s->base[prod] != prod) continue;
         /* a weight, or a view of one (the TorchScript exporter shares equal
          * initializers through Identity nodes) */
         if (g->tensors[s->base[bias]].kind != EST_T_INITIALIZER || s->r->tv[bias].rank != 1) continue;
