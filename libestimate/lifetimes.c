@@ -106,6 +106,7 @@ bool est__sim_mark_unreached(sim *s) {
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &g->nodes[i];
         const est_cost_ctx *c = &s->ctx[i];
+        if (!c->any_grad) continue; /* unreached stays false; no input takes a gradient */
         bool any = false;
         for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
         unreached[i] = c->any_grad && !any;
@@ -491,7 +492,7 @@ bool est__sim_compact_for_step(sim *s) {
         const est_node *n = &g->nodes[i];
         s->any_grad[i] = s->ctx[i].any_grad;
         int32_t out = n->n_outputs ? n->outputs[0] : -1;
-        if (out < 0) continue;
+        if (out < 0 || !s->any_grad[i]) continue; /* only a backward that runs reads same_size */
         /* the inputs whose gradient may be the output's */
         est_slot_mask shares = n->op->grad_passes_to;
         if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);

@@ -562,8 +562,11 @@ static void size_tensors_and_workspaces(sim *s) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_op_def *op = g->nodes[i].op;
         bool split = s->tp_node && s->tp_node[i]; /* --tp: a GPU runs 1/tp of the op */
-        uint64_t fwd = op->workspace ? op->workspace(&s->ctx[i]) : 0;
-        uint64_t bwd = op->backward_workspace ? op->backward_workspace(&s->ctx[i]) : 0;
+        /* read only where the node runs: its forward when it is not
+         * shape-only, its backward when it has one */
+        bool runs_forward = !s->r->layers[i].shape_only, runs_backward = s->ctx[i].any_grad;
+        uint64_t fwd = runs_forward && op->workspace ? op->workspace(&s->ctx[i]) : 0;
+        uint64_t bwd = runs_backward && op->backward_workspace ? op->backward_workspace(&s->ctx[i]) : 0;
         s->ws_forward[i] = round_alloc(split ? fwd / tp : fwd);
         s->ws_backward[i] = round_alloc(split ? bwd / tp : bwd);
     }
@@ -578,6 +581,9 @@ static void fill_layer_costs(sim *s) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
+        /* a shape-only node that saves nothing keeps build_layers' zeros */
+        if (L->shape_only && !s->saved_inputs[i] && !s->saved_outputs[i] && s->extra_first[i] == s->extra_first[i + 1])
+            continue;
         est_flops f = {0, 0};
         if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
         if (s->tp_node && s->tp_node[i]) { /* --tp: one GPU's share */
