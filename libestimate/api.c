@@ -108,6 +108,54 @@ static bool add_bytes(uint64_t *sum, uint64_t v) {
     return *sum != UINT64_MAX;
 }
 
+/* The layers' and the totals' counts of the graph's weights and inputs:
+ * the plan's weights, or counted here without a plan. */
+static bool weigh_model(est_report *r, const est_weights *w) {
+    const est_graph *g = r->graph;
+    est_totals *tot = &r->totals;
+    bool exact = true;
+    if (!w) {
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            est_layer_weights lw;
+            exact &= est__layer_weights(g, i, &lw);
+            est_layer *L = &r->layers[i];
+            L->param_count = lw.param_count, L->param_bytes = lw.param_bytes, L->buffer_bytes = lw.buffer_bytes;
+        }
+        for (int32_t t = 0; t < g->n_tensors; t++) {
+            const est_tensor *tt = &g->tensors[t];
+            uint64_t elems = (uint64_t)r->tv[t].elements;
+            uint64_t bytes = est__dtype_bytes(r->tv[t].dtype, elems);
+            if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
+            if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+            if (tt->role == EST_ROLE_PARAM) {
+                exact &= add_bytes(&tot->param_count, elems);
+                exact &= add_bytes(&tot->param_bytes, bytes);
+            } else if (tt->role == EST_ROLE_BUFFER) {
+                exact &= add_bytes(&tot->buffer_count, elems);
+                exact &= add_bytes(&tot->buffer_bytes, bytes);
+            } else {
+                exact &= add_bytes(&tot->constant_bytes, bytes);
+            }
+        }
+        return exact;
+    }
+    for (int32_t j = 0; j < w->n_layers; j++) {
+        const est_layer_weights *lw = &w->layers[j];
+        est_layer *L = &r->layers[lw->node];
+        L->param_count = lw->param_count, L->param_bytes = lw->param_bytes, L->buffer_bytes = lw->buffer_bytes;
+    }
+    for (int32_t j = 0; j < w->n_inputs; j++) {
+        const est_tval *v = &r->tv[w->inputs[j]];
+        exact &= add_bytes(&tot->input_bytes, est__dtype_bytes(v->dtype, (uint64_t)v->elements));
+    }
+    tot->param_count = w->param_count;
+    tot->param_bytes = w->param_bytes;
+    tot->buffer_count = w->buffer_count;
+    tot->buffer_bytes = w->buffer_bytes;
+    tot->constant_bytes = w->constant_bytes;
+    return exact && w->exact;
+}
+
 /* The layers and the totals; the layers' tensors are filled in later
  * (link_tensor_infos). */
 static est_status build_layers(est_report *r, est_error *err) {
@@ -124,22 +172,6 @@ static est_status build_layers(est_report *r, est_error *err) {
         est_layer *L = &r->layers[i];
         *L = (est_layer){.name = n->name, .op = n->op_type, .domain = n->domain, .module = n->module,
                          .label = n->label, .segment = -1};
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            int32_t t = n->inputs[k];
-            if (t < 0) continue;
-            const est_tensor *tt = &g->tensors[t];
-            if (tt->kind != EST_T_INITIALIZER || tt->first_consumer != i) continue;
-            bool seen = false; /* the same weight twice in one node counts once */
-            for (int32_t j = 0; j < k; j++) seen |= n->inputs[j] == t;
-            if (seen) continue;
-            uint64_t bytes = est__dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
-            if (tt->role == EST_ROLE_PARAM) {
-                exact &= add_bytes(&L->param_count, (uint64_t)r->tv[t].elements);
-                exact &= add_bytes(&L->param_bytes, bytes);
-            } else if (tt->role == EST_ROLE_BUFFER) {
-                exact &= add_bytes(&L->buffer_bytes, bytes);
-            }
-        }
         L->shape_only = n->n_outputs > 0;
         for (int32_t k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
@@ -150,22 +182,7 @@ static est_status build_layers(est_report *r, est_error *err) {
         exact &= add_bytes(&tot->output_bytes, L->output_bytes);
     }
     r->n_layers = (size_t)g->n_nodes;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        const est_tensor *tt = &g->tensors[t];
-        uint64_t elems = (uint64_t)r->tv[t].elements;
-        uint64_t bytes = est__dtype_bytes(r->tv[t].dtype, elems);
-        if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
-        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) {
-            exact &= add_bytes(&tot->param_count, elems);
-            exact &= add_bytes(&tot->param_bytes, bytes);
-        } else if (tt->role == EST_ROLE_BUFFER) {
-            exact &= add_bytes(&tot->buffer_count, elems);
-            exact &= add_bytes(&tot->buffer_bytes, bytes);
-        } else {
-            exact &= add_bytes(&tot->constant_bytes, bytes);
-        }
-    }
+    exact &= weigh_model(r, est__graph_weights(g));
     if (!exact)
         return est__fail(err, EST_EOVERFLOW, "%s: the model's byte counts pass 2^64 - 1 (16 EiB); the model, the "
                          "batch or the dims are too large", g->source);

@@ -273,11 +273,8 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
 static inline void bind_initializer(const est_tensor *t, est_tval *v) {
     v->dtype = t->dtype;
     v->rank = t->rank;
-    v->elements = 1;
-    for (int d = 0; d < t->rank; d++) {
-        v->dims[d] = t->dims[d].value;
-        v->elements *= t->dims[d].value; /* checked when loaded */
-    }
+    v->elements = est__initializer_elements(t);
+    for (int d = 0; d < t->rank; d++) v->dims[d] = t->dims[d].value;
     /* A parameter's values change as it trains, and what is computed from it
      * (a transposed weight) is an activation with a gradient, not a constant
      * to fold, however small the weight. One element reads as the exporters'

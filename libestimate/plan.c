@@ -33,8 +33,92 @@ static void memo_free(est_memo *m) {
     free(m);
 }
 
+static void weights_free(est_weights *w) {
+    if (!w) return;
+    free(w->uploaded);
+    free(w->inputs);
+    free(w->layers);
+    free(w);
+}
+
+bool est__layer_weights(const est_graph *g, int32_t i, est_layer_weights *w) {
+    const est_node *n = &g->nodes[i];
+    bool exact = true;
+    *w = (est_layer_weights){.node = i};
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        int32_t t = n->inputs[k];
+        if (t < 0) continue;
+        const est_tensor *tt = &g->tensors[t];
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer != i) continue;
+        bool seen = false; /* the same weight twice in one node counts once */
+        for (int32_t j = 0; j < k; j++) seen |= n->inputs[j] == t;
+        if (seen) continue;
+        uint64_t elements = (uint64_t)est__initializer_elements(tt);
+        uint64_t bytes = est__dtype_bytes(tt->dtype, elements);
+        if (tt->role == EST_ROLE_PARAM) {
+            w->param_count = est_add_sat(w->param_count, elements);
+            w->param_bytes = est_add_sat(w->param_bytes, bytes);
+            exact &= w->param_count != UINT64_MAX && w->param_bytes != UINT64_MAX;
+        } else if (tt->role == EST_ROLE_BUFFER) {
+            w->buffer_bytes = est_add_sat(w->buffer_bytes, bytes);
+            exact &= w->buffer_bytes != UINT64_MAX;
+        }
+    }
+    return exact;
+}
+
+/* *sum += v, saturating; false when the sum saturates. */
+static bool add_count(uint64_t *sum, uint64_t v) {
+    *sum = est_add_sat(*sum, v);
+    return *sum != UINT64_MAX;
+}
+
+static est_weights *weights_make(const est_graph *g) {
+    est_weights *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    int32_t n_uploaded = 0, n_inputs = 0, n_layers = 0;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        n_uploaded += tt->kind == EST_T_INITIALIZER && tt->first_consumer >= 0;
+        n_inputs += tt->kind == EST_T_INPUT;
+        n_layers += tt->kind == EST_T_INITIALIZER && tt->first_consumer >= 0; /* at most one layer each */
+    }
+    w->uploaded = malloc(((size_t)n_uploaded + 1) * sizeof *w->uploaded);
+    w->inputs = malloc(((size_t)n_inputs + 1) * sizeof *w->inputs);
+    w->layers = malloc(((size_t)n_layers + 1) * sizeof *w->layers);
+    if (!w->uploaded || !w->inputs || !w->layers) {
+        weights_free(w);
+        return NULL;
+    }
+    w->exact = true;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        if (tt->kind == EST_T_INPUT) w->inputs[w->n_inputs++] = t;
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+        w->uploaded[w->n_uploaded++] = t;
+        uint64_t elements = (uint64_t)est__initializer_elements(tt);
+        uint64_t bytes = est__dtype_bytes(tt->dtype, elements);
+        if (tt->role == EST_ROLE_PARAM) {
+            w->exact &= add_count(&w->param_count, elements);
+            w->exact &= add_count(&w->param_bytes, bytes);
+        } else if (tt->role == EST_ROLE_BUFFER) {
+            w->exact &= add_count(&w->buffer_count, elements);
+            w->exact &= add_count(&w->buffer_bytes, bytes);
+        } else {
+            w->exact &= add_count(&w->constant_bytes, bytes);
+        }
+    }
+    for (int32_t i = 0; i < g->n_nodes && n_layers > 0; i++) {
+        est_layer_weights lw;
+        w->exact &= est__layer_weights(g, i, &lw);
+        if (lw.param_count || lw.param_bytes || lw.buffer_bytes) w->layers[w->n_layers++] = lw;
+    }
+    return w;
+}
+
 static void plan_free(est_plan *p) {
     if (!p) return;
+    weights_free(p->weights);
     memo_free((est_memo *)p->memo);
     for (int64_t i = 0; i < p->n_owned; i++) est__const_free(p->owned[i]);
     free(p->owned);
@@ -49,7 +133,8 @@ static est_plan *plan_make(const est_graph *g) {
     if (!p) return NULL;
     p->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *p->slot);
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
-    if (!p->slot || !p->work || est__infer_constants(g, p) != EST_OK) {
+    p->weights = weights_make(g);
+    if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK) {
         plan_free(p);
         return NULL;
     }
@@ -63,6 +148,11 @@ const est_plan *est__graph_plan(const est_graph *g) {
     const est_plan *p = mg->plan;
     pthread_mutex_unlock(&mg->plan_lock);
     return p;
+}
+
+const est_weights *est__graph_weights(const est_graph *g) {
+    const est_plan *p = est__graph_plan(g);
+    return p ? p->weights : NULL;
 }
 
 static bool values_same(const est_const *x, const est_const *y) {

@@ -41,21 +41,36 @@ static bool verify_uploads_constant(const sim *s, int32_t t) {
 
 /* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and
  * buffers in the order the model declares them, then the input batch. */
+static void upload_initializer(sim *s, int32_t t) {
+    const est_tensor *tt = &s->g->tensors[t];
+    if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, est__par_param_bytes(s, t), KEY(K_STORAGE, t, 0));
+    else if (tt->role == EST_ROLE_BUFFER) est__sim_alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+    else if (verify_uploads_constant(s, t)) est__sim_alloc(s, EST_CAT_OTHER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+}
+
+static void upload_input(sim *s, int32_t t) {
+    est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+    s->allocated[t] = true;
+}
+
+/* The initializers some node reads and the graph inputs, each in tensor
+ * order: the plan's lists, or found here without a plan. */
 static void create_model_and_input(sim *s) {
     const est_graph *g = s->g;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        const est_tensor *tt = &g->tensors[t];
-        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, est__par_param_bytes(s, t), KEY(K_STORAGE, t, 0));
-        else if (tt->role == EST_ROLE_BUFFER) est__sim_alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
-        else if (verify_uploads_constant(s, t)) est__sim_alloc(s, EST_CAT_OTHER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+    const est_weights *w = est__graph_weights(g);
+    if (w) {
+        for (int32_t j = 0; j < w->n_uploaded; j++) upload_initializer(s, w->uploaded[j]);
+    } else {
+        for (int32_t t = 0; t < g->n_tensors; t++)
+            if (g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].first_consumer >= 0) upload_initializer(s, t);
     }
     est__par_construct(s);
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].kind == EST_T_INPUT) {
-            est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
-            s->allocated[t] = true;
-        }
+    if (w) {
+        for (int32_t j = 0; j < w->n_inputs; j++) upload_input(s, w->inputs[j]);
+    } else {
+        for (int32_t t = 0; t < g->n_tensors; t++)
+            if (g->tensors[t].kind == EST_T_INPUT) upload_input(s, t);
+    }
 }
 
 static inline bool output_needed(const sim *s, int32_t i, int k) {
