@@ -358,6 +358,12 @@ static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     return true;
 }
 
+/* keep_saves of nothing saved. */
+static inline void keep_no_saves(sim *s, int32_t i) {
+    s->saved_inputs[i] = s->saved_outputs[i] = 0;
+    s->extra_first[i] = s->extra_first[i + 1] = s->n_extras;
+}
+
 /* Storage lifetimes up to node i: each storage lives until its last reader
  * or anything that holds it. In locals: a store to last_use would make the
  * compiler reload every field read through s. */
@@ -404,8 +410,12 @@ bool est__sim_plan_lifetimes(sim *s) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         extend_last_uses(s, i);
+        if (!s->train || !s->ctx[i].any_grad || !n->op->saves || s->unreached[i]) {
+            keep_no_saves(s, i);
+            continue;
+        }
         est_saved sv = {0};
-        if (s->train && s->ctx[i].any_grad && n->op->saves && !s->unreached[i]) n->op->saves(&s->ctx[i], &sv);
+        n->op->saves(&s->ctx[i], &sv);
         if (!keep_saves(s, i, &sv)) return false;
         for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
             if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
