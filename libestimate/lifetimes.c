@@ -207,14 +207,6 @@ void est__sim_assign_storage(sim *s) {
     }
 }
 
-void est__sim_mark_strided_inputs(sim *s) {
-    const bool *contiguous = s->contiguous;
-    for (int32_t i = 0; i < s->g->n_nodes; i++) {
-        const est_node *n = &s->g->nodes[i];
-        bool *strided = s->ctx[i].in_strided;
-        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++) strided[k] = n->inputs[k] >= 0 && !contiguous[n->inputs[k]];
-    }
-}
 
 
 /* memest verify's executor runs each kernel in one dtype: every floating
@@ -365,16 +357,21 @@ static inline void keep_no_saves(sim *s, int32_t i) {
 }
 
 /* Storage lifetimes up to node i: each storage lives until its last reader
- * or anything that holds it. In locals: a store to last_use would make the
- * compiler reload every field read through s. */
+ * or anything that holds it. And which of its inputs are non-contiguous
+ * views (its context's in_strided, false from est__sim_build_contexts on),
+ * before its rules are asked what it saves. In locals: a store to last_use
+ * would make the compiler reload every field read through s. */
 static void extend_last_uses(sim *s, int32_t i) {
     const est_graph *g = s->g;
     const est_node *n = &g->nodes[i];
     int32_t *last_use = s->last_use;
     const int32_t *base = s->base;
+    const bool *contiguous = s->contiguous;
+    bool *strided = s->ctx[i].in_strided;
     bool pytorch = s->r->kernels == EST_KERNELS_PYTORCH;
     for (int k = 0; k < n->n_inputs; k++) {
         if (n->inputs[k] < 0) continue;
+        if (k < EST_MAX_IO) strided[k] = !contiguous[n->inputs[k]];
         int32_t b = base[n->inputs[k]];
         /* read here, and referenced until the module call that reads it returns */
         int32_t held = n->input_held_until ? n->input_held_until[k] : -1;

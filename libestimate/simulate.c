@@ -710,7 +710,6 @@ est_status est__simulate(est_report *r, est_error *err) {
     }
     est__sim_assign_storage(&s);
     if (s.dt) est__sim_assign_amp_dtypes(&s);
-    est__sim_mark_strided_inputs(&s);
     if (!est__sim_plan_lifetimes(&s)) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
