@@ -41,13 +41,9 @@ bool est__sim_build_contexts(sim *s) {
         activation[t] = tt->kind == EST_T_ACTIVATION && vals[t].value == NULL;
         param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
     }
-    const est_cost_ctx proto = {
-        .float_dtype = s->r->dtype,
-        .export_dtype = s->g->dtype,
-        .kernels = s->r->kernels,
-        .device = s->r->device,
-        .train = s->train,
-    };
+    est_dtype float_dtype = s->r->dtype, export_dtype = g->dtype;
+    est_kernels kernels = s->r->kernels;
+    const est_device *device = s->r->device;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
         est_cost_ctx *c = &s->ctx[i];
@@ -76,17 +72,11 @@ bool est__sim_build_contexts(sim *s) {
             if (t < 0) continue;
             needs_grad[t] = any_grad && est__dtype_is_float(vals[t].dtype) && vals[t].value == NULL;
         }
-        *c = proto;
-        c->node = n;
-        c->opset = n->opset;
-        c->n_in = n_in;
-        c->n_out = n_out;
-        c->in = in;
-        c->out = out;
-        c->in_grad = in_grad;
-        c->in_param = in_param;
-        c->in_strided = in_strided;
-        c->any_grad = any_grad;
+        /* one literal: every field stored once */
+        *c = (est_cost_ctx){.node = n, .opset = n->opset, .n_in = n_in, .n_out = n_out, .in = in, .out = out,
+                            .in_grad = in_grad, .in_param = in_param, .in_strided = in_strided,
+                            .any_grad = any_grad, .train = train, .float_dtype = float_dtype,
+                            .export_dtype = export_dtype, .kernels = kernels, .device = device};
     }
     return true;
 }
@@ -445,28 +435,54 @@ bool est__sim_plan_lifetimes(sim *s) {
 static void keep_forward_releases(sim *s) {
     int32_t n_nodes = s->g->n_nodes, w = 0;
     int32_t *first = s->release_first, *order = s->release_order;
+    const bool *activation = s->activation, *kept = s->kept;
+    const int32_t *saved_until = s->saved_until;
     for (int32_t i = 0; i < n_nodes; i++) {
         int32_t lo = first[i], hi = first[i + 1];
         first[i] = w;
         for (int32_t e = lo; e < hi; e++) {
             int32_t b = order[e];
-            if (is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) order[w++] = b;
+            if (activation[b] && !kept[b] && saved_until[b] == INT32_MAX) order[w++] = b;
         }
     }
     first[n_nodes] = w;
 }
 
-/* The nodes each pass of the step visits; false: out of memory. The
- * forward may do something at node i when it runs it, frees a storage after
- * it or --fsdp gathers around it; the backward when it runs it, frees what
- * it saved (extras, autocast copies, storages, recomputed tensors) or --fsdp
- * gathers around it. */
-static bool list_acting_nodes(sim *s) {
+/* Per node: what the step reads of its context (any_grad), and the inputs
+ * whose gradient may be its output's, as many elements as it (read by its
+ * backward only, where it has one). In locals: the stores would make the
+ * compiler reload every field read through s. */
+static void keep_gradient_figures(sim *s) {
+    const est_graph *g = s->g;
+    const est_tval *vals = s->r->tv;
+    const est_cost_ctx *ctx = s->ctx;
+    const int8_t *inplace_slot = s->inplace_slot;
+    bool *any_grad = s->any_grad;
+    est_slot_mask *same_size = s->same_size;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        any_grad[i] = ctx[i].any_grad;
+        int32_t out = n->n_outputs ? n->outputs[0] : -1;
+        if (out < 0 || !any_grad[i]) continue;
+        est_slot_mask shares = n->op->grad_passes_to;
+        if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
+        if (inplace_slot[i] >= 0 && inplace_slot[i] < 32) shares |= EST_SLOT(inplace_slot[i]);
+        est_slot_mask same = 0;
+        for (int k = 0; k < n->n_inputs && k < 32 && shares >> k; k++) {
+            int32_t t = n->inputs[k];
+            if ((shares & EST_SLOT(k)) && t >= 0 && vals[out].elements == vals[t].elements) same |= EST_SLOT(k);
+        }
+        same_size[i] |= same;
+    }
+}
+
+/* The nodes each pass of the step visits. The forward may do something at
+ * node i when it runs it, frees a storage after it or --fsdp gathers around
+ * it; the backward when it runs it, frees what it saved (extras, autocast
+ * copies, storages, recomputed tensors) or --fsdp gathers around it. */
+static void list_acting_nodes(sim *s) {
     int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
-    int32_t *fwd = malloc(((size_t)n_nodes + 1) * sizeof *fwd), *bwd = malloc(((size_t)n_nodes + 1) * sizeof *bwd);
-    s->fwd_nodes = fwd;
-    s->bwd_nodes = bwd;
-    if (!fwd || !bwd) return false;
+    int32_t *fwd = s->fwd_nodes, *bwd = s->bwd_nodes;
     const est_layer *layers = s->r->layers;
     const int32_t *release = s->release_first, *extra = s->extra_first, *saved = s->bwd_first;
     const int32_t *rc = s->segs ? s->rc_first : NULL;
@@ -481,39 +497,25 @@ static bool list_acting_nodes(sim *s) {
     }
     s->n_fwd_nodes = n_fwd;
     s->n_bwd_nodes = n_bwd;
-    return true;
 }
 
 bool est__sim_compact_for_step(sim *s) {
     const est_graph *g = s->g;
-    s->any_grad = malloc(((size_t)g->n_nodes + 1) * sizeof *s->any_grad);
+    size_t nn = (size_t)g->n_nodes + 1;
+    s->any_grad = malloc(nn * sizeof *s->any_grad);
     s->trained = malloc(((size_t)g->n_params + 1) * sizeof *s->trained);
-    if (!s->any_grad || !s->trained) return false;
+    s->fwd_nodes = malloc(nn * sizeof *s->fwd_nodes);
+    s->bwd_nodes = malloc(nn * sizeof *s->bwd_nodes);
+    if (!s->any_grad || !s->trained || !s->fwd_nodes || !s->bwd_nodes) return false;
     /* the parameters the optimizer updates (they have a gradient and state):
      * those that train of the graph's parameters that some node reads (an
      * unread one is never created on the GPU), in tensor order */
     for (int32_t k = 0; k < g->n_params; k++)
         if (s->r->trains[g->params[k]]) s->trained[s->n_trained++] = g->params[k];
-    const est_tval *vals = s->r->tv;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        s->any_grad[i] = s->ctx[i].any_grad;
-        int32_t out = n->n_outputs ? n->outputs[0] : -1;
-        if (out < 0 || !s->any_grad[i]) continue; /* only a backward that runs reads same_size */
-        /* the inputs whose gradient may be the output's */
-        est_slot_mask shares = n->op->grad_passes_to;
-        if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
-        if (s->inplace_slot[i] >= 0 && s->inplace_slot[i] < 32) shares |= EST_SLOT(s->inplace_slot[i]);
-        est_slot_mask same = 0;
-        for (int k = 0; k < n->n_inputs && k < 32 && shares >> k; k++) {
-            int32_t t = n->inputs[k];
-            if ((shares & EST_SLOT(k)) && t >= 0 && vals[out].elements == vals[t].elements) same |= EST_SLOT(k);
-        }
-        s->same_size[i] |= same;
-    }
+    keep_gradient_figures(s);
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
     keep_forward_releases(s);
-    if (!list_acting_nodes(s)) return false;
+    list_acting_nodes(s);
     free(s->ctx);
     free(s->ctx_tv);
     free(s->ctx_flags);
