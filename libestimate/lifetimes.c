@@ -359,12 +359,16 @@ static void extend_last_uses(sim *s, int32_t i) {
     const bool *contiguous = s->contiguous;
     bool *strided = s->ctx[i].in_strided;
     bool pytorch = s->r->kernels == EST_KERNELS_PYTORCH;
-    for (int k = 0; k < n->n_inputs; k++) {
-        if (n->inputs[k] < 0) continue;
-        if (k < EST_MAX_IO) strided[k] = !contiguous[n->inputs[k]];
-        int32_t b = base[n->inputs[k]];
+    /* the node's arrays too: a store to strided may alias them */
+    const int32_t *inputs = n->inputs, *held_until = n->input_held_until;
+    int n_in = n->n_inputs;
+    for (int k = 0; k < n_in; k++) {
+        int32_t t = inputs[k];
+        if (t < 0) continue;
+        if (k < EST_MAX_IO) strided[k] = !contiguous[t];
+        int32_t b = base[t];
         /* read here, and referenced until the module call that reads it returns */
-        int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
+        int32_t held = held_until ? held_until[k] : -1;
         if (last_use[b] < i) last_use[b] = i;
         if (last_use[b] < held) last_use[b] = held;
     }
@@ -386,13 +390,14 @@ static void extend_last_uses(sim *s, int32_t i) {
 
 bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
+    int32_t *last_use = s->last_use, *saved_until = s->saved_until;
     for (int32_t t = 0; t < g->n_tensors; t++) {
-        s->last_use[t] = -1;
-        s->saved_until[t] = INT32_MAX;
-        if (s->segs) {
-            s->recompute_until[t] = INT32_MAX;
-            s->rc_last[t] = -1;
-        }
+        last_use[t] = -1;
+        saved_until[t] = INT32_MAX;
+    }
+    for (int32_t t = 0; s->segs && t < g->n_tensors; t++) {
+        s->recompute_until[t] = INT32_MAX;
+        s->rc_last[t] = -1;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
