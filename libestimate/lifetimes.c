@@ -263,11 +263,12 @@ void est__sim_assign_amp_dtypes(sim *s) {
  * a node are left out): node i's items are order[first[i] .. first[i + 1]). */
 static void bucket_by_node(const int32_t *key, int32_t n_items, int32_t n_nodes, int32_t *first, int32_t *order) {
     memset(first, 0, ((size_t)n_nodes + 1) * sizeof *first);
+    /* a key is a node when 0 <= key < n_nodes: one unsigned compare */
     for (int32_t t = 0; t < n_items; t++)
-        if (key[t] >= 0 && key[t] < n_nodes) first[key[t] + 1]++;
+        if ((uint32_t)key[t] < (uint32_t)n_nodes) first[key[t] + 1]++;
     for (int32_t i = 0; i < n_nodes; i++) first[i + 1] += first[i];
     for (int32_t t = 0; t < n_items; t++)
-        if (key[t] >= 0 && key[t] < n_nodes) order[first[key[t]]++] = t;
+        if ((uint32_t)key[t] < (uint32_t)n_nodes) order[first[key[t]]++] = t;
     for (int32_t i = n_nodes; i > 0; i--) first[i] = first[i - 1];
     first[0] = 0;
 }
