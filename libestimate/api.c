@@ -167,19 +167,21 @@ static est_status build_layers(est_report *r, est_error *err) {
     if (!r->layers) return est__fail(err, EST_ENOMEM, "out of memory");
     r->layers[g->n_nodes] = (est_layer){0};
     est_totals *tot = &r->totals;
+    const est_tval *tv = r->tv;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
-        est_layer *L = &r->layers[i];
-        *L = (est_layer){.name = n->name, .op = n->op_type, .domain = n->domain, .module = n->module,
-                         .label = n->label, .segment = -1};
-        L->shape_only = n->n_outputs > 0;
+        uint64_t output_bytes = 0;
+        bool shape_only = n->n_outputs > 0;
         for (int32_t k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
             if (t < 0) continue;
-            exact &= add_bytes(&L->output_bytes, est__dtype_bytes(r->tv[t].dtype, (uint64_t)r->tv[t].elements));
-            L->shape_only &= r->tv[t].value != NULL;
+            exact &= add_bytes(&output_bytes, est__dtype_bytes(tv[t].dtype, (uint64_t)tv[t].elements));
+            shape_only &= tv[t].value != NULL;
         }
-        exact &= add_bytes(&tot->output_bytes, L->output_bytes);
+        r->layers[i] = (est_layer){.name = n->name, .op = n->op_type, .domain = n->domain, .module = n->module,
+                                   .label = n->label, .segment = -1, .output_bytes = output_bytes,
+                                   .shape_only = shape_only};
+        exact &= add_bytes(&tot->output_bytes, output_bytes);
     }
     r->n_layers = (size_t)g->n_nodes;
     exact &= weigh_model(r, est__graph_weights(g));
