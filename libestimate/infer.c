@@ -494,11 +494,11 @@ est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_wor
     const est_memo *memo = plan ? est__plan_memo(g) : NULL;
     uint64_t *works = plan && !memo ? calloc((size_t)g->n_nodes + 1, sizeof *works) : NULL; /* to record one */
     *memo_work = works;
-    for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
-        if (plan && plan->work[i]) { /* inferred once, in the plan */
-            work += plan->work[i];
-            continue;
-        }
+    /* the nodes the plan did not infer once for all (all nodes without one) */
+    int32_t n_run = plan ? plan->n_unplanned : g->n_nodes;
+    for (int32_t j = 0; j < n_run && st == EST_OK; j++) {
+        int32_t i = plan ? plan->unplanned[j] : j;
+        if (plan) work += plan->planned_before[j];
         if (memo && memo->work[i] && take_memo(r, memo, &g->nodes[i])) {
             work += memo->work[i];
         } else {

@@ -125,7 +125,30 @@ static void plan_free(est_plan *p) {
     free(p->slot);
     free(p->tv);
     free(p->work);
+    free(p->unplanned);
+    free(p->planned_before);
     free(p);
+}
+
+/* The plan's unplanned and planned_before, from its work; false when out
+ * of memory. */
+static bool list_unplanned(const est_graph *g, est_plan *p) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) n += p->work[i] == 0;
+    p->unplanned = malloc(((size_t)n + 1) * sizeof *p->unplanned);
+    p->planned_before = malloc(((size_t)n + 1) * sizeof *p->planned_before);
+    if (!p->unplanned || !p->planned_before) return false;
+    uint64_t since = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (p->work[i]) {
+            since += p->work[i];
+            continue;
+        }
+        p->unplanned[p->n_unplanned] = i;
+        p->planned_before[p->n_unplanned++] = since;
+        since = 0;
+    }
+    return true;
 }
 
 static est_plan *plan_make(const est_graph *g) {
@@ -134,7 +157,7 @@ static est_plan *plan_make(const est_graph *g) {
     p->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *p->slot);
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
     p->weights = weights_make(g);
-    if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK) {
+    if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK || !list_unplanned(g, p)) {
         plan_free(p);
         return NULL;
     }

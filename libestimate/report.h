@@ -92,6 +92,11 @@ typedef struct est_plan {
     int64_t n_owned, cap_owned;
     const struct est_memo *memo; /* set once by the first estimate */
     struct est_weights *weights; /* the graph's weights, by layer and in all */
+    /* The nodes each estimate infers (work 0), in node order, and before
+     * each the work of the planned nodes since the one before it. */
+    int32_t *unplanned;
+    uint64_t *planned_before;
+    int32_t n_unplanned;
 } est_plan;
 
 /* The weights a layer reads first, as its est_layer counts them. */
