@@ -469,6 +469,7 @@ static void keep_gradient_figures(sim *s) {
         const est_node *n = &g->nodes[i];
         any_grad[i] = ctx[i].any_grad;
         int32_t out = n->n_outputs ? n->outputs[0] : -1;
+        same_size[i] = 0; /* every entry written: the array is not zeroed */
         if (out < 0 || !any_grad[i]) continue;
         est_slot_mask shares = n->op->grad_passes_to;
         if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
@@ -478,7 +479,7 @@ static void keep_gradient_figures(sim *s) {
             int32_t t = n->inputs[k];
             if ((shares & EST_SLOT(k)) && t >= 0 && vals[out].elements == vals[t].elements) same |= EST_SLOT(k);
         }
-        same_size[i] |= same;
+        same_size[i] = same;
     }
 }
 

@@ -633,8 +633,8 @@ static void fill_layer_costs(sim *s) {
 static void zero_sentinels(sim *s, size_t nt, size_t nn) {
     s->base[nt - 1] = s->last_use[nt - 1] = s->saved_until[nt - 1] = 0;
     s->release_order[nt - 1] = s->bwd_order[nt - 1] = 0;
-    s->contiguous[nt - 1] = false;
-    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = 0;
+    s->contiguous[nt - 1] = s->needs_grad[nt - 1] = false;
+    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = s->same_size[nn - 1] = 0;
     s->release_first[nn] = s->bwd_first[nn] = s->extra_first[nn] = s->extra_first[0] = 0;
 }
 
@@ -647,7 +647,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     /* the planning writes every tensor's and node's entry of the arrays
      * malloc'd here (lifetimes.c); their last, a sentinel, is zeroed below */
     s.base = malloc(nt * sizeof *s.base);
-    s.needs_grad = calloc(nt, sizeof *s.needs_grad);
+    s.needs_grad = malloc(nt * sizeof *s.needs_grad);
     s.contiguous = malloc(nt * sizeof *s.contiguous);
     s.allocated = calloc(nt, sizeof *s.allocated);
     s.last_use = malloc(nt * sizeof *s.last_use);
@@ -664,12 +664,12 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.saved_inputs = malloc(nn * sizeof *s.saved_inputs);
     s.saved_outputs = malloc(nn * sizeof *s.saved_outputs);
     s.extra_first = malloc(((size_t)nn + 1) * sizeof *s.extra_first);
-    s.same_size = calloc(nn, sizeof *s.same_size);
+    s.same_size = malloc(nn * sizeof *s.same_size);
     s.unreached = calloc(nn, sizeof *s.unreached);
     s.ctx = malloc(nn * sizeof *s.ctx); /* est__sim_build_contexts writes each */
     s.bwd_first = malloc(((size_t)nn + 1) * sizeof *s.bwd_first);
     s.bwd_order = malloc(nt * sizeof *s.bwd_order);
-    s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
+    s.inplace_slot = malloc(nn * sizeof *s.inplace_slot);
     /* written for every tensor and node (size_tensors_and_workspaces) */
     s.alloc_bytes = malloc(nt * sizeof *s.alloc_bytes);
     s.ws_forward = malloc(nn * sizeof *s.ws_forward);
