@@ -567,63 +567,74 @@ static void free_sim(sim *s) {
     free(s->by_extra);
 }
 
+/* Node i's workspace as `rule` gives it, one GPU's share, rounded. */
+static uint64_t node_workspace(sim *s, int32_t i, uint64_t (*rule)(const est_cost_ctx *)) {
+    uint64_t bytes = rule ? rule(&s->ctx[i]) : 0;
+    if (s->tp_node && s->tp_node[i]) bytes /= (uint64_t)s->r->parallel.tp; /* --tp: a GPU runs 1/tp of the op */
+    return round_alloc(bytes);
+}
+
 /* What every iteration reads of a tensor's or a node's size, computed once:
  * tensors' allocated bytes, nodes' workspaces. */
 static void size_tensors_and_workspaces(sim *s) {
     const est_graph *g = s->g;
     for (int32_t t = 0; t < g->n_tensors; t++)
         s->alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
-    uint64_t tp = (uint64_t)s->r->parallel.tp;
+    /* read only where the node runs: its forward when it is not
+     * shape-only, its backward when it has one; 0 elsewhere */
+    const est_layer *layers = s->r->layers;
+    const est_cost_ctx *ctx = s->ctx;
+    uint64_t *ws_forward = s->ws_forward, *ws_backward = s->ws_backward;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_op_def *op = g->nodes[i].op;
-        bool split = s->tp_node && s->tp_node[i]; /* --tp: a GPU runs 1/tp of the op */
-        /* read only where the node runs: its forward when it is not
-         * shape-only, its backward when it has one */
-        bool runs_forward = !s->r->layers[i].shape_only, runs_backward = s->ctx[i].any_grad;
-        uint64_t fwd = runs_forward && op->workspace ? op->workspace(&s->ctx[i]) : 0;
-        uint64_t bwd = runs_backward && op->backward_workspace ? op->backward_workspace(&s->ctx[i]) : 0;
-        s->ws_forward[i] = round_alloc(split ? fwd / tp : fwd);
-        s->ws_backward[i] = round_alloc(split ? bwd / tp : bwd);
+        ws_forward[i] = layers[i].shape_only ? 0 : node_workspace(s, i, g->nodes[i].op->workspace);
+        ws_backward[i] = ctx[i].any_grad ? node_workspace(s, i, g->nodes[i].op->backward_workspace) : 0;
     }
 }
 
 /* The slots below n (all 32 from n = 32 on). */
 static est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
 
-static void fill_layer_costs(sim *s) {
-    const est_graph *g = s->g;
+/* Layer i's FLOPs (added to the totals) and saved bytes. */
+static void fill_layer_cost(sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    est_layer *L = &s->r->layers[i];
     est_totals *tot = &s->r->totals;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        est_layer *L = &s->r->layers[i];
+    est_flops f = {0, 0};
+    if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
+    if (s->tp_node && s->tp_node[i]) { /* --tp: one GPU's share */
+        f.fwd /= (uint64_t)s->r->parallel.tp;
+        f.bwd /= (uint64_t)s->r->parallel.tp;
+    }
+    L->flops_forward = f.fwd;
+    L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
+    tot->flops_forward = est_add_sat(tot->flops_forward, L->flops_forward); /* FLOPs saturate */
+    tot->flops_backward = est_add_sat(tot->flops_backward, L->flops_backward);
+    uint64_t saved = 0;
+    for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
+        saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
+    /* the saved slots in order, those of the node's inputs and outputs */
+    for (est_slot_mask m = s->saved_inputs[i] & slots_below(n->n_inputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->inputs[k] < 0) continue;
+        if (is_cast(s, i, k)) saved = sim_add(s, saved, cast_bytes(s, i, k));
+        else if (is_activation_storage(s, s->base[n->inputs[k]])) saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
+    }
+    for (est_slot_mask m = s->saved_outputs[i] & slots_below(n->n_outputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->outputs[k] >= 0) saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
+    }
+    L->saved_bytes = saved;
+}
+
+static void fill_layer_costs(sim *s) {
+    const est_layer *layers = s->r->layers;
+    const est_slot_mask *saved_inputs = s->saved_inputs, *saved_outputs = s->saved_outputs;
+    const int32_t *extra_first = s->extra_first;
+    for (int32_t i = 0; i < s->g->n_nodes; i++) {
         /* a shape-only node that saves nothing keeps build_layers' zeros */
-        if (L->shape_only && !s->saved_inputs[i] && !s->saved_outputs[i] && s->extra_first[i] == s->extra_first[i + 1])
+        if (layers[i].shape_only && !saved_inputs[i] && !saved_outputs[i] && extra_first[i] == extra_first[i + 1])
             continue;
-        est_flops f = {0, 0};
-        if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
-        if (s->tp_node && s->tp_node[i]) { /* --tp: one GPU's share */
-            f.fwd /= (uint64_t)s->r->parallel.tp;
-            f.bwd /= (uint64_t)s->r->parallel.tp;
-        }
-        L->flops_forward = f.fwd;
-        L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
-        tot->flops_forward = est_add_sat(tot->flops_forward, L->flops_forward); /* FLOPs saturate */
-        tot->flops_backward = est_add_sat(tot->flops_backward, L->flops_backward);
-        uint64_t saved = 0;
-        for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
-            saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
-        /* the saved slots in order, those of the node's inputs and outputs */
-        for (est_slot_mask m = s->saved_inputs[i] & slots_below(n->n_inputs); m; m &= m - 1) {
-            int k = __builtin_ctz(m);
-            if (n->inputs[k] < 0) continue;
-            if (is_cast(s, i, k)) saved = sim_add(s, saved, cast_bytes(s, i, k));
-            else if (is_activation_storage(s, s->base[n->inputs[k]])) saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
-        }
-        for (est_slot_mask m = s->saved_outputs[i] & slots_below(n->n_outputs); m; m &= m - 1) {
-            int k = __builtin_ctz(m);
-            if (n->outputs[k] >= 0) saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
-        }
-        L->saved_bytes = saved;
+        fill_layer_cost(s, i);
     }
 }
 
