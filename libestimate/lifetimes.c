@@ -159,41 +159,52 @@ static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
     return yv->rank == 4 && yv->dims[1] == 1;
 }
 
+/* Node i's outputs' storage: input 0's when it is a view of it or writes
+ * into it. in and out: its first input and output, out not folded. */
+static void assign_output_storage(sim *s, int32_t i, int32_t in, int32_t out) {
+    const est_node *n = &s->g->nodes[i];
+    switch (n->op->view) {
+    case EST_VIEW_ALIAS:
+        /* every output: Split's pieces are views of one storage, as
+         * torch.split / chunk return them */
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) share_storage(s, n->outputs[k], in);
+        break;
+    case EST_VIEW_PERMUTE:
+        s->base[out] = s->base[in];
+        s->contiguous[out] = rnn_output_in_torch_layout(s, i);
+        break;
+    case EST_VIEW_RESHAPE:
+        if (s->contiguous[in]) s->base[out] = s->base[in];
+        break;
+    default:
+        if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
+            share_storage(s, out, in);
+            s->inplace_slot[i] = 0; /* its gradient passes through too */
+            break;
+        }
+        bias_add_in_place(s, i);
+        break;
+    }
+}
+
 void est__sim_assign_storage(sim *s) {
     const est_graph *g = s->g;
     memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
+    int32_t *base = s->base;
+    bool *contiguous = s->contiguous;
     for (int32_t t = 0; t < g->n_tensors; t++) {
-        s->base[t] = t;
-        s->contiguous[t] = true;
+        base[t] = t;
+        contiguous[t] = true;
     }
+    /* the nodes with an input and an output not folded, in a tight loop */
+    const est_node *nodes = g->nodes;
+    const est_tval *vals = s->r->tv;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
+        const est_node *n = &nodes[i];
         if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
-        int32_t in = n->inputs[0], out = n->outputs[0];
-        if (is_folded(s, out)) continue;
-        switch (n->op->view) {
-        case EST_VIEW_ALIAS:
-            /* every output: Split's pieces are views of one storage, as
-             * torch.split / chunk return them */
-            for (int k = 0; k < n->n_outputs; k++)
-                if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) share_storage(s, n->outputs[k], in);
-            break;
-        case EST_VIEW_PERMUTE:
-            s->base[out] = s->base[in];
-            s->contiguous[out] = rnn_output_in_torch_layout(s, i);
-            break;
-        case EST_VIEW_RESHAPE:
-            if (s->contiguous[in]) s->base[out] = s->base[in];
-            break;
-        default:
-            if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
-                share_storage(s, out, in);
-                s->inplace_slot[i] = 0; /* its gradient passes through too */
-                break;
-            }
-            bias_add_in_place(s, i);
-            break;
-        }
+        if (vals[n->outputs[0]].value != NULL) continue; /* is_folded */
+        assign_output_storage(s, i, n->inputs[0], n->outputs[0]);
     }
 }
 
