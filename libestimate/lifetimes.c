@@ -352,12 +352,6 @@ static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     return true;
 }
 
-/* keep_saves of nothing saved. */
-static inline void keep_no_saves(sim *s, int32_t i) {
-    s->saved_inputs[i] = s->saved_outputs[i] = 0;
-    s->extra_first[i] = s->extra_first[i + 1] = s->n_extras;
-}
-
 /* Storage lifetimes up to node i: each storage lives until its last reader
  * or anything that holds it. And which of its inputs are non-contiguous
  * views (its context's in_strided, false from est__sim_build_contexts on),
@@ -400,6 +394,31 @@ static void extend_last_uses(sim *s, int32_t i) {
         last_use[base[n->outputs[0]]] = n->output_held_until;
 }
 
+/* What node i's backward saves (its rule asked), kept and noted on the
+ * storages; false: out of memory. */
+static bool plan_saves(sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    est_saved sv = {0};
+    n->op->saves(&s->ctx[i], &sv);
+    if (!keep_saves(s, i, &sv)) return false;
+    for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
+        if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
+            int32_t b = s->base[n->inputs[k]];
+            if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
+                s->cast_saved[i] |= EST_SLOT(k);
+                /* a checkpointed op's copy is kept from the recompute on */
+                if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
+                continue;
+            }
+            note_saved(s, i, b);
+        }
+    for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
+        if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+    int32_t seg = segment_of(s, i);
+    if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
+    return true;
+}
+
 bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     int32_t *last_use = s->last_use, *saved_until = s->saved_until;
@@ -411,31 +430,21 @@ bool est__sim_plan_lifetimes(sim *s) {
         s->recompute_until[t] = INT32_MAX;
         s->rc_last[t] = -1;
     }
+    /* the nodes whose backward saves nothing, in a tight loop over locals */
+    const est_node *nodes = g->nodes;
+    const est_cost_ctx *ctx = s->ctx;
+    const bool *unreached = s->unreached;
+    est_slot_mask *saved_inputs = s->saved_inputs, *saved_outputs = s->saved_outputs;
+    int32_t *extra_first = s->extra_first;
+    bool train = s->train;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
         extend_last_uses(s, i);
-        if (!s->train || !s->ctx[i].any_grad || !n->op->saves || s->unreached[i]) {
-            keep_no_saves(s, i);
+        if (train && ctx[i].any_grad && nodes[i].op->saves && !unreached[i]) {
+            if (!plan_saves(s, i)) return false;
             continue;
         }
-        est_saved sv = {0};
-        n->op->saves(&s->ctx[i], &sv);
-        if (!keep_saves(s, i, &sv)) return false;
-        for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
-            if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
-                int32_t b = s->base[n->inputs[k]];
-                if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
-                    s->cast_saved[i] |= EST_SLOT(k);
-                    /* a checkpointed op's copy is kept from the recompute on */
-                    if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
-                    continue;
-                }
-                note_saved(s, i, b);
-            }
-        for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
-            if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
-        int32_t seg = segment_of(s, i);
-        if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
+        saved_inputs[i] = saved_outputs[i] = 0; /* keep_saves of nothing */
+        extra_first[i] = extra_first[i + 1] = s->n_extras;
     }
     keep_unreached_saves(s);
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
