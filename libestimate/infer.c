@@ -453,14 +453,21 @@ est_status est__infer_constants(const est_graph *g, est_plan *p) {
  * or unknown (rank -1), each written once (a 1M-node graph's are 180 MB). */
 static void init_tensor_states(est_report *r, const est_plan *plan) {
     const est_graph *g = r->graph;
-    for (int32_t t = 0; t <= g->n_tensors; t++) {
-        if (t < g->n_tensors && plan && plan->slot[t] >= 0) {
-            r->tv[t] = plan->tv[plan->slot[t]];
+    /* in locals: the stores to tv may alias the graph's and the plan's ints */
+    int32_t n_tensors = g->n_tensors;
+    const est_tensor *tensors = g->tensors;
+    const int32_t *slot = plan ? plan->slot : NULL;
+    const est_tval *planned = plan ? plan->tv : NULL;
+    est_tval *tv = r->tv;
+    for (int32_t t = 0; t < n_tensors; t++) {
+        if (slot && slot[t] >= 0) {
+            tv[t] = planned[slot[t]];
             continue;
         }
-        r->tv[t] = (est_tval){.rank = t < g->n_tensors ? -1 : 0};
-        if (t < g->n_tensors && g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
+        tv[t] = (est_tval){.rank = -1};
+        if (tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&tensors[t], &tv[t]);
     }
+    tv[n_tensors] = (est_tval){.rank = 0};
 }
 
 est_status est__infer(est_report *r, const est_options *opt, uint64_t **memo_work, est_error *err) {
