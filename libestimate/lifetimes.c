@@ -32,11 +32,15 @@ bool est__sim_build_contexts(sim *s) {
     const bool *trains = s->r->trains;
     bool *needs_grad = s->needs_grad, *activation = s->activation, *param = s->param;
     bool train = s->train;
+    const est_tensor *tensors = g->tensors;
+    const est_node *nodes = g->nodes;
+    est_cost_ctx *ctx = s->ctx;
+    int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
     /* only the parameters that train start the gradient flow
      * (est_options.params): a frozen weight is a constant to autograd; and
      * what each tensor is, for the step's hot loops */
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        const est_tensor *tt = &g->tensors[t];
+    for (int32_t t = 0; t < n_tensors; t++) {
+        const est_tensor *tt = &tensors[t];
         needs_grad[t] = train && trains[t];
         activation[t] = tt->kind == EST_T_ACTIVATION && vals[t].value == NULL;
         param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
@@ -44,9 +48,9 @@ bool est__sim_build_contexts(sim *s) {
     est_dtype float_dtype = s->r->dtype, export_dtype = g->dtype;
     est_kernels kernels = s->r->kernels;
     const est_device *device = s->r->device;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        est_cost_ctx *c = &s->ctx[i];
+    for (int32_t i = 0; i < n_nodes; i++) {
+        const est_node *n = &nodes[i];
+        est_cost_ctx *c = &ctx[i];
         int n_in = n->n_inputs, n_out = n->n_outputs;
         const est_tval **in = tv, **out = tv + n_in;
         bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
