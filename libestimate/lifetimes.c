@@ -97,9 +97,11 @@ bool est__sim_mark_unreached(sim *s) {
     if (!reached) return false;
     for (int32_t k = 0; k < g->n_outputs; k++) reached[g->outputs[k]] = s->needs_grad[g->outputs[k]];
     bool *unreached = s->unreached;
+    const est_node *nodes = g->nodes; /* in locals: the bool stores may alias them */
+    const est_cost_ctx *ctx = s->ctx;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
-        const est_node *n = &g->nodes[i];
-        const est_cost_ctx *c = &s->ctx[i];
+        const est_node *n = &nodes[i];
+        const est_cost_ctx *c = &ctx[i];
         if (!c->any_grad) continue; /* unreached stays false; no input takes a gradient */
         bool any = false;
         for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
@@ -197,14 +199,15 @@ void est__sim_assign_storage(sim *s) {
     memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
     int32_t *base = s->base;
     bool *contiguous = s->contiguous;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
+    int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
+    for (int32_t t = 0; t < n_tensors; t++) {
         base[t] = t;
         contiguous[t] = true;
     }
     /* the nodes with an input and an output not folded, in a tight loop */
     const est_node *nodes = g->nodes;
     const est_tval *vals = s->r->tv;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
+    for (int32_t i = 0; i < n_nodes; i++) {
         const est_node *n = &nodes[i];
         if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
         if (vals[n->outputs[0]].value != NULL) continue; /* is_folded */
@@ -324,9 +327,11 @@ static void keep_segment_inputs(sim *s) {
  * storage is known when an earlier one reads it. */
 static void keep_unreached_saves(sim *s) {
     const est_graph *g = s->g;
+    const bool *unreached = s->unreached;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        if (!unreached[i]) continue;
         const est_node *n = &g->nodes[i];
-        if (!s->unreached[i] || !n->op->saves) continue;
+        if (!n->op->saves) continue;
         est_saved sv = {0};
         n->op->saves(&s->ctx[i], &sv);
         int32_t until = i;
@@ -426,7 +431,8 @@ static bool plan_saves(sim *s, int32_t i) {
 bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     int32_t *last_use = s->last_use, *saved_until = s->saved_until;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
+    int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
+    for (int32_t t = 0; t < n_tensors; t++) {
         last_use[t] = -1;
         saved_until[t] = INT32_MAX;
     }
@@ -441,7 +447,7 @@ bool est__sim_plan_lifetimes(sim *s) {
     est_slot_mask *saved_inputs = s->saved_inputs, *saved_outputs = s->saved_outputs;
     int32_t *extra_first = s->extra_first;
     bool train = s->train;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
+    for (int32_t i = 0; i < n_nodes; i++) {
         extend_last_uses(s, i);
         if (train && ctx[i].any_grad && nodes[i].op->saves && !unreached[i]) {
             if (!plan_saves(s, i)) return false;
@@ -489,8 +495,10 @@ static void keep_gradient_figures(sim *s) {
     const int8_t *inplace_slot = s->inplace_slot;
     bool *any_grad = s->any_grad;
     est_slot_mask *same_size = s->same_size;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
+    const est_node *nodes = g->nodes;
+    int32_t n_nodes = g->n_nodes;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        const est_node *n = &nodes[i];
         any_grad[i] = ctx[i].any_grad;
         int32_t out = n->n_outputs ? n->outputs[0] : -1;
         same_size[i] = 0; /* every entry written: the array is not zeroed */
