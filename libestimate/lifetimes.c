@@ -465,25 +465,6 @@ bool est__sim_plan_lifetimes(sim *s) {
     return true;
 }
 
-/* Leaves in each node's release list only the storages its forward may
- * free: an activation's, not an output of the graph, saved by no backward
- * (all fixed by now; whether it is allocated is the step's to test). */
-static void keep_forward_releases(sim *s) {
-    int32_t n_nodes = s->g->n_nodes, w = 0;
-    int32_t *first = s->release_first, *order = s->release_order;
-    const bool *activation = s->activation, *kept = s->kept;
-    const int32_t *saved_until = s->saved_until;
-    for (int32_t i = 0; i < n_nodes; i++) {
-        int32_t lo = first[i], hi = first[i + 1];
-        first[i] = w;
-        for (int32_t e = lo; e < hi; e++) {
-            int32_t b = order[e];
-            if (activation[b] && !kept[b] && saved_until[b] == INT32_MAX) order[w++] = b;
-        }
-    }
-    first[n_nodes] = w;
-}
-
 /* Per node: what the step reads of its context (any_grad), and the inputs
  * whose gradient may be its output's, as many elements as it (read by its
  * backward only, where it has one). In locals: the stores would make the
@@ -500,9 +481,10 @@ static void keep_gradient_figures(sim *s) {
     for (int32_t i = 0; i < n_nodes; i++) {
         const est_node *n = &nodes[i];
         any_grad[i] = ctx[i].any_grad;
-        int32_t out = n->n_outputs ? n->outputs[0] : -1;
         same_size[i] = 0; /* every entry written: the array is not zeroed */
-        if (out < 0 || !any_grad[i]) continue;
+        if (!any_grad[i]) continue;
+        int32_t out = n->n_outputs ? n->outputs[0] : -1;
+        if (out < 0) continue;
         est_slot_mask shares = n->op->grad_passes_to;
         if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
         if (inplace_slot[i] >= 0 && inplace_slot[i] < 32) shares |= EST_SLOT(inplace_slot[i]);
@@ -515,25 +497,39 @@ static void keep_gradient_figures(sim *s) {
     }
 }
 
-/* The nodes each pass of the step visits. The forward may do something at
- * node i when it runs it, frees a storage after it or --fsdp gathers around
- * it; the backward when it runs it, frees what it saved (extras, autocast
- * copies, storages, recomputed tensors) or --fsdp gathers around it. */
+/* Leaves in each node's release list only the storages its forward may
+ * free: an activation's, not an output of the graph, saved by no backward
+ * (all fixed by now; whether it is allocated is the step's to test). And
+ * lists the nodes each pass of the step visits. The forward may do
+ * something at node i when it runs it, frees a storage after it or --fsdp
+ * gathers around it; the backward when it runs it, frees what it saved
+ * (extras, autocast copies, storages, recomputed tensors) or --fsdp gathers
+ * around it. One pass over locals. */
 static void list_acting_nodes(sim *s) {
-    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
+    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0, kept_end = 0;
     int32_t *fwd = s->fwd_nodes, *bwd = s->bwd_nodes;
+    int32_t *release = s->release_first, *order = s->release_order;
+    const bool *activation = s->activation, *kept = s->kept;
+    const int32_t *saved_until = s->saved_until;
     const est_layer *layers = s->r->layers;
-    const int32_t *release = s->release_first, *extra = s->extra_first, *saved = s->bwd_first;
+    const int32_t *extra = s->extra_first, *saved = s->bwd_first;
     const int32_t *rc = s->segs ? s->rc_first : NULL;
     const est_slot_mask *cast_saved = s->cast_saved;
     const bool *any_grad = s->any_grad;
     bool all = s->sharded;
     for (int32_t i = 0; i < n_nodes; i++) {
-        if (all || !layers[i].shape_only || release[i] < release[i + 1]) fwd[n_fwd++] = i;
+        int32_t lo = release[i], hi = release[i + 1];
+        release[i] = kept_end;
+        for (int32_t e = lo; e < hi; e++) {
+            int32_t b = order[e];
+            if (activation[b] && !kept[b] && saved_until[b] == INT32_MAX) order[kept_end++] = b;
+        }
+        if (all || !layers[i].shape_only || release[i] < kept_end) fwd[n_fwd++] = i;
         if (all || any_grad[i] || extra[i] < extra[i + 1] || (cast_saved && cast_saved[i]) || saved[i] < saved[i + 1] ||
             (rc && rc[i] < rc[i + 1]))
             bwd[n_bwd++] = i;
     }
+    release[n_nodes] = kept_end;
     s->n_fwd_nodes = n_fwd;
     s->n_bwd_nodes = n_bwd;
 }
@@ -553,7 +549,6 @@ bool est__sim_compact_for_step(sim *s) {
         if (s->r->trains[g->params[k]]) s->trained[s->n_trained++] = g->params[k];
     keep_gradient_figures(s);
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
-    keep_forward_releases(s);
     list_acting_nodes(s);
     free(s->ctx);
     free(s->ctx_tv);
