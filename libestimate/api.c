@@ -178,9 +178,17 @@ static est_status build_layers(est_report *r, est_error *err) {
             exact &= add_bytes(&output_bytes, est__dtype_bytes(tv[t].dtype, (uint64_t)tv[t].elements));
             shape_only &= tv[t].value != NULL;
         }
-        r->layers[i] = (est_layer){.name = n->name, .op = n->op_type, .domain = n->domain, .module = n->module,
-                                   .label = n->label, .segment = -1, .output_bytes = output_bytes,
-                                   .shape_only = shape_only};
+        /* every field, in place (a literal is built aside and copied) */
+        est_layer *L = &r->layers[i];
+        L->name = n->name, L->op = n->op_type, L->domain = n->domain;
+        L->n_inputs = 0, L->inputs = NULL, L->n_outputs = 0, L->outputs = NULL;
+        L->param_count = L->param_bytes = L->buffer_bytes = 0;
+        L->output_bytes = output_bytes;
+        L->flops_forward = L->flops_backward = L->saved_bytes = L->temp_bytes = 0;
+        L->shape_only = shape_only;
+        L->segment = -1;
+        L->recomputed = 0;
+        L->module = n->module, L->label = n->label;
         exact &= add_bytes(&tot->output_bytes, output_bytes);
     }
     r->n_layers = (size_t)g->n_nodes;
