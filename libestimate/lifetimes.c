@@ -361,19 +361,30 @@ static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     return true;
 }
 
+/* What extend_last_uses reads, loaded once for all nodes: its stores to
+ * last_use and in_strided would make the compiler reload every field read
+ * through s at every node. */
+typedef struct lifetime_arrays {
+    const est_tensor *tensors;
+    const est_node *nodes;
+    const est_cost_ctx *ctx;
+    const int32_t *base;
+    const bool *contiguous;
+    int32_t *last_use;
+    bool pytorch;
+} lifetime_arrays;
+
 /* Storage lifetimes up to node i: each storage lives until its last reader
  * or anything that holds it. And which of its inputs are non-contiguous
  * views (its context's in_strided, false from est__sim_build_contexts on),
- * before its rules are asked what it saves. In locals: a store to last_use
- * would make the compiler reload every field read through s. */
-static void extend_last_uses(sim *s, int32_t i) {
-    const est_graph *g = s->g;
-    const est_node *n = &g->nodes[i];
-    int32_t *last_use = s->last_use;
-    const int32_t *base = s->base;
-    const bool *contiguous = s->contiguous;
-    bool *strided = s->ctx[i].in_strided;
-    bool pytorch = s->r->kernels == EST_KERNELS_PYTORCH;
+ * before its rules are asked what it saves. */
+static inline void extend_last_uses(const lifetime_arrays *a, int32_t i) {
+    const est_node *n = &a->nodes[i];
+    int32_t *last_use = a->last_use;
+    const int32_t *base = a->base;
+    const bool *contiguous = a->contiguous;
+    bool *strided = a->ctx[i].in_strided;
+    bool pytorch = a->pytorch;
     /* the node's arrays too: a store to strided may alias them */
     const int32_t *inputs = n->inputs, *held_until = n->input_held_until;
     int n_in = n->n_inputs;
@@ -392,7 +403,7 @@ static void extend_last_uses(sim *s, int32_t i) {
      * verify's executor does not */
     for (int k = 0; k < n->n_outputs; k++) {
         if (n->outputs[k] < 0) continue;
-        int32_t b = base[n->outputs[k]], frame = g->tensors[n->outputs[k]].frame_held_until;
+        int32_t b = base[n->outputs[k]], frame = a->tensors[n->outputs[k]].frame_held_until;
         if (last_use[b] < i) last_use[b] = i;
         if (pytorch && last_use[b] < frame) last_use[b] = frame;
     }
@@ -447,8 +458,11 @@ bool est__sim_plan_lifetimes(sim *s) {
     est_slot_mask *saved_inputs = s->saved_inputs, *saved_outputs = s->saved_outputs;
     int32_t *extra_first = s->extra_first;
     bool train = s->train;
+    const lifetime_arrays arrays = {.tensors = g->tensors, .nodes = nodes, .ctx = ctx, .base = s->base,
+                                    .contiguous = s->contiguous, .last_use = last_use,
+                                    .pytorch = s->r->kernels == EST_KERNELS_PYTORCH};
     for (int32_t i = 0; i < n_nodes; i++) {
-        extend_last_uses(s, i);
+        extend_last_uses(&arrays, i);
         if (train && ctx[i].any_grad && nodes[i].op->saves && !unreached[i]) {
             if (!plan_saves(s, i)) return false;
             continue;
