@@ -578,8 +578,17 @@ static uint64_t node_workspace(sim *s, int32_t i, uint64_t (*rule)(const est_cos
  * tensors' allocated bytes, nodes' workspaces. */
 static void size_tensors_and_workspaces(sim *s) {
     const est_graph *g = s->g;
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        s->alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+    uint64_t *alloc_bytes = s->alloc_bytes;
+    int32_t n_tensors = g->n_tensors;
+    if (!s->dt && !s->tp_split) { /* stored_dtype and local_elements, from locals */
+        const est_report *r = s->r;
+        const est_tval *tv = r->tv;
+        for (int32_t t = 0; t < n_tensors; t++)
+            alloc_bytes[t] = round_alloc(est__dtype_bytes(est__stored_dtype(r, tv[t].dtype), est_tval_elements(&tv[t])));
+    } else {
+        for (int32_t t = 0; t < n_tensors; t++)
+            alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+    }
     /* read only where the node runs: its forward when it is not
      * shape-only, its backward when it has one; 0 elsewhere */
     const est_layer *layers = s->r->layers;
