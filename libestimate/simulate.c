@@ -39,8 +39,6 @@ static bool verify_uploads_constant(const sim *s, int32_t t) {
            est_tval_elements(&s->r->tv[t]) > EST_VERIFY_HOST_MAX;
 }
 
-/* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and
- * buffers in the order the model declares them, then the input batch. */
 static void upload_initializer(sim *s, int32_t t) {
     const est_tensor *tt = &s->g->tensors[t];
     if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, est__par_param_bytes(s, t), KEY(K_STORAGE, t, 0));
@@ -48,28 +46,23 @@ static void upload_initializer(sim *s, int32_t t) {
     else if (verify_uploads_constant(s, t)) est__sim_alloc(s, EST_CAT_OTHER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
 }
 
-static void upload_input(sim *s, int32_t t) {
-    est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
-    s->allocated[t] = true;
-}
-
-/* The initializers some node reads and the graph inputs, each in tensor
- * order: the plan's lists, or found here without a plan. */
+/* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and
+ * buffers in the order the model declares them, then the input batch. The
+ * initializers some node reads and the graph inputs, each in tensor order,
+ * are the plan's lists, or found here without a plan. */
 static void create_model_and_input(sim *s) {
     const est_graph *g = s->g;
     const est_weights *w = est__graph_weights(g);
-    if (w) {
-        for (int32_t j = 0; j < w->n_uploaded; j++) upload_initializer(s, w->uploaded[j]);
-    } else {
-        for (int32_t t = 0; t < g->n_tensors; t++)
-            if (g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].first_consumer >= 0) upload_initializer(s, t);
+    for (int32_t j = 0, n = w ? w->n_uploaded : g->n_tensors; j < n; j++) {
+        int32_t t = w ? w->uploaded[j] : j;
+        if (w || (g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].first_consumer >= 0)) upload_initializer(s, t);
     }
     est__par_construct(s);
-    if (w) {
-        for (int32_t j = 0; j < w->n_inputs; j++) upload_input(s, w->inputs[j]);
-    } else {
-        for (int32_t t = 0; t < g->n_tensors; t++)
-            if (g->tensors[t].kind == EST_T_INPUT) upload_input(s, t);
+    for (int32_t j = 0, n = w ? w->n_inputs : g->n_tensors; j < n; j++) {
+        int32_t t = w ? w->inputs[j] : j;
+        if (!w && g->tensors[t].kind != EST_T_INPUT) continue;
+        est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        s->allocated[t] = true;
     }
 }
 
