@@ -85,9 +85,9 @@ void est_report_free(est_report *r) {
     free(r);
 }
 
-static inline void fill_info(const est_report *r, int32_t t, est_tensor_info *info) {
-    const est_tval *v = &r->tv[t];
-    info->name = r->graph->tensors[t].name;
+static inline void fill_info(const est_tval *tv, const est_tensor *tensors, int32_t t, est_tensor_info *info) {
+    const est_tval *v = &tv[t];
+    info->name = tensors[t].name;
     info->dtype = v->dtype;
     info->rank = v->rank;
     info->shape = v->dims;
@@ -219,19 +219,28 @@ static est_status alloc_tensor_infos(est_report *r, est_error *err) {
 static void link_tensor_infos(est_report *r) {
     const est_graph *g = r->graph;
     est_tensor_info *next = r->infos;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        est_layer *L = &r->layers[i];
-        L->inputs = next;
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0) fill_info(r, n->inputs[k], next++);
-        L->n_inputs = (size_t)(next - L->inputs);
-        L->outputs = next;
-        for (int32_t k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) fill_info(r, n->outputs[k], next++);
-        L->n_outputs = (size_t)(next - L->outputs);
+    /* in locals: the stores to the infos and layers may alias them */
+    const est_tval *tv = r->tv;
+    const est_tensor *tensors = g->tensors;
+    const est_node *nodes = g->nodes;
+    est_layer *layers = r->layers;
+    int32_t n_nodes = g->n_nodes;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        const est_node *n = &nodes[i];
+        const int32_t *inputs = n->inputs, *outputs = n->outputs;
+        int n_in = n->n_inputs, n_out = n->n_outputs;
+        est_tensor_info *first = next;
+        for (int32_t k = 0; k < n_in; k++)
+            if (inputs[k] >= 0) fill_info(tv, tensors, inputs[k], next++);
+        layers[i].inputs = first;
+        layers[i].n_inputs = (size_t)(next - first);
+        first = next;
+        for (int32_t k = 0; k < n_out; k++)
+            if (outputs[k] >= 0) fill_info(tv, tensors, outputs[k], next++);
+        layers[i].outputs = first;
+        layers[i].n_outputs = (size_t)(next - first);
     }
-    for (int32_t k = 0; k < g->n_outputs; k++) fill_info(r, g->outputs[k], &r->outputs[k]);
+    for (int32_t k = 0; k < g->n_outputs; k++) fill_info(tv, tensors, g->outputs[k], &r->outputs[k]);
     r->n_outputs = (size_t)g->n_outputs;
 }
 
