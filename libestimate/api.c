@@ -206,8 +206,9 @@ static est_status build_layers(est_report *r, est_error *err) {
  * after it (link_tensor_infos), when the simulation's arrays are freed. */
 static est_status alloc_tensor_infos(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
-    size_t n_infos = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++)
+    const est_plan *plan = est__graph_plan(g);
+    size_t n_infos = plan ? plan->node_tensors : 0;
+    for (int32_t i = 0; !plan && i < g->n_nodes; i++)
         n_infos += count_present(g->nodes[i].inputs, g->nodes[i].n_inputs) +
                    count_present(g->nodes[i].outputs, g->nodes[i].n_outputs);
     r->infos = malloc((n_infos + 1) * sizeof *r->infos);

@@ -15,8 +15,9 @@
 /* False when out of memory. */
 bool est__sim_build_contexts(sim *s) {
     const est_graph *g = s->g;
-    size_t all_in = 0, all_out = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
+    const est_plan *plan = est__graph_plan(g);
+    size_t all_in = plan ? plan->node_inputs : 0, all_out = plan ? plan->node_outputs : 0;
+    for (int32_t i = 0; !plan && i < g->n_nodes; i++) {
         all_in += (size_t)g->nodes[i].n_inputs;
         all_out += (size_t)g->nodes[i].n_outputs;
     }

@@ -151,11 +151,22 @@ static bool list_unplanned(const est_graph *g, est_plan *p) {
     return true;
 }
 
+static void count_node_tensors(const est_graph *g, est_plan *p) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        p->node_inputs += (size_t)n->n_inputs;
+        p->node_outputs += (size_t)n->n_outputs;
+        for (int k = 0; k < n->n_inputs; k++) p->node_tensors += n->inputs[k] >= 0;
+        for (int k = 0; k < n->n_outputs; k++) p->node_tensors += n->outputs[k] >= 0;
+    }
+}
+
 static est_plan *plan_make(const est_graph *g) {
     est_plan *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *p->slot);
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
+    count_node_tensors(g, p);
     p->weights = weights_make(g);
     if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK || !list_unplanned(g, p)) {
         plan_free(p);

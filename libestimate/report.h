@@ -97,6 +97,9 @@ typedef struct est_plan {
     int32_t *unplanned;
     uint64_t *planned_before;
     int32_t n_unplanned;
+    /* The nodes' input and output slots, all nodes together, and those
+     * that name a tensor (not an omitted optional one). */
+    size_t node_inputs, node_outputs, node_tensors;
 } est_plan;
 
 /* The weights a layer reads first, as its est_layer counts them. */
