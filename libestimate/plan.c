@@ -200,7 +200,8 @@ static bool values_same(const est_const *x, const est_const *y) {
 bool est__memo_same(const est_memo *m, int32_t slot, const est_tval *a) {
     const est_memo_tval *v = &m->tv[slot];
     if (a->dtype != v->dtype || a->rank != v->rank || a->elements != v->elements) return false;
-    if (a->rank > 0 && memcmp(a->dims, m->dims + v->dims_at, (size_t)a->rank * sizeof *a->dims) != 0) return false;
+    for (int32_t d = 0; d < a->rank; d++) /* a few dims: compared here, not by a call */
+        if (a->dims[d] != m->dims[v->dims_at + d]) return false;
     return values_same(a->value, v->value);
 }
 
