@@ -227,7 +227,7 @@ static est_const *own_ref(est_memo *m, est_const *c, int64_t *cap) {
 void est__memo_tval(const est_memo *m, int32_t slot, est_tval *out) {
     const est_memo_tval *v = &m->tv[slot];
     *out = (est_tval){.dtype = v->dtype, .rank = v->rank, .elements = v->elements, .value = v->value};
-    if (v->rank > 0) memcpy(out->dims, m->dims + v->dims_at, (size_t)v->rank * sizeof *out->dims);
+    for (int32_t d = 0; d < v->rank; d++) out->dims[d] = m->dims[v->dims_at + d]; /* a few: no call */
 }
 
 /* Gives tensor t a slot holding r's state of it (its value shared). */
