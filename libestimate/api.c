@@ -85,9 +85,9 @@ void est_report_free(est_report *r) {
     free(r);
 }
 
-static inline void fill_info(const est_report *r, int32_t t, est_tensor_info *info) {
-    const est_tval *v = &r->tv[t];
-    info->name = r->graph->tensors[t].name;
+static inline void fill_info(const est_tval *tv, const est_tensor *tensors, int32_t t, est_tensor_info *info) {
+    const est_tval *v = &tv[t];
+    info->name = tensors[t].name;
     info->dtype = v->dtype;
     info->rank = v->rank;
     info->shape = v->dims;
@@ -120,6 +120,54 @@ static est_status alloc_layers(est_report *r, est_prefault *pf, est_error *err) 
     return EST_OK;
 }
 
+/* The layers' and the totals' counts of the graph's weights and inputs:
+ * the plan's weights, or counted here without a plan. */
+static bool weigh_model(est_report *r, const est_weights *w) {
+    const est_graph *g = r->graph;
+    est_totals *tot = &r->totals;
+    bool exact = true;
+    if (!w) {
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            est_layer_weights lw;
+            exact &= est__layer_weights(g, i, &lw);
+            est_layer *L = &r->layers[i];
+            L->param_count = lw.param_count, L->param_bytes = lw.param_bytes, L->buffer_bytes = lw.buffer_bytes;
+        }
+        for (int32_t t = 0; t < g->n_tensors; t++) {
+            const est_tensor *tt = &g->tensors[t];
+            uint64_t elems = (uint64_t)r->tv[t].elements;
+            uint64_t bytes = est__dtype_bytes(r->tv[t].dtype, elems);
+            if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
+            if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+            if (tt->role == EST_ROLE_PARAM) {
+                exact &= add_bytes(&tot->param_count, elems);
+                exact &= add_bytes(&tot->param_bytes, bytes);
+            } else if (tt->role == EST_ROLE_BUFFER) {
+                exact &= add_bytes(&tot->buffer_count, elems);
+                exact &= add_bytes(&tot->buffer_bytes, bytes);
+            } else {
+                exact &= add_bytes(&tot->constant_bytes, bytes);
+            }
+        }
+        return exact;
+    }
+    for (int32_t j = 0; j < w->n_layers; j++) {
+        const est_layer_weights *lw = &w->layers[j];
+        est_layer *L = &r->layers[lw->node];
+        L->param_count = lw->param_count, L->param_bytes = lw->param_bytes, L->buffer_bytes = lw->buffer_bytes;
+    }
+    for (int32_t j = 0; j < w->n_inputs; j++) {
+        const est_tval *v = &r->tv[w->inputs[j]];
+        exact &= add_bytes(&tot->input_bytes, est__dtype_bytes(v->dtype, (uint64_t)v->elements));
+    }
+    tot->param_count = w->param_count;
+    tot->param_bytes = w->param_bytes;
+    tot->buffer_count = w->buffer_count;
+    tot->buffer_bytes = w->buffer_bytes;
+    tot->constant_bytes = w->constant_bytes;
+    return exact && w->exact;
+}
+
 /* The layers and the totals; the layers' tensors are filled in later
  * (link_tensor_infos). */
 static est_status build_layers(est_report *r, est_error *err) {
@@ -127,53 +175,32 @@ static est_status build_layers(est_report *r, est_error *err) {
     bool exact = true;
     r->layers[g->n_nodes] = (est_layer){0};
     est_totals *tot = &r->totals;
+    const est_tval *tv = r->tv;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
-        est_layer *L = &r->layers[i];
-        *L = (est_layer){.name = n->name, .op = n->op_type, .domain = n->domain, .module = n->module,
-                         .label = n->label, .segment = -1};
-        for (int32_t k = 0; k < n->n_inputs; k++) {
-            int32_t t = n->inputs[k];
-            if (t < 0) continue;
-            const est_tensor *tt = &g->tensors[t];
-            if (tt->kind != EST_T_INITIALIZER || tt->first_consumer != i) continue;
-            bool seen = false; /* the same weight twice in one node counts once */
-            for (int32_t j = 0; j < k; j++) seen |= n->inputs[j] == t;
-            if (seen) continue;
-            uint64_t bytes = est__dtype_bytes(tt->dtype, (uint64_t)r->tv[t].elements);
-            if (tt->role == EST_ROLE_PARAM) {
-                exact &= add_bytes(&L->param_count, (uint64_t)r->tv[t].elements);
-                exact &= add_bytes(&L->param_bytes, bytes);
-            } else if (tt->role == EST_ROLE_BUFFER) {
-                exact &= add_bytes(&L->buffer_bytes, bytes);
-            }
-        }
-        L->shape_only = n->n_outputs > 0;
+        uint64_t output_bytes = 0;
+        bool shape_only = n->n_outputs > 0;
         for (int32_t k = 0; k < n->n_outputs; k++) {
             int32_t t = n->outputs[k];
             if (t < 0) continue;
-            exact &= add_bytes(&L->output_bytes, est__dtype_bytes(r->tv[t].dtype, (uint64_t)r->tv[t].elements));
-            L->shape_only &= r->tv[t].value != NULL;
+            exact &= add_bytes(&output_bytes, est__dtype_bytes(tv[t].dtype, (uint64_t)tv[t].elements));
+            shape_only &= tv[t].value != NULL;
         }
-        exact &= add_bytes(&tot->output_bytes, L->output_bytes);
+        /* every field, in place (a literal is built aside and copied) */
+        est_layer *L = &r->layers[i];
+        L->name = n->name, L->op = n->op_type, L->domain = n->domain;
+        L->n_inputs = 0, L->inputs = NULL, L->n_outputs = 0, L->outputs = NULL;
+        L->param_count = L->param_bytes = L->buffer_bytes = 0;
+        L->output_bytes = output_bytes;
+        L->flops_forward = L->flops_backward = L->saved_bytes = L->temp_bytes = 0;
+        L->shape_only = shape_only;
+        L->segment = -1;
+        L->recomputed = 0;
+        L->module = n->module, L->label = n->label;
+        exact &= add_bytes(&tot->output_bytes, output_bytes);
     }
     r->n_layers = (size_t)g->n_nodes;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        const est_tensor *tt = &g->tensors[t];
-        uint64_t elems = (uint64_t)r->tv[t].elements;
-        uint64_t bytes = est__dtype_bytes(r->tv[t].dtype, elems);
-        if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
-        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) {
-            exact &= add_bytes(&tot->param_count, elems);
-            exact &= add_bytes(&tot->param_bytes, bytes);
-        } else if (tt->role == EST_ROLE_BUFFER) {
-            exact &= add_bytes(&tot->buffer_count, elems);
-            exact &= add_bytes(&tot->buffer_bytes, bytes);
-        } else {
-            exact &= add_bytes(&tot->constant_bytes, bytes);
-        }
-    }
+    exact &= weigh_model(r, est__graph_weights(g));
     if (!exact)
         return est__fail(err, EST_EOVERFLOW, "%s: the model's byte counts pass 2^64 - 1 (16 EiB); the model, the "
                          "batch or the dims are too large", g->source);
@@ -187,8 +214,9 @@ static est_status build_layers(est_report *r, est_error *err) {
  * after it (link_tensor_infos), when the simulation's arrays are freed. */
 static est_status alloc_tensor_infos(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
-    size_t n_infos = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++)
+    const est_plan *plan = est__graph_plan(g);
+    size_t n_infos = plan ? plan->node_tensors : 0;
+    for (int32_t i = 0; !plan && i < g->n_nodes; i++)
         n_infos += count_present(g->nodes[i].inputs, g->nodes[i].n_inputs) +
                    count_present(g->nodes[i].outputs, g->nodes[i].n_outputs);
     r->n_infos = n_infos;
@@ -206,19 +234,28 @@ static void link_tensor_infos(est_report *r) {
     est__prefault_add(&pf, r->infos, (r->n_infos + 1) * sizeof *r->infos);
     est__prefault_start(&pf);
     est_tensor_info *next = r->infos;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        est_layer *L = &r->layers[i];
-        L->inputs = next;
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0) fill_info(r, n->inputs[k], next++);
-        L->n_inputs = (size_t)(next - L->inputs);
-        L->outputs = next;
-        for (int32_t k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) fill_info(r, n->outputs[k], next++);
-        L->n_outputs = (size_t)(next - L->outputs);
+    /* in locals: the stores to the infos and layers may alias them */
+    const est_tval *tv = r->tv;
+    const est_tensor *tensors = g->tensors;
+    const est_node *nodes = g->nodes;
+    est_layer *layers = r->layers;
+    int32_t n_nodes = g->n_nodes;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        const est_node *n = &nodes[i];
+        const int32_t *inputs = n->inputs, *outputs = n->outputs;
+        int n_in = n->n_inputs, n_out = n->n_outputs;
+        est_tensor_info *first = next;
+        for (int32_t k = 0; k < n_in; k++)
+            if (inputs[k] >= 0) fill_info(tv, tensors, inputs[k], next++);
+        layers[i].inputs = first;
+        layers[i].n_inputs = (size_t)(next - first);
+        first = next;
+        for (int32_t k = 0; k < n_out; k++)
+            if (outputs[k] >= 0) fill_info(tv, tensors, outputs[k], next++);
+        layers[i].outputs = first;
+        layers[i].n_outputs = (size_t)(next - first);
     }
-    for (int32_t k = 0; k < g->n_outputs; k++) fill_info(r, g->outputs[k], &r->outputs[k]);
+    for (int32_t k = 0; k < g->n_outputs; k++) fill_info(tv, tensors, g->outputs[k], &r->outputs[k]);
     r->n_outputs = (size_t)g->n_outputs;
     est__prefault_wait(&pf);
 }

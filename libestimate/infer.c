@@ -273,11 +273,8 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
 static inline void bind_initializer(const est_tensor *t, est_tval *v) {
     v->dtype = t->dtype;
     v->rank = t->rank;
-    v->elements = 1;
-    for (int d = 0; d < t->rank; d++) {
-        v->dims[d] = t->dims[d].value;
-        v->elements *= t->dims[d].value; /* checked when loaded */
-    }
+    v->elements = est__initializer_elements(t);
+    for (int d = 0; d < t->rank; d++) v->dims[d] = t->dims[d].value;
     /* A parameter's values change as it trains, and what is computed from it
      * (a transposed weight) is an activation with a gradient, not a constant
      * to fold, however small the weight. One element reads as the exporters'
@@ -456,14 +453,21 @@ est_status est__infer_constants(const est_graph *g, est_plan *p) {
  * or unknown (rank -1), each written once (a 1M-node graph's are 180 MB). */
 static void init_tensor_states(est_report *r, const est_plan *plan) {
     const est_graph *g = r->graph;
-    for (int32_t t = 0; t <= g->n_tensors; t++) {
-        if (t < g->n_tensors && plan && plan->slot[t] >= 0) {
-            r->tv[t] = plan->tv[plan->slot[t]];
+    /* in locals: the stores to tv may alias the graph's and the plan's ints */
+    int32_t n_tensors = g->n_tensors;
+    const est_tensor *tensors = g->tensors;
+    const int32_t *slot = plan ? plan->slot : NULL;
+    const est_tval *planned = plan ? plan->tv : NULL;
+    est_tval *tv = r->tv;
+    for (int32_t t = 0; t < n_tensors; t++) {
+        if (slot && slot[t] >= 0) {
+            tv[t] = planned[slot[t]];
             continue;
         }
-        r->tv[t] = (est_tval){.rank = t < g->n_tensors ? -1 : 0};
-        if (t < g->n_tensors && g->tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&g->tensors[t], &r->tv[t]);
+        tv[t] = (est_tval){.rank = -1};
+        if (tensors[t].kind == EST_T_INITIALIZER) bind_initializer(&tensors[t], &tv[t]);
     }
+    tv[n_tensors] = (est_tval){.rank = 0};
 }
 
 est_status est__infer(est_report *r, const est_options *opt, est_prefault *pf, uint64_t **memo_work,
@@ -502,11 +506,11 @@ est_status est__infer(est_report *r, const est_options *opt, est_prefault *pf, u
     const est_memo *memo = plan ? est__plan_memo(g) : NULL;
     uint64_t *works = plan && !memo ? calloc((size_t)g->n_nodes + 1, sizeof *works) : NULL; /* to record one */
     *memo_work = works;
-    for (int32_t i = 0; i < g->n_nodes && st == EST_OK; i++) {
-        if (plan && plan->work[i]) { /* inferred once, in the plan */
-            work += plan->work[i];
-            continue;
-        }
+    /* the nodes the plan did not infer once for all (all nodes without one) */
+    int32_t n_run = plan ? plan->n_unplanned : g->n_nodes;
+    for (int32_t j = 0; j < n_run && st == EST_OK; j++) {
+        int32_t i = plan ? plan->unplanned[j] : j;
+        if (plan) work += plan->planned_before[j];
         if (memo && memo->work[i] && take_memo(r, memo, &g->nodes[i])) {
             work += memo->work[i];
         } else {

@@ -15,8 +15,9 @@
 /* False when out of memory. */
 bool est__sim_build_contexts(sim *s) {
     const est_graph *g = s->g;
-    size_t all_in = 0, all_out = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
+    const est_plan *plan = est__graph_plan(g);
+    size_t all_in = plan ? plan->node_inputs : 0, all_out = plan ? plan->node_outputs : 0;
+    for (int32_t i = 0; !plan && i < g->n_nodes; i++) {
         all_in += (size_t)g->nodes[i].n_inputs;
         all_out += (size_t)g->nodes[i].n_outputs;
     }
@@ -32,25 +33,25 @@ bool est__sim_build_contexts(sim *s) {
     const bool *trains = s->r->trains;
     bool *needs_grad = s->needs_grad, *activation = s->activation, *param = s->param;
     bool train = s->train;
+    const est_tensor *tensors = g->tensors;
+    const est_node *nodes = g->nodes;
+    est_cost_ctx *ctx = s->ctx;
+    int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
     /* only the parameters that train start the gradient flow
      * (est_options.params): a frozen weight is a constant to autograd; and
      * what each tensor is, for the step's hot loops */
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        const est_tensor *tt = &g->tensors[t];
+    for (int32_t t = 0; t < n_tensors; t++) {
+        const est_tensor *tt = &tensors[t];
         needs_grad[t] = train && trains[t];
         activation[t] = tt->kind == EST_T_ACTIVATION && vals[t].value == NULL;
         param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
     }
-    const est_cost_ctx proto = {
-        .float_dtype = s->r->dtype,
-        .export_dtype = s->g->dtype,
-        .kernels = s->r->kernels,
-        .device = s->r->device,
-        .train = s->train,
-    };
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        est_cost_ctx *c = &s->ctx[i];
+    est_dtype float_dtype = s->r->dtype, export_dtype = g->dtype;
+    est_kernels kernels = s->r->kernels;
+    const est_device *device = s->r->device;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        const est_node *n = &nodes[i];
+        est_cost_ctx *c = &ctx[i];
         int n_in = n->n_inputs, n_out = n->n_outputs;
         const est_tval **in = tv, **out = tv + n_in;
         bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
@@ -76,17 +77,11 @@ bool est__sim_build_contexts(sim *s) {
             if (t < 0) continue;
             needs_grad[t] = any_grad && est__dtype_is_float(vals[t].dtype) && vals[t].value == NULL;
         }
-        *c = proto;
-        c->node = n;
-        c->opset = n->opset;
-        c->n_in = n_in;
-        c->n_out = n_out;
-        c->in = in;
-        c->out = out;
-        c->in_grad = in_grad;
-        c->in_param = in_param;
-        c->in_strided = in_strided;
-        c->any_grad = any_grad;
+        /* one literal: every field stored once */
+        *c = (est_cost_ctx){.node = n, .opset = n->opset, .n_in = n_in, .n_out = n_out, .in = in, .out = out,
+                            .in_grad = in_grad, .in_param = in_param, .in_strided = in_strided,
+                            .any_grad = any_grad, .train = train, .float_dtype = float_dtype,
+                            .export_dtype = export_dtype, .kernels = kernels, .device = device};
     }
     return true;
 }
@@ -103,9 +98,12 @@ bool est__sim_mark_unreached(sim *s) {
     if (!reached) return false;
     for (int32_t k = 0; k < g->n_outputs; k++) reached[g->outputs[k]] = s->needs_grad[g->outputs[k]];
     bool *unreached = s->unreached;
+    const est_node *nodes = g->nodes; /* in locals: the bool stores may alias them */
+    const est_cost_ctx *ctx = s->ctx;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
-        const est_node *n = &g->nodes[i];
-        const est_cost_ctx *c = &s->ctx[i];
+        const est_node *n = &nodes[i];
+        const est_cost_ctx *c = &ctx[i];
+        if (!c->any_grad) continue; /* unreached stays false; no input takes a gradient */
         bool any = false;
         for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
         unreached[i] = c->any_grad && !any;
@@ -168,52 +166,56 @@ static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
     return yv->rank == 4 && yv->dims[1] == 1;
 }
 
-void est__sim_assign_storage(sim *s) {
-    const est_graph *g = s->g;
-    memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        s->base[t] = t;
-        s->contiguous[t] = true;
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
-        int32_t in = n->inputs[0], out = n->outputs[0];
-        if (is_folded(s, out)) continue;
-        switch (n->op->view) {
-        case EST_VIEW_ALIAS:
-            /* every output: Split's pieces are views of one storage, as
-             * torch.split / chunk return them */
-            for (int k = 0; k < n->n_outputs; k++)
-                if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) share_storage(s, n->outputs[k], in);
-            break;
-        case EST_VIEW_PERMUTE:
-            s->base[out] = s->base[in];
-            s->contiguous[out] = rnn_output_in_torch_layout(s, i);
-            break;
-        case EST_VIEW_RESHAPE:
-            if (s->contiguous[in]) s->base[out] = s->base[in];
-            break;
-        default:
-            if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
-                share_storage(s, out, in);
-                s->inplace_slot[i] = 0; /* its gradient passes through too */
-                break;
-            }
-            bias_add_in_place(s, i);
+/* Node i's outputs' storage: input 0's when it is a view of it or writes
+ * into it. in and out: its first input and output, out not folded. */
+static void assign_output_storage(sim *s, int32_t i, int32_t in, int32_t out) {
+    const est_node *n = &s->g->nodes[i];
+    switch (n->op->view) {
+    case EST_VIEW_ALIAS:
+        /* every output: Split's pieces are views of one storage, as
+         * torch.split / chunk return them */
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) share_storage(s, n->outputs[k], in);
+        break;
+    case EST_VIEW_PERMUTE:
+        s->base[out] = s->base[in];
+        s->contiguous[out] = rnn_output_in_torch_layout(s, i);
+        break;
+    case EST_VIEW_RESHAPE:
+        if (s->contiguous[in]) s->base[out] = s->base[in];
+        break;
+    default:
+        if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
+            share_storage(s, out, in);
+            s->inplace_slot[i] = 0; /* its gradient passes through too */
             break;
         }
+        bias_add_in_place(s, i);
+        break;
     }
 }
 
-void est__sim_mark_strided_inputs(sim *s) {
-    const bool *contiguous = s->contiguous;
-    for (int32_t i = 0; i < s->g->n_nodes; i++) {
-        const est_node *n = &s->g->nodes[i];
-        bool *strided = s->ctx[i].in_strided;
-        for (int k = 0; k < n->n_inputs && k < EST_MAX_IO; k++) strided[k] = n->inputs[k] >= 0 && !contiguous[n->inputs[k]];
+void est__sim_assign_storage(sim *s) {
+    const est_graph *g = s->g;
+    memset(s->inplace_slot, -1, ((size_t)g->n_nodes + 1) * sizeof *s->inplace_slot);
+    int32_t *base = s->base;
+    bool *contiguous = s->contiguous;
+    int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
+    for (int32_t t = 0; t < n_tensors; t++) {
+        base[t] = t;
+        contiguous[t] = true;
+    }
+    /* the nodes with an input and an output not folded, in a tight loop */
+    const est_node *nodes = g->nodes;
+    const est_tval *vals = s->r->tv;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        const est_node *n = &nodes[i];
+        if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+        if (vals[n->outputs[0]].value != NULL) continue; /* is_folded */
+        assign_output_storage(s, i, n->inputs[0], n->outputs[0]);
     }
 }
+
 
 
 /* memest verify's executor runs each kernel in one dtype: every floating
@@ -280,11 +282,12 @@ void est__sim_assign_amp_dtypes(sim *s) {
  * a node are left out): node i's items are order[first[i] .. first[i + 1]). */
 static void bucket_by_node(const int32_t *key, int32_t n_items, int32_t n_nodes, int32_t *first, int32_t *order) {
     memset(first, 0, ((size_t)n_nodes + 1) * sizeof *first);
+    /* a key is a node when 0 <= key < n_nodes: one unsigned compare */
     for (int32_t t = 0; t < n_items; t++)
-        if (key[t] >= 0 && key[t] < n_nodes) first[key[t] + 1]++;
+        if ((uint32_t)key[t] < (uint32_t)n_nodes) first[key[t] + 1]++;
     for (int32_t i = 0; i < n_nodes; i++) first[i + 1] += first[i];
     for (int32_t t = 0; t < n_items; t++)
-        if (key[t] >= 0 && key[t] < n_nodes) order[first[key[t]]++] = t;
+        if ((uint32_t)key[t] < (uint32_t)n_nodes) order[first[key[t]]++] = t;
     for (int32_t i = n_nodes; i > 0; i--) first[i] = first[i - 1];
     first[0] = 0;
 }
@@ -325,9 +328,11 @@ static void keep_segment_inputs(sim *s) {
  * storage is known when an earlier one reads it. */
 static void keep_unreached_saves(sim *s) {
     const est_graph *g = s->g;
+    const bool *unreached = s->unreached;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        if (!unreached[i]) continue;
         const est_node *n = &g->nodes[i];
-        if (!s->unreached[i] || !n->op->saves) continue;
+        if (!n->op->saves) continue;
         est_saved sv = {0};
         n->op->saves(&s->ctx[i], &sv);
         int32_t until = i;
@@ -357,20 +362,40 @@ static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     return true;
 }
 
+/* What extend_last_uses reads, loaded once for all nodes: its stores to
+ * last_use and in_strided would make the compiler reload every field read
+ * through s at every node. */
+typedef struct lifetime_arrays {
+    const est_tensor *tensors;
+    const est_node *nodes;
+    const est_cost_ctx *ctx;
+    const int32_t *base;
+    const bool *contiguous;
+    int32_t *last_use;
+    bool pytorch;
+} lifetime_arrays;
+
 /* Storage lifetimes up to node i: each storage lives until its last reader
- * or anything that holds it. In locals: a store to last_use would make the
- * compiler reload every field read through s. */
-static void extend_last_uses(sim *s, int32_t i) {
-    const est_graph *g = s->g;
-    const est_node *n = &g->nodes[i];
-    int32_t *last_use = s->last_use;
-    const int32_t *base = s->base;
-    bool pytorch = s->r->kernels == EST_KERNELS_PYTORCH;
-    for (int k = 0; k < n->n_inputs; k++) {
-        if (n->inputs[k] < 0) continue;
-        int32_t b = base[n->inputs[k]];
+ * or anything that holds it. And which of its inputs are non-contiguous
+ * views (its context's in_strided, false from est__sim_build_contexts on),
+ * before its rules are asked what it saves. */
+static inline void extend_last_uses(const lifetime_arrays *a, int32_t i) {
+    const est_node *n = &a->nodes[i];
+    int32_t *last_use = a->last_use;
+    const int32_t *base = a->base;
+    const bool *contiguous = a->contiguous;
+    bool *strided = a->ctx[i].in_strided;
+    bool pytorch = a->pytorch;
+    /* the node's arrays too: a store to strided may alias them */
+    const int32_t *inputs = n->inputs, *held_until = n->input_held_until;
+    int n_in = n->n_inputs;
+    for (int k = 0; k < n_in; k++) {
+        int32_t t = inputs[k];
+        if (t < 0) continue;
+        if (k < EST_MAX_IO) strided[k] = !contiguous[t];
+        int32_t b = base[t];
         /* read here, and referenced until the module call that reads it returns */
-        int32_t held = n->input_held_until ? n->input_held_until[k] : -1;
+        int32_t held = held_until ? held_until[k] : -1;
         if (last_use[b] < i) last_use[b] = i;
         if (last_use[b] < held) last_use[b] = held;
     }
@@ -379,7 +404,7 @@ static void extend_last_uses(sim *s, int32_t i) {
      * verify's executor does not */
     for (int k = 0; k < n->n_outputs; k++) {
         if (n->outputs[k] < 0) continue;
-        int32_t b = base[n->outputs[k]], frame = g->tensors[n->outputs[k]].frame_held_until;
+        int32_t b = base[n->outputs[k]], frame = a->tensors[n->outputs[k]].frame_held_until;
         if (last_use[b] < i) last_use[b] = i;
         if (pytorch && last_use[b] < frame) last_use[b] = frame;
     }
@@ -390,37 +415,61 @@ static void extend_last_uses(sim *s, int32_t i) {
         last_use[base[n->outputs[0]]] = n->output_held_until;
 }
 
+/* What node i's backward saves (its rule asked), kept and noted on the
+ * storages; false: out of memory. */
+static bool plan_saves(sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    est_saved sv = {0};
+    n->op->saves(&s->ctx[i], &sv);
+    if (!keep_saves(s, i, &sv)) return false;
+    for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
+        if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
+            int32_t b = s->base[n->inputs[k]];
+            if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
+                s->cast_saved[i] |= EST_SLOT(k);
+                /* a checkpointed op's copy is kept from the recompute on */
+                if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
+                continue;
+            }
+            note_saved(s, i, b);
+        }
+    for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
+        if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+    int32_t seg = segment_of(s, i);
+    if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
+    return true;
+}
+
 bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        s->last_use[t] = -1;
-        s->saved_until[t] = INT32_MAX;
-        if (s->segs) {
-            s->recompute_until[t] = INT32_MAX;
-            s->rc_last[t] = -1;
-        }
+    int32_t *last_use = s->last_use, *saved_until = s->saved_until;
+    int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
+    for (int32_t t = 0; t < n_tensors; t++) {
+        last_use[t] = -1;
+        saved_until[t] = INT32_MAX;
     }
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        extend_last_uses(s, i);
-        est_saved sv = {0};
-        if (s->train && s->ctx[i].any_grad && n->op->saves && !s->unreached[i]) n->op->saves(&s->ctx[i], &sv);
-        if (!keep_saves(s, i, &sv)) return false;
-        for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
-            if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
-                int32_t b = s->base[n->inputs[k]];
-                if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
-                    s->cast_saved[i] |= EST_SLOT(k);
-                    /* a checkpointed op's copy is kept from the recompute on */
-                    if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
-                    continue;
-                }
-                note_saved(s, i, b);
-            }
-        for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
-            if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
-        int32_t seg = segment_of(s, i);
-        if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
+    for (int32_t t = 0; s->segs && t < g->n_tensors; t++) {
+        s->recompute_until[t] = INT32_MAX;
+        s->rc_last[t] = -1;
+    }
+    /* the nodes whose backward saves nothing, in a tight loop over locals */
+    const est_node *nodes = g->nodes;
+    const est_cost_ctx *ctx = s->ctx;
+    const bool *unreached = s->unreached;
+    est_slot_mask *saved_inputs = s->saved_inputs, *saved_outputs = s->saved_outputs;
+    int32_t *extra_first = s->extra_first;
+    bool train = s->train;
+    const lifetime_arrays arrays = {.tensors = g->tensors, .nodes = nodes, .ctx = ctx, .base = s->base,
+                                    .contiguous = s->contiguous, .last_use = last_use,
+                                    .pytorch = s->r->kernels == EST_KERNELS_PYTORCH};
+    for (int32_t i = 0; i < n_nodes; i++) {
+        extend_last_uses(&arrays, i);
+        if (train && ctx[i].any_grad && nodes[i].op->saves && !unreached[i]) {
+            if (!plan_saves(s, i)) return false;
+            continue;
+        }
+        saved_inputs[i] = saved_outputs[i] = 0; /* keep_saves of nothing */
+        extra_first[i] = extra_first[i + 1] = s->n_extras;
     }
     keep_unreached_saves(s);
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
@@ -431,54 +480,36 @@ bool est__sim_plan_lifetimes(sim *s) {
     return true;
 }
 
-/* Leaves in each node's release list only the storages its forward may
- * free: an activation's, not an output of the graph, saved by no backward
- * (all fixed by now; whether it is allocated is the step's to test). */
-static void keep_forward_releases(sim *s) {
-    int32_t n_nodes = s->g->n_nodes, w = 0;
-    int32_t *first = s->release_first, *order = s->release_order;
+/* Per node: what the step reads of its context (any_grad), and the inputs
+ * whose gradient may be its output's, as many elements as it (read by its
+ * backward only, where it has one). In locals: the stores would make the
+ * compiler reload every field read through s. */
+static void keep_gradient_figures(sim *s) {
+    const est_graph *g = s->g;
+    const est_tval *vals = s->r->tv;
+    const est_cost_ctx *ctx = s->ctx;
+    const int8_t *inplace_slot = s->inplace_slot;
+    bool *any_grad = s->any_grad;
+    est_slot_mask *same_size = s->same_size;
+    const est_node *nodes = g->nodes;
+    int32_t n_nodes = g->n_nodes;
     for (int32_t i = 0; i < n_nodes; i++) {
-        int32_t lo = first[i], hi = first[i + 1];
-        first[i] = w;
-        for (int32_t e = lo; e < hi; e++) {
-            int32_t b = order[e];
-            if (is_activation_storage(s, b) && !s->kept[b] && s->saved_until[b] == INT32_MAX) order[w++] = b;
+        const est_node *n = &nodes[i];
+        any_grad[i] = ctx[i].any_grad;
+        same_size[i] = 0; /* every entry written: the array is not zeroed */
+        if (!any_grad[i]) continue;
+        int32_t out = n->n_outputs ? n->outputs[0] : -1;
+        if (out < 0) continue;
+        est_slot_mask shares = n->op->grad_passes_to;
+        if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
+        if (inplace_slot[i] >= 0 && inplace_slot[i] < 32) shares |= EST_SLOT(inplace_slot[i]);
+        est_slot_mask same = 0;
+        for (int k = 0; k < n->n_inputs && k < 32 && shares >> k; k++) {
+            int32_t t = n->inputs[k];
+            if ((shares & EST_SLOT(k)) && t >= 0 && vals[out].elements == vals[t].elements) same |= EST_SLOT(k);
         }
+        same_size[i] = same;
     }
-    first[n_nodes] = w;
-}
-
-/* The nodes each pass of the step visits; false: out of memory. The
- * forward may do something at node i when it runs it, frees a storage after
- * it or --fsdp gathers around it; the backward when it runs it, frees what
- * it saved (extras, autocast copies, storages, recomputed tensors) or --fsdp
- * gathers around it. */
-static bool list_acting_nodes(sim *s) {
-    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
-    int32_t *fwd = malloc(((size_t)n_nodes + 1) * sizeof *fwd), *bwd = malloc(((size_t)n_nodes + 1) * sizeof *bwd);
-    bool *runs = malloc(((size_t)n_nodes + 1) * sizeof *runs);
-    s->fwd_nodes = fwd;
-    s->bwd_nodes = bwd;
-    s->fwd_runs = runs;
-    if (!fwd || !bwd || !runs) return false;
-    const est_layer *layers = s->r->layers;
-    const int32_t *release = s->release_first, *extra = s->extra_first, *saved = s->bwd_first;
-    const int32_t *rc = s->segs ? s->rc_first : NULL;
-    const est_slot_mask *cast_saved = s->cast_saved;
-    const bool *any_grad = s->any_grad;
-    bool all = s->sharded;
-    for (int32_t i = 0; i < n_nodes; i++) {
-        if (all || !layers[i].shape_only || release[i] < release[i + 1]) {
-            runs[n_fwd] = !layers[i].shape_only;
-            fwd[n_fwd++] = i;
-        }
-        if (all || any_grad[i] || extra[i] < extra[i + 1] || (cast_saved && cast_saved[i]) || saved[i] < saved[i + 1] ||
-            (rc && rc[i] < rc[i + 1]))
-            bwd[n_bwd++] = i;
-    }
-    s->n_fwd_nodes = n_fwd;
-    s->n_bwd_nodes = n_bwd;
-    return true;
 }
 
 /* Which of node n's outputs the forward allocates when n runs: those of
@@ -493,38 +524,68 @@ static void mark_forward_allocations(sim *s, const est_node *n) {
     }
 }
 
+/* Leaves in each node's release list only the storages its forward may
+ * free: an activation's, not an output of the graph, saved by no backward
+ * (all fixed by now; whether it is allocated is the step's to test). And
+ * lists the nodes each pass of the step visits. The forward may do
+ * something at node i when it runs it, frees a storage after it or --fsdp
+ * gathers around it; the backward when it runs it, frees what it saved
+ * (extras, autocast copies, storages, recomputed tensors) or --fsdp gathers
+ * around it; and which outputs the forward allocates. One pass over locals. */
+static void list_acting_nodes(sim *s) {
+    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0, kept_end = 0;
+    int32_t *fwd = s->fwd_nodes, *bwd = s->bwd_nodes;
+    bool *runs = s->fwd_runs;
+    const est_node *nodes = s->g->nodes;
+    int32_t *release = s->release_first, *order = s->release_order;
+    const bool *activation = s->activation, *kept = s->kept;
+    const int32_t *saved_until = s->saved_until;
+    const est_layer *layers = s->r->layers;
+    const int32_t *extra = s->extra_first, *saved = s->bwd_first;
+    const int32_t *rc = s->segs ? s->rc_first : NULL;
+    const est_slot_mask *cast_saved = s->cast_saved;
+    const bool *any_grad = s->any_grad;
+    bool all = s->sharded;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        int32_t lo = release[i], hi = release[i + 1];
+        release[i] = kept_end;
+        for (int32_t e = lo; e < hi; e++) {
+            int32_t b = order[e];
+            if (activation[b] && !kept[b] && saved_until[b] == INT32_MAX) order[kept_end++] = b;
+        }
+        if (all || !layers[i].shape_only || release[i] < kept_end) {
+            runs[n_fwd] = !layers[i].shape_only;
+            fwd[n_fwd++] = i;
+        }
+        mark_forward_allocations(s, &nodes[i]);
+        if (all || any_grad[i] || extra[i] < extra[i + 1] || (cast_saved && cast_saved[i]) || saved[i] < saved[i + 1] ||
+            (rc && rc[i] < rc[i + 1]))
+            bwd[n_bwd++] = i;
+    }
+    release[n_nodes] = kept_end;
+    s->n_fwd_nodes = n_fwd;
+    s->n_bwd_nodes = n_bwd;
+}
+
 bool est__sim_compact_for_step(sim *s) {
     const est_graph *g = s->g;
-    s->any_grad = malloc(((size_t)g->n_nodes + 1) * sizeof *s->any_grad);
+    size_t nn = (size_t)g->n_nodes + 1;
+    s->any_grad = malloc(nn * sizeof *s->any_grad);
     s->trained = malloc(((size_t)g->n_params + 1) * sizeof *s->trained);
+    s->fwd_nodes = malloc(nn * sizeof *s->fwd_nodes);
+    s->bwd_nodes = malloc(nn * sizeof *s->bwd_nodes);
+    s->fwd_runs = malloc(nn * sizeof *s->fwd_runs);
     s->fwd_allocates = calloc((size_t)g->n_tensors + 1, sizeof *s->fwd_allocates);
-    if (!s->any_grad || !s->trained || !s->fwd_allocates) return false;
+    if (!s->any_grad || !s->trained || !s->fwd_nodes || !s->bwd_nodes || !s->fwd_runs || !s->fwd_allocates)
+        return false;
     /* the parameters the optimizer updates (they have a gradient and state):
      * those that train of the graph's parameters that some node reads (an
      * unread one is never created on the GPU), in tensor order */
     for (int32_t k = 0; k < g->n_params; k++)
         if (s->r->trains[g->params[k]]) s->trained[s->n_trained++] = g->params[k];
-    const est_tval *vals = s->r->tv;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        s->any_grad[i] = s->ctx[i].any_grad;
-        mark_forward_allocations(s, n);
-        int32_t out = n->n_outputs ? n->outputs[0] : -1;
-        if (out < 0) continue;
-        /* the inputs whose gradient may be the output's */
-        est_slot_mask shares = n->op->grad_passes_to;
-        if (n->op->view != EST_VIEW_NONE) shares |= EST_SLOT(0);
-        if (s->inplace_slot[i] >= 0 && s->inplace_slot[i] < 32) shares |= EST_SLOT(s->inplace_slot[i]);
-        est_slot_mask same = 0;
-        for (int k = 0; k < n->n_inputs && k < 32 && shares >> k; k++) {
-            int32_t t = n->inputs[k];
-            if ((shares & EST_SLOT(k)) && t >= 0 && vals[out].elements == vals[t].elements) same |= EST_SLOT(k);
-        }
-        s->same_size[i] |= same;
-    }
+    keep_gradient_figures(s);
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
-    keep_forward_releases(s);
-    if (!list_acting_nodes(s)) return false;
+    list_acting_nodes(s);
     free(s->ctx);
     free(s->ctx_tv);
     free(s->ctx_flags);

@@ -33,15 +33,132 @@ static void memo_free(est_memo *m) {
     free(m);
 }
 
+static void weights_free(est_weights *w) {
+    if (!w) return;
+    free(w->uploaded);
+    free(w->inputs);
+    free(w->layers);
+    free(w);
+}
+
+bool est__layer_weights(const est_graph *g, int32_t i, est_layer_weights *w) {
+    const est_node *n = &g->nodes[i];
+    bool exact = true;
+    *w = (est_layer_weights){.node = i};
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        int32_t t = n->inputs[k];
+        if (t < 0) continue;
+        const est_tensor *tt = &g->tensors[t];
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer != i) continue;
+        bool seen = false; /* the same weight twice in one node counts once */
+        for (int32_t j = 0; j < k; j++) seen |= n->inputs[j] == t;
+        if (seen) continue;
+        uint64_t elements = (uint64_t)est__initializer_elements(tt);
+        uint64_t bytes = est__dtype_bytes(tt->dtype, elements);
+        if (tt->role == EST_ROLE_PARAM) {
+            w->param_count = est_add_sat(w->param_count, elements);
+            w->param_bytes = est_add_sat(w->param_bytes, bytes);
+            exact &= w->param_count != UINT64_MAX && w->param_bytes != UINT64_MAX;
+        } else if (tt->role == EST_ROLE_BUFFER) {
+            w->buffer_bytes = est_add_sat(w->buffer_bytes, bytes);
+            exact &= w->buffer_bytes != UINT64_MAX;
+        }
+    }
+    return exact;
+}
+
+/* *sum += v, saturating; false when the sum saturates. */
+static bool add_count(uint64_t *sum, uint64_t v) {
+    *sum = est_add_sat(*sum, v);
+    return *sum != UINT64_MAX;
+}
+
+static est_weights *weights_make(const est_graph *g) {
+    est_weights *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    int32_t n_uploaded = 0, n_inputs = 0, n_layers = 0;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        n_uploaded += tt->kind == EST_T_INITIALIZER && tt->first_consumer >= 0;
+        n_inputs += tt->kind == EST_T_INPUT;
+        n_layers += tt->kind == EST_T_INITIALIZER && tt->first_consumer >= 0; /* at most one layer each */
+    }
+    w->uploaded = malloc(((size_t)n_uploaded + 1) * sizeof *w->uploaded);
+    w->inputs = malloc(((size_t)n_inputs + 1) * sizeof *w->inputs);
+    w->layers = malloc(((size_t)n_layers + 1) * sizeof *w->layers);
+    if (!w->uploaded || !w->inputs || !w->layers) {
+        weights_free(w);
+        return NULL;
+    }
+    w->exact = true;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const est_tensor *tt = &g->tensors[t];
+        if (tt->kind == EST_T_INPUT) w->inputs[w->n_inputs++] = t;
+        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
+        w->uploaded[w->n_uploaded++] = t;
+        uint64_t elements = (uint64_t)est__initializer_elements(tt);
+        uint64_t bytes = est__dtype_bytes(tt->dtype, elements);
+        if (tt->role == EST_ROLE_PARAM) {
+            w->exact &= add_count(&w->param_count, elements);
+            w->exact &= add_count(&w->param_bytes, bytes);
+        } else if (tt->role == EST_ROLE_BUFFER) {
+            w->exact &= add_count(&w->buffer_count, elements);
+            w->exact &= add_count(&w->buffer_bytes, bytes);
+        } else {
+            w->exact &= add_count(&w->constant_bytes, bytes);
+        }
+    }
+    for (int32_t i = 0; i < g->n_nodes && n_layers > 0; i++) {
+        est_layer_weights lw;
+        w->exact &= est__layer_weights(g, i, &lw);
+        if (lw.param_count || lw.param_bytes || lw.buffer_bytes) w->layers[w->n_layers++] = lw;
+    }
+    return w;
+}
+
 static void plan_free(est_plan *p) {
     if (!p) return;
+    weights_free(p->weights);
     memo_free((est_memo *)p->memo);
     for (int64_t i = 0; i < p->n_owned; i++) est__const_free(p->owned[i]);
     free(p->owned);
     free(p->slot);
     free(p->tv);
     free(p->work);
+    free(p->unplanned);
+    free(p->planned_before);
     free(p);
+}
+
+/* The plan's unplanned and planned_before, from its work; false when out
+ * of memory. */
+static bool list_unplanned(const est_graph *g, est_plan *p) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) n += p->work[i] == 0;
+    p->unplanned = malloc(((size_t)n + 1) * sizeof *p->unplanned);
+    p->planned_before = malloc(((size_t)n + 1) * sizeof *p->planned_before);
+    if (!p->unplanned || !p->planned_before) return false;
+    uint64_t since = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (p->work[i]) {
+            since += p->work[i];
+            continue;
+        }
+        p->unplanned[p->n_unplanned] = i;
+        p->planned_before[p->n_unplanned++] = since;
+        since = 0;
+    }
+    return true;
+}
+
+static void count_node_tensors(const est_graph *g, est_plan *p) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_node *n = &g->nodes[i];
+        p->node_inputs += (size_t)n->n_inputs;
+        p->node_outputs += (size_t)n->n_outputs;
+        for (int k = 0; k < n->n_inputs; k++) p->node_tensors += n->inputs[k] >= 0;
+        for (int k = 0; k < n->n_outputs; k++) p->node_tensors += n->outputs[k] >= 0;
+    }
 }
 
 static est_plan *plan_make(const est_graph *g) {
@@ -49,7 +166,9 @@ static est_plan *plan_make(const est_graph *g) {
     if (!p) return NULL;
     p->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *p->slot);
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
-    if (!p->slot || !p->work || est__infer_constants(g, p) != EST_OK) {
+    count_node_tensors(g, p);
+    p->weights = weights_make(g);
+    if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK || !list_unplanned(g, p)) {
         plan_free(p);
         return NULL;
     }
@@ -65,6 +184,11 @@ const est_plan *est__graph_plan(const est_graph *g) {
     return p;
 }
 
+const est_weights *est__graph_weights(const est_graph *g) {
+    const est_plan *p = est__graph_plan(g);
+    return p ? p->weights : NULL;
+}
+
 static bool values_same(const est_const *x, const est_const *y) {
     if (x == y) return true;
     if (!x || !y || x->count != y->count || x->dtype != y->dtype || !x->i64 != !y->i64) return false;
@@ -76,7 +200,8 @@ static bool values_same(const est_const *x, const est_const *y) {
 bool est__memo_same(const est_memo *m, int32_t slot, const est_tval *a) {
     const est_memo_tval *v = &m->tv[slot];
     if (a->dtype != v->dtype || a->rank != v->rank || a->elements != v->elements) return false;
-    if (a->rank > 0 && memcmp(a->dims, m->dims + v->dims_at, (size_t)a->rank * sizeof *a->dims) != 0) return false;
+    for (int32_t d = 0; d < a->rank; d++) /* a few dims: compared here, not by a call */
+        if (a->dims[d] != m->dims[v->dims_at + d]) return false;
     return values_same(a->value, v->value);
 }
 
@@ -102,7 +227,7 @@ static est_const *own_ref(est_memo *m, est_const *c, int64_t *cap) {
 void est__memo_tval(const est_memo *m, int32_t slot, est_tval *out) {
     const est_memo_tval *v = &m->tv[slot];
     *out = (est_tval){.dtype = v->dtype, .rank = v->rank, .elements = v->elements, .value = v->value};
-    if (v->rank > 0) memcpy(out->dims, m->dims + v->dims_at, (size_t)v->rank * sizeof *out->dims);
+    for (int32_t d = 0; d < v->rank; d++) out->dims[d] = m->dims[v->dims_at + d]; /* a few: no call */
 }
 
 /* Gives tensor t a slot holding r's state of it (its value shared). */

@@ -92,7 +92,51 @@ typedef struct est_plan {
     est_const **owned;
     int64_t n_owned, cap_owned;
     const struct est_memo *memo; /* set once by the first estimate */
+    struct est_weights *weights; /* the graph's weights, by layer and in all */
+    /* The nodes each estimate infers (work 0), in node order, and before
+     * each the work of the planned nodes since the one before it. */
+    int32_t *unplanned;
+    uint64_t *planned_before;
+    int32_t n_unplanned;
+    /* The nodes' input and output slots, all nodes together, and those
+     * that name a tensor (not an omitted optional one). */
+    size_t node_inputs, node_outputs, node_tensors;
 } est_plan;
+
+/* The weights a layer reads first, as its est_layer counts them. */
+typedef struct est_layer_weights {
+    int32_t node;
+    uint64_t param_count, param_bytes, buffer_bytes;
+} est_layer_weights;
+
+/* What the graph's initializers and inputs are, whatever the options:
+ * the same in every estimate, read by each (api.c's totals and layers,
+ * simulate.c's model creation). */
+typedef struct est_weights {
+    int32_t *uploaded;    /* the initializers some node reads, in tensor order */
+    int32_t n_uploaded;
+    int32_t *inputs;      /* the tensors of kind EST_T_INPUT, in tensor order */
+    int32_t n_inputs;
+    est_layer_weights *layers; /* the layers that read a weight first, in node order */
+    int32_t n_layers;
+    /* est_totals' counts of the uploaded initializers */
+    uint64_t param_count, param_bytes, buffer_count, buffer_bytes, constant_bytes;
+    bool exact;           /* no count saturated (est_add_sat) */
+} est_weights;
+
+/* An initializer's element count, as its dims give it (checked when
+ * loaded): the state every estimate binds it to. */
+static inline int64_t est__initializer_elements(const est_tensor *t) {
+    int64_t elements = 1;
+    for (int d = 0; d < t->rank; d++) elements *= t->dims[d].value;
+    return elements;
+}
+/* Node i's weights as est_layer counts them: the initializers it is the
+ * first to read, each once; false when a count saturates. */
+bool est__layer_weights(const est_graph *g, int32_t i, est_layer_weights *w);
+/* The graph's plan's weights; NULL when there is no plan (out of memory):
+ * the caller then counts them itself. */
+const est_weights *est__graph_weights(const est_graph *g);
 
 /* A tensor state as the memo keeps it: an est_tval without its
  * EST_MAX_RANK dims (a quarter of the bytes), which the memo keeps one

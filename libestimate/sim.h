@@ -265,8 +265,8 @@ bool est__sim_build_contexts(sim *s);       /* cost contexts; needs_grad, activa
 bool est__sim_mark_unreached(sim *s);       /* backwards the loss never reaches; false: out of memory */
 void est__sim_assign_storage(sim *s);       /* which tensors share a storage (views, in-place ops) */
 void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */
-void est__sim_mark_strided_inputs(sim *s);  /* inputs that are non-contiguous views */
-bool est__sim_plan_lifetimes(sim *s);       /* last uses, saves, release lists; false: out of memory */
+bool est__sim_plan_lifetimes(sim *s);       /* strided inputs, last uses, saves, release lists;
+                                               false: out of memory */
 /* Once the step is planned: lists the parameters that train (trained),
  * keeps what the step reads of the contexts (any_grad), rounds the extras,
  * frees the rest and the other arrays only planning reads (last_use,

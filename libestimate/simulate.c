@@ -41,23 +41,31 @@ static bool verify_uploads_constant(const sim *s, int32_t t) {
            est_tval_elements(&s->r->tv[t]) > EST_VERIFY_HOST_MAX;
 }
 
+static void upload_initializer(sim *s, int32_t t) {
+    const est_tensor *tt = &s->g->tensors[t];
+    if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, est__par_param_bytes(s, t), KEY(K_STORAGE, t, 0));
+    else if (tt->role == EST_ROLE_BUFFER) est__sim_alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+    else if (verify_uploads_constant(s, t)) est__sim_alloc(s, EST_CAT_OTHER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+}
+
 /* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and
- * buffers in the order the model declares them, then the input batch. */
+ * buffers in the order the model declares them, then the input batch. The
+ * initializers some node reads and the graph inputs, each in tensor order,
+ * are the plan's lists, or found here without a plan. */
 static void create_model_and_input(sim *s) {
     const est_graph *g = s->g;
-    for (int32_t t = 0; t < g->n_tensors; t++) {
-        const est_tensor *tt = &g->tensors[t];
-        if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-        if (tt->role == EST_ROLE_PARAM) est__sim_alloc(s, EST_CAT_PARAMS, est__par_param_bytes(s, t), KEY(K_STORAGE, t, 0));
-        else if (tt->role == EST_ROLE_BUFFER) est__sim_alloc(s, EST_CAT_BUFFERS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
-        else if (verify_uploads_constant(s, t)) est__sim_alloc(s, EST_CAT_OTHER, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+    const est_weights *w = est__graph_weights(g);
+    for (int32_t j = 0, n = w ? w->n_uploaded : g->n_tensors; j < n; j++) {
+        int32_t t = w ? w->uploaded[j] : j;
+        if (w || (g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].first_consumer >= 0)) upload_initializer(s, t);
     }
     est__par_construct(s);
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].kind == EST_T_INPUT) {
-            est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
-            s->allocated[t] = true;
-        }
+    for (int32_t j = 0, n = w ? w->n_inputs : g->n_tensors; j < n; j++) {
+        int32_t t = w ? w->inputs[j] : j;
+        if (!w && g->tensors[t].kind != EST_T_INPUT) continue;
+        est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
+        s->allocated[t] = true;
+    }
 }
 
 static inline bool output_needed(const sim *s, int32_t i, int k) {
@@ -568,57 +576,83 @@ static void free_sim(sim *s) {
     free(s->by_extra);
 }
 
+/* Node i's workspace as `rule` gives it, one GPU's share, rounded. */
+static uint64_t node_workspace(sim *s, int32_t i, uint64_t (*rule)(const est_cost_ctx *)) {
+    uint64_t bytes = rule ? rule(&s->ctx[i]) : 0;
+    if (s->tp_node && s->tp_node[i]) bytes /= (uint64_t)s->r->parallel.tp; /* --tp: a GPU runs 1/tp of the op */
+    return round_alloc(bytes);
+}
+
 /* What every iteration reads of a tensor's or a node's size, computed once:
  * tensors' allocated bytes, nodes' workspaces. */
 static void size_tensors_and_workspaces(sim *s) {
     const est_graph *g = s->g;
-    for (int32_t t = 0; t < g->n_tensors; t++)
-        s->alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
-    uint64_t tp = (uint64_t)s->r->parallel.tp;
+    uint64_t *alloc_bytes = s->alloc_bytes;
+    int32_t n_tensors = g->n_tensors;
+    if (!s->dt && !s->tp_split) { /* stored_dtype and local_elements, from locals */
+        const est_report *r = s->r;
+        const est_tval *tv = r->tv;
+        for (int32_t t = 0; t < n_tensors; t++)
+            alloc_bytes[t] = round_alloc(est__dtype_bytes(est__stored_dtype(r, tv[t].dtype), est_tval_elements(&tv[t])));
+    } else {
+        for (int32_t t = 0; t < n_tensors; t++)
+            alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
+    }
+    /* read only where the node runs: its forward when it is not
+     * shape-only, its backward when it has one; 0 elsewhere */
+    const est_layer *layers = s->r->layers;
+    const est_cost_ctx *ctx = s->ctx;
+    uint64_t *ws_forward = s->ws_forward, *ws_backward = s->ws_backward;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_op_def *op = g->nodes[i].op;
-        bool split = s->tp_node && s->tp_node[i]; /* --tp: a GPU runs 1/tp of the op */
-        uint64_t fwd = op->workspace ? op->workspace(&s->ctx[i]) : 0;
-        uint64_t bwd = op->backward_workspace ? op->backward_workspace(&s->ctx[i]) : 0;
-        s->ws_forward[i] = round_alloc(split ? fwd / tp : fwd);
-        s->ws_backward[i] = round_alloc(split ? bwd / tp : bwd);
+        ws_forward[i] = layers[i].shape_only ? 0 : node_workspace(s, i, g->nodes[i].op->workspace);
+        ws_backward[i] = ctx[i].any_grad ? node_workspace(s, i, g->nodes[i].op->backward_workspace) : 0;
     }
 }
 
 /* The slots below n (all 32 from n = 32 on). */
 static est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
 
-static void fill_layer_costs(sim *s) {
-    const est_graph *g = s->g;
+/* Layer i's FLOPs (added to the totals) and saved bytes. */
+static void fill_layer_cost(sim *s, int32_t i) {
+    const est_node *n = &s->g->nodes[i];
+    est_layer *L = &s->r->layers[i];
     est_totals *tot = &s->r->totals;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        est_layer *L = &s->r->layers[i];
-        est_flops f = {0, 0};
-        if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
-        if (s->tp_node && s->tp_node[i]) { /* --tp: one GPU's share */
-            f.fwd /= (uint64_t)s->r->parallel.tp;
-            f.bwd /= (uint64_t)s->r->parallel.tp;
-        }
-        L->flops_forward = f.fwd;
-        L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
-        tot->flops_forward = est_add_sat(tot->flops_forward, L->flops_forward); /* FLOPs saturate */
-        tot->flops_backward = est_add_sat(tot->flops_backward, L->flops_backward);
-        uint64_t saved = 0;
-        for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
-            saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
-        /* the saved slots in order, those of the node's inputs and outputs */
-        for (est_slot_mask m = s->saved_inputs[i] & slots_below(n->n_inputs); m; m &= m - 1) {
-            int k = __builtin_ctz(m);
-            if (n->inputs[k] < 0) continue;
-            if (is_cast(s, i, k)) saved = sim_add(s, saved, cast_bytes(s, i, k));
-            else if (is_activation_storage(s, s->base[n->inputs[k]])) saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
-        }
-        for (est_slot_mask m = s->saved_outputs[i] & slots_below(n->n_outputs); m; m &= m - 1) {
-            int k = __builtin_ctz(m);
-            if (n->outputs[k] >= 0) saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
-        }
-        L->saved_bytes = saved;
+    est_flops f = {0, 0};
+    if (n->op->flops && !L->shape_only) n->op->flops(&s->ctx[i], &f);
+    if (s->tp_node && s->tp_node[i]) { /* --tp: one GPU's share */
+        f.fwd /= (uint64_t)s->r->parallel.tp;
+        f.bwd /= (uint64_t)s->r->parallel.tp;
+    }
+    L->flops_forward = f.fwd;
+    L->flops_backward = s->train && s->ctx[i].any_grad && !s->unreached[i] ? f.bwd : 0;
+    tot->flops_forward = est_add_sat(tot->flops_forward, L->flops_forward); /* FLOPs saturate */
+    tot->flops_backward = est_add_sat(tot->flops_backward, L->flops_backward);
+    uint64_t saved = 0;
+    for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
+        saved = sim_add(s, saved, round_alloc(s->extra_alloc[e]));
+    /* the saved slots in order, those of the node's inputs and outputs */
+    for (est_slot_mask m = s->saved_inputs[i] & slots_below(n->n_inputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->inputs[k] < 0) continue;
+        if (is_cast(s, i, k)) saved = sim_add(s, saved, cast_bytes(s, i, k));
+        else if (is_activation_storage(s, s->base[n->inputs[k]])) saved = sim_add(s, saved, tensor_alloc(s, n->inputs[k]));
+    }
+    for (est_slot_mask m = s->saved_outputs[i] & slots_below(n->n_outputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->outputs[k] >= 0) saved = sim_add(s, saved, tensor_alloc(s, n->outputs[k]));
+    }
+    L->saved_bytes = saved;
+}
+
+static void fill_layer_costs(sim *s) {
+    const est_layer *layers = s->r->layers;
+    const est_slot_mask *saved_inputs = s->saved_inputs, *saved_outputs = s->saved_outputs;
+    const int32_t *extra_first = s->extra_first;
+    for (int32_t i = 0; i < s->g->n_nodes; i++) {
+        /* a shape-only node that saves nothing keeps build_layers' zeros */
+        if (layers[i].shape_only && !saved_inputs[i] && !saved_outputs[i] && extra_first[i] == extra_first[i + 1])
+            continue;
+        fill_layer_cost(s, i);
     }
 }
 
@@ -649,8 +683,8 @@ static void prefault_planning_arrays(sim *s, size_t nt, size_t nn) {
 static void zero_sentinels(sim *s, size_t nt, size_t nn) {
     s->base[nt - 1] = s->last_use[nt - 1] = s->saved_until[nt - 1] = 0;
     s->release_order[nt - 1] = s->bwd_order[nt - 1] = 0;
-    s->contiguous[nt - 1] = false;
-    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = 0;
+    s->contiguous[nt - 1] = s->needs_grad[nt - 1] = false;
+    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = s->same_size[nn - 1] = 0;
     s->release_first[nn] = s->bwd_first[nn] = s->extra_first[nn] = s->extra_first[0] = 0;
 }
 
@@ -663,7 +697,7 @@ est_status est__simulate(est_report *r, est_error *err) {
     /* the planning writes every tensor's and node's entry of the arrays
      * malloc'd here (lifetimes.c); their last, a sentinel, is zeroed below */
     s.base = malloc(nt * sizeof *s.base);
-    s.needs_grad = calloc(nt, sizeof *s.needs_grad);
+    s.needs_grad = malloc(nt * sizeof *s.needs_grad);
     s.contiguous = malloc(nt * sizeof *s.contiguous);
     s.allocated = calloc(nt, sizeof *s.allocated);
     s.last_use = malloc(nt * sizeof *s.last_use);
@@ -680,12 +714,12 @@ est_status est__simulate(est_report *r, est_error *err) {
     s.saved_inputs = malloc(nn * sizeof *s.saved_inputs);
     s.saved_outputs = malloc(nn * sizeof *s.saved_outputs);
     s.extra_first = malloc(((size_t)nn + 1) * sizeof *s.extra_first);
-    s.same_size = calloc(nn, sizeof *s.same_size);
+    s.same_size = malloc(nn * sizeof *s.same_size);
     s.unreached = calloc(nn, sizeof *s.unreached);
     s.ctx = malloc(nn * sizeof *s.ctx); /* est__sim_build_contexts writes each */
     s.bwd_first = malloc(((size_t)nn + 1) * sizeof *s.bwd_first);
     s.bwd_order = malloc(nt * sizeof *s.bwd_order);
-    s.inplace_slot = calloc(nn, sizeof *s.inplace_slot);
+    s.inplace_slot = malloc(nn * sizeof *s.inplace_slot);
     /* written for every tensor and node (size_tensors_and_workspaces) */
     s.alloc_bytes = malloc(nt * sizeof *s.alloc_bytes);
     s.ws_forward = malloc(nn * sizeof *s.ws_forward);
@@ -727,7 +761,6 @@ est_status est__simulate(est_report *r, est_error *err) {
     }
     est__sim_assign_storage(&s);
     if (s.dt) est__sim_assign_amp_dtypes(&s);
-    est__sim_mark_strided_inputs(&s);
     if (!est__sim_plan_lifetimes(&s)) {
         free_sim(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
