@@ -260,6 +260,11 @@ static inline uint64_t cast_key(const sim *s, int32_t i, int k) {
 static inline uint64_t tensor_alloc(const sim *s, int32_t t) { return s->alloc_bytes[t]; }
 static inline bool replaying(const sim *s) { return s->cache && !s->cache_failed && !s->device_oom; }
 
+/* sim_arrays.c: the step's per-tensor and per-node arrays. */
+bool est__sim_alloc_arrays(sim *s);         /* before the planning (with --amp's); false: out of memory */
+void est__sim_size(sim *s);                 /* each tensor's allocated bytes, each node's workspaces */
+void est__sim_free(sim *s);                 /* every array the step made, once its pages are faulted in */
+
 /* lifetimes.c: the tensor-lifetime table, planned before the step runs. */
 bool est__sim_build_contexts(sim *s);       /* cost contexts; needs_grad, activation, param */
 bool est__sim_mark_unreached(sim *s);       /* backwards the loss never reaches; false: out of memory */

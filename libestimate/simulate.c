@@ -22,8 +22,9 @@
  * largest total is totals.reserved_bytes.
  *
  * Checkpointed segments run again in backward (recompute.c); the books of
- * live bytes, the peak and the allocator's replay are sim_memory.c's; what
- * lives how long is planned before the step (lifetimes.c); opt.step() and
+ * live bytes, the peak and the allocator's replay are sim_memory.c's; the
+ * step's arrays are allocated, sized and freed in sim_arrays.c; what lives
+ * how long is planned before the step (lifetimes.c); opt.step() and
  * zero_grad are optimizer.c's.
  */
 #include <stddef.h>
@@ -508,107 +509,6 @@ static void train(sim *s) {
     if (s->cache) training_iteration(s, false);
 }
 
-static void free_sim(sim *s) {
-    est__prefault_wait(&s->pages);
-    free(s->base);
-    free(s->needs_grad);
-    free(s->unreached);
-    free(s->contiguous);
-    free(s->allocated);
-    free(s->last_use);
-    free(s->release_first);
-    free(s->release_order);
-    free(s->saved_until);
-    free(s->kept);
-    free(s->activation);
-    free(s->param);
-    free(s->trained);
-    free(s->fwd_nodes);
-    free(s->bwd_nodes);
-    free(s->fwd_runs);
-    free(s->fwd_allocates);
-    free(s->grad_block);
-    free(s->grad_key0);
-    free(s->gblocks);
-    free(s->param_has_grad);
-    free(s->saved_inputs);
-    free(s->saved_outputs);
-    free(s->ctx);
-    free(s->alloc_bytes);
-    free(s->ws_forward);
-    free(s->ws_backward);
-    free(s->ctx_tv);
-    free(s->ctx_flags);
-    free(s->any_grad);
-    free(s->same_size);
-    free(s->extra_first);
-    free(s->extra_alloc);
-    free(s->dt);
-    free(s->cast_to);
-    free(s->cast_mask);
-    free(s->cast_saved);
-    free(s->pcast_until);
-    free(s->pcast_live);
-    free(s->bwd_first);
-    free(s->bwd_order);
-    free(s->segs);
-    free(s->seg_of);
-    free(s->seg_last_saver);
-    free(s->seg_done);
-    free(s->recompute_until);
-    free(s->recomputed);
-    free(s->rc_first);
-    free(s->rc_order);
-    free(s->rc_last);
-    free(s->rc_pcast_until);
-    free(s->rc_pcast_live);
-    free(s->inplace_slot);
-    est__par_free(s);
-    if (s->tl) est__tl_finish(s, &(est_error){0}); /* a failed estimate's: frees it */
-    free(s->tp_split);
-    free(s->tp_node);
-    free(s->tp_column_input);
-    est__cache_destroy(s->cache);
-    for (int k = 0; k < STREAM_COUNT - 1; k++) est__cache_destroy(s->side_cache[k]);
-    free(s->blocks.keys);
-    free(s->blocks.handles);
-    free(s->by_tensor);
-    free(s->by_extra);
-}
-
-/* Node i's workspace as `rule` gives it, one GPU's share, rounded. */
-static uint64_t node_workspace(sim *s, int32_t i, uint64_t (*rule)(const est_cost_ctx *)) {
-    uint64_t bytes = rule ? rule(&s->ctx[i]) : 0;
-    if (s->tp_node && s->tp_node[i]) bytes /= (uint64_t)s->r->parallel.tp; /* --tp: a GPU runs 1/tp of the op */
-    return round_alloc(bytes);
-}
-
-/* What every iteration reads of a tensor's or a node's size, computed once:
- * tensors' allocated bytes, nodes' workspaces. */
-static void size_tensors_and_workspaces(sim *s) {
-    const est_graph *g = s->g;
-    uint64_t *alloc_bytes = s->alloc_bytes;
-    int32_t n_tensors = g->n_tensors;
-    if (!s->dt && !s->tp_split) { /* stored_dtype and local_elements, from locals */
-        const est_report *r = s->r;
-        const est_tval *tv = r->tv;
-        for (int32_t t = 0; t < n_tensors; t++)
-            alloc_bytes[t] = round_alloc(est__dtype_bytes(est__stored_dtype(r, tv[t].dtype), est_tval_elements(&tv[t])));
-    } else {
-        for (int32_t t = 0; t < n_tensors; t++)
-            alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
-    }
-    /* read only where the node runs: its forward when it is not
-     * shape-only, its backward when it has one; 0 elsewhere */
-    const est_layer *layers = s->r->layers;
-    const est_cost_ctx *ctx = s->ctx;
-    uint64_t *ws_forward = s->ws_forward, *ws_backward = s->ws_backward;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        ws_forward[i] = layers[i].shape_only ? 0 : node_workspace(s, i, g->nodes[i].op->workspace);
-        ws_backward[i] = ctx[i].any_grad ? node_workspace(s, i, g->nodes[i].op->backward_workspace) : 0;
-    }
-}
-
 /* The slots below n (all 32 from n = 32 on). */
 static est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
 
@@ -656,125 +556,44 @@ static void fill_layer_costs(sim *s) {
     }
 }
 
-/* The pages of the arrays the planning writes whole, faulted in on a second
- * thread while it runs (the largest, the cost contexts, is written first). */
-static void prefault_planning_arrays(sim *s, size_t nt, size_t nn) {
-    est_prefault *pf = &s->pages;
-    est__prefault_add(pf, s->bwd_order, nt * sizeof *s->bwd_order);
-    est__prefault_add(pf, s->bwd_first, nn * sizeof *s->bwd_first);
-    est__prefault_add(pf, s->release_order, nt * sizeof *s->release_order);
-    est__prefault_add(pf, s->release_first, nn * sizeof *s->release_first);
-    est__prefault_add(pf, s->saved_until, nt * sizeof *s->saved_until);
-    est__prefault_add(pf, s->last_use, nt * sizeof *s->last_use);
-    est__prefault_add(pf, s->ws_backward, nn * sizeof *s->ws_backward);
-    est__prefault_add(pf, s->ws_forward, nn * sizeof *s->ws_forward);
-    est__prefault_add(pf, s->alloc_bytes, nt * sizeof *s->alloc_bytes);
-    est__prefault_add(pf, s->extra_first, nn * sizeof *s->extra_first);
-    est__prefault_add(pf, s->saved_outputs, nn * sizeof *s->saved_outputs);
-    est__prefault_add(pf, s->saved_inputs, nn * sizeof *s->saved_inputs);
-    est__prefault_add(pf, s->base, nt * sizeof *s->base);
-    est__prefault_add(pf, s->ctx, nn * sizeof *s->ctx);
-    est__prefault_start(pf);
-}
-
-/* The entries past the last tensor and node of the arrays the planning
- * writes whole; extra_first[0] too, which no node writes in a graph without
- * nodes. */
-static void zero_sentinels(sim *s, size_t nt, size_t nn) {
-    s->base[nt - 1] = s->last_use[nt - 1] = s->saved_until[nt - 1] = 0;
-    s->release_order[nt - 1] = s->bwd_order[nt - 1] = 0;
-    s->contiguous[nt - 1] = s->needs_grad[nt - 1] = false;
-    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = s->same_size[nn - 1] = 0;
-    s->release_first[nn] = s->bwd_first[nn] = s->extra_first[nn] = s->extra_first[0] = 0;
-}
-
 /* Finds the checkpointed segments and sets up their per-node and per-storage
  * state. */
 est_status est__simulate(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
     size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
     sim s = {.r = r, .g = g, .train = r->mode == EST_MODE_TRAIN};
-    /* the planning writes every tensor's and node's entry of the arrays
-     * malloc'd here (lifetimes.c); their last, a sentinel, is zeroed below */
-    s.base = malloc(nt * sizeof *s.base);
-    s.needs_grad = malloc(nt * sizeof *s.needs_grad);
-    s.contiguous = malloc(nt * sizeof *s.contiguous);
-    s.allocated = calloc(nt, sizeof *s.allocated);
-    s.last_use = malloc(nt * sizeof *s.last_use);
-    s.release_first = malloc(((size_t)nn + 1) * sizeof *s.release_first);
-    s.release_order = malloc(nt * sizeof *s.release_order);
-    s.saved_until = malloc(nt * sizeof *s.saved_until);
-    s.kept = calloc(nt, sizeof *s.kept);
-    s.activation = malloc(nt * sizeof *s.activation);
-    s.param = malloc(nt * sizeof *s.param);
-    s.grad_block = malloc(nt * sizeof *s.grad_block);
-    s.grad_key0 = calloc(nt, sizeof *s.grad_key0);
-    if (s.grad_block) memset(s.grad_block, 0xff, nt * sizeof *s.grad_block); /* every entry -1: no gradient */
-    s.param_has_grad = calloc(nt, sizeof *s.param_has_grad);
-    s.saved_inputs = malloc(nn * sizeof *s.saved_inputs);
-    s.saved_outputs = malloc(nn * sizeof *s.saved_outputs);
-    s.extra_first = malloc(((size_t)nn + 1) * sizeof *s.extra_first);
-    s.same_size = malloc(nn * sizeof *s.same_size);
-    s.unreached = calloc(nn, sizeof *s.unreached);
-    s.ctx = malloc(nn * sizeof *s.ctx); /* est__sim_build_contexts writes each */
-    s.bwd_first = malloc(((size_t)nn + 1) * sizeof *s.bwd_first);
-    s.bwd_order = malloc(nt * sizeof *s.bwd_order);
-    s.inplace_slot = malloc(nn * sizeof *s.inplace_slot);
-    /* written for every tensor and node (size_tensors_and_workspaces) */
-    s.alloc_bytes = malloc(nt * sizeof *s.alloc_bytes);
-    s.ws_forward = malloc(nn * sizeof *s.ws_forward);
-    s.ws_backward = malloc(nn * sizeof *s.ws_backward);
-    if (!s.alloc_bytes || !s.ws_forward || !s.ws_backward || !s.inplace_slot || !s.bwd_first || !s.bwd_order ||
-        !s.base || !s.needs_grad || !s.contiguous || !s.allocated || !s.last_use || !s.release_first ||
-        !s.release_order || !s.saved_until || !s.kept || !s.activation || !s.param || !s.grad_block || !s.grad_key0 ||
-        !s.param_has_grad || !s.saved_inputs || !s.saved_outputs || !s.extra_first || !s.same_size || !s.ctx ||
-        !s.unreached) {
-        free_sim(&s);
+    if (!est__sim_alloc_arrays(&s)) {
+        est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
-    }
-    zero_sentinels(&s, nt, nn);
-    prefault_planning_arrays(&s, nt, nn);
-    if (r->amp != EST_AMP_NONE) {
-        s.low = r->amp == EST_AMP_FP16 ? EST_DT_FLOAT16 : EST_DT_BFLOAT16;
-        s.dt = calloc(nt, sizeof *s.dt);
-        s.cast_to = calloc(nn, sizeof *s.cast_to);
-        s.cast_mask = calloc(nn, sizeof *s.cast_mask);
-        s.cast_saved = calloc(nn, sizeof *s.cast_saved);
-        s.pcast_until = calloc(nt, sizeof *s.pcast_until);
-        s.pcast_live = calloc(nt, sizeof *s.pcast_live);
-        if (!s.dt || !s.cast_to || !s.cast_mask || !s.cast_saved || !s.pcast_until || !s.pcast_live) {
-            free_sim(&s);
-            return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
-        }
     }
     if (s.train && (r->checkpoint.every || r->checkpoint.n_prefixes)) {
         est_status st = est__sim_plan_segments(&s, nt, nn, err);
         if (st != EST_OK) {
-            free_sim(&s);
+            est__sim_free(&s);
             return st;
         }
     }
     r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};
     if (!est__sim_build_contexts(&s) || (s.train && !est__sim_mark_unreached(&s))) {
-        free_sim(&s);
+        est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     est__sim_assign_storage(&s);
     if (s.dt) est__sim_assign_amp_dtypes(&s);
     if (!est__sim_plan_lifetimes(&s)) {
-        free_sim(&s);
+        est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     est_status tp_st = est__tp_plan(&s, err);
     if (tp_st != EST_OK) {
-        free_sim(&s);
+        est__sim_free(&s);
         return tp_st;
     }
-    size_tensors_and_workspaces(&s);
+    est__sim_size(&s);
     fill_layer_costs(&s);
     est_status par_st = est__par_plan(&s, err);
     if (par_st != EST_OK) {
-        free_sim(&s);
+        est__sim_free(&s);
         return par_st;
     }
 
@@ -791,12 +610,12 @@ est_status est__simulate(est_report *r, est_error *err) {
      * planning's arrays leave glibc no heap top to trim and grow again at
      * every estimate */
     if ((!r->skip_reserved && (!s.cache || !s.by_tensor || !s.by_extra)) || !est__sim_compact_for_step(&s)) {
-        free_sim(&s);
+        est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     if (s.cache && r->memory_limit) est__cache_set_limit(s.cache, r->memory_limit);
     if (r->timeline && !est__tl_new(&s)) {
-        free_sim(&s);
+        est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
     est__sim_moment(&s, EST_PHASE_FORWARD, -1, "");
@@ -815,7 +634,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         est__tl_end(&s);
     }
     if (s.cache_failed) {
-        free_sim(&s);
+        est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory replaying the caching allocator");
     }
     est_status st = EST_OK;
@@ -833,6 +652,6 @@ est_status est__simulate(est_report *r, est_error *err) {
     tot->temp_bytes = s.max_transient;
     tot->peak_bytes = r->peak.bytes;
     if (st == EST_OK && s.tl) st = est__tl_finish(&s, err);
-    free_sim(&s);
+    est__sim_free(&s);
     return st;
 }
