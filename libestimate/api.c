@@ -120,37 +120,10 @@ static est_status alloc_layers(est_report *r, est_prefault *pf, est_error *err) 
     return EST_OK;
 }
 
-/* The layers' and the totals' counts of the graph's weights and inputs:
- * the plan's weights, or counted here without a plan. */
+/* The layers' and the totals' counts of the graph's weights and inputs. */
 static bool weigh_model(est_report *r, const est_weights *w) {
-    const est_graph *g = r->graph;
     est_totals *tot = &r->totals;
     bool exact = true;
-    if (!w) {
-        for (int32_t i = 0; i < g->n_nodes; i++) {
-            est_layer_weights lw;
-            exact &= est__layer_weights(g, i, &lw);
-            est_layer *L = &r->layers[i];
-            L->param_count = lw.param_count, L->param_bytes = lw.param_bytes, L->buffer_bytes = lw.buffer_bytes;
-        }
-        for (int32_t t = 0; t < g->n_tensors; t++) {
-            const est_tensor *tt = &g->tensors[t];
-            uint64_t elems = (uint64_t)r->tv[t].elements;
-            uint64_t bytes = est__dtype_bytes(r->tv[t].dtype, elems);
-            if (tt->kind == EST_T_INPUT) exact &= add_bytes(&tot->input_bytes, bytes);
-            if (tt->kind != EST_T_INITIALIZER || tt->first_consumer < 0) continue;
-            if (tt->role == EST_ROLE_PARAM) {
-                exact &= add_bytes(&tot->param_count, elems);
-                exact &= add_bytes(&tot->param_bytes, bytes);
-            } else if (tt->role == EST_ROLE_BUFFER) {
-                exact &= add_bytes(&tot->buffer_count, elems);
-                exact &= add_bytes(&tot->buffer_bytes, bytes);
-            } else {
-                exact &= add_bytes(&tot->constant_bytes, bytes);
-            }
-        }
-        return exact;
-    }
     for (int32_t j = 0; j < w->n_layers; j++) {
         const est_layer_weights *lw = &w->layers[j];
         est_layer *L = &r->layers[lw->node];
@@ -200,7 +173,11 @@ static est_status build_layers(est_report *r, est_error *err) {
         exact &= add_bytes(&tot->output_bytes, output_bytes);
     }
     r->n_layers = (size_t)g->n_nodes;
-    exact &= weigh_model(r, est__graph_weights(g));
+    const est_weights *w = est__graph_weights(g);
+    est_weights *own = w ? NULL : est__weights_make(g); /* no plan (out of memory): this estimate's own */
+    if (!w && !own) return est__fail(err, EST_ENOMEM, "out of memory");
+    exact &= weigh_model(r, w ? w : own);
+    est__weights_free(own);
     if (!exact)
         return est__fail(err, EST_EOVERFLOW, "%s: the model's byte counts pass 2^64 - 1 (16 EiB); the model, the "
                          "batch or the dims are too large", g->source);

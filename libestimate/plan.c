@@ -33,7 +33,7 @@ static void memo_free(est_memo *m) {
     free(m);
 }
 
-static void weights_free(est_weights *w) {
+void est__weights_free(est_weights *w) {
     if (!w) return;
     free(w->uploaded);
     free(w->inputs);
@@ -41,7 +41,9 @@ static void weights_free(est_weights *w) {
     free(w);
 }
 
-bool est__layer_weights(const est_graph *g, int32_t i, est_layer_weights *w) {
+/* Node i's weights as est_layer counts them: the initializers it is the
+ * first to read, each once; false when a count saturates. */
+static bool layer_weights(const est_graph *g, int32_t i, est_layer_weights *w) {
     const est_node *n = &g->nodes[i];
     bool exact = true;
     *w = (est_layer_weights){.node = i};
@@ -73,7 +75,7 @@ static bool add_count(uint64_t *sum, uint64_t v) {
     return *sum != UINT64_MAX;
 }
 
-static est_weights *weights_make(const est_graph *g) {
+est_weights *est__weights_make(const est_graph *g) {
     est_weights *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     int32_t n_uploaded = 0, n_inputs = 0, n_layers = 0;
@@ -87,7 +89,7 @@ static est_weights *weights_make(const est_graph *g) {
     w->inputs = malloc(((size_t)n_inputs + 1) * sizeof *w->inputs);
     w->layers = malloc(((size_t)n_layers + 1) * sizeof *w->layers);
     if (!w->uploaded || !w->inputs || !w->layers) {
-        weights_free(w);
+        est__weights_free(w);
         return NULL;
     }
     w->exact = true;
@@ -110,7 +112,7 @@ static est_weights *weights_make(const est_graph *g) {
     }
     for (int32_t i = 0; i < g->n_nodes && n_layers > 0; i++) {
         est_layer_weights lw;
-        w->exact &= est__layer_weights(g, i, &lw);
+        w->exact &= layer_weights(g, i, &lw);
         if (lw.param_count || lw.param_bytes || lw.buffer_bytes) w->layers[w->n_layers++] = lw;
     }
     return w;
@@ -118,7 +120,7 @@ static est_weights *weights_make(const est_graph *g) {
 
 static void plan_free(est_plan *p) {
     if (!p) return;
-    weights_free(p->weights);
+    est__weights_free(p->weights);
     memo_free((est_memo *)p->memo);
     for (int64_t i = 0; i < p->n_owned; i++) est__const_free(p->owned[i]);
     free(p->owned);
@@ -167,7 +169,7 @@ static est_plan *plan_make(const est_graph *g) {
     p->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *p->slot);
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
     count_node_tensors(g, p);
-    p->weights = weights_make(g);
+    p->weights = est__weights_make(g);
     if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK || !list_unplanned(g, p)) {
         plan_free(p);
         return NULL;

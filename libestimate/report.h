@@ -131,11 +131,12 @@ static inline int64_t est__initializer_elements(const est_tensor *t) {
     for (int d = 0; d < t->rank; d++) elements *= t->dims[d].value;
     return elements;
 }
-/* Node i's weights as est_layer counts them: the initializers it is the
- * first to read, each once; false when a count saturates. */
-bool est__layer_weights(const est_graph *g, int32_t i, est_layer_weights *w);
+/* The graph's weights, made (NULL: out of memory) and freed (NULL is a
+ * no-op). */
+est_weights *est__weights_make(const est_graph *g);
+void est__weights_free(est_weights *w);
 /* The graph's plan's weights; NULL when there is no plan (out of memory):
- * the caller then counts them itself. */
+ * the caller then makes its own or lists them itself. */
 const est_weights *est__graph_weights(const est_graph *g);
 
 /* A tensor state as the memo keeps it: an est_tval without its
