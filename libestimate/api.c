@@ -95,12 +95,6 @@ static inline void fill_info(const est_tval *tv, const est_tensor *tensors, int3
     info->bytes = est__dtype_bytes(v->dtype, (uint64_t)v->elements);
 }
 
-static size_t count_present(const int32_t *ids, int32_t n) {
-    size_t c = 0;
-    for (int32_t i = 0; i < n; i++) c += ids[i] >= 0;
-    return c;
-}
-
 /* *sum += v, saturating; false when the sum saturates (a count too large
  * to report; UINT64_MAX in v already is one). */
 static bool add_bytes(uint64_t *sum, uint64_t v) {
@@ -191,11 +185,7 @@ static est_status build_layers(est_report *r, est_error *err) {
  * after it (link_tensor_infos), when the simulation's arrays are freed. */
 static est_status alloc_tensor_infos(est_report *r, est_error *err) {
     const est_graph *g = r->graph;
-    const est_plan *plan = est__graph_plan(g);
-    size_t n_infos = plan ? plan->node_tensors : 0;
-    for (int32_t i = 0; !plan && i < g->n_nodes; i++)
-        n_infos += count_present(g->nodes[i].inputs, g->nodes[i].n_inputs) +
-                   count_present(g->nodes[i].outputs, g->nodes[i].n_outputs);
+    size_t n_infos = est__graph_slot_counts(g).tensors;
     r->n_infos = n_infos;
     r->infos = malloc((n_infos + 1) * sizeof *r->infos);
     r->outputs = calloc((size_t)g->n_outputs + 1, sizeof *r->outputs);

@@ -15,12 +15,8 @@
 /* False when out of memory. */
 bool est__sim_build_contexts(sim *s) {
     const est_graph *g = s->g;
-    const est_plan *plan = est__graph_plan(g);
-    size_t all_in = plan ? plan->node_inputs : 0, all_out = plan ? plan->node_outputs : 0;
-    for (int32_t i = 0; !plan && i < g->n_nodes; i++) {
-        all_in += (size_t)g->nodes[i].n_inputs;
-        all_out += (size_t)g->nodes[i].n_outputs;
-    }
+    est_slot_counts slots = est__graph_slot_counts(g);
+    size_t all_in = slots.inputs, all_out = slots.outputs;
     /* every entry written below, absent inputs and outputs included */
     s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
     s->ctx_flags = malloc((3 * all_in + 1) * sizeof *s->ctx_flags);

@@ -153,14 +153,16 @@ static bool list_unplanned(const est_graph *g, est_plan *p) {
     return true;
 }
 
-static void count_node_tensors(const est_graph *g, est_plan *p) {
+static est_slot_counts count_slots(const est_graph *g) {
+    est_slot_counts c = {0};
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const est_node *n = &g->nodes[i];
-        p->node_inputs += (size_t)n->n_inputs;
-        p->node_outputs += (size_t)n->n_outputs;
-        for (int k = 0; k < n->n_inputs; k++) p->node_tensors += n->inputs[k] >= 0;
-        for (int k = 0; k < n->n_outputs; k++) p->node_tensors += n->outputs[k] >= 0;
+        c.inputs += (size_t)n->n_inputs;
+        c.outputs += (size_t)n->n_outputs;
+        for (int k = 0; k < n->n_inputs; k++) c.tensors += n->inputs[k] >= 0;
+        for (int k = 0; k < n->n_outputs; k++) c.tensors += n->outputs[k] >= 0;
     }
+    return c;
 }
 
 static est_plan *plan_make(const est_graph *g) {
@@ -168,7 +170,7 @@ static est_plan *plan_make(const est_graph *g) {
     if (!p) return NULL;
     p->slot = malloc(((size_t)g->n_tensors + 1) * sizeof *p->slot);
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
-    count_node_tensors(g, p);
+    p->slots = count_slots(g);
     p->weights = est__weights_make(g);
     if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK || !list_unplanned(g, p)) {
         plan_free(p);
@@ -184,6 +186,11 @@ const est_plan *est__graph_plan(const est_graph *g) {
     const est_plan *p = mg->plan;
     pthread_mutex_unlock(&mg->plan_lock);
     return p;
+}
+
+est_slot_counts est__graph_slot_counts(const est_graph *g) {
+    const est_plan *p = est__graph_plan(g);
+    return p ? p->slots : count_slots(g);
 }
 
 const est_weights *est__graph_weights(const est_graph *g) {

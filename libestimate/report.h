@@ -78,6 +78,12 @@ static inline est_dtype est__stored_dtype(const est_report *r, est_dtype declare
  * inferred, r->mode set). */
 est_status est__build_params(est_report *r, const est_param_filter *f, est_error *err);
 
+/* The nodes' input and output slots, all nodes together, and those that
+ * name a tensor (not an omitted optional one). */
+typedef struct est_slot_counts {
+    size_t inputs, outputs, tensors;
+} est_slot_counts;
+
 /* plan.c: what every estimate of a graph shares. Per tensor, slot[t] is
  * where tv holds the inferred state of a node output that depends on no
  * graph input, -1 for the others (an initializer's state is the graph's
@@ -98,10 +104,11 @@ typedef struct est_plan {
     int32_t *unplanned;
     uint64_t *planned_before;
     int32_t n_unplanned;
-    /* The nodes' input and output slots, all nodes together, and those
-     * that name a tensor (not an omitted optional one). */
-    size_t node_inputs, node_outputs, node_tensors;
+    est_slot_counts slots;
 } est_plan;
+
+/* The plan's slot counts, or counted here without a plan (out of memory). */
+est_slot_counts est__graph_slot_counts(const est_graph *g);
 
 /* The weights a layer reads first, as its est_layer counts them. */
 typedef struct est_layer_weights {
