@@ -143,7 +143,7 @@ static inline int64_t est__initializer_elements(const est_tensor *t) {
 est_weights *est__weights_make(const est_graph *g);
 void est__weights_free(est_weights *w);
 /* The graph's plan's weights; NULL when there is no plan (out of memory):
- * the caller then makes its own or lists them itself. */
+ * the caller then makes its own. */
 const est_weights *est__graph_weights(const est_graph *g);
 
 /* A tensor state as the memo keeps it: an est_tval without its

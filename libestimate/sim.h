@@ -186,6 +186,8 @@ typedef struct sim {
     bool *tp_split;         /* per tensor: each GPU keeps 1/tp of it */
     bool *tp_node;          /* per node: each GPU runs 1/tp of it */
     bool *tp_column_input;  /* per tensor: a column-wise layer's input */
+    const est_weights *weights; /* the graph's plan's, or own_weights without a plan */
+    est_weights *own_weights;
     bool recording;         /* this pass sets the peak and the totals (the
                                steady-state iteration; the first one only
                                feeds the replay) */
@@ -261,7 +263,8 @@ static inline uint64_t tensor_alloc(const sim *s, int32_t t) { return s->alloc_b
 static inline bool replaying(const sim *s) { return s->cache && !s->cache_failed && !s->device_oom; }
 
 /* sim_arrays.c: the step's per-tensor and per-node arrays. */
-bool est__sim_alloc_arrays(sim *s);         /* before the planning (with --amp's); false: out of memory */
+bool est__sim_alloc_arrays(sim *s);         /* before the planning (with --amp's), and the graph's
+                                               weights; false: out of memory */
 void est__sim_size(sim *s);                 /* each tensor's allocated bytes, each node's workspaces */
 void est__sim_free(sim *s);                 /* every array the step made, once its pages are faulted in */
 

@@ -39,6 +39,9 @@ static void zero_sentinels(sim *s, size_t nt, size_t nn) {
 
 bool est__sim_alloc_arrays(sim *s) {
     size_t nt = (size_t)s->g->n_tensors + 1, nn = (size_t)s->g->n_nodes + 1;
+    s->weights = est__graph_weights(s->g);
+    if (!s->weights) s->weights = s->own_weights = est__weights_make(s->g);
+    if (!s->weights) return false;
     /* the planning writes every tensor's and node's entry of the arrays
      * malloc'd here (lifetimes.c); their last, a sentinel, is zeroed below */
     s->base = malloc(nt * sizeof *s->base);
@@ -190,5 +193,6 @@ void est__sim_free(sim *s) {
     free(s->blocks.handles);
     free(s->by_tensor);
     free(s->by_extra);
+    est__weights_free(s->own_weights);
 }
 

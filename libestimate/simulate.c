@@ -50,20 +50,14 @@ static void upload_initializer(sim *s, int32_t t) {
 }
 
 /* model.cuda(), the data-parallel wrapper, and x.cuda(): parameters and
- * buffers in the order the model declares them, then the input batch. The
- * initializers some node reads and the graph inputs, each in tensor order,
- * are the plan's lists, or found here without a plan. */
+ * buffers in the order the model declares them, then the input batch (the
+ * initializers some node reads and the graph inputs, each in tensor order). */
 static void create_model_and_input(sim *s) {
-    const est_graph *g = s->g;
-    const est_weights *w = est__graph_weights(g);
-    for (int32_t j = 0, n = w ? w->n_uploaded : g->n_tensors; j < n; j++) {
-        int32_t t = w ? w->uploaded[j] : j;
-        if (w || (g->tensors[t].kind == EST_T_INITIALIZER && g->tensors[t].first_consumer >= 0)) upload_initializer(s, t);
-    }
+    const est_weights *w = s->weights;
+    for (int32_t j = 0; j < w->n_uploaded; j++) upload_initializer(s, w->uploaded[j]);
     est__par_construct(s);
-    for (int32_t j = 0, n = w ? w->n_inputs : g->n_tensors; j < n; j++) {
-        int32_t t = w ? w->inputs[j] : j;
-        if (!w && g->tensors[t].kind != EST_T_INPUT) continue;
+    for (int32_t j = 0; j < w->n_inputs; j++) {
+        int32_t t = w->inputs[j];
         est__sim_alloc(s, EST_CAT_INPUTS, tensor_alloc(s, t), KEY(K_STORAGE, t, 0));
         s->allocated[t] = true;
     }
