@@ -509,14 +509,13 @@ static void keep_gradient_figures(sim *s) {
 }
 
 /* Which of node n's outputs the forward allocates when n runs: those of
- * their own storage, not folded, that a node reads, the step keeps or a
- * backward saves (fwd_allocates; the rest of it is zeroed). A node's output
- * is an activation, so `activation` says whether it was folded. */
+ * their own storage, not folded, that the step needs (fwd_allocates; the
+ * rest of it is zeroed). A node's output is an activation, so `activation`
+ * says whether it was folded. */
 static void mark_forward_allocations(sim *s, const est_node *n) {
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
-        if (t < 0 || !s->activation[t] || s->base[t] != t) continue;
-        s->fwd_allocates[t] = s->g->tensors[t].first_consumer >= 0 || s->kept[t] || s->saved_until[t] != INT32_MAX;
+        if (t >= 0 && s->activation[t] && s->base[t] == t) s->fwd_allocates[t] = own_output_needed(s, t);
     }
 }
 

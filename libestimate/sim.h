@@ -251,6 +251,11 @@ static inline bool input_needs_grad(const sim *s, int32_t i, int k) {
     return t >= 0 && slot_needs_grad(n->op->nondiff_inputs, k, s->needs_grad[t]);
 }
 static inline bool is_activation_storage(const sim *s, int32_t b) { return s->activation[b]; }
+/* Whether the step needs node output t, a storage of its own (base[t] ==
+ * t): a node reads it, the step keeps it or a backward saves it. */
+static inline bool own_output_needed(const sim *s, int32_t t) {
+    return s->g->tensors[t].first_consumer >= 0 || s->kept[t] || s->saved_until[t] != INT32_MAX;
+}
 static inline int32_t segment_of(const sim *s, int32_t i) { return s->seg_of ? s->seg_of[i] : -1; }
 /* The key of node i's autocast copy of input k: a parameter's cached copy is
  * one block however many ops read it. */

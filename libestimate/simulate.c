@@ -63,12 +63,6 @@ static void create_model_and_input(sim *s) {
     }
 }
 
-static inline bool output_needed(const sim *s, int32_t i, int k) {
-    int32_t t = s->g->nodes[i].outputs[k];
-    int32_t b = s->base[t];
-    return s->g->tensors[t].first_consumer >= 0 || s->kept[b] || s->saved_until[b] != INT32_MAX;
-}
-
 /* Outputs that memest verify's kernel writes though nothing reads them
  * (est_op_def.verify_writes_unread): the executor drops them when the node
  * returns, so they are a transient of the node. */
@@ -78,7 +72,7 @@ static uint64_t unread_outputs(sim *s, int32_t i) {
     if (s->r->kernels != EST_KERNELS_VERIFY || !n->op->verify_writes_unread) return 0;
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
-        if (t >= 0 && !is_folded(s, t) && s->base[t] == t && !output_needed(s, i, k))
+        if (t >= 0 && !is_folded(s, t) && s->base[t] == t && !own_output_needed(s, t))
             bytes = sim_add(s, bytes, tensor_alloc(s, t));
     }
     return bytes;
