@@ -20,23 +20,23 @@ model exists. It keeps:
 """
 import copy
 import json
-import os
 import sys
 
 import torch
 
 import measure
+import probe_util
 import zoo
 
 MIB = 1 << 20
 
 
+# the files whose frames name what asked for a block
+FRAME_MARKERS = ("torchvision/", "transformers/", "zoo.py", "torch/nn/modules", "torch/optim")
+
+
 def frame_label(frames):
-    for f in frames:
-        fn = f["filename"]
-        if any(k in fn for k in ("torchvision/", "transformers/", "zoo.py", "torch/nn/modules", "torch/optim")):
-            return f"{os.path.basename(fn)}:{f['line']}:{f['name']}"
-    return frames[0]["name"] if frames else "?"
+    return probe_util.trace_label(frames, FRAME_MARKERS)
 
 
 def segment_events(trace, marks):

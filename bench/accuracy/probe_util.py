@@ -1,7 +1,9 @@
-"""What the per-op probes (probe_sum.py, probe_embedding.py, probe_rnn.py)
-share: the caching allocator's block size, the transient of one call, and
-the JSON they write."""
+"""What the probes share: the caching allocator's block size, the transient
+of one call and the JSON they write (the per-op probes: probe_sum.py,
+probe_embedding.py, probe_rnn.py), and the label of a traced allocation
+(the trace probes: probe_segments.py, ../distributed/probe_fsdp.py)."""
 import json
+import os
 
 import torch
 
@@ -29,3 +31,14 @@ def write_records(out_path, records):
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"{len(records)} configurations -> {out_path}")
+
+
+def trace_label(frames, markers):
+    """A traced block's label (torch.cuda.memory._record_memory_history's
+    frames, innermost first): the first frame whose file name holds one of
+    markers, as file:line:function; else the innermost frame's function."""
+    for f in frames:
+        fn = f["filename"]
+        if any(k in fn for k in markers):
+            return f"{os.path.basename(fn)}:{f['line']}:{f['name']}"
+    return frames[0]["name"] if frames else "?"

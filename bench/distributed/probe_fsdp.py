@@ -31,6 +31,7 @@ import torch.multiprocessing as mp
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import measure_dist as md  # noqa: E402
+import probe_util  # noqa: E402  (bench/accuracy, on the path measure_dist sets)
 
 MIB = 1 << 20
 
@@ -40,11 +41,7 @@ def label(frames):
     if fsdp:
         f = fsdp[0]
         return f"fsdp:{os.path.basename(f['filename'])}:{f['name']}"
-    for f in frames:
-        fn = f["filename"]
-        if any(k in fn for k in ("transformers/", "torchvision/", "zoo.py", "probe_fsdp.py", "autograd")):
-            return f"{os.path.basename(fn)}:{f['line']}:{f['name']}"
-    return frames[0]["name"] if frames else "?"
+    return probe_util.trace_label(frames, ("transformers/", "torchvision/", "zoo.py", "probe_fsdp.py", "autograd"))
 
 
 def cut(trace, start_allocated):
