@@ -8,13 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "capacity.h"
 #include "estimate.h"
 #include "gpus.h"
+#include "heap.h"
 #include "help.h"
 #include "ops_cmd.h"
 #include "output.h"
@@ -666,19 +664,8 @@ static int check_model_options(cli *c, const est_graph *g) {
     return -1;
 }
 
-/* One process, many estimates of one graph (--max-batch, --sweep): their
- * arrays are freed and allocated again at the same sizes. glibc would hand
- * the top of the heap back to the kernel after each and fault it in again,
- * about a fifth of an estimate of swin_t; keep what the process takes. */
-static void keep_freed_memory(void) {
-#ifdef __GLIBC__
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
-#endif
-}
-
 int main(int argc, char **argv) {
-    keep_freed_memory();
+    tune_heap();
     cli c = {0};
     int rc = parse_args(&c, argc, argv);
     if (rc < 0) {
