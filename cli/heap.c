@@ -38,10 +38,14 @@ static void keep_freed_memory(void) {
 static void heap_in_huge_pages(void) {
 #ifdef MADV_HUGEPAGE
     mallopt(M_TOP_PAD, HUGE_HEAP);
+    uintptr_t start = (uintptr_t)sbrk(0);
     void *grow = malloc(HUGE_PAGE); /* above the heap's top: it grows, top pad included */
+    uintptr_t end = (uintptr_t)sbrk(0);
     uintptr_t from = ((uintptr_t)grow + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    uintptr_t to = (uintptr_t)sbrk(0) & ~(uintptr_t)(HUGE_PAGE - 1);
-    if (grow && to > from) (void)madvise((void *)from, to - from, MADV_HUGEPAGE); /* advice, which may be refused */
+    uintptr_t to = end & ~(uintptr_t)(HUGE_PAGE - 1);
+    /* only where the heap grew (refused, glibc maps the block on its own) */
+    if (grow && (uintptr_t)grow >= start && to > from)
+        (void)madvise((void *)from, to - from, MADV_HUGEPAGE); /* advice, which may be refused */
     free(grow);
     mallopt(M_TOP_PAD, GLIBC_TOP_PAD);
 #endif
