@@ -296,8 +296,10 @@ static est_status check_arity(est_infer_ctx *ctx) {
     return EST_OK;
 }
 
-/* Infers node n, tensor t's state at tv[at[t]] (at NULL: tv[t]). */
-static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, const int32_t *at, est_error *err) {
+/* Infers node n, tensor t's state at tv[at[t]] (at NULL: tv[t]); known:
+ * its known attributes (est__plan_node_attrs). */
+static est_status infer_node_in(est_report *r, const est_node *n, const est_node_attrs *known, est_tval *tv,
+                                const int32_t *at, est_error *err) {
     const est_graph *g = r->graph;
     /* Field by field: an initializer would zero all EST_MAX_IO slots of in
      * and out (16 KiB) for every node; only the first n_in and n_out are
@@ -306,6 +308,7 @@ static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, 
     ctx.graph = g;
     ctx.node = n;
     ctx.opset = n->opset;
+    ctx.known = known;
     ctx.err = err;
     ctx.owned = r->owned;
     ctx.n_owned = r->n_owned;
@@ -335,8 +338,8 @@ static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, 
     return EST_OK;
 }
 
-static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
-    return infer_node_in(r, n, r->tv, NULL, err);
+static est_status infer_node(est_report *r, const est_plan *plan, int32_t i, est_error *err) {
+    return infer_node_in(r, &r->graph->nodes[i], est__plan_node_attrs(plan, i), r->tv, NULL, err);
 }
 
 /* The work of one node: a unit, and one per element it folded. */
@@ -419,7 +422,7 @@ est_status est__infer_constants(const est_graph *g, est_plan *p) {
         if (ready <= 0) continue;
         int64_t owned_before = r.n_owned;
         est_error err;
-        if (infer_node_in(&r, n, c.tv, c.at, &err) != EST_OK) {
+        if (infer_node_in(&r, n, est__plan_node_attrs(p, i), c.tv, c.at, &err) != EST_OK) {
             drop_outputs(n, &c); /* left to each estimate, which reports the error */
             if (err.code == EST_ENOMEM) st = EST_ENOMEM;
             continue;
@@ -515,7 +518,7 @@ est_status est__infer(est_report *r, const est_options *opt, est_prefault *pf, u
             work += memo->work[i];
         } else {
             int64_t owned_before = r->n_owned;
-            st = infer_node(r, &g->nodes[i], err);
+            st = infer_node(r, plan, i, err);
             uint64_t w = node_work(r, owned_before);
             work += w;
             if (works) works[i] = w;

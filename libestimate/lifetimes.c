@@ -45,6 +45,7 @@ bool est__sim_build_contexts(sim *s) {
     est_dtype float_dtype = s->r->dtype, export_dtype = g->dtype;
     est_kernels kernels = s->r->kernels;
     const est_device *device = s->r->device;
+    const est_plan *plan = est__graph_plan(g);
     for (int32_t i = 0; i < n_nodes; i++) {
         const est_node *n = &nodes[i];
         est_cost_ctx *c = &ctx[i];
@@ -77,7 +78,8 @@ bool est__sim_build_contexts(sim *s) {
         *c = (est_cost_ctx){.node = n, .opset = n->opset, .n_in = n_in, .n_out = n_out, .in = in, .out = out,
                             .in_grad = in_grad, .in_param = in_param, .in_strided = in_strided,
                             .any_grad = any_grad, .train = train, .float_dtype = float_dtype,
-                            .export_dtype = export_dtype, .kernels = kernels, .device = device};
+                            .export_dtype = export_dtype, .kernels = kernels, .device = device,
+                            .known = est__plan_node_attrs(plan, i)};
     }
     return true;
 }

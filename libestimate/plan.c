@@ -129,8 +129,35 @@ static void plan_free(est_plan *p) {
     free(p->work);
     free(p->unplanned);
     free(p->planned_before);
+    free(p->attrs_at);
+    free(p->node_attrs);
     free(p);
 }
+
+/* Node n's known attributes; false when it has none. */
+static bool find_known_attrs(const est_node *n, est_node_attrs *a) {
+    bool any = false;
+    for (int k = 0; k < EST_KA_COUNT; k++) any |= (a->of[k] = est_attr_get(n, est_known_attr_names[k])) != NULL;
+    return any;
+}
+
+/* The plan's attrs_at and node_attrs; false when out of memory. */
+static bool list_known_attrs(const est_graph *g, est_plan *p) {
+    int32_t n = 0;
+    est_node_attrs a;
+    for (int32_t i = 0; i < g->n_nodes; i++) n += find_known_attrs(&g->nodes[i], &a);
+    if (n == 0) return true;
+    p->attrs_at = malloc(((size_t)g->n_nodes + 1) * sizeof *p->attrs_at);
+    /* one more: a node without any is found into the next record too */
+    p->node_attrs = malloc(((size_t)n + 1) * sizeof *p->node_attrs);
+    if (!p->attrs_at || !p->node_attrs) return false;
+    n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        p->attrs_at[i] = find_known_attrs(&g->nodes[i], &p->node_attrs[n]) ? n++ : -1;
+    return true;
+}
+
+const est_node_attrs est__no_node_attrs = {{0}};
 
 /* The plan's unplanned and planned_before, from its work; false when out
  * of memory. */
@@ -172,7 +199,8 @@ static est_plan *plan_make(const est_graph *g) {
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
     p->slots = count_slots(g);
     p->weights = est__weights_make(g);
-    if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK || !list_unplanned(g, p)) {
+    if (!p->slot || !p->work || !p->weights || !list_known_attrs(g, p) || est__infer_constants(g, p) != EST_OK ||
+        !list_unplanned(g, p)) {
         plan_free(p);
         return NULL;
     }
