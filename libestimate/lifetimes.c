@@ -32,6 +32,7 @@ bool est__sim_build_contexts(sim *s) {
     const est_tensor *tensors = g->tensors;
     const est_node *nodes = g->nodes;
     est_cost_ctx *ctx = s->ctx;
+    est_slot_mask *grad_inputs = s->grad_inputs;
     int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
     /* only the parameters that train start the gradient flow
      * (est_options.params): a frozen weight is a constant to autograd; and
@@ -54,7 +55,7 @@ bool est__sim_build_contexts(sim *s) {
         bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
         tv += n_in + n_out;
         flags += 3 * n_in;
-        est_slot_mask nondiff = n->op->nondiff_inputs;
+        est_slot_mask nondiff = n->op->nondiff_inputs, takes_grad = 0;
         for (int k = 0; k < n_in; k++) {
             int32_t t = n->inputs[k];
             in_strided[k] = false;
@@ -67,7 +68,9 @@ bool est__sim_build_contexts(sim *s) {
             in_grad[k] = slot_needs_grad(nondiff, k, needs_grad[t]); /* input_needs_grad's, from locals */
             in_param[k] = param[t];
             any_grad |= in_grad[k];
+            if (k < 32) takes_grad |= (est_slot_mask)in_grad[k] << k;
         }
+        grad_inputs[i] = takes_grad;
         for (int k = 0; k < n_out; k++) {
             int32_t t = n->outputs[k];
             out[k] = t >= 0 ? &vals[t] : NULL;
@@ -438,6 +441,19 @@ static bool plan_saves(sim *s, int32_t i) {
     return true;
 }
 
+/* Of the last uses, keeps only those of storages the forward may free: an
+ * activation's, not an output of the graph, saved by no backward (all
+ * fixed by now); the others' last_use becomes -1, which leaves them out
+ * of the release lists. */
+static void keep_forward_releases(sim *s) {
+    int32_t *last_use = s->last_use;
+    const bool *activation = s->activation, *kept = s->kept;
+    const int32_t *saved_until = s->saved_until;
+    int32_t n_tensors = s->g->n_tensors;
+    for (int32_t t = 0; t < n_tensors; t++)
+        if (!activation[t] || kept[t] || saved_until[t] != INT32_MAX) last_use[t] = -1;
+}
+
 bool est__sim_plan_lifetimes(sim *s) {
     const est_graph *g = s->g;
     int32_t *last_use = s->last_use, *saved_until = s->saved_until;
@@ -472,6 +488,7 @@ bool est__sim_plan_lifetimes(sim *s) {
     keep_unreached_saves(s);
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
     keep_segment_inputs(s);
+    keep_forward_releases(s);
     bucket_by_node(s->last_use, g->n_tensors, g->n_nodes, s->release_first, s->release_order);
     bucket_by_node(s->saved_until, g->n_tensors, g->n_nodes, s->bwd_first, s->bwd_order);
     if (s->segs) bucket_by_node(s->recompute_until, g->n_tensors, g->n_nodes, s->rc_first, s->rc_order);
@@ -521,22 +538,17 @@ static void mark_forward_allocations(sim *s, const est_node *n) {
     }
 }
 
-/* Leaves in each node's release list only the storages its forward may
- * free: an activation's, not an output of the graph, saved by no backward
- * (all fixed by now; whether it is allocated is the step's to test). And
- * lists the nodes each pass of the step visits. The forward may do
+/* Lists the nodes each pass of the step visits. The forward may do
  * something at node i when it runs it, frees a storage after it or --fsdp
  * gathers around it; the backward when it runs it, frees what it saved
  * (extras, autocast copies, storages, recomputed tensors) or --fsdp gathers
  * around it; and which outputs the forward allocates. One pass over locals. */
 static void list_acting_nodes(sim *s) {
-    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0, kept_end = 0;
+    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
     int32_t *fwd = s->fwd_nodes, *bwd = s->bwd_nodes;
     bool *runs = s->fwd_runs;
     const est_node *nodes = s->g->nodes;
-    int32_t *release = s->release_first, *order = s->release_order;
-    const bool *activation = s->activation, *kept = s->kept;
-    const int32_t *saved_until = s->saved_until;
+    const int32_t *release = s->release_first;
     const est_layer *layers = s->r->layers;
     const int32_t *extra = s->extra_first, *saved = s->bwd_first;
     const int32_t *rc = s->segs ? s->rc_first : NULL;
@@ -544,13 +556,7 @@ static void list_acting_nodes(sim *s) {
     const bool *any_grad = s->any_grad;
     bool all = s->sharded;
     for (int32_t i = 0; i < n_nodes; i++) {
-        int32_t lo = release[i], hi = release[i + 1];
-        release[i] = kept_end;
-        for (int32_t e = lo; e < hi; e++) {
-            int32_t b = order[e];
-            if (activation[b] && !kept[b] && saved_until[b] == INT32_MAX) order[kept_end++] = b;
-        }
-        if (all || !layers[i].shape_only || release[i] < kept_end) {
+        if (all || !layers[i].shape_only || release[i] < release[i + 1]) {
             runs[n_fwd] = !layers[i].shape_only;
             fwd[n_fwd++] = i;
         }
@@ -559,7 +565,6 @@ static void list_acting_nodes(sim *s) {
             (rc && rc[i] < rc[i + 1]))
             bwd[n_bwd++] = i;
     }
-    release[n_nodes] = kept_end;
     s->n_fwd_nodes = n_fwd;
     s->n_bwd_nodes = n_bwd;
 }

@@ -66,7 +66,8 @@ typedef struct sim {
     int32_t *last_use;      /* per storage: last forward reader, -1 none; while planning */
     int32_t *release_first; /* per node (n + 1): where its storages start in release_order */
     int32_t *release_order; /* storages by last_use: those node i may free after it runs
-                               (for the step, only activations no backward saves) */
+                               (only activations the step does not keep and no
+                               backward saves: keep_forward_releases) */
     int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
     bool *kept;             /* per storage: a graph output, alive after the step */
     /* per tensor: an activation's storage, not folded (is_activation_storage),
@@ -109,6 +110,8 @@ typedef struct sim {
     bool *ctx_flags;        /* their in_grad, in_param and in_strided arrays */
     bool *any_grad;         /* per node: its context's any_grad (backward runs),
                                kept when the contexts are freed */
+    est_slot_mask *grad_inputs; /* per node: the inputs (below 32) that take a
+                               gradient (input_needs_grad), from its context */
     est_slot_mask *same_size; /* per node: the inputs (below 32) a view or a
                                passed gradient may share output 0's gradient
                                with, as many elements as it (read once, not
