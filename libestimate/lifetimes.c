@@ -101,14 +101,18 @@ bool est__sim_mark_unreached(sim *s) {
     bool *unreached = s->unreached;
     const est_node *nodes = g->nodes; /* in locals: the bool stores may alias them */
     const est_cost_ctx *ctx = s->ctx;
+    const est_slot_mask *grad_inputs = s->grad_inputs;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &nodes[i];
         const est_cost_ctx *c = &ctx[i];
         if (!c->any_grad) continue; /* unreached stays false; no input takes a gradient */
         bool any = false;
         for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
-        unreached[i] = c->any_grad && !any;
-        for (int k = 0; any && k < n->n_inputs; k++)
+        unreached[i] = !any;
+        if (!any) continue;
+        /* the inputs that take a gradient: below 32 from the mask */
+        for (est_slot_mask m = grad_inputs[i]; m; m &= m - 1) reached[n->inputs[__builtin_ctz(m)]] = true;
+        for (int k = 32; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0 && c->in_grad[k]) reached[n->inputs[k]] = true;
     }
     free(reached);
@@ -423,19 +427,22 @@ static bool plan_saves(sim *s, int32_t i) {
     est_saved sv = {0};
     n->op->saves(&s->ctx[i], &sv);
     if (!keep_saves(s, i, &sv)) return false;
-    for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
-        if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
-            int32_t b = s->base[n->inputs[k]];
-            if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
-                s->cast_saved[i] |= EST_SLOT(k);
-                /* a checkpointed op's copy is kept from the recompute on */
-                if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
-                continue;
-            }
-            note_saved(s, i, b);
+    for (est_slot_mask m = sv.inputs & slots_below(n->n_inputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->inputs[k] < 0) continue;
+        int32_t b = s->base[n->inputs[k]];
+        if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
+            s->cast_saved[i] |= EST_SLOT(k);
+            /* a checkpointed op's copy is kept from the recompute on */
+            if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
+            continue;
         }
-    for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
-        if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+        note_saved(s, i, b);
+    }
+    for (est_slot_mask m = sv.outputs & slots_below(n->n_outputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+    }
     int32_t seg = segment_of(s, i);
     if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
     return true;
@@ -583,8 +590,12 @@ bool est__sim_compact_for_step(sim *s) {
     /* the parameters the optimizer updates (they have a gradient and state):
      * those that train of the graph's parameters that some node reads (an
      * unread one is never created on the GPU), in tensor order */
+    const bool *trains = s->r->trains; /* in locals: the stores to trained may alias them */
+    const int32_t *params = g->params;
+    int32_t *trained = s->trained, n_trained = 0;
     for (int32_t k = 0; k < g->n_params; k++)
-        if (s->r->trains[g->params[k]]) s->trained[s->n_trained++] = g->params[k];
+        if (trains[params[k]]) trained[n_trained++] = params[k];
+    s->n_trained = n_trained;
     keep_gradient_figures(s);
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
     list_acting_nodes(s);

@@ -129,6 +129,7 @@ static void plan_free(est_plan *p) {
     free(p->work);
     free(p->unplanned);
     free(p->planned_before);
+    free(p->arity_fits);
     free(p->attrs_at);
     free(p->node_attrs);
     free(p);
@@ -159,14 +160,15 @@ static bool list_known_attrs(const est_graph *g, est_plan *p) {
 
 const est_node_attrs est__no_node_attrs = {{0}};
 
-/* The plan's unplanned and planned_before, from its work; false when out
- * of memory. */
+/* The plan's unplanned, planned_before and arity_fits, from its work;
+ * false when out of memory. */
 static bool list_unplanned(const est_graph *g, est_plan *p) {
     int32_t n = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) n += p->work[i] == 0;
     p->unplanned = malloc(((size_t)n + 1) * sizeof *p->unplanned);
     p->planned_before = malloc(((size_t)n + 1) * sizeof *p->planned_before);
-    if (!p->unplanned || !p->planned_before) return false;
+    p->arity_fits = malloc(((size_t)n + 1) * sizeof *p->arity_fits);
+    if (!p->unplanned || !p->planned_before || !p->arity_fits) return false;
     uint64_t since = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         if (p->work[i]) {
@@ -174,6 +176,7 @@ static bool list_unplanned(const est_graph *g, est_plan *p) {
             continue;
         }
         p->unplanned[p->n_unplanned] = i;
+        p->arity_fits[p->n_unplanned] = g->nodes[i].op && est__arity_fits(&g->nodes[i]);
         p->planned_before[p->n_unplanned++] = since;
         since = 0;
     }

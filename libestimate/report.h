@@ -103,6 +103,7 @@ typedef struct est_plan {
      * each the work of the planned nodes since the one before it. */
     int32_t *unplanned;
     uint64_t *planned_before;
+    bool *arity_fits;     /* est__arity_fits of each, asked once */
     int32_t n_unplanned;
     est_slot_counts slots;
     /* Per node, its known attributes at node_attrs[attrs_at[i]], -1 for a
@@ -199,6 +200,9 @@ void est__plan_record_memo(const est_graph *g, const est_report *r, const uint64
 /* Whether the memo's tensor state `slot` and a are the same: dtype, dims
  * and values. */
 bool est__memo_same(const est_memo *m, int32_t slot, const est_tval *a);
+/* infer.c: whether node n (of a supported op) has as many inputs and
+ * outputs as its op takes, its required inputs present. */
+bool est__arity_fits(const est_node *n);
 /* infer.c: fills a plan's slot, tv, work and owned (slot and work
  * allocated, tv NULL). */
 est_status est__infer_constants(const est_graph *g, est_plan *p);

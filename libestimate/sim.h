@@ -253,6 +253,8 @@ static inline bool input_needs_grad(const sim *s, int32_t i, int k) {
     int32_t t = n->inputs[k];
     return t >= 0 && slot_needs_grad(n->op->nondiff_inputs, k, s->needs_grad[t]);
 }
+/* The slots below n (all 32 from n = 32 on). */
+static inline est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
 static inline bool is_activation_storage(const sim *s, int32_t b) { return s->activation[b]; }
 /* Whether the step needs node output t, a storage of its own (base[t] ==
  * t): a node reads it, the step keeps it or a backward saves it. */

@@ -111,8 +111,13 @@ void est__sim_size(sim *s) {
     if (!s->dt && !s->tp_split) { /* stored_dtype and local_elements, from locals */
         const est_report *r = s->r;
         const est_tval *tv = r->tv;
-        for (int32_t t = 0; t < n_tensors; t++)
-            alloc_bytes[t] = round_alloc(est__dtype_bytes(est__stored_dtype(r, tv[t].dtype), est_tval_elements(&tv[t])));
+        est_dtype stored[EST_DT_COUNT]; /* est__stored_dtype of each dtype, asked once */
+        for (int dt = 0; dt < EST_DT_COUNT; dt++) stored[dt] = est__stored_dtype(r, (est_dtype)dt);
+        for (int32_t t = 0; t < n_tensors; t++) {
+            est_dtype dt = tv[t].dtype;
+            dt = (unsigned)dt < EST_DT_COUNT ? stored[dt] : est__stored_dtype(r, dt);
+            alloc_bytes[t] = round_alloc(est__dtype_bytes(dt, est_tval_elements(&tv[t])));
+        }
     } else {
         for (int32_t t = 0; t < n_tensors; t++)
             alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));

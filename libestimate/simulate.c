@@ -507,8 +507,6 @@ static void train(sim *s) {
     if (s->cache) training_iteration(s, false);
 }
 
-/* The slots below n (all 32 from n = 32 on). */
-static est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
 
 /* Layer i's FLOPs (added to the totals) and saved bytes. */
 static void fill_layer_cost(sim *s, int32_t i) {
