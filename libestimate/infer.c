@@ -271,10 +271,11 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
 }
 
 static inline void bind_initializer(const est_tensor *t, est_tval *v) {
+    int64_t elements = 1; /* est__initializer_elements, in the same pass */
+    for (int d = 0; d < t->rank; d++) elements *= v->dims[d] = t->dims[d].value;
     v->dtype = t->dtype;
     v->rank = t->rank;
-    v->elements = est__initializer_elements(t);
-    for (int d = 0; d < t->rank; d++) v->dims[d] = t->dims[d].value;
+    v->elements = elements;
     /* A parameter's values change as it trains, and what is computed from it
      * (a transposed weight) is an activation with a gradient, not a constant
      * to fold, however small the weight. One element reads as the exporters'

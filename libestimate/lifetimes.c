@@ -352,18 +352,21 @@ static void keep_unreached_saves(sim *s) {
 
 /* Keeps what node i's backward saves (sv); false: out of memory. */
 static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
-    s->saved_inputs[i] = sv->inputs;
-    s->saved_outputs[i] = sv->outputs;
-    s->extra_first[i] = s->n_extras;
-    if (s->n_extras + sv->n_extra > s->cap_extras) {
+    int32_t first = s->n_extras, n_extra = sv->n_extra;
+    if (first + n_extra > s->cap_extras) {
         int32_t cap = s->cap_extras ? 2 * s->cap_extras : 256;
         uint64_t *e = realloc(s->extra_alloc, (size_t)cap * sizeof *e);
         if (!e) return false;
         s->extra_alloc = e;
         s->cap_extras = cap;
     }
-    for (int e = 0; e < sv->n_extra; e++) s->extra_alloc[s->n_extras++] = sv->extra_bytes[e];
-    s->extra_first[i + 1] = s->n_extras;
+    uint64_t *extra = s->extra_alloc + first;
+    for (int e = 0; e < n_extra; e++) extra[e] = sv->extra_bytes[e];
+    s->n_extras = first + n_extra;
+    s->saved_inputs[i] = sv->inputs;
+    s->saved_outputs[i] = sv->outputs;
+    s->extra_first[i] = first;
+    s->extra_first[i + 1] = first + n_extra;
     return true;
 }
 
@@ -539,9 +542,13 @@ static void keep_gradient_figures(sim *s) {
  * rest of it is zeroed). A node's output is an activation, so `activation`
  * says whether it was folded. */
 static void mark_forward_allocations(sim *s, const est_node *n) {
+    /* in locals: the stores to fwd_allocates may alias them */
+    const bool *activation = s->activation;
+    const int32_t *base = s->base;
+    bool *allocates = s->fwd_allocates;
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
-        if (t >= 0 && s->activation[t] && s->base[t] == t) s->fwd_allocates[t] = own_output_needed(s, t);
+        if (t >= 0 && activation[t] && base[t] == t) allocates[t] = own_output_needed(s, t);
     }
 }
 

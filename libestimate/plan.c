@@ -135,26 +135,57 @@ static void plan_free(est_plan *p) {
     free(p);
 }
 
-/* Node n's known attributes; false when it has none. */
+/* The known attribute a name may be, by its first character (each known
+ * name starts with another); -1 none. */
+static int known_by_first_char(char c) {
+    switch (c) {
+    case 'g': return EST_KA_GROUP;
+    case 'k': return EST_KA_KERNEL_SHAPE;
+    case 's': return EST_KA_STRIDES;
+    case 'd': return EST_KA_DILATIONS;
+    case 'p': return EST_KA_PADS;
+    case 'a': return EST_KA_AUTO_PAD;
+    case 't': return EST_KA_TRAINING_MODE;
+    default: return -1;
+    }
+}
+
+/* Node n's known attributes, each the first of its name, in one pass over
+ * its attributes (the first two characters spare most strcmp calls);
+ * false when it has none. */
 static bool find_known_attrs(const est_node *n, est_node_attrs *a) {
+    *a = (est_node_attrs){{0}};
     bool any = false;
-    for (int k = 0; k < EST_KA_COUNT; k++) any |= (a->of[k] = est_attr_get(n, est_known_attr_names[k])) != NULL;
+    for (int32_t j = 0; j < n->n_attrs; j++) {
+        const est_attr *attr = &n->attrs[j];
+        int k = known_by_first_char(attr->name[0]);
+        if (k < 0 || a->of[k]) continue;
+        const char *name = est_known_attr_names[k];
+        if (attr->name[1] != name[1] || strcmp(attr->name, name) != 0) continue;
+        a->of[k] = attr;
+        any = true;
+    }
     return any;
 }
 
 /* The plan's attrs_at and node_attrs; false when out of memory. */
 static bool list_known_attrs(const est_graph *g, est_plan *p) {
-    int32_t n = 0;
-    est_node_attrs a;
-    for (int32_t i = 0; i < g->n_nodes; i++) n += find_known_attrs(&g->nodes[i], &a);
-    if (n == 0) return true;
+    int32_t n = 0, cap = 0;
     p->attrs_at = malloc(((size_t)g->n_nodes + 1) * sizeof *p->attrs_at);
-    /* one more: a node without any is found into the next record too */
-    p->node_attrs = malloc(((size_t)n + 1) * sizeof *p->node_attrs);
-    if (!p->attrs_at || !p->node_attrs) return false;
-    n = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        p->attrs_at[i] = find_known_attrs(&g->nodes[i], &p->node_attrs[n]) ? n++ : -1;
+    if (!p->attrs_at) return false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        est_node_attrs a;
+        p->attrs_at[i] = -1;
+        if (g->nodes[i].n_attrs == 0 || !find_known_attrs(&g->nodes[i], &a)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            est_node_attrs *grown = realloc(p->node_attrs, (size_t)cap * sizeof *grown);
+            if (!grown) return false;
+            p->node_attrs = grown;
+        }
+        p->node_attrs[n] = a;
+        p->attrs_at[i] = n++;
+    }
     return true;
 }
 

@@ -107,7 +107,7 @@ typedef struct est_plan {
     int32_t n_unplanned;
     est_slot_counts slots;
     /* Per node, its known attributes at node_attrs[attrs_at[i]], -1 for a
-     * node with none (attrs_at NULL: no node has any). */
+     * node with none. */
     int32_t *attrs_at;
     est_node_attrs *node_attrs;
 } est_plan;
@@ -117,7 +117,7 @@ typedef struct est_plan {
 extern const est_node_attrs est__no_node_attrs;
 static inline const est_node_attrs *est__plan_node_attrs(const est_plan *p, int32_t i) {
     if (!p) return NULL;
-    return p->attrs_at && p->attrs_at[i] >= 0 ? &p->node_attrs[p->attrs_at[i]] : &est__no_node_attrs;
+    return p->attrs_at[i] >= 0 ? &p->node_attrs[p->attrs_at[i]] : &est__no_node_attrs;
 }
 
 /* The plan's slot counts, or counted here without a plan (out of memory). */
