@@ -326,9 +326,9 @@ void est__sim_replay_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key)
 void est__sim_replay_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
 static inline void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     est__sim_check_request(s, bytes);
-    s->live[c] = sim_add(s, s->live[c], bytes);
     s->total = sim_add(s, s->total, bytes);
     if (s->overflow) return; /* the estimate fails; the books stop */
+    s->live[c] += bytes; /* no more than total, the sum of live, which did not saturate */
     if (s->cache || s->tl) est__sim_replay_alloc(s, c, bytes, key);
 }
 static inline void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
