@@ -56,23 +56,25 @@ bool est__sim_build_contexts(sim *s) {
         tv += n_in + n_out;
         flags += 3 * n_in;
         est_slot_mask nondiff = n->op->nondiff_inputs, takes_grad = 0;
+        const int32_t *inputs = n->inputs, *outputs = n->outputs; /* locals too */
         for (int k = 0; k < n_in; k++) {
-            int32_t t = n->inputs[k];
+            int32_t t = inputs[k];
             in_strided[k] = false;
             if (t < 0) {
                 in[k] = NULL;
                 in_grad[k] = in_param[k] = false;
                 continue;
             }
+            bool grad = slot_needs_grad(nondiff, k, needs_grad[t]); /* input_needs_grad's, from locals */
             in[k] = &vals[t];
-            in_grad[k] = slot_needs_grad(nondiff, k, needs_grad[t]); /* input_needs_grad's, from locals */
+            in_grad[k] = grad;
             in_param[k] = param[t];
-            any_grad |= in_grad[k];
-            if (k < 32) takes_grad |= (est_slot_mask)in_grad[k] << k;
+            any_grad |= grad;
+            if (k < 32) takes_grad |= (est_slot_mask)grad << k;
         }
         grad_inputs[i] = takes_grad;
         for (int k = 0; k < n_out; k++) {
-            int32_t t = n->outputs[k];
+            int32_t t = outputs[k];
             out[k] = t >= 0 ? &vals[t] : NULL;
             if (t < 0) continue;
             needs_grad[t] = any_grad && est__dtype_is_float(vals[t].dtype) && vals[t].value == NULL;

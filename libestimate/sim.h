@@ -167,6 +167,9 @@ typedef struct sim {
                                of nearly every block, looked up directly); 0 none */
     int64_t *by_extra;      /* per saved extra (numbered as extra_alloc): its
                                live block, 0 none */
+    bool handed_on;         /* the books hand each allocation and free on (the
+                               replay or the timeline is on: cache || tl, set
+                               once both are made, before the model is) */
     bool cache_failed;      /* host memory ran out during the replay */
     bool device_oom;        /* the replay hit est_options.memory_limit: PyTorch
                                raises out of memory there; the replay stops */
@@ -329,13 +332,13 @@ static inline void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64
     s->total = sim_add(s, s->total, bytes);
     if (s->overflow) return; /* the estimate fails; the books stop */
     s->live[c] += bytes; /* no more than total, the sum of live, which did not saturate */
-    if (s->cache || s->tl) est__sim_replay_alloc(s, c, bytes, key);
+    if (s->handed_on) est__sim_replay_alloc(s, c, bytes, key);
 }
 static inline void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (s->overflow) return;
     s->live[c] -= bytes;
     s->total -= bytes;
-    if (s->cache || s->tl) est__sim_replay_release(s, c, bytes, key);
+    if (s->handed_on) est__sim_replay_release(s, c, bytes, key);
 }
 /* The same block under another key and category (the step's output, kept
  * as the next step's "other"). */

@@ -614,6 +614,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    s.handed_on = s.cache || s.tl;
     est__sim_moment(&s, EST_PHASE_FORWARD, -1, "");
     create_model_and_input(&s);
     if (s.train) {
