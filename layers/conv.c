@@ -23,7 +23,7 @@ static est_status conv_infer(est_infer_ctx *ctx) {
     if (w->rank != x->rank)
         return est_op_fail(ctx, EST_ESHAPE, "weight W has rank %d, expected %d like X", w->rank, x->rank);
     int64_t group;
-    if ((st = est_attr_int(ctx, "group", 1, &group)) != EST_OK) return st;
+    if ((st = est_known_int(ctx, EST_KA_GROUP, 1, &group)) != EST_OK) return st;
     if (group <= 0 || x->dims[1] % group != 0 || w->dims[0] % group != 0)
         return est_op_fail(ctx, EST_EATTR, "group %lld does not divide channels %lld and filters %lld",
                            (long long)group, (long long)x->dims[1], (long long)w->dims[0]);
@@ -34,7 +34,7 @@ static est_status conv_infer(est_infer_ctx *ctx) {
     int64_t kernel[EST_MAX_RANK], out[EST_MAX_RANK];
     const int64_t *ks;
     int64_t nk;
-    if ((st = est_attr_ints(ctx, "kernel_shape", &ks, &nk)) != EST_OK) return st;
+    if ((st = est_known_ints(ctx, EST_KA_KERNEL_SHAPE, &ks, &nk)) != EST_OK) return st;
     for (int i = 0; i < n; i++) kernel[i] = nk == n ? ks[i] : w->dims[2 + i];
     out[0] = x->dims[0];
     out[1] = w->dims[0];
@@ -159,7 +159,7 @@ static void conv_saves(const est_cost_ctx *c, est_saved *s) {
 typedef enum conv_kind { CONV_NO_WORKSPACE, CONV_POINTWISE, CONV_SPATIAL } conv_kind;
 
 /* The group attribute, read once by each workspace rule. */
-static int64_t conv_group(const est_cost_ctx *c) { return est_node_attr_int(c->node, "group", 1); }
+static int64_t conv_group(const est_cost_ctx *c) { return est_cost_attr_int(c, EST_KA_GROUP, 1); }
 
 /* group: the node's attribute (conv_group). */
 static conv_kind conv_workspace_kind(const est_cost_ctx *c, int64_t group) {
@@ -257,7 +257,7 @@ static uint64_t strided_pointwise_workspace(const est_cost_ctx *c, int64_t group
         group != 1)
         return 0;
     int64_t n;
-    const int64_t *strides = est_node_attr_ints(c->node, "strides", &n);
+    const int64_t *strides = est_cost_attr_ints(c, EST_KA_STRIDES, &n);
     bool strided = false;
     for (int64_t i = 0; strides && i < n; i++) strided |= strides[i] > 1;
     if (!strided) return 0;

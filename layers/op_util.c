@@ -81,13 +81,26 @@ static est_status wrong_type(est_infer_ctx *ctx, const est_attr *a, const char *
     return est_op_fail(ctx, EST_EATTR, "attribute '%s' is %s, expected %s", a->name, have, want);
 }
 
-est_status est_attr_int(est_infer_ctx *ctx, const char *name, int64_t dflt, int64_t *out) {
-    const est_attr *a = est_attr_get(ctx->node, name);
+const char *const est_known_attr_names[EST_KA_COUNT] = {
+    [EST_KA_GROUP] = "group", [EST_KA_KERNEL_SHAPE] = "kernel_shape", [EST_KA_STRIDES] = "strides",
+    [EST_KA_DILATIONS] = "dilations", [EST_KA_PADS] = "pads", [EST_KA_AUTO_PAD] = "auto_pad",
+    [EST_KA_TRAINING_MODE] = "training_mode",
+};
+
+static est_status attr_int(est_infer_ctx *ctx, const est_attr *a, int64_t dflt, int64_t *out) {
     *out = dflt;
     if (!a) return EST_OK;
     if (a->type != EST_ATTR_INT) return wrong_type(ctx, a, "int");
     *out = a->i;
     return EST_OK;
+}
+
+est_status est_attr_int(est_infer_ctx *ctx, const char *name, int64_t dflt, int64_t *out) {
+    return attr_int(ctx, est_attr_get(ctx->node, name), dflt, out);
+}
+
+est_status est_known_int(est_infer_ctx *ctx, est_known_attr k, int64_t dflt, int64_t *out) {
+    return attr_int(ctx, est_known_attr_get(ctx->known, ctx->node, k), dflt, out);
 }
 
 est_status est_attr_float(est_infer_ctx *ctx, const char *name, double dflt, double *out) {
@@ -109,8 +122,7 @@ est_status est_attr_string(est_infer_ctx *ctx, const char *name, const char **ou
     return EST_OK;
 }
 
-est_status est_attr_ints(est_infer_ctx *ctx, const char *name, const int64_t **vals, int64_t *n) {
-    const est_attr *a = est_attr_get(ctx->node, name);
+static est_status attr_ints(est_infer_ctx *ctx, const est_attr *a, const int64_t **vals, int64_t *n) {
     *vals = NULL;
     *n = -1;
     if (!a) return EST_OK;
@@ -118,6 +130,14 @@ est_status est_attr_ints(est_infer_ctx *ctx, const char *name, const int64_t **v
     *vals = a->ints;
     *n = a->n;
     return EST_OK;
+}
+
+est_status est_attr_ints(est_infer_ctx *ctx, const char *name, const int64_t **vals, int64_t *n) {
+    return attr_ints(ctx, est_attr_get(ctx->node, name), vals, n);
+}
+
+est_status est_known_ints(est_infer_ctx *ctx, est_known_attr k, const int64_t **vals, int64_t *n) {
+    return attr_ints(ctx, est_known_attr_get(ctx->known, ctx->node, k), vals, n);
 }
 
 est_status est_attr_floats(est_infer_ctx *ctx, const char *name, const double **vals, int64_t *n) {
@@ -201,38 +221,18 @@ est_status est_infer_like_input0(est_infer_ctx *ctx) {
     return est_set_out_like(ctx, 0, x);
 }
 
-/* The attributes est_window_out reads, each the first of its name (as
- * est_attr_get finds it), found in one pass over the node's attributes. */
-typedef struct window_attrs {
-    const est_attr *strides, *dilations, *pads, *auto_pad;
-} window_attrs;
-
-static window_attrs find_window_attrs(const est_node *n) {
-    window_attrs w = {0};
-    for (int32_t k = 0; k < n->n_attrs; k++) {
-        const est_attr *a = &n->attrs[k];
-        switch (a->name[0]) { /* the first character spares most strcmp calls */
-        case 's': if (!w.strides && strcmp(a->name, "strides") == 0) w.strides = a; break;
-        case 'd': if (!w.dilations && strcmp(a->name, "dilations") == 0) w.dilations = a; break;
-        case 'p': if (!w.pads && strcmp(a->name, "pads") == 0) w.pads = a; break;
-        case 'a': if (!w.auto_pad && strcmp(a->name, "auto_pad") == 0) w.auto_pad = a; break;
-        default: break;
-        }
-    }
-    return w;
-}
-
 /* `want` values of the ints attribute a (`name`), or dflt each when absent. */
 static est_status read_window_attr(est_infer_ctx *ctx, const est_attr *a, const char *name, int64_t dflt,
                                    int64_t *vals, int64_t want) {
-    if (a && a->type != EST_ATTR_INTS) return wrong_type(ctx, a, "ints");
-    int64_t na = a ? a->n : -1;
-    for (int i = 0; i < want; i++) vals[i] = dflt;
-    if (na < 0) return EST_OK;
-    if (na != want)
+    if (!a) {
+        for (int i = 0; i < want; i++) vals[i] = dflt;
+        return EST_OK;
+    }
+    if (a->type != EST_ATTR_INTS) return wrong_type(ctx, a, "ints");
+    if (a->n != want)
         return est_op_fail(ctx, EST_EATTR, "attribute '%s' has %lld values, expected %lld", name,
-                           (long long)na, (long long)want);
-    for (int i = 0; i < want; i++) vals[i] = a->ints[i];
+                           (long long)a->n, (long long)want);
+    for (int i = 0; i < want; i++) vals[i] = a->ints[i]; /* a few: no call */
     return EST_OK;
 }
 
@@ -240,16 +240,23 @@ est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const in
                           bool ceil_mode, int64_t *out) {
     int64_t strides[EST_MAX_RANK], dil[EST_MAX_RANK], pads[2 * EST_MAX_RANK];
     est_status st;
-    window_attrs w = find_window_attrs(ctx->node);
-    if ((st = read_window_attr(ctx, w.strides, "strides", 1, strides, n)) != EST_OK) return st;
-    if ((st = read_window_attr(ctx, w.dilations, "dilations", 1, dil, n)) != EST_OK) return st;
-    if ((st = read_window_attr(ctx, w.pads, "pads", 0, pads, 2 * n)) != EST_OK) return st;
-    if (w.auto_pad && w.auto_pad->type != EST_ATTR_STRING) return wrong_type(ctx, w.auto_pad, "string");
-    const char *auto_pad = w.auto_pad ? w.auto_pad->s : NULL;
-    if (!auto_pad) auto_pad = "NOTSET";
-    bool valid = strcmp(auto_pad, "VALID") == 0;
-    bool same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
-    bool explicit_pads = valid || strcmp(auto_pad, "NOTSET") == 0;
+    const est_node_attrs *known = ctx->known;
+    const est_node *node = ctx->node;
+    const est_attr *auto_pad_attr = est_known_attr_get(known, node, EST_KA_AUTO_PAD);
+    if ((st = read_window_attr(ctx, est_known_attr_get(known, node, EST_KA_STRIDES), "strides", 1, strides, n)) !=
+            EST_OK ||
+        (st = read_window_attr(ctx, est_known_attr_get(known, node, EST_KA_DILATIONS), "dilations", 1, dil, n)) !=
+            EST_OK ||
+        (st = read_window_attr(ctx, est_known_attr_get(known, node, EST_KA_PADS), "pads", 0, pads, 2 * n)) != EST_OK)
+        return st;
+    if (auto_pad_attr && auto_pad_attr->type != EST_ATTR_STRING) return wrong_type(ctx, auto_pad_attr, "string");
+    const char *auto_pad = auto_pad_attr && auto_pad_attr->s ? auto_pad_attr->s : "NOTSET";
+    bool valid = false, same = false, explicit_pads = true; /* NOTSET, the default, compares no string */
+    if (auto_pad_attr) {
+        valid = strcmp(auto_pad, "VALID") == 0;
+        same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
+        explicit_pads = valid || strcmp(auto_pad, "NOTSET") == 0;
+    }
     for (int i = 0; i < n; i++) {
         if (strides[i] <= 0 || dil[i] <= 0 || kernel[i] <= 0)
             return est_op_fail(ctx, EST_EATTR, "kernel, strides and dilations must be positive (axis %d)", i);

@@ -17,7 +17,7 @@
 static est_status read_kernel(est_infer_ctx *ctx, const est_tval *x, int64_t *kernel, int *n) {
     const int64_t *ks;
     int64_t nk;
-    est_status st = est_attr_ints(ctx, "kernel_shape", &ks, &nk);
+    est_status st = est_known_ints(ctx, EST_KA_KERNEL_SHAPE, &ks, &nk);
     if (st != EST_OK) return st;
     if (nk < 1) return est_op_fail(ctx, EST_EATTR, "attribute 'kernel_shape' is required");
     if (x->rank != nk + 2)
@@ -128,7 +128,7 @@ static uint64_t out_elements(const est_cost_ctx *c) { return est_tval_elements(e
 
 static uint64_t window_elements(const est_cost_ctx *c) {
     int64_t n;
-    const int64_t *kernel = est_node_attr_ints(c->node, "kernel_shape", &n);
+    const int64_t *kernel = est_cost_attr_ints(c, EST_KA_KERNEL_SHAPE, &n);
     uint64_t w = 1;
     for (int64_t i = 0; kernel && i < n; i++) w = est_mul_sat(w, kernel[i] > 0 ? (uint64_t)kernel[i] : 1);
     return w;

@@ -118,6 +118,28 @@ bool est_amp_operand_promotes(const est_graph *g, const est_node *n, int k, bool
 const est_op_def *est__op_lookup(const char *domain, const char *op_type);
 const char *est__op_family_of(const est_op_def *op);
 
+/* ---- attributes the rules read at every estimate ------------------------- */
+
+/* Attributes that rules of common ops (Conv, pooling, BatchNormalization)
+ * read at every estimate: the graph's plan finds each node's once
+ * (plan.c), where a lookup by name compared strings for every node of
+ * every estimate. */
+typedef enum est_known_attr {
+    EST_KA_GROUP, EST_KA_KERNEL_SHAPE, EST_KA_STRIDES, EST_KA_DILATIONS, EST_KA_PADS, EST_KA_AUTO_PAD,
+    EST_KA_TRAINING_MODE, EST_KA_COUNT
+} est_known_attr;
+extern const char *const est_known_attr_names[EST_KA_COUNT];
+/* A node's known attributes: each the first of its name (as est_attr_get
+ * finds it), NULL when absent. */
+typedef struct est_node_attrs {
+    const est_attr *of[EST_KA_COUNT];
+} est_node_attrs;
+/* Node n's attribute k: from its plan's record, or by name without one
+ * (known NULL: the graph has no plan). */
+static inline const est_attr *est_known_attr_get(const est_node_attrs *known, const est_node *n, est_known_attr k) {
+    return known ? known->of[k] : est_attr_get(n, est_known_attr_names[k]);
+}
+
 /* ---- what an infer function sees ---------------------------------------- */
 
 /* The inferred state of one tensor during an estimate. */
@@ -137,6 +159,7 @@ struct est_infer_ctx {
     const est_tval *in[EST_MAX_IO];  /* NULL for omitted optional inputs */
     int n_out;
     est_tval *out[EST_MAX_IO];       /* NULL for omitted optional outputs */
+    const est_node_attrs *known;     /* the node's known attributes; NULL without a plan */
     est_error *err;
     est_const **owned;               /* folded constants owned by the run */
     int64_t n_owned, cap_owned;
@@ -165,6 +188,7 @@ struct est_cost_ctx {
     est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */
     est_kernels kernels;              /* whose kernels run the op (est_options.kernels) */
     const est_device *device;         /* the GPU it runs on (est_options.device; never NULL) */
+    const est_node_attrs *known;      /* the node's known attributes; NULL without a plan */
 };
 
 struct est_flops {
@@ -232,6 +256,9 @@ est_status est_attr_string(est_infer_ctx *ctx, const char *name, const char **ou
 /* *n = -1 when absent. */
 est_status est_attr_ints(est_infer_ctx *ctx, const char *name, const int64_t **vals, int64_t *n);
 est_status est_attr_floats(est_infer_ctx *ctx, const char *name, const double **vals, int64_t *n);
+/* est_attr_int and est_attr_ints of a known attribute. */
+est_status est_known_int(est_infer_ctx *ctx, est_known_attr k, int64_t dflt, int64_t *out);
+est_status est_known_ints(est_infer_ctx *ctx, est_known_attr k, const int64_t **vals, int64_t *n);
 
 /* Normalises a possibly negative axis against rank; fails when out of range. */
 est_status est_axis(est_infer_ctx *ctx, int64_t axis, int rank, int *out);
@@ -305,6 +332,17 @@ static inline void est_save_input(const est_cost_ctx *c, est_saved *s, int i) {
 /* Marks output i saved for backward (when present). */
 static inline void est_save_output(const est_cost_ctx *c, est_saved *s, int i) {
     if (est_cost_out(c, i) && i < 32) s->outputs |= EST_SLOT(i);
+}
+/* est_node_attr_int and est_node_attr_ints of a known attribute of the node. */
+static inline int64_t est_cost_attr_int(const est_cost_ctx *c, est_known_attr k, int64_t dflt) {
+    const est_attr *a = est_known_attr_get(c->known, c->node, k);
+    return a && a->type == EST_ATTR_INT ? a->i : dflt;
+}
+static inline const int64_t *est_cost_attr_ints(const est_cost_ctx *c, est_known_attr k, int64_t *count) {
+    const est_attr *a = est_known_attr_get(c->known, c->node, k);
+    bool ok = a && a->type == EST_ATTR_INTS;
+    *count = ok ? a->n : 0;
+    return ok ? a->ints : NULL;
 }
 /* sum_to.c: the workspace of ATen's reduction kernel summing `rows` rows of
  * `cols` columns into one row (grad.sum(0): a bias gradient), on `dev`. */

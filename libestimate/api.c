@@ -86,13 +86,18 @@ void est_report_free(est_report *r) {
 }
 
 static inline void fill_info(const est_tval *tv, const est_tensor *tensors, int32_t t, est_tensor_info *info) {
+    /* read whole before the stores, which may alias them */
     const est_tval *v = &tv[t];
-    info->name = tensors[t].name;
-    info->dtype = v->dtype;
-    info->rank = v->rank;
+    const char *name = tensors[t].name;
+    est_dtype dtype = v->dtype;
+    int32_t rank = v->rank;
+    uint64_t elements = (uint64_t)v->elements;
+    info->name = name;
+    info->dtype = dtype;
+    info->rank = rank;
     info->shape = v->dims;
-    info->elements = (uint64_t)v->elements;
-    info->bytes = est__dtype_bytes(v->dtype, (uint64_t)v->elements);
+    info->elements = elements;
+    info->bytes = est__dtype_bytes(dtype, elements);
 }
 
 /* *sum += v, saturating; false when the sum saturates (a count too large

@@ -271,10 +271,11 @@ static est_status bind_input(est_report *r, const est_tensor *t, int32_t rank, c
 }
 
 static inline void bind_initializer(const est_tensor *t, est_tval *v) {
+    int64_t elements = 1; /* est__initializer_elements, in the same pass */
+    for (int d = 0; d < t->rank; d++) elements *= v->dims[d] = t->dims[d].value;
     v->dtype = t->dtype;
     v->rank = t->rank;
-    v->elements = est__initializer_elements(t);
-    for (int d = 0; d < t->rank; d++) v->dims[d] = t->dims[d].value;
+    v->elements = elements;
     /* A parameter's values change as it trains, and what is computed from it
      * (a transposed weight) is an activation with a gradient, not a constant
      * to fold, however small the weight. One element reads as the exporters'
@@ -282,7 +283,19 @@ static inline void bind_initializer(const est_tensor *t, est_tval *v) {
     v->value = t->role == EST_ROLE_PARAM && v->elements > 1 ? NULL : t->value;
 }
 
+bool est__arity_fits(const est_node *n) {
+    const est_op_def *op = n->op;
+    if (n->n_inputs < op->min_inputs || (op->max_inputs >= 0 && n->n_inputs > op->max_inputs) ||
+        n->n_outputs < op->min_outputs || (op->max_outputs >= 0 && n->n_outputs > op->max_outputs))
+        return false;
+    for (int i = 0; i < op->min_inputs; i++)
+        if (n->inputs[i] < 0) return false;
+    return true;
+}
+
+/* est__arity_fits, failing with what does not fit. */
 static est_status check_arity(est_infer_ctx *ctx) {
+    if (est__arity_fits(ctx->node)) return EST_OK;
     const est_op_def *op = ctx->node->op;
     int n_in = ctx->node->n_inputs, n_out = ctx->node->n_outputs;
     if (n_in < op->min_inputs || (op->max_inputs >= 0 && n_in > op->max_inputs))
@@ -296,8 +309,11 @@ static est_status check_arity(est_infer_ctx *ctx) {
     return EST_OK;
 }
 
-/* Infers node n, tensor t's state at tv[at[t]] (at NULL: tv[t]). */
-static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, const int32_t *at, est_error *err) {
+/* Infers node n, tensor t's state at tv[at[t]] (at NULL: tv[t]); known:
+ * its known attributes (est__plan_node_attrs); fits: its arity is known to
+ * fit (est__arity_fits), else checked here. */
+static est_status infer_node_in(est_report *r, const est_node *n, const est_node_attrs *known, bool fits,
+                                est_tval *tv, const int32_t *at, est_error *err) {
     const est_graph *g = r->graph;
     /* Field by field: an initializer would zero all EST_MAX_IO slots of in
      * and out (16 KiB) for every node; only the first n_in and n_out are
@@ -306,6 +322,7 @@ static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, 
     ctx.graph = g;
     ctx.node = n;
     ctx.opset = n->opset;
+    ctx.known = known;
     ctx.err = err;
     ctx.owned = r->owned;
     ctx.n_owned = r->n_owned;
@@ -315,13 +332,16 @@ static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, 
     if (!n->op)
         return est__fail(err, EST_EUNSUPPORTED, "%s: node '%s': op '%s' of domain '%s' is not supported",
                          g->source, n->name, n->op_type, n->domain[0] ? n->domain : "ai.onnx");
-    ctx.n_in = n->n_inputs;
-    ctx.n_out = n->n_outputs;
-    for (int i = 0; i < n->n_inputs; i++)
-        ctx.in[i] = n->inputs[i] >= 0 ? &tv[at ? at[n->inputs[i]] : n->inputs[i]] : NULL;
-    for (int i = 0; i < n->n_outputs; i++)
-        ctx.out[i] = n->outputs[i] >= 0 ? &tv[at ? at[n->outputs[i]] : n->outputs[i]] : NULL;
-    est_status st = check_arity(&ctx);
+    int n_in = ctx.n_in = n->n_inputs, n_out = ctx.n_out = n->n_outputs;
+    const int32_t *inputs = n->inputs, *outputs = n->outputs;
+    if (at) { /* the constants' slots (est__infer_constants) */
+        for (int i = 0; i < n_in; i++) ctx.in[i] = inputs[i] >= 0 ? &tv[at[inputs[i]]] : NULL;
+        for (int i = 0; i < n_out; i++) ctx.out[i] = outputs[i] >= 0 ? &tv[at[outputs[i]]] : NULL;
+    } else {
+        for (int i = 0; i < n_in; i++) ctx.in[i] = inputs[i] >= 0 ? &tv[inputs[i]] : NULL;
+        for (int i = 0; i < n_out; i++) ctx.out[i] = outputs[i] >= 0 ? &tv[outputs[i]] : NULL;
+    }
+    est_status st = fits ? EST_OK : check_arity(&ctx);
     if (st == EST_OK) st = n->op->infer(&ctx);
     r->owned = ctx.owned;
     r->n_owned = ctx.n_owned;
@@ -329,14 +349,16 @@ static est_status infer_node_in(est_report *r, const est_node *n, est_tval *tv, 
     if (ctx.out_of_memory) /* not the shape error a missing value may have led to */
         return est__fail(err, EST_ENOMEM, "%s: node '%s': out of memory folding its output", g->source, n->name);
     if (st != EST_OK) return st;
-    for (int i = 0; i < n->n_outputs; i++)
+    for (int i = 0; i < n_out; i++)
         if (ctx.out[i] && ctx.out[i]->rank < 0)
             return est_op_fail(&ctx, EST_ESHAPE, "output %d's shape could not be inferred", i);
     return EST_OK;
 }
 
-static est_status infer_node(est_report *r, const est_node *n, est_error *err) {
-    return infer_node_in(r, n, r->tv, NULL, err);
+/* Node i, the plan's unplanned[j] (all nodes, j == i, without a plan). */
+static est_status infer_node(est_report *r, const est_plan *plan, int32_t i, int32_t j, est_error *err) {
+    bool fits = plan && plan->arity_fits[j];
+    return infer_node_in(r, &r->graph->nodes[i], est__plan_node_attrs(plan, i), fits, r->tv, NULL, err);
 }
 
 /* The work of one node: a unit, and one per element it folded. */
@@ -419,7 +441,7 @@ est_status est__infer_constants(const est_graph *g, est_plan *p) {
         if (ready <= 0) continue;
         int64_t owned_before = r.n_owned;
         est_error err;
-        if (infer_node_in(&r, n, c.tv, c.at, &err) != EST_OK) {
+        if (infer_node_in(&r, n, est__plan_node_attrs(p, i), false, c.tv, c.at, &err) != EST_OK) {
             drop_outputs(n, &c); /* left to each estimate, which reports the error */
             if (err.code == EST_ENOMEM) st = EST_ENOMEM;
             continue;
@@ -515,7 +537,7 @@ est_status est__infer(est_report *r, const est_options *opt, est_prefault *pf, u
             work += memo->work[i];
         } else {
             int64_t owned_before = r->n_owned;
-            st = infer_node(r, &g->nodes[i], err);
+            st = infer_node(r, plan, i, j, err);
             uint64_t w = node_work(r, owned_before);
             work += w;
             if (works) works[i] = w;

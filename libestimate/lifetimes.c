@@ -32,6 +32,7 @@ bool est__sim_build_contexts(sim *s) {
     const est_tensor *tensors = g->tensors;
     const est_node *nodes = g->nodes;
     est_cost_ctx *ctx = s->ctx;
+    est_slot_mask *grad_inputs = s->grad_inputs;
     int32_t n_tensors = g->n_tensors, n_nodes = g->n_nodes;
     /* only the parameters that train start the gradient flow
      * (est_options.params): a frozen weight is a constant to autograd; and
@@ -45,6 +46,7 @@ bool est__sim_build_contexts(sim *s) {
     est_dtype float_dtype = s->r->dtype, export_dtype = g->dtype;
     est_kernels kernels = s->r->kernels;
     const est_device *device = s->r->device;
+    const est_plan *plan = est__graph_plan(g);
     for (int32_t i = 0; i < n_nodes; i++) {
         const est_node *n = &nodes[i];
         est_cost_ctx *c = &ctx[i];
@@ -53,22 +55,26 @@ bool est__sim_build_contexts(sim *s) {
         bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
         tv += n_in + n_out;
         flags += 3 * n_in;
-        est_slot_mask nondiff = n->op->nondiff_inputs;
+        est_slot_mask nondiff = n->op->nondiff_inputs, takes_grad = 0;
+        const int32_t *inputs = n->inputs, *outputs = n->outputs; /* locals too */
         for (int k = 0; k < n_in; k++) {
-            int32_t t = n->inputs[k];
+            int32_t t = inputs[k];
             in_strided[k] = false;
             if (t < 0) {
                 in[k] = NULL;
                 in_grad[k] = in_param[k] = false;
                 continue;
             }
+            bool grad = slot_needs_grad(nondiff, k, needs_grad[t]); /* input_needs_grad's, from locals */
             in[k] = &vals[t];
-            in_grad[k] = slot_needs_grad(nondiff, k, needs_grad[t]); /* input_needs_grad's, from locals */
+            in_grad[k] = grad;
             in_param[k] = param[t];
-            any_grad |= in_grad[k];
+            any_grad |= grad;
+            if (k < 32) takes_grad |= (est_slot_mask)grad << k;
         }
+        grad_inputs[i] = takes_grad;
         for (int k = 0; k < n_out; k++) {
-            int32_t t = n->outputs[k];
+            int32_t t = outputs[k];
             out[k] = t >= 0 ? &vals[t] : NULL;
             if (t < 0) continue;
             needs_grad[t] = any_grad && est__dtype_is_float(vals[t].dtype) && vals[t].value == NULL;
@@ -77,7 +83,8 @@ bool est__sim_build_contexts(sim *s) {
         *c = (est_cost_ctx){.node = n, .opset = n->opset, .n_in = n_in, .n_out = n_out, .in = in, .out = out,
                             .in_grad = in_grad, .in_param = in_param, .in_strided = in_strided,
                             .any_grad = any_grad, .train = train, .float_dtype = float_dtype,
-                            .export_dtype = export_dtype, .kernels = kernels, .device = device};
+                            .export_dtype = export_dtype, .kernels = kernels, .device = device,
+                            .known = est__plan_node_attrs(plan, i)};
     }
     return true;
 }
@@ -96,14 +103,18 @@ bool est__sim_mark_unreached(sim *s) {
     bool *unreached = s->unreached;
     const est_node *nodes = g->nodes; /* in locals: the bool stores may alias them */
     const est_cost_ctx *ctx = s->ctx;
+    const est_slot_mask *grad_inputs = s->grad_inputs;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const est_node *n = &nodes[i];
         const est_cost_ctx *c = &ctx[i];
         if (!c->any_grad) continue; /* unreached stays false; no input takes a gradient */
         bool any = false;
         for (int k = 0; k < n->n_outputs; k++) any |= n->outputs[k] >= 0 && reached[n->outputs[k]];
-        unreached[i] = c->any_grad && !any;
-        for (int k = 0; any && k < n->n_inputs; k++)
+        unreached[i] = !any;
+        if (!any) continue;
+        /* the inputs that take a gradient: below 32 from the mask */
+        for (est_slot_mask m = grad_inputs[i]; m; m &= m - 1) reached[n->inputs[__builtin_ctz(m)]] = true;
+        for (int k = 32; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0 && c->in_grad[k]) reached[n->inputs[k]] = true;
     }
     free(reached);
@@ -343,18 +354,21 @@ static void keep_unreached_saves(sim *s) {
 
 /* Keeps what node i's backward saves (sv); false: out of memory. */
 static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
-    s->saved_inputs[i] = sv->inputs;
-    s->saved_outputs[i] = sv->outputs;
-    s->extra_first[i] = s->n_extras;
-    if (s->n_extras + sv->n_extra > s->cap_extras) {
+    int32_t first = s->n_extras, n_extra = sv->n_extra;
+    if (first + n_extra > s->cap_extras) {
         int32_t cap = s->cap_extras ? 2 * s->cap_extras : 256;
         uint64_t *e = realloc(s->extra_alloc, (size_t)cap * sizeof *e);
         if (!e) return false;
         s->extra_alloc = e;
         s->cap_extras = cap;
     }
-    for (int e = 0; e < sv->n_extra; e++) s->extra_alloc[s->n_extras++] = sv->extra_bytes[e];
-    s->extra_first[i + 1] = s->n_extras;
+    uint64_t *extra = s->extra_alloc + first;
+    for (int e = 0; e < n_extra; e++) extra[e] = sv->extra_bytes[e];
+    s->n_extras = first + n_extra;
+    s->saved_inputs[i] = sv->inputs;
+    s->saved_outputs[i] = sv->outputs;
+    s->extra_first[i] = first;
+    s->extra_first[i + 1] = first + n_extra;
     return true;
 }
 
@@ -418,22 +432,38 @@ static bool plan_saves(sim *s, int32_t i) {
     est_saved sv = {0};
     n->op->saves(&s->ctx[i], &sv);
     if (!keep_saves(s, i, &sv)) return false;
-    for (int k = 0; sv.inputs && k < n->n_inputs && k < 32; k++)
-        if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0) {
-            int32_t b = s->base[n->inputs[k]];
-            if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
-                s->cast_saved[i] |= EST_SLOT(k);
-                /* a checkpointed op's copy is kept from the recompute on */
-                if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
-                continue;
-            }
-            note_saved(s, i, b);
+    for (est_slot_mask m = sv.inputs & slots_below(n->n_inputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->inputs[k] < 0) continue;
+        int32_t b = s->base[n->inputs[k]];
+        if (is_cast(s, i, k)) { /* the backward keeps the copy, not the original */
+            s->cast_saved[i] |= EST_SLOT(k);
+            /* a checkpointed op's copy is kept from the recompute on */
+            if (cached_cast(s, i, k) && segment_of(s, i) < 0 && i < s->pcast_until[b]) s->pcast_until[b] = i;
+            continue;
         }
-    for (int k = 0; sv.outputs && k < n->n_outputs && k < 32; k++)
-        if ((sv.outputs & EST_SLOT(k)) && n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+        note_saved(s, i, b);
+    }
+    for (est_slot_mask m = sv.outputs & slots_below(n->n_outputs); m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        if (n->outputs[k] >= 0) note_saved(s, i, s->base[n->outputs[k]]);
+    }
     int32_t seg = segment_of(s, i);
     if (seg >= 0 && (sv.inputs || sv.outputs || sv.n_extra)) s->seg_last_saver[seg] = i;
     return true;
+}
+
+/* Of the last uses, keeps only those of storages the forward may free: an
+ * activation's, not an output of the graph, saved by no backward (all
+ * fixed by now); the others' last_use becomes -1, which leaves them out
+ * of the release lists. */
+static void keep_forward_releases(sim *s) {
+    int32_t *last_use = s->last_use;
+    const bool *activation = s->activation, *kept = s->kept;
+    const int32_t *saved_until = s->saved_until;
+    int32_t n_tensors = s->g->n_tensors;
+    for (int32_t t = 0; t < n_tensors; t++)
+        if (!activation[t] || kept[t] || saved_until[t] != INT32_MAX) last_use[t] = -1;
 }
 
 bool est__sim_plan_lifetimes(sim *s) {
@@ -470,6 +500,7 @@ bool est__sim_plan_lifetimes(sim *s) {
     keep_unreached_saves(s);
     for (int32_t k = 0; k < g->n_outputs; k++) s->kept[s->base[g->outputs[k]]] = true;
     keep_segment_inputs(s);
+    keep_forward_releases(s);
     bucket_by_node(s->last_use, g->n_tensors, g->n_nodes, s->release_first, s->release_order);
     bucket_by_node(s->saved_until, g->n_tensors, g->n_nodes, s->bwd_first, s->bwd_order);
     if (s->segs) bucket_by_node(s->recompute_until, g->n_tensors, g->n_nodes, s->rc_first, s->rc_order);
@@ -513,28 +544,27 @@ static void keep_gradient_figures(sim *s) {
  * rest of it is zeroed). A node's output is an activation, so `activation`
  * says whether it was folded. */
 static void mark_forward_allocations(sim *s, const est_node *n) {
+    /* in locals: the stores to fwd_allocates may alias them */
+    const bool *activation = s->activation;
+    const int32_t *base = s->base;
+    bool *allocates = s->fwd_allocates;
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
-        if (t >= 0 && s->activation[t] && s->base[t] == t) s->fwd_allocates[t] = own_output_needed(s, t);
+        if (t >= 0 && activation[t] && base[t] == t) allocates[t] = own_output_needed(s, t);
     }
 }
 
-/* Leaves in each node's release list only the storages its forward may
- * free: an activation's, not an output of the graph, saved by no backward
- * (all fixed by now; whether it is allocated is the step's to test). And
- * lists the nodes each pass of the step visits. The forward may do
+/* Lists the nodes each pass of the step visits. The forward may do
  * something at node i when it runs it, frees a storage after it or --fsdp
  * gathers around it; the backward when it runs it, frees what it saved
  * (extras, autocast copies, storages, recomputed tensors) or --fsdp gathers
  * around it; and which outputs the forward allocates. One pass over locals. */
 static void list_acting_nodes(sim *s) {
-    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0, kept_end = 0;
+    int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
     int32_t *fwd = s->fwd_nodes, *bwd = s->bwd_nodes;
     bool *runs = s->fwd_runs;
     const est_node *nodes = s->g->nodes;
-    int32_t *release = s->release_first, *order = s->release_order;
-    const bool *activation = s->activation, *kept = s->kept;
-    const int32_t *saved_until = s->saved_until;
+    const int32_t *release = s->release_first;
     const est_layer *layers = s->r->layers;
     const int32_t *extra = s->extra_first, *saved = s->bwd_first;
     const int32_t *rc = s->segs ? s->rc_first : NULL;
@@ -542,13 +572,7 @@ static void list_acting_nodes(sim *s) {
     const bool *any_grad = s->any_grad;
     bool all = s->sharded;
     for (int32_t i = 0; i < n_nodes; i++) {
-        int32_t lo = release[i], hi = release[i + 1];
-        release[i] = kept_end;
-        for (int32_t e = lo; e < hi; e++) {
-            int32_t b = order[e];
-            if (activation[b] && !kept[b] && saved_until[b] == INT32_MAX) order[kept_end++] = b;
-        }
-        if (all || !layers[i].shape_only || release[i] < kept_end) {
+        if (all || !layers[i].shape_only || release[i] < release[i + 1]) {
             runs[n_fwd] = !layers[i].shape_only;
             fwd[n_fwd++] = i;
         }
@@ -557,7 +581,6 @@ static void list_acting_nodes(sim *s) {
             (rc && rc[i] < rc[i + 1]))
             bwd[n_bwd++] = i;
     }
-    release[n_nodes] = kept_end;
     s->n_fwd_nodes = n_fwd;
     s->n_bwd_nodes = n_bwd;
 }
@@ -576,8 +599,12 @@ bool est__sim_compact_for_step(sim *s) {
     /* the parameters the optimizer updates (they have a gradient and state):
      * those that train of the graph's parameters that some node reads (an
      * unread one is never created on the GPU), in tensor order */
+    const bool *trains = s->r->trains; /* in locals: the stores to trained may alias them */
+    const int32_t *params = g->params;
+    int32_t *trained = s->trained, n_trained = 0;
     for (int32_t k = 0; k < g->n_params; k++)
-        if (s->r->trains[g->params[k]]) s->trained[s->n_trained++] = g->params[k];
+        if (trains[params[k]]) trained[n_trained++] = params[k];
+    s->n_trained = n_trained;
     keep_gradient_figures(s);
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
     list_acting_nodes(s);

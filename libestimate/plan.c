@@ -129,17 +129,77 @@ static void plan_free(est_plan *p) {
     free(p->work);
     free(p->unplanned);
     free(p->planned_before);
+    free(p->arity_fits);
+    free(p->attrs_at);
+    free(p->node_attrs);
     free(p);
 }
 
-/* The plan's unplanned and planned_before, from its work; false when out
- * of memory. */
+/* The known attribute a name may be, by its first character (each known
+ * name starts with another); -1 none. */
+static int known_by_first_char(char c) {
+    switch (c) {
+    case 'g': return EST_KA_GROUP;
+    case 'k': return EST_KA_KERNEL_SHAPE;
+    case 's': return EST_KA_STRIDES;
+    case 'd': return EST_KA_DILATIONS;
+    case 'p': return EST_KA_PADS;
+    case 'a': return EST_KA_AUTO_PAD;
+    case 't': return EST_KA_TRAINING_MODE;
+    default: return -1;
+    }
+}
+
+/* Node n's known attributes, each the first of its name, in one pass over
+ * its attributes (the first two characters spare most strcmp calls);
+ * false when it has none. */
+static bool find_known_attrs(const est_node *n, est_node_attrs *a) {
+    *a = (est_node_attrs){{0}};
+    bool any = false;
+    for (int32_t j = 0; j < n->n_attrs; j++) {
+        const est_attr *attr = &n->attrs[j];
+        int k = known_by_first_char(attr->name[0]);
+        if (k < 0 || a->of[k]) continue;
+        const char *name = est_known_attr_names[k];
+        if (attr->name[1] != name[1] || strcmp(attr->name, name) != 0) continue;
+        a->of[k] = attr;
+        any = true;
+    }
+    return any;
+}
+
+/* The plan's attrs_at and node_attrs; false when out of memory. */
+static bool list_known_attrs(const est_graph *g, est_plan *p) {
+    int32_t n = 0, cap = 0;
+    p->attrs_at = malloc(((size_t)g->n_nodes + 1) * sizeof *p->attrs_at);
+    if (!p->attrs_at) return false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        est_node_attrs a;
+        p->attrs_at[i] = -1;
+        if (g->nodes[i].n_attrs == 0 || !find_known_attrs(&g->nodes[i], &a)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            est_node_attrs *grown = realloc(p->node_attrs, (size_t)cap * sizeof *grown);
+            if (!grown) return false;
+            p->node_attrs = grown;
+        }
+        p->node_attrs[n] = a;
+        p->attrs_at[i] = n++;
+    }
+    return true;
+}
+
+const est_node_attrs est__no_node_attrs = {{0}};
+
+/* The plan's unplanned, planned_before and arity_fits, from its work;
+ * false when out of memory. */
 static bool list_unplanned(const est_graph *g, est_plan *p) {
     int32_t n = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) n += p->work[i] == 0;
     p->unplanned = malloc(((size_t)n + 1) * sizeof *p->unplanned);
     p->planned_before = malloc(((size_t)n + 1) * sizeof *p->planned_before);
-    if (!p->unplanned || !p->planned_before) return false;
+    p->arity_fits = malloc(((size_t)n + 1) * sizeof *p->arity_fits);
+    if (!p->unplanned || !p->planned_before || !p->arity_fits) return false;
     uint64_t since = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         if (p->work[i]) {
@@ -147,6 +207,7 @@ static bool list_unplanned(const est_graph *g, est_plan *p) {
             continue;
         }
         p->unplanned[p->n_unplanned] = i;
+        p->arity_fits[p->n_unplanned] = g->nodes[i].op && est__arity_fits(&g->nodes[i]);
         p->planned_before[p->n_unplanned++] = since;
         since = 0;
     }
@@ -172,7 +233,8 @@ static est_plan *plan_make(const est_graph *g) {
     p->work = calloc((size_t)g->n_nodes + 1, sizeof *p->work);
     p->slots = count_slots(g);
     p->weights = est__weights_make(g);
-    if (!p->slot || !p->work || !p->weights || est__infer_constants(g, p) != EST_OK || !list_unplanned(g, p)) {
+    if (!p->slot || !p->work || !p->weights || !list_known_attrs(g, p) || est__infer_constants(g, p) != EST_OK ||
+        !list_unplanned(g, p)) {
         plan_free(p);
         return NULL;
     }

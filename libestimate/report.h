@@ -103,9 +103,22 @@ typedef struct est_plan {
      * each the work of the planned nodes since the one before it. */
     int32_t *unplanned;
     uint64_t *planned_before;
+    bool *arity_fits;     /* est__arity_fits of each, asked once */
     int32_t n_unplanned;
     est_slot_counts slots;
+    /* Per node, its known attributes at node_attrs[attrs_at[i]], -1 for a
+     * node with none. */
+    int32_t *attrs_at;
+    est_node_attrs *node_attrs;
 } est_plan;
+
+/* Node i's known attributes in plan p; NULL without a plan (the rules then
+ * look them up by name). Inline: asked for every node of every estimate. */
+extern const est_node_attrs est__no_node_attrs;
+static inline const est_node_attrs *est__plan_node_attrs(const est_plan *p, int32_t i) {
+    if (!p) return NULL;
+    return p->attrs_at[i] >= 0 ? &p->node_attrs[p->attrs_at[i]] : &est__no_node_attrs;
+}
 
 /* The plan's slot counts, or counted here without a plan (out of memory). */
 est_slot_counts est__graph_slot_counts(const est_graph *g);
@@ -187,6 +200,9 @@ void est__plan_record_memo(const est_graph *g, const est_report *r, const uint64
 /* Whether the memo's tensor state `slot` and a are the same: dtype, dims
  * and values. */
 bool est__memo_same(const est_memo *m, int32_t slot, const est_tval *a);
+/* infer.c: whether node n (of a supported op) has as many inputs and
+ * outputs as its op takes, its required inputs present. */
+bool est__arity_fits(const est_node *n);
 /* infer.c: fills a plan's slot, tv, work and owned (slot and work
  * allocated, tv NULL). */
 est_status est__infer_constants(const est_graph *g, est_plan *p);

@@ -66,7 +66,8 @@ typedef struct sim {
     int32_t *last_use;      /* per storage: last forward reader, -1 none; while planning */
     int32_t *release_first; /* per node (n + 1): where its storages start in release_order */
     int32_t *release_order; /* storages by last_use: those node i may free after it runs
-                               (for the step, only activations no backward saves) */
+                               (only activations the step does not keep and no
+                               backward saves: keep_forward_releases) */
     int32_t *saved_until;   /* per storage: earliest node that saves it, or INT32_MAX */
     bool *kept;             /* per storage: a graph output, alive after the step */
     /* per tensor: an activation's storage, not folded (is_activation_storage),
@@ -109,6 +110,8 @@ typedef struct sim {
     bool *ctx_flags;        /* their in_grad, in_param and in_strided arrays */
     bool *any_grad;         /* per node: its context's any_grad (backward runs),
                                kept when the contexts are freed */
+    est_slot_mask *grad_inputs; /* per node: the inputs (below 32) that take a
+                               gradient (input_needs_grad), from its context */
     est_slot_mask *same_size; /* per node: the inputs (below 32) a view or a
                                passed gradient may share output 0's gradient
                                with, as many elements as it (read once, not
@@ -164,6 +167,9 @@ typedef struct sim {
                                of nearly every block, looked up directly); 0 none */
     int64_t *by_extra;      /* per saved extra (numbered as extra_alloc): its
                                live block, 0 none */
+    bool handed_on;         /* the books hand each allocation and free on (the
+                               replay or the timeline is on: cache || tl, set
+                               once both are made, before the model is) */
     bool cache_failed;      /* host memory ran out during the replay */
     bool device_oom;        /* the replay hit est_options.memory_limit: PyTorch
                                raises out of memory there; the replay stops */
@@ -250,6 +256,8 @@ static inline bool input_needs_grad(const sim *s, int32_t i, int k) {
     int32_t t = n->inputs[k];
     return t >= 0 && slot_needs_grad(n->op->nondiff_inputs, k, s->needs_grad[t]);
 }
+/* The slots below n (all 32 from n = 32 on). */
+static inline est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
 static inline bool is_activation_storage(const sim *s, int32_t b) { return s->activation[b]; }
 /* Whether the step needs node output t, a storage of its own (base[t] ==
  * t): a node reads it, the step keeps it or a backward saves it. */
@@ -321,16 +329,16 @@ void est__sim_replay_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key)
 void est__sim_replay_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
 static inline void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     est__sim_check_request(s, bytes);
-    s->live[c] = sim_add(s, s->live[c], bytes);
     s->total = sim_add(s, s->total, bytes);
     if (s->overflow) return; /* the estimate fails; the books stop */
-    if (s->cache || s->tl) est__sim_replay_alloc(s, c, bytes, key);
+    s->live[c] += bytes; /* no more than total, the sum of live, which did not saturate */
+    if (s->handed_on) est__sim_replay_alloc(s, c, bytes, key);
 }
 static inline void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (s->overflow) return;
     s->live[c] -= bytes;
     s->total -= bytes;
-    if (s->cache || s->tl) est__sim_replay_release(s, c, bytes, key);
+    if (s->handed_on) est__sim_replay_release(s, c, bytes, key);
 }
 /* The same block under another key and category (the step's output, kept
  * as the next step's "other"). */

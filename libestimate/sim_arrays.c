@@ -33,7 +33,7 @@ static void zero_sentinels(sim *s, size_t nt, size_t nn) {
     s->base[nt - 1] = s->last_use[nt - 1] = s->saved_until[nt - 1] = 0;
     s->release_order[nt - 1] = s->bwd_order[nt - 1] = 0;
     s->contiguous[nt - 1] = s->needs_grad[nt - 1] = false;
-    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = s->same_size[nn - 1] = 0;
+    s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = s->same_size[nn - 1] = s->grad_inputs[nn - 1] = 0;
     s->release_first[nn] = s->bwd_first[nn] = s->extra_first[nn] = s->extra_first[0] = 0;
 }
 
@@ -63,6 +63,7 @@ bool est__sim_alloc_arrays(sim *s) {
     s->saved_outputs = malloc(nn * sizeof *s->saved_outputs);
     s->extra_first = malloc(((size_t)nn + 1) * sizeof *s->extra_first);
     s->same_size = malloc(nn * sizeof *s->same_size);
+    s->grad_inputs = malloc(nn * sizeof *s->grad_inputs); /* est__sim_build_contexts writes each */
     s->unreached = calloc(nn, sizeof *s->unreached);
     s->ctx = malloc(nn * sizeof *s->ctx); /* est__sim_build_contexts writes each */
     s->bwd_first = malloc(((size_t)nn + 1) * sizeof *s->bwd_first);
@@ -75,8 +76,8 @@ bool est__sim_alloc_arrays(sim *s) {
     if (!s->alloc_bytes || !s->ws_forward || !s->ws_backward || !s->inplace_slot || !s->bwd_first || !s->bwd_order ||
         !s->base || !s->needs_grad || !s->contiguous || !s->allocated || !s->last_use || !s->release_first ||
         !s->release_order || !s->saved_until || !s->kept || !s->activation || !s->param || !s->grad_block || !s->grad_key0 ||
-        !s->param_has_grad || !s->saved_inputs || !s->saved_outputs || !s->extra_first || !s->same_size || !s->ctx ||
-        !s->unreached)
+        !s->param_has_grad || !s->saved_inputs || !s->saved_outputs || !s->extra_first || !s->same_size ||
+        !s->grad_inputs || !s->ctx || !s->unreached)
         return false;
     zero_sentinels(s, nt, nn);
     prefault_planning_arrays(s, nt, nn);
@@ -110,8 +111,13 @@ void est__sim_size(sim *s) {
     if (!s->dt && !s->tp_split) { /* stored_dtype and local_elements, from locals */
         const est_report *r = s->r;
         const est_tval *tv = r->tv;
-        for (int32_t t = 0; t < n_tensors; t++)
-            alloc_bytes[t] = round_alloc(est__dtype_bytes(est__stored_dtype(r, tv[t].dtype), est_tval_elements(&tv[t])));
+        est_dtype stored[EST_DT_COUNT]; /* est__stored_dtype of each dtype, asked once */
+        for (int dt = 0; dt < EST_DT_COUNT; dt++) stored[dt] = est__stored_dtype(r, (est_dtype)dt);
+        for (int32_t t = 0; t < n_tensors; t++) {
+            est_dtype dt = tv[t].dtype;
+            dt = (unsigned)dt < EST_DT_COUNT ? stored[dt] : est__stored_dtype(r, dt);
+            alloc_bytes[t] = round_alloc(est__dtype_bytes(dt, est_tval_elements(&tv[t])));
+        }
     } else {
         for (int32_t t = 0; t < n_tensors; t++)
             alloc_bytes[t] = round_alloc(est__dtype_bytes(stored_dtype(s, t), local_elements(s, t)));
@@ -160,6 +166,7 @@ void est__sim_free(sim *s) {
     free(s->ctx_flags);
     free(s->any_grad);
     free(s->same_size);
+    free(s->grad_inputs);
     free(s->extra_first);
     free(s->extra_alloc);
     free(s->dt);

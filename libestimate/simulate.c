@@ -82,8 +82,9 @@ static uint64_t unread_outputs(sim *s, int32_t i) {
  * workspace. */
 static void run_forward_node(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
+    bool casts = s->cast_mask && s->cast_mask[i]; /* is_cast of some input */
     /* autocast's copies of the inputs, read while the op runs */
-    for (int k = 0; k < n->n_inputs; k++) {
+    for (int k = 0; casts && k < n->n_inputs; k++) {
         if (!is_cast(s, i, k)) continue;
         if (cached_cast(s, i, k)) {
             int32_t b = s->base[n->inputs[k]];
@@ -107,7 +108,7 @@ static void run_forward_node(sim *s, int32_t i) {
     if (s->recording) s->r->layers[i].temp_bytes = ws;
     est__sim_observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */
-    for (int k = 0; k < n->n_inputs; k++)
+    for (int k = 0; casts && k < n->n_inputs; k++)
         if (is_cast(s, i, k) && !cached_cast(s, i, k) &&
             (!(s->cast_saved[i] & EST_SLOT(k)) || segment_of(s, i) >= 0))
             est__sim_release(s, EST_CAT_ACTIVATIONS, cast_bytes(s, i, k), cast_key(s, i, k));
@@ -146,7 +147,7 @@ static void forward(sim *s) {
          * backward needs */
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
             int32_t b = s->release_order[e];
-            if (s->allocated[b]) { /* an activation no backward saves (est__sim_compact_for_step) */
+            if (s->allocated[b]) { /* an activation no backward saves (keep_forward_releases) */
                 est__sim_release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_STORAGE, b, 0));
                 s->allocated[b] = false;
             }
@@ -302,6 +303,14 @@ static void cast_gradients_back(sim *s, int32_t i, uint64_t low) {
     }
 }
 
+/* Input k's gradient, which node i's backward computes: the autocast
+ * copy's bytes are added to *low, and, unless verify's executor casts it
+ * back after the kernel (after), the gradient is made (grad_of_input). */
+static inline void input_gradient(sim *s, int32_t i, int k, bool after, uint64_t *transient, uint64_t *low) {
+    if (is_cast(s, i, k)) *low = sim_add(s, *low, cast_bytes(s, i, k));
+    if (!after || !is_cast(s, i, k)) grad_of_input(s, i, k, transient);
+}
+
 static bool receives_grad(const sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     for (int k = 0; k < n->n_outputs; k++)
@@ -391,11 +400,12 @@ static void backward(sim *s) {
              * beside the kernel's (docs/memory-model.md, "Mixed precision"). */
             bool after = s->r->kernels == EST_KERNELS_VERIFY;
             uint64_t transient = 0, low = 0;
-            for (int k = 0; k < n->n_inputs; k++)
-                if (input_needs_grad(s, i, k)) {
-                    if (is_cast(s, i, k)) low = sim_add(s, low, cast_bytes(s, i, k));
-                    if (!after || !is_cast(s, i, k)) grad_of_input(s, i, k, &transient);
-                }
+            /* the inputs that take a gradient, in slot order: those below 32
+             * from their mask, the rest asked one by one */
+            for (est_slot_mask m = s->grad_inputs[i]; m; m &= m - 1)
+                input_gradient(s, i, __builtin_ctz(m), after, &transient, &low);
+            for (int k = 32; k < n->n_inputs; k++)
+                if (input_needs_grad(s, i, k)) input_gradient(s, i, k, after, &transient, &low);
             uint64_t ws = s->ws_backward[i];
             if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
             est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, sim_add(s, transient + ws, low));
@@ -497,8 +507,6 @@ static void train(sim *s) {
     if (s->cache) training_iteration(s, false);
 }
 
-/* The slots below n (all 32 from n = 32 on). */
-static est_slot_mask slots_below(int n) { return n >= 32 ? ~(est_slot_mask)0 : ~EST_SLOTS_FROM(n); }
 
 /* Layer i's FLOPs (added to the totals) and saved bytes. */
 static void fill_layer_cost(sim *s, int32_t i) {
@@ -606,6 +614,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    s.handed_on = s.cache || s.tl;
     est__sim_moment(&s, EST_PHASE_FORWARD, -1, "");
     create_model_and_input(&s);
     if (s.train) {

@@ -772,6 +772,7 @@ static void test_streams(void) {
     s.cache = est__cache_new();
     CHECK(s.cache != NULL, "streams: cache");
     if (!s.cache) return;
+    s.handed_on = true; /* as est__simulate sets it once the cache is made */
     const uint64_t act = KEY(K_STORAGE, 7, 1), gathered = KEY(K_PAR, 0, P_GATHERED),
                    reduce = KEY(K_PAR, 0, P_REDUCE_INPUT);
     CHECK(key_stream(act) == STREAM_COMPUTE && key_stream(gathered) == STREAM_ALL_GATHER &&
