@@ -121,6 +121,46 @@ bool est__sim_mark_unreached(sim *s) {
     return true;
 }
 
+/* ---- the facts of the sizes the planning asks --------------------------- */
+
+uint32_t est__sim_fact_answer(const sim *s, const est_size_fact *f) {
+    const est_node *n = &s->g->nodes[f->node];
+    const est_tval *tv = s->r->tv;
+    switch ((est_fact_kind)f->kind) {
+    case FACT_BIAS_FITS:
+        return tv[n->inputs[f->slot]].elements == tv[n->outputs[0]].elements;
+    case FACT_ONE_DIRECTION:
+        return tv[n->inputs[0]].rank == 4 && tv[n->inputs[0]].dims[1] == 1;
+    case FACT_RETURNS_INPUT:
+        return n->op->returns_input(&s->ctx[f->node]);
+    case FACT_UNREACHED_SAVES:
+        break;
+    }
+    est_saved sv = {0};
+    n->op->saves(&s->ctx[f->node], &sv);
+    return sv.inputs;
+}
+
+/* The answer to a fact of node i's sizes, logged for the plan's reuse. */
+static uint32_t ask(sim *s, est_fact_kind kind, int32_t i, int slot) {
+    est_size_fact f = {.node = i, .kind = (uint8_t)kind, .slot = (int8_t)slot};
+    f.answer = est__sim_fact_answer(s, &f);
+    if (s->n_facts == s->cap_facts) {
+        int32_t cap = s->cap_facts ? 2 * s->cap_facts : 64;
+        est_size_fact *grown = realloc(s->facts, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            s->facts_lost = true; /* the plan is not kept; this estimate goes on */
+            return f.answer;
+        }
+        s->facts = grown;
+        s->cap_facts = cap;
+    }
+    s->facts[s->n_facts++] = f;
+    return f.answer;
+}
+
+/* ---- storage ------------------------------------------------------------- */
+
 /* Tensor out is stored in tensor in's storage, laid out alike. */
 static void share_storage(sim *s, int32_t out, int32_t in) {
     s->base[out] = s->base[in];
@@ -144,7 +184,7 @@ static void bias_add_in_place(sim *s, int32_t i) {
         /* a weight, or a view of one (the TorchScript exporter shares equal
          * initializers through Identity nodes) */
         if (g->tensors[s->base[bias]].kind != EST_T_INITIALIZER || s->r->tv[bias].rank != 1) continue;
-        if (s->r->tv[prod].elements != s->r->tv[n->outputs[0]].elements) continue;
+        if (!ask(s, FACT_BIAS_FITS, i, k)) continue; /* the product's elements are the sum's */
         share_storage(s, n->outputs[0], prod);
         s->inplace_slot[i] = (int8_t)k;
         return;
@@ -159,7 +199,7 @@ static void bias_add_in_place(sim *s, int32_t i) {
  * one contiguous tensor, as in PyTorch, not a copy. memest verify's
  * executor writes ONNX's layout, which that Transpose keeps only when it
  * moves a single direction. */
-static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
+static bool rnn_output_in_torch_layout(sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     int32_t y = n->inputs[0], p = s->g->tensors[y].producer;
     if (p < 0) return false;
@@ -169,8 +209,7 @@ static bool rnn_output_in_torch_layout(const sim *s, int32_t i) {
     const int64_t *perm = est_node_attr_ints(n, "perm", &count);
     if (!perm || count != 4 || perm[0] != 0 || perm[1] != 2 || perm[2] != 1 || perm[3] != 3) return false;
     if (s->r->kernels == EST_KERNELS_PYTORCH) return true;
-    const est_tval *yv = &s->r->tv[y];
-    return yv->rank == 4 && yv->dims[1] == 1;
+    return ask(s, FACT_ONE_DIRECTION, i, 0);
 }
 
 /* Node i's outputs' storage: input 0's when it is a view of it or writes
@@ -192,7 +231,7 @@ static void assign_output_storage(sim *s, int32_t i, int32_t in, int32_t out) {
         if (s->contiguous[in]) s->base[out] = s->base[in];
         break;
     default:
-        if (n->op->returns_input && n->op->returns_input(&s->ctx[i])) {
+        if (n->op->returns_input && ask(s, FACT_RETURNS_INPUT, i, 0)) {
             share_storage(s, out, in);
             s->inplace_slot[i] = 0; /* its gradient passes through too */
             break;
@@ -340,14 +379,13 @@ static void keep_unreached_saves(sim *s) {
         if (!unreached[i]) continue;
         const est_node *n = &g->nodes[i];
         if (!n->op->saves) continue;
-        est_saved sv = {0};
-        n->op->saves(&s->ctx[i], &sv);
+        est_slot_mask saved = ask(s, FACT_UNREACHED_SAVES, i, 0);
         int32_t until = i;
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0 && s->last_use[s->base[n->outputs[k]]] > until)
                 until = s->last_use[s->base[n->outputs[k]]];
         for (int k = 0; k < n->n_inputs && k < 32; k++)
-            if ((sv.inputs & EST_SLOT(k)) && n->inputs[k] >= 0 && s->last_use[s->base[n->inputs[k]]] < until)
+            if ((saved & EST_SLOT(k)) && n->inputs[k] >= 0 && s->last_use[s->base[n->inputs[k]]] < until)
                 s->last_use[s->base[n->inputs[k]]] = until;
     }
 }
@@ -369,6 +407,26 @@ static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     s->saved_outputs[i] = sv->outputs;
     s->extra_first[i] = first;
     s->extra_first[i + 1] = first + n_extra;
+    return true;
+}
+
+/* Whether node i's rule is asked what its backward saves: a backward that
+ * runs in a training step (its context c). */
+static inline bool saves_asked(bool train, const est_cost_ctx *c, const est_node *n, bool unreached) {
+    return train && c->any_grad && n->op->saves && !unreached;
+}
+
+bool est__sim_ask_saves(sim *s) {
+    for (int32_t i = 0; i < s->g->n_nodes; i++) {
+        if (!saves_asked(s->train, &s->ctx[i], &s->g->nodes[i], s->unreached[i])) {
+            s->saved_inputs[i] = s->saved_outputs[i] = 0; /* keep_saves of nothing */
+            s->extra_first[i] = s->extra_first[i + 1] = s->n_extras;
+            continue;
+        }
+        est_saved sv = {0};
+        s->g->nodes[i].op->saves(&s->ctx[i], &sv);
+        if (!keep_saves(s, i, &sv)) return false;
+    }
     return true;
 }
 
@@ -490,7 +548,7 @@ bool est__sim_plan_lifetimes(sim *s) {
                                     .pytorch = s->r->kernels == EST_KERNELS_PYTORCH};
     for (int32_t i = 0; i < n_nodes; i++) {
         extend_last_uses(&arrays, i);
-        if (train && ctx[i].any_grad && nodes[i].op->saves && !unreached[i]) {
+        if (saves_asked(train, &ctx[i], &nodes[i], unreached[i])) {
             if (!plan_saves(s, i)) return false;
             continue;
         }

@@ -121,6 +121,7 @@ est_weights *est__weights_make(const est_graph *g) {
 static void plan_free(est_plan *p) {
     if (!p) return;
     est__weights_free(p->weights);
+    est__lifetime_plan_free(p->lifetimes);
     memo_free((est_memo *)p->memo);
     for (int64_t i = 0; i < p->n_owned; i++) est__const_free(p->owned[i]);
     free(p->owned);

@@ -110,7 +110,13 @@ typedef struct est_plan {
      * node with none. */
     int32_t *attrs_at;
     est_node_attrs *node_attrs;
+    /* The step's lifetime plan of the last estimate that planned it, with
+     * its key (plan_reuse.c); replaced under the graph's lock. */
+    struct est_lifetime_plan *lifetimes;
 } est_plan;
+
+typedef struct est_lifetime_plan est_lifetime_plan;
+void est__lifetime_plan_free(est_lifetime_plan *p);
 
 /* Node i's known attributes in plan p; NULL without a plan (the rules then
  * look them up by name). Inline: asked for every node of every estimate. */

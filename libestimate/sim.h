@@ -49,6 +49,23 @@ typedef struct handle_map {
     uint64_t cap, count; /* cap: a power of two */
 } handle_map;
 
+/* A fact of the sizes that the planning of the step asked (lifetimes.c):
+ * the one thing it reads of the tensors' dims and values besides their
+ * dtypes, ranks and which are folded. A plan kept for reuse (plan_reuse.c)
+ * holds the facts its planning asked, each with its answer. */
+typedef enum est_fact_kind {
+    FACT_BIAS_FITS,       /* bias_add_in_place: the sum has the product's elements */
+    FACT_ONE_DIRECTION,   /* rnn_output_in_torch_layout: Y is [seq, 1, batch, hidden] */
+    FACT_RETURNS_INPUT,   /* the op's returns_input rule */
+    FACT_UNREACHED_SAVES, /* an unreached node's saves rule: the inputs it saves */
+} est_fact_kind;
+typedef struct est_size_fact {
+    int32_t node;
+    uint8_t kind;         /* est_fact_kind */
+    int8_t slot;          /* FACT_BIAS_FITS: the product's input; else 0 */
+    uint32_t answer;      /* a bool, or FACT_UNREACHED_SAVES's mask */
+} est_size_fact;
+
 typedef struct sim {
     est_report *r;
     const est_graph *g;
@@ -199,6 +216,11 @@ typedef struct sim {
                                feeds the replay) */
     uint64_t y_freed;       /* the bytes of the previous y and loss that the
                                last iteration's first micro-batch freed */
+    /* the facts this estimate's planning asked, in order (NULL when its plan
+     * was reused); facts_lost: out of memory logging one (not kept then) */
+    est_size_fact *facts;
+    int32_t n_facts, cap_facts;
+    bool facts_lost;
     est_prefault pages;     /* arrays faulted in on a second thread: the
                                planning's while it runs, then the replay's;
                                waited for before any of them is freed */
@@ -288,11 +310,21 @@ void est__sim_assign_storage(sim *s);       /* which tensors share a storage (vi
 void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */
 bool est__sim_plan_lifetimes(sim *s);       /* strided inputs, last uses, saves, release lists;
                                                false: out of memory */
+/* The answer to fact f of this estimate's sizes. */
+uint32_t est__sim_fact_answer(const sim *s, const est_size_fact *f);
+/* plan_lifetimes' asking of the nodes' saves rules alone, without noting
+ * the saves on the storages: saved_inputs, saved_outputs, extra_first and
+ * the extras as it sets them (unreached must be set); false: out of memory. */
+bool est__sim_ask_saves(sim *s);
 /* Once the step is planned: lists the parameters that train (trained),
  * keeps what the step reads of the contexts (any_grad), rounds the extras,
  * frees the rest and the other arrays only planning reads (last_use,
  * contiguous); false: out of memory. */
 bool est__sim_compact_for_step(sim *s);
+
+/* plan_reuse.c: the whole planning above, or the plan of an earlier
+ * estimate of the graph whose planning asked the same; false: out of memory. */
+bool est__sim_plan_step(sim *s);
 
 /* a + b, saturating (est_add_sat); a saturated sum, or UINT64_MAX in
  * either (already a count too large to be exact), flags the step's overflow. */

@@ -189,6 +189,7 @@ void est__sim_free(sim *s) {
     free(s->rc_pcast_until);
     free(s->rc_pcast_live);
     free(s->inplace_slot);
+    free(s->facts);
     est__par_free(s);
     if (s->tl) est__tl_finish(s, &(est_error){0}); /* a failed estimate's: frees it */
     free(s->tp_split);

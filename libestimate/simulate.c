@@ -570,13 +570,7 @@ est_status est__simulate(est_report *r, est_error *err) {
         }
     }
     r->peak = (est_peak){.phase = EST_PHASE_FORWARD, .layer = ""};
-    if (!est__sim_build_contexts(&s) || (s.train && !est__sim_mark_unreached(&s))) {
-        est__sim_free(&s);
-        return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
-    }
-    est__sim_assign_storage(&s);
-    if (s.dt) est__sim_assign_amp_dtypes(&s);
-    if (!est__sim_plan_lifetimes(&s)) {
+    if (!est__sim_plan_step(&s)) {
         est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
