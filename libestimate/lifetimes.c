@@ -12,15 +12,46 @@
 
 /* ---- classification --------------------------------------------------------- */
 
-/* False when out of memory. */
-bool est__sim_build_contexts(sim *s) {
-    const est_graph *g = s->g;
-    est_slot_counts slots = est__graph_slot_counts(g);
+/* The fields of the contexts that every node shares. */
+typedef struct context_common {
+    const est_plan *plan;
+    bool train;
+    est_dtype float_dtype, export_dtype;
+    est_kernels kernels;
+    const est_device *device;
+} context_common;
+
+/* The pools the contexts' slices are in (every entry written by the
+ * caller, absent inputs and outputs included) and what they share; false
+ * when out of memory. */
+static bool start_contexts(sim *s, context_common *common) {
+    est_slot_counts slots = est__graph_slot_counts(s->g);
     size_t all_in = slots.inputs, all_out = slots.outputs;
-    /* every entry written below, absent inputs and outputs included */
     s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
     s->ctx_flags = malloc((3 * all_in + 1) * sizeof *s->ctx_flags);
-    if (!s->ctx_tv || !s->ctx_flags) return false;
+    *common = (context_common){.plan = est__graph_plan(s->g), .train = s->train, .float_dtype = s->r->dtype,
+                               .export_dtype = s->g->dtype, .kernels = s->r->kernels, .device = s->r->device};
+    return s->ctx_tv && s->ctx_flags;
+}
+
+/* Node i's context c, on its slices tv (its inputs' states, then its
+ * outputs') and flags (in_grad, in_param, in_strided). */
+static inline void set_context(est_cost_ctx *c, const est_node *n, int32_t i, const est_tval **tv, bool *flags,
+                               bool any_grad, const context_common *common) {
+    int n_in = n->n_inputs;
+    /* one literal: every field stored once */
+    *c = (est_cost_ctx){.node = n, .opset = n->opset, .n_in = n_in, .n_out = n->n_outputs, .in = tv,
+                        .out = tv + n_in, .in_grad = flags, .in_param = flags + n_in, .in_strided = flags + 2 * n_in,
+                        .any_grad = any_grad, .train = common->train, .float_dtype = common->float_dtype,
+                        .export_dtype = common->export_dtype, .kernels = common->kernels, .device = common->device,
+                        .known = est__plan_node_attrs(common->plan, i)};
+}
+
+/* False when out of memory. */
+bool est__sim_build_contexts(sim *s) {
+    context_common common;
+    if (!start_contexts(s, &common)) return false;
+    const est_graph *g = s->g;
     const est_tval **tv = s->ctx_tv;
     bool *flags = s->ctx_flags;
     /* the step's arrays in locals: the compiler would reload them through s
@@ -43,18 +74,11 @@ bool est__sim_build_contexts(sim *s) {
         activation[t] = tt->kind == EST_T_ACTIVATION && vals[t].value == NULL;
         param[t] = tt->kind == EST_T_INITIALIZER && tt->role == EST_ROLE_PARAM;
     }
-    est_dtype float_dtype = s->r->dtype, export_dtype = g->dtype;
-    est_kernels kernels = s->r->kernels;
-    const est_device *device = s->r->device;
-    const est_plan *plan = est__graph_plan(g);
     for (int32_t i = 0; i < n_nodes; i++) {
         const est_node *n = &nodes[i];
-        est_cost_ctx *c = &ctx[i];
         int n_in = n->n_inputs, n_out = n->n_outputs;
         const est_tval **in = tv, **out = tv + n_in;
         bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
-        tv += n_in + n_out;
-        flags += 3 * n_in;
         est_slot_mask nondiff = n->op->nondiff_inputs, takes_grad = 0;
         const int32_t *inputs = n->inputs, *outputs = n->outputs; /* locals too */
         for (int k = 0; k < n_in; k++) {
@@ -79,12 +103,30 @@ bool est__sim_build_contexts(sim *s) {
             if (t < 0) continue;
             needs_grad[t] = any_grad && est__dtype_is_float(vals[t].dtype) && vals[t].value == NULL;
         }
-        /* one literal: every field stored once */
-        *c = (est_cost_ctx){.node = n, .opset = n->opset, .n_in = n_in, .n_out = n_out, .in = in, .out = out,
-                            .in_grad = in_grad, .in_param = in_param, .in_strided = in_strided,
-                            .any_grad = any_grad, .train = train, .float_dtype = float_dtype,
-                            .export_dtype = export_dtype, .kernels = kernels, .device = device,
-                            .known = est__plan_node_attrs(plan, i)};
+        set_context(&ctx[i], n, i, tv, flags, any_grad, &common);
+        tv += n_in + n_out;
+        flags += 3 * n_in;
+    }
+    return true;
+}
+
+bool est__sim_point_contexts(sim *s, const bool *any_grad) {
+    context_common common;
+    if (!start_contexts(s, &common)) return false;
+    const est_tval **tv = s->ctx_tv, *vals = s->r->tv;
+    bool *flags = s->ctx_flags;
+    const est_node *nodes = s->g->nodes;
+    est_cost_ctx *ctx = s->ctx;
+    int32_t n_nodes = s->g->n_nodes;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        const est_node *n = &nodes[i];
+        int n_in = n->n_inputs, n_out = n->n_outputs;
+        const int32_t *inputs = n->inputs, *outputs = n->outputs; /* in locals: the stores may alias them */
+        for (int k = 0; k < n_in; k++) tv[k] = inputs[k] >= 0 ? &vals[inputs[k]] : NULL;
+        for (int k = 0; k < n_out; k++) tv[n_in + k] = outputs[k] >= 0 ? &vals[outputs[k]] : NULL;
+        set_context(&ctx[i], n, i, tv, flags, any_grad[i], &common);
+        tv += n_in + n_out;
+        flags += 3 * n_in;
     }
     return true;
 }

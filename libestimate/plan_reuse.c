@@ -11,9 +11,10 @@
  * node's saves) and the saves rules' answers (the saved inputs and outputs
  * and how many extras; their bytes are sizes). These are its key. An
  * estimate of the graph at another batch or other dims mostly reads the
- * same: the kept plan's key matches and it takes the kept arrays, asking
- * only the facts and the saves rules (the extras' bytes are its own);
- * otherwise it plans, and its plan is kept instead.
+ * same: the kept plan's key matches and it takes the kept arrays (what its
+ * cost contexts classify too), asking only the facts and the saves rules
+ * (the extras' bytes are its own); otherwise it plans, and its plan is kept
+ * instead.
  *
  * The kept plan is replaced, and read, under the graph's lock; an estimate
  * copying it holds it (users), so that another may replace it meanwhile.
@@ -27,9 +28,10 @@ typedef struct span {
     size_t bytes;           /* 0: the estimate has none (without --amp, --checkpoint) */
 } span;
 
-/* The spans the saves rules read (list_spans' first): the contexts' flags
- * and which nodes are unreached. */
-enum { N_SPANS = 20, SPANS_SAVES_READ = 2 };
+/* list_spans' order: first what est__sim_build_contexts classifies, then
+ * what the saves rules read besides (the contexts' flags as planned, which
+ * nodes are unreached), then the rest. */
+enum { SPANS_CLASSIFIED = 4, SPAN_FLAGS = 4, SPANS_SAVES_READ = 6, N_SPANS = 24 };
 
 struct est_lifetime_plan {
     int32_t users;          /* estimates copying it now (under the graph's lock) */
@@ -46,8 +48,11 @@ struct est_lifetime_plan {
     int32_t n_facts;
     est_slot_mask *saved_inputs, *saved_outputs; /* the saves rules' answers */
     int32_t *extra_first;
-    /* the plan: each span's bytes, and the contexts' dtypes under --amp */
+    /* the plan: each span's bytes; the contexts' flags as built (no input
+     * strided yet), their any_grad, and their dtypes under --amp */
     void *spans[N_SPANS];
+    bool *built_flags;
+    bool *any_grad;
     est_dtype *float_dtype;
 };
 
@@ -60,6 +65,10 @@ static void list_spans(const sim *s, span spans[N_SPANS]) {
     size_t flags = 3 * est__graph_slot_counts(s->g).inputs; /* in_grad, in_param, in_strided */
     bool segs = s->segs != NULL, amp = s->dt != NULL;
     const span list[N_SPANS] = {
+        {s->needs_grad, nt * sizeof *s->needs_grad},
+        {s->activation, nt * sizeof *s->activation},
+        {s->param, nt * sizeof *s->param},
+        {s->grad_inputs, nn * sizeof *s->grad_inputs},
         {s->ctx_flags, flags * sizeof *s->ctx_flags},
         {s->unreached, nn * sizeof *s->unreached},
         {s->base, nt * sizeof *s->base},
@@ -101,6 +110,8 @@ void est__lifetime_plan_free(est_lifetime_plan *p) {
     free(p->saved_outputs);
     free(p->extra_first);
     for (int j = 0; j < N_SPANS; j++) free(p->spans[j]);
+    free(p->built_flags);
+    free(p->any_grad);
     free(p->float_dtype);
     free(p);
 }
@@ -133,19 +144,27 @@ static est_lifetime_plan *plan_to_keep(sim *s) {
     span spans[N_SPANS];
     list_spans(s, spans);
     for (int j = 0; j < N_SPANS; j++) p->spans[j] = copy_of(spans[j].at, spans[j].bytes, &ok);
+    p->built_flags = copy_of(spans[SPAN_FLAGS].at, spans[SPAN_FLAGS].bytes, &ok);
     p->tensor_key = malloc(((size_t)g->n_tensors + 1) * sizeof *p->tensor_key);
+    p->any_grad = malloc(nn * sizeof *p->any_grad);
     if (s->dt) p->float_dtype = malloc(nn * sizeof *p->float_dtype);
-    if (!ok || !p->tensor_key || (s->dt && !p->float_dtype)) {
+    if (!ok || !p->tensor_key || !p->any_grad || (s->dt && !p->float_dtype)) {
         est__lifetime_plan_free(p);
         return NULL;
     }
     for (int32_t t = 0; t < g->n_tensors; t++) p->tensor_key[t] = tensor_key(r, t);
-    for (int32_t i = 0; s->dt && i < g->n_nodes; i++) p->float_dtype[i] = s->ctx[i].float_dtype;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const est_cost_ctx *c = &s->ctx[i];
+        p->any_grad[i] = c->any_grad;
+        if (s->dt) p->float_dtype[i] = c->float_dtype;
+        /* est__sim_build_contexts leaves no input strided */
+        if (c->n_in) memset(p->built_flags + (c->in_strided - s->ctx_flags), 0, (size_t)c->n_in);
+    }
     return p;
 }
 
 /* Whether estimate s reads, before it asks any fact, what kept plan p's
- * planning read. */
+ * planning read (est__sim_build_contexts then classifies as it did). */
 static bool key_matches(const sim *s, const est_lifetime_plan *p) {
     const est_report *r = s->r;
     if (p->train != s->train || p->dtype != r->dtype || p->kernels != r->kernels || p->amp != r->amp ||
@@ -205,11 +224,23 @@ static bool unwind(sim *s) {
 
 typedef enum { NOT_TAKEN, TAKEN, OUT_OF_MEMORY } taken;
 
-/* Takes kept plan p when this estimate's planning would read the same. */
+/* The contexts as est__sim_build_contexts makes them, where the key
+ * matched p's: what it classifies is p's. False: out of memory. */
+static bool contexts_as_kept(sim *s, const est_lifetime_plan *p) {
+    if (!est__sim_point_contexts(s, p->any_grad)) return false;
+    restore_spans(s, p, 0, SPANS_CLASSIFIED);
+    span spans[N_SPANS];
+    list_spans(s, spans);
+    if (spans[SPAN_FLAGS].bytes) memcpy(s->ctx_flags, p->built_flags, spans[SPAN_FLAGS].bytes);
+    return true;
+}
+
+/* Takes kept plan p, whose key matched, when this estimate's planning
+ * would read the same. */
 static taken take_plan(sim *s, const est_lifetime_plan *p) {
-    if (!key_matches(s, p) || !facts_hold(s, p, false)) return NOT_TAKEN;
+    if (!facts_hold(s, p, false)) return NOT_TAKEN;
     /* the saves rules read the planned strides and dtypes, as planning asks them */
-    restore_spans(s, p, 0, SPANS_SAVES_READ);
+    restore_spans(s, p, SPAN_FLAGS, SPANS_SAVES_READ);
     for (int32_t i = 0; p->float_dtype && i < s->g->n_nodes; i++) s->ctx[i].float_dtype = p->float_dtype[i];
     if (!est__sim_ask_saves(s)) return OUT_OF_MEMORY;
     if (!facts_hold(s, p, true) || !saves_match(s, p)) return unwind(s) ? NOT_TAKEN : OUT_OF_MEMORY;
@@ -257,10 +288,12 @@ static bool plan_afresh(sim *s) {
 }
 
 bool est__sim_plan_step(sim *s) {
-    if (!est__sim_build_contexts(s)) return false;
     bool has_plan = est__graph_plan(s->g) != NULL; /* else nothing is kept */
     est_lifetime_plan *kept = has_plan ? hold_kept(s->g) : NULL;
-    taken t = kept ? take_plan(s, kept) : NOT_TAKEN;
+    bool same_key = kept && key_matches(s, kept);
+    taken t = NOT_TAKEN;
+    if (!(same_key ? contexts_as_kept(s, kept) : est__sim_build_contexts(s))) t = OUT_OF_MEMORY;
+    else if (same_key) t = take_plan(s, kept);
     if (kept) let_go(s->g, kept);
     if (t != NOT_TAKEN) return t == TAKEN;
     if (!plan_afresh(s)) return false;

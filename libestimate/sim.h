@@ -305,6 +305,11 @@ void est__sim_free(sim *s);                 /* every array the step made, once i
 
 /* lifetimes.c: the tensor-lifetime table, planned before the step runs. */
 bool est__sim_build_contexts(sim *s);       /* cost contexts; needs_grad, activation, param */
+/* est__sim_build_contexts where the caller copies what it classifies (the
+ * step's needs_grad, activation, param and grad_inputs, and the contexts'
+ * flags): the contexts alone, on this estimate's tensor states, with each
+ * node's any_grad; false: out of memory. */
+bool est__sim_point_contexts(sim *s, const bool *any_grad);
 bool est__sim_mark_unreached(sim *s);       /* backwards the loss never reaches; false: out of memory */
 void est__sim_assign_storage(sim *s);       /* which tensors share a storage (views, in-place ops) */
 void est__sim_assign_amp_dtypes(sim *s);    /* --amp: each tensor's dtype, each op's casts */
