@@ -6,7 +6,9 @@
  * tensor's dtype and each op's casts. For every storage: its last forward
  * reader, the earliest node that saves it for backward (or the segment that
  * recomputes it), and so when the step may free it. simulate.c replays the
- * step from this table.
+ * step from this table. Of the tensors' dims and values, the planning reads
+ * only the facts it asks (ask(), logged so that plan_reuse.c may reuse the
+ * table) and what the saves rules answer.
  */
 #include "sim.h"
 
