@@ -129,7 +129,7 @@ static void *copy_of(const void *src, size_t n, bool *ok) {
 static est_lifetime_plan *plan_to_keep(sim *s) {
     const est_graph *g = s->g;
     const est_report *r = s->r;
-    est_lifetime_plan *p = calloc(1, sizeof *p);
+    est_lifetime_plan *p = malloc(sizeof *p);
     if (!p) return NULL;
     size_t nn = (size_t)g->n_nodes + 1; /* the nodes and the sentinel after them */
     bool ok = true;
