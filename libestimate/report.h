@@ -111,8 +111,10 @@ typedef struct est_plan {
     int32_t *attrs_at;
     est_node_attrs *node_attrs;
     /* The step's lifetime plan of the last estimate that planned it, with
-     * its key (plan_reuse.c); replaced under the graph's lock. */
+     * its key (plan_reuse.c); replaced under the graph's lock. None is kept
+     * before a second estimate plans (step_planned: one has). */
     struct est_lifetime_plan *lifetimes;
+    bool step_planned;
 } est_plan;
 
 typedef struct est_lifetime_plan est_lifetime_plan;
