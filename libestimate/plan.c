@@ -136,8 +136,8 @@ static void plan_free(est_plan *p) {
     free(p);
 }
 
-/* The known attribute a name may be, by its first character (each known
- * name starts with another); -1 none. */
+/* The known attribute a name may be, by its first character (no two
+ * known names share one); -1 none. */
 static int known_by_first_char(char c) {
     switch (c) {
     case 'g': return EST_KA_GROUP;
