@@ -620,7 +620,13 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
  * max_nesting. Malformed bytes are left for unpack to reject.
  * The same walk refuses a string field holding a NUL byte: protobuf-c hands
  * strings over as C strings, which end there, so memest would read another
- * name or location than the file holds ("ok\0/../../etc/passwd"). */
+ * name or location than the file holds ("ok\0/../../etc/passwd").
+ * NUL bytes are found by memchr from where the walk is on, never again
+ * behind it (the walk goes through the file in order), which passes over
+ * every name that ends before the next NUL byte of the file. A message that
+ * holds none and is too short to nest past the limit (each level takes a
+ * key and a length: n bytes nest at most n / 2 deeper) is passed over whole:
+ * most of a graph's items are. */
 
 /* Field `id` of desc, as protobuf_c_message_descriptor_get_field finds it:
  * desc->fields is sorted by id, and ONNX numbers its fields from 1 with few
@@ -632,23 +638,28 @@ static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor
     return desc->fields[k].id == id ? &desc->fields[k] : NULL;
 }
 
-/* Whether p[0..n) holds a NUL byte; for short names, eight bytes at a time
- * cost less than the call to memchr. */
-static bool holds_nul(const uint8_t *p, size_t n) {
-    if (n > 24) return memchr(p, 0, n) != NULL;
-    const uint64_t ones = UINT64_C(0x0101010101010101), highs = ones << 7;
-    size_t k = 0;
-    for (uint64_t w; k + 8 <= n; k += 8) {
-        memcpy(&w, p + k, 8);
-        if ((w - ones) & ~w & highs) return true; /* some byte of w is 0 */
+/* The file as check_nesting walks it: where it ends, and its first NUL byte
+ * at or after the last place looked from (the end when none; the file's
+ * start before the first look). */
+typedef struct nul_finder {
+    const uint8_t *end, *next;
+} nul_finder;
+
+/* Whether q[0..n) holds a NUL byte; q lies at or after every place asked
+ * about before. */
+static bool holds_nul(nul_finder *nf, const uint8_t *q, size_t n) {
+    if (q >= nf->next) {
+        const uint8_t *found = memchr(q, 0, (size_t)(nf->end - q));
+        nf->next = found ? found : nf->end;
     }
-    for (; k < n; k++)
-        if (!p[k]) return true;
-    return false;
+    return nf->next < q + n;
 }
 
-static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
-                                uint32_t depth, long node, long *next_node) {
+/* Walks the message p[0..n) of type desc, `depth` deep (the ModelProto is
+ * 1); `node` is the index of the graph's node it lies in (-1: none), and
+ * *next_node counts the graph's nodes. */
+static est_status check_nesting(loader *L, nul_finder *nf, const uint8_t *p, size_t n,
+                                const ProtobufCMessageDescriptor *desc, uint32_t depth, long node, long *next_node) {
     size_t i = 0;
     uint64_t last_id = 0; /* repeated fields come in runs: one lookup a run */
     const ProtobufCFieldDescriptor *f = NULL;
@@ -670,10 +681,11 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
                     return est__fail(L->err, EST_ELIMIT, "%s: messages nested more than %u deep (est_limits.max_nesting)",
                                      L->src, L->lim->max_nesting);
                 }
-                est_status st = check_nesting(L, p + body, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
+                if (depth + 1 + v / 2 <= L->lim->max_nesting && !holds_nul(nf, p + body, (size_t)v)) continue;
+                est_status st = check_nesting(L, nf, p + body, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
                                               depth + 1, sub_node, next_node);
                 if (st != EST_OK) return st;
-            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(p + body, (size_t)v)) {
+            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(nf, p + body, (size_t)v)) {
                 const char *msg = desc->short_name ? desc->short_name : "message";
                 if (node >= 0)
                     return est__fail(L->err, EST_EPARSE, "%s: node %ld of the graph: a %s's field '%s' holds a NUL "
@@ -700,7 +712,8 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
                          size, (unsigned long long)lim.max_file_bytes);
     loader L = {.err = err, .src = src, .lim = &lim};
     long next_node = 0; /* check_nesting counts the graph's nodes */
-    est_status st = check_nesting(&L, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
+    nul_finder nf = {.end = (const uint8_t *)data + size, .next = data};
+    est_status st = check_nesting(&L, &nf, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
     if (st != EST_OK) return st;
     /* the node cap before anything is unpacked (build_graph checks again) */
     if ((uint64_t)next_node > lim.max_nodes)
