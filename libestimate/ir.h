@@ -239,10 +239,10 @@ void est__prefault_wait(est_prefault *pf);
 
 typedef struct est_name_map {
     uint64_t cap;       /* power of two, at most 2^32 */
-    unsigned shift;     /* 64 - log2(cap): a name's first slot is its hash >> shift */
-    uint64_t *slots;    /* 0 when empty, else the top 32 bits of the name's hash,
-                           then its tensor index + 1: a probe compares hashes
-                           before it reads a name, and growing reads none */
+    uint64_t *slots;    /* 0 when empty, else the name's 32-bit hash (graph.c),
+                           whose low bits pick its first slot, then its tensor
+                           index + 1: a probe compares hashes before it reads
+                           a name, and growing reads none */
 } est_name_map;
 
 struct est_graph {
