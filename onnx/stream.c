@@ -110,6 +110,15 @@ static size_t read_key(const uint8_t *p, size_t n, uint32_t *tag, uint8_t *type)
  * scan fails (a bad key, a varint past 10 bytes, a length past 5 bytes or
  * INT_MAX or the end, a group or an unknown wire type). */
 static bool read_field(const uint8_t *p, size_t n, size_t i, wire_field *f) {
+    if (n - i >= 3 && p[i] >= 8 && (p[i] & 0x87) == WIRE_LEN && !(p[i + 2] & p[i + 1] & 0x80)) {
+        /* most items and names: a one-byte key, a length of one or two bytes */
+        size_t body = i + 2 + (p[i + 1] >> 7), len = p[i + 1] & 0x7f;
+        if (p[i + 1] & 0x80) len |= (size_t)p[i + 2] << 7;
+        if (len <= n - body) {
+            *f = (wire_field){.tag = p[i] >> 3, .type = WIRE_LEN, .start = i, .body = body, .end = body + len};
+            return true;
+        }
+    }
     size_t used = read_key(p + i, n - i, &f->tag, &f->type);
     if (!used) return false;
     f->start = i;
