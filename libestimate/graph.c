@@ -6,17 +6,18 @@
 #include "module_names.h"
 #include "registry.h"
 
-/* The name map keeps FNV-1a: est__str_hash, though fewer instructions,
- * loads the million-node synthetic graph 20% slower, its lookups missing
- * the cache more. */
-/* The name map's 32-bit hash of s[0..len): FNV-1a's bits from MAP_TURN up,
- * then its lowest. A name's first slot is its low bits. Names that differ
- * in their last byte only ("mm7", "mm8") differ by a few units there, so
- * that their lookups share a cache line or two; the top bits alone put them
- * a quarter slot apart, and the runs they filled cost ten probes a lookup. */
+/* The name map's 32-bit hash of s[0..len): est__str_hash of all but the
+ * last byte, the last byte added by a step of FNV-1a, and of that the bits
+ * from MAP_TURN up, then the lowest. A name's first slot is the hash's low
+ * bits. Names that differ in their last byte only ("mm7", "mm8") differ by
+ * a few units there, so that their lookups share a cache line or two:
+ * est__str_hash of the whole name loaded the million-node synthetic graph
+ * 20% slower, its lookups missing the cache, and FNV-1a's top bits put
+ * them a quarter slot apart, in runs that cost ten probes a lookup. */
 enum { MAP_TURN = 40 };
 static uint32_t name_hash(const char *s, size_t len) {
-    uint64_t h = est__fnv1a(EST_FNV_START, s, len);
+    uint64_t h = est__str_hash(s, len ? len - 1 : 0);
+    if (len) h = (h ^ (unsigned char)s[len - 1]) * 1099511628211ull;
     return (uint32_t)(h >> MAP_TURN | h << (64 - MAP_TURN));
 }
 static uint32_t hash_name(const char *s) { return name_hash(s, strlen(s)); }

@@ -474,10 +474,10 @@ static inline uint64_t est__fnv1a(uint64_t h, const char *s, size_t len) {
     return h;
 }
 
-/* The hash of the interned strings, the scope components and the FX call
- * a node came from, eight bytes a step: these run to dozens of bytes, and a
- * byte a step cost as much as the rest of a lookup. Its low bits mix every
- * byte. */
+/* The hash of the interned strings, the scope components, the FX call a
+ * node came from and (but their last byte) the tensor names, eight bytes a
+ * step: these run to dozens of bytes, and a byte a step cost as much as the
+ * rest of a lookup. Its low bits mix every byte. */
 static inline uint64_t est__str_hash(const char *s, size_t len) {
     const uint64_t k = UINT64_C(0x9e3779b97f4a7c15);
     uint64_t h = len * k, w;
