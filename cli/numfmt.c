@@ -10,14 +10,24 @@
 
 #include "numfmt.h"
 
+/* "00" to "99": two digits a division. */
+static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                               "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                               "8081828384858687888990919293949596979899";
+
 size_t fmt_u64(char *out, uint64_t v) {
-    char rev[20];
-    size_t n = 0;
-    do {
-        rev[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t k = 0; k < n; k++) out[k] = rev[n - 1 - k];
+    char digits[20];
+    size_t at = sizeof digits; /* filled from the end */
+    for (; v >= 100; v /= 100) {
+        at -= 2;
+        memcpy(digits + at, pairs + 2 * (v % 100), 2);
+    }
+    if (v >= 10) {
+        at -= 2;
+        memcpy(digits + at, pairs + 2 * v, 2);
+    } else digits[--at] = (char)('0' + v);
+    size_t n = sizeof digits - at;
+    memcpy(out, digits + at, n);
     return n;
 }
 
