@@ -16,8 +16,10 @@ static const char pairs[201] = "000102030405060708091011121314151617181920212223
                                "8081828384858687888990919293949596979899";
 
 size_t fmt_u64(char *out, uint64_t v) {
-    char digits[20];
-    size_t at = sizeof digits; /* filled from the end */
+    enum { MOST = 20 };     /* digits of UINT64_MAX */
+    char digits[2 * MOST];  /* filled back from MOST, then copied MOST at once: a
+                               copy of a fixed size is a few moves, not a call */
+    size_t at = MOST;
     for (; v >= 100; v /= 100) {
         at -= 2;
         memcpy(digits + at, pairs + 2 * (v % 100), 2);
@@ -26,9 +28,8 @@ size_t fmt_u64(char *out, uint64_t v) {
         at -= 2;
         memcpy(digits + at, pairs + 2 * v, 2);
     } else digits[--at] = (char)('0' + v);
-    size_t n = sizeof digits - at;
-    memcpy(out, digits + at, n);
-    return n;
+    memcpy(out, digits + at, MOST);
+    return MOST - at;
 }
 
 size_t fmt_i64(char *out, int64_t v) {
