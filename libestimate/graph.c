@@ -339,7 +339,10 @@ static const char *tensor_origin(const est_tensor *t) {
     return t->kind == EST_T_INPUT ? "graph input" : "initializer";
 }
 
-static est_status assign_producers(est_graph *g, est_error *err) {
+/* Each activation's producing node; checks that every activation a node
+ * reads has one. *in_order: every node follows the producers of its inputs
+ * (the walk that checks them reads what sort_nodes would read again). */
+static est_status assign_producers(est_graph *g, est_error *err, bool *in_order) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         for (int32_t k = 0; k < n->n_outputs; k++) {
@@ -357,6 +360,7 @@ static est_status assign_producers(est_graph *g, est_error *err) {
             tt->producer = i;
         }
     }
+    bool sorted = true;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         for (int32_t k = 0; k < n->n_inputs; k++) {
@@ -368,8 +372,10 @@ static est_status assign_producers(est_graph *g, est_error *err) {
                                  "%s: node '%s' (%s): input '%s' is not produced by any node, "
                                  "graph input or initializer",
                                  g->source, n->name, n->op_type, tt->name);
+            sorted &= tt->producer < i;
         }
     }
+    *in_order = sorted;
     for (int32_t k = 0; k < g->n_outputs; k++) {
         est_tensor *tt = &g->tensors[g->outputs[k]];
         if (tt->kind == EST_T_ACTIVATION && tt->producer < 0)
@@ -379,15 +385,6 @@ static est_status assign_producers(est_graph *g, est_error *err) {
     return EST_OK;
 }
 
-static bool already_sorted(const est_graph *g) {
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && g->tensors[n->inputs[k]].producer >= i) return false;
-    }
-    return true;
-}
-
 /* Orders the nodes so that every node follows the producers of its inputs,
  * keeping the file's order otherwise: a node out of place (one a rewrite
  * appended, or one the file lists late) moves up to just before its first
@@ -395,7 +392,6 @@ static bool already_sorted(const est_graph *g) {
  * simulation and the module calls (module_calls.c) read. A depth-first
  * walk, without recursion; reports a node on a cycle. */
 static est_status sort_nodes(est_graph *g, est_error *err) {
-    if (already_sorted(g)) return EST_OK;
     int32_t nn = g->n_nodes;
     enum { UNSEEN = 0, OPEN, DONE };
     uint8_t *state = calloc((size_t)nn + 1, 1);
@@ -569,16 +565,17 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     est_status lst = check_limits(g, err);
     if (lst != EST_OK) return lst;
     resolve_ops(g);
-    est_status st = assign_producers(g, err);
+    bool in_order;
+    est_status st = assign_producers(g, err, &in_order);
     for (size_t p = 0; st == EST_OK && p < sizeof rewrite_passes / sizeof *rewrite_passes; p++) {
         int32_t changed = rewrite_passes[p](g);
         if (changed < 0) return est__fail(err, EST_ENOMEM, "%s: out of memory rewriting the graph", g->source);
         if (changed == 0) continue;
         for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].producer = -1;
         resolve_ops(g);
-        st = assign_producers(g, err);
+        st = assign_producers(g, err, &in_order);
     }
-    if (st == EST_OK) st = sort_nodes(g, err);
+    if (st == EST_OK && !in_order) st = sort_nodes(g, err);
     if (st != EST_OK) return st;
     uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
     if (!use) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
