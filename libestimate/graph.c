@@ -539,9 +539,10 @@ static est_status check_limits(const est_graph *g, est_error *err) {
 }
 
 /* Each tensor's readers and first consumer, and how nodes read each
- * initializer (use), in one walk back over the nodes. */
+ * initializer (use), in one walk back over the nodes. A graph is finished
+ * once, and est__graph_tensor starts each tensor with no readers and no
+ * first consumer. */
 static void count_readers(est_graph *g, uint8_t *use) {
-    for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].readers = 0, g->tensors[t].first_consumer = -1;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
             int32_t t = g->nodes[i].inputs[k];
