@@ -23,21 +23,37 @@ static uint32_t name_hash(const char *s, size_t len) {
 static uint32_t hash_name(const char *s) { return name_hash(s, strlen(s)); }
 static uint64_t intern_hash(const char *s) { return est__str_hash(s, strlen(s)); }
 
-/* The tensors' and nodes' names and dims and the nodes' input and output
- * lists live as long as the graph: they go into its arena (g->text), freed together,
- * which spares a million-node graph millions of allocations and their
- * headers. */
+/* The tensors' and nodes' names and dims, the nodes' input and output lists
+ * and their attributes live as long as the graph: they go into its arena
+ * (g->text), freed together, which spares a million-node graph millions of
+ * allocations, their headers and their frees. */
 enum { CHUNK = 64 << 10 };
 
 static char *text_copy(est_graph *g, const char *s, size_t len) {
     char *p = est__arena_alloc(&g->text, len + 1, 1);
     if (!p) return NULL;
-    memcpy(p, s, len);
+    if (len) memcpy(p, s, len); /* s may be NULL when empty */
     p[len] = '\0';
     return p;
 }
 
 char *est__graph_text(est_graph *g, const char *s) { return text_copy(g, s, strlen(s)); }
+char *est__graph_text_n(est_graph *g, const char *s, size_t len) { return text_copy(g, s, len); }
+
+void *est__graph_room(est_graph *g, size_t bytes) { return est__arena_alloc(&g->text, bytes ? bytes : 1, EST_ARENA_ALIGN); }
+
+void *est__graph_copy(est_graph *g, const void *p, size_t bytes) {
+    void *copy = est__graph_room(g, bytes);
+    if (copy && bytes) memcpy(copy, p, bytes);
+    return copy;
+}
+
+est_attr *est__graph_attrs(est_graph *g, size_t n) {
+    if (n > SIZE_MAX / sizeof(est_attr)) return NULL;
+    est_attr *a = est__arena_alloc(&g->text, (n ? n : 1) * sizeof *a, _Alignof(est_attr));
+    if (a) memset(a, 0, (n ? n : 1) * sizeof *a);
+    return a;
+}
 
 int32_t *est__graph_ids(est_graph *g, size_t n) {
     return est__arena_alloc(&g->text, (n ? n : 1) * sizeof(int32_t), sizeof(int32_t));
@@ -69,23 +85,12 @@ est_graph *est__graph_new(const char *source) {
     return g;
 }
 
-void est__attr_free(est_attr *a) {
-    free(a->name);
-    free(a->s);
-    free(a->ints);
-    free(a->floats);
-    if (a->strings)
-        for (int64_t i = 0; i < a->n; i++) free(a->strings[i]);
-    free(a->strings);
-    free(a->t_dims);
-    est__const_free(a->t_value);
-}
+void est__attr_free(est_attr *a) { est__const_free(a->t_value); }
 
-/* Frees what node n owns (not its name, inputs and outputs, in the
- * graph's chunks), leaving n as it is. */
+/* Frees what node n owns (not its name, inputs, outputs and attributes, in
+ * the graph's chunks), leaving n as it is. */
 static void node_free(est_node *n) {
     for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
-    free(n->attrs);
     free(n->input_held_until);
 }
 

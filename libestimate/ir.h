@@ -108,6 +108,9 @@ typedef enum est_attr_type {
     EST_ATTR_TYPE_PROTOS = 14,
 } est_attr_type;
 
+/* An attribute's name and arrays live in its graph's arena (est__graph_attrs,
+ * est__graph_text, est__graph_copy), freed with the graph; its tensor value
+ * is shared by reference count (est__attr_free). */
 typedef struct est_attr {
     char *name;
     est_attr_type type;
@@ -262,8 +265,9 @@ struct est_graph {
     int32_t n_symbols;
     char **symbols;      /* distinct dim_param names */
     est_name_map names;
-    est_arena text;      /* names, node inputs and outputs (est__graph_text,
-                            est__graph_ids), freed with the graph */
+    est_arena text;      /* names, node inputs and outputs, attributes
+                            (est__graph_text, est__graph_ids,
+                            est__graph_attrs), freed with the graph */
     est_intern strings;  /* the nodes' op types, domains and scopes */
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
@@ -307,6 +311,16 @@ char *est__graph_text(est_graph *g, const char *s);
 /* An array of n (at least 1) tensor indices that the graph owns, alive until
  * it is freed: for node inputs and outputs. NULL when out of memory. */
 int32_t *est__graph_ids(est_graph *g, size_t n);
+/* The graph's copy of s[0..len) and a NUL. NULL when out of memory. */
+char *est__graph_text_n(est_graph *g, const char *s, size_t len);
+/* Room for bytes (at least one), aligned for any type, alive until the
+ * graph is freed: for attributes' arrays. NULL when out of memory. */
+void *est__graph_room(est_graph *g, size_t bytes);
+/* The graph's copy of p[0..bytes), in est__graph_room. */
+void *est__graph_copy(est_graph *g, const void *p, size_t bytes);
+/* Zeroed room for a node's n (at least 1) attributes, alive until the graph
+ * is freed. NULL when out of memory. */
+est_attr *est__graph_attrs(est_graph *g, size_t n);
 /* Appends a zeroed node; returns it or NULL on allocation failure. */
 est_node *est__graph_add_node(est_graph *g);
 /* Makes room for that many more nodes and tensors, so that a loader that
@@ -320,7 +334,8 @@ est_status est__graph_finish(est_graph *g, est_error *err);
  * and each tensor's frame_held_until from the scopes (graph.c runs it last
  * but one in est__graph_finish). */
 est_status est__plan_module_calls(est_graph *g, est_error *err);
-/* Frees what an attribute owns (not the struct). */
+/* Lets go of what an attribute holds outside its graph's arena: its tensor
+ * value. */
 void est__attr_free(est_attr *a);
 /* common.c: node n's attribute called name, NULL when absent. */
 const est_attr *est_attr_get(const est_node *n, const char *name);

@@ -194,7 +194,7 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
 }
 
 static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onnx__AttributeProto *p) {
-    if (!(a->name = est__strdup(str_or_empty(p->name)))) return oom(L);
+    if (!(a->name = est__graph_text(L->g, str_or_empty(p->name)))) return oom(L);
     est_attr_type type = p->has_type ? (est_attr_type)p->type : EST_ATTR_UNDEFINED;
     if (type == EST_ATTR_UNDEFINED) { /* IR < 2 models leave the type out */
         if (p->n_ints) type = EST_ATTR_INTS;
@@ -224,28 +224,23 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
                          biggest, (unsigned long long)L->lim->max_attr_elements);
     switch (type) {
     case EST_ATTR_STRING:
-        if (!(a->s = malloc(p->s.len + 1))) return oom(L);
-        if (p->s.len) memcpy(a->s, p->s.data, p->s.len);
-        a->s[p->s.len] = '\0';
+        if (!(a->s = est__graph_text_n(L->g, (const char *)p->s.data, p->s.len))) return oom(L);
         break;
     case EST_ATTR_INTS:
         a->n = (int64_t)p->n_ints;
-        if (!(a->ints = malloc((p->n_ints ? p->n_ints : 1) * sizeof *a->ints))) return oom(L);
-        if (p->n_ints) memcpy(a->ints, p->ints, p->n_ints * sizeof *a->ints);
+        if (!(a->ints = est__graph_copy(L->g, p->ints, p->n_ints * sizeof *a->ints))) return oom(L);
         break;
     case EST_ATTR_FLOATS:
         a->n = (int64_t)p->n_floats;
-        if (!(a->floats = malloc((p->n_floats ? p->n_floats : 1) * sizeof *a->floats))) return oom(L);
+        if (!(a->floats = est__graph_room(L->g, p->n_floats * sizeof *a->floats))) return oom(L);
         for (size_t k = 0; k < p->n_floats; k++) a->floats[k] = p->floats[k];
         break;
     case EST_ATTR_STRINGS:
         a->n = (int64_t)p->n_strings;
-        if (!(a->strings = calloc(p->n_strings ? p->n_strings : 1, sizeof *a->strings))) return oom(L);
-        for (size_t k = 0; k < p->n_strings; k++) {
-            if (!(a->strings[k] = malloc(p->strings[k].len + 1))) return oom(L);
-            if (p->strings[k].len) memcpy(a->strings[k], p->strings[k].data, p->strings[k].len);
-            a->strings[k][p->strings[k].len] = '\0';
-        }
+        if (!(a->strings = est__graph_room(L->g, p->n_strings * sizeof *a->strings))) return oom(L);
+        for (size_t k = 0; k < p->n_strings; k++)
+            if (!(a->strings[k] = est__graph_text_n(L->g, (const char *)p->strings[k].data, p->strings[k].len)))
+                return oom(L);
         break;
     case EST_ATTR_TENSOR: {
         if (!p->t)
@@ -257,8 +252,7 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
         if (st != EST_OK) return st;
         a->t_dtype = (est_dtype)p->t->data_type;
         a->t_rank = (int32_t)p->t->n_dims;
-        if (!(a->t_dims = malloc((p->t->n_dims ? p->t->n_dims : 1) * sizeof *a->t_dims))) return oom(L);
-        for (size_t d = 0; d < p->t->n_dims; d++) a->t_dims[d] = p->t->dims[d];
+        if (!(a->t_dims = est__graph_copy(L->g, p->t->dims, p->t->n_dims * sizeof *a->t_dims))) return oom(L);
         return est__onnx_decode_values(p->t, count, &a->t_value, L->err, L->src);
     }
     default:
@@ -439,7 +433,7 @@ static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index,
     n->opset = domain_opset(L->model, n->domain);
     n->inputs = est__graph_ids(L->g, p->n_input);
     n->outputs = est__graph_ids(L->g, p->n_output);
-    n->attrs = p->n_attribute ? calloc(p->n_attribute, sizeof *n->attrs) : NULL; /* most nodes have none */
+    n->attrs = p->n_attribute ? est__graph_attrs(L->g, p->n_attribute) : NULL; /* most nodes have none */
     if (!n->inputs || !n->outputs || (!n->attrs && p->n_attribute)) return oom(L);
     for (size_t k = 0; k < p->n_input; k++) {
         n->inputs[k] = -1;
