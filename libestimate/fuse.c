@@ -124,8 +124,8 @@ static bool rewrite_node(est_graph *g, est_node *n, const char *op_name, const i
     est_attr *copies = n_attrs ? est__graph_attrs(g, (size_t)n_attrs) : NULL;
     bool ok = op && inputs && (copies || !n_attrs);
     for (int j = 0; ok && j < n_attrs; j++) {
-        copies[j] = (est_attr){.name = est__graph_text(g, attrs[j].name), .type = attrs[j].type, .i = attrs[j].i,
-                               .f = attrs[j].f};
+        copies[j] = (est_attr){.name = est__graph_attr_text(g, attrs[j].name, strlen(attrs[j].name)),
+                               .type = attrs[j].type, .i = attrs[j].i, .f = attrs[j].f};
         ok = copies[j].name != NULL;
     }
     if (!ok) return false; /* what the graph's arena gave goes with the graph */

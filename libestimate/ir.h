@@ -108,9 +108,9 @@ typedef enum est_attr_type {
     EST_ATTR_TYPE_PROTOS = 14,
 } est_attr_type;
 
-/* An attribute's name and arrays live in its graph's arena (est__graph_attrs,
- * est__graph_text, est__graph_copy), freed with the graph; its tensor value
- * is shared by reference count (est__attr_free). */
+/* An attribute's name and arrays live in its graph's arena for attributes
+ * (est__graph_attrs, est__graph_attr_text, est__graph_attr_copy), freed with
+ * the graph; its tensor value is shared by reference count (est__attr_free). */
 typedef struct est_attr {
     char *name;
     est_attr_type type;
@@ -265,9 +265,9 @@ struct est_graph {
     int32_t n_symbols;
     char **symbols;      /* distinct dim_param names */
     est_name_map names;
-    est_arena text;      /* names, node inputs and outputs, attributes
-                            (est__graph_text, est__graph_ids,
-                            est__graph_attrs), freed with the graph */
+    est_arena text;      /* names, node inputs and outputs (est__graph_text,
+                            est__graph_ids), freed with the graph */
+    est_arena attr_text; /* the nodes' attributes (est__graph_attrs) */
     est_intern strings;  /* the nodes' op types, domains and scopes */
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
@@ -311,15 +311,14 @@ char *est__graph_text(est_graph *g, const char *s);
 /* An array of n (at least 1) tensor indices that the graph owns, alive until
  * it is freed: for node inputs and outputs. NULL when out of memory. */
 int32_t *est__graph_ids(est_graph *g, size_t n);
-/* The graph's copy of s[0..len) and a NUL. NULL when out of memory. */
-char *est__graph_text_n(est_graph *g, const char *s, size_t len);
-/* Room for bytes (at least one), aligned for any type, alive until the
- * graph is freed: for attributes' arrays. NULL when out of memory. */
-void *est__graph_room(est_graph *g, size_t bytes);
-/* The graph's copy of p[0..bytes), in est__graph_room. */
-void *est__graph_copy(est_graph *g, const void *p, size_t bytes);
-/* Zeroed room for a node's n (at least 1) attributes, alive until the graph
- * is freed. NULL when out of memory. */
+/* An attribute's parts, alive until the graph is freed; NULL when out of
+ * memory: a copy of s[0..len) and a NUL (names, strings), */
+char *est__graph_attr_text(est_graph *g, const char *s, size_t len);
+/* room for bytes (at least one), aligned for any type (lists), */
+void *est__graph_attr_room(est_graph *g, size_t bytes);
+/* a copy of p[0..bytes) in such room, */
+void *est__graph_attr_copy(est_graph *g, const void *p, size_t bytes);
+/* and zeroed room for a node's n (at least 1) attributes. */
 est_attr *est__graph_attrs(est_graph *g, size_t n);
 /* Appends a zeroed node; returns it or NULL on allocation failure. */
 est_node *est__graph_add_node(est_graph *g);

@@ -194,7 +194,8 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
 }
 
 static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onnx__AttributeProto *p) {
-    if (!(a->name = est__graph_text(L->g, str_or_empty(p->name)))) return oom(L);
+    const char *name = str_or_empty(p->name);
+    if (!(a->name = est__graph_attr_text(L->g, name, strlen(name)))) return oom(L);
     est_attr_type type = p->has_type ? (est_attr_type)p->type : EST_ATTR_UNDEFINED;
     if (type == EST_ATTR_UNDEFINED) { /* IR < 2 models leave the type out */
         if (p->n_ints) type = EST_ATTR_INTS;
@@ -224,22 +225,22 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
                          biggest, (unsigned long long)L->lim->max_attr_elements);
     switch (type) {
     case EST_ATTR_STRING:
-        if (!(a->s = est__graph_text_n(L->g, (const char *)p->s.data, p->s.len))) return oom(L);
+        if (!(a->s = est__graph_attr_text(L->g, (const char *)p->s.data, p->s.len))) return oom(L);
         break;
     case EST_ATTR_INTS:
         a->n = (int64_t)p->n_ints;
-        if (!(a->ints = est__graph_copy(L->g, p->ints, p->n_ints * sizeof *a->ints))) return oom(L);
+        if (!(a->ints = est__graph_attr_copy(L->g, p->ints, p->n_ints * sizeof *a->ints))) return oom(L);
         break;
     case EST_ATTR_FLOATS:
         a->n = (int64_t)p->n_floats;
-        if (!(a->floats = est__graph_room(L->g, p->n_floats * sizeof *a->floats))) return oom(L);
+        if (!(a->floats = est__graph_attr_room(L->g, p->n_floats * sizeof *a->floats))) return oom(L);
         for (size_t k = 0; k < p->n_floats; k++) a->floats[k] = p->floats[k];
         break;
     case EST_ATTR_STRINGS:
         a->n = (int64_t)p->n_strings;
-        if (!(a->strings = est__graph_room(L->g, p->n_strings * sizeof *a->strings))) return oom(L);
+        if (!(a->strings = est__graph_attr_room(L->g, p->n_strings * sizeof *a->strings))) return oom(L);
         for (size_t k = 0; k < p->n_strings; k++)
-            if (!(a->strings[k] = est__graph_text_n(L->g, (const char *)p->strings[k].data, p->strings[k].len)))
+            if (!(a->strings[k] = est__graph_attr_text(L->g, (const char *)p->strings[k].data, p->strings[k].len)))
                 return oom(L);
         break;
     case EST_ATTR_TENSOR: {
@@ -252,7 +253,7 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
         if (st != EST_OK) return st;
         a->t_dtype = (est_dtype)p->t->data_type;
         a->t_rank = (int32_t)p->t->n_dims;
-        if (!(a->t_dims = est__graph_copy(L->g, p->t->dims, p->t->n_dims * sizeof *a->t_dims))) return oom(L);
+        if (!(a->t_dims = est__graph_attr_copy(L->g, p->t->dims, p->t->n_dims * sizeof *a->t_dims))) return oom(L);
         return est__onnx_decode_values(p->t, count, &a->t_value, L->err, L->src);
     }
     default:

@@ -194,7 +194,7 @@ static int32_t previous_layer(const est_graph *g, const int32_t *producer, const
 
 static bool add_int_attr(est_graph *g, est_node *n, const char *key, int64_t value) {
     est_attr *a = est__graph_attrs(g, (size_t)n->n_attrs + 1);
-    char *name = est__graph_text(g, key);
+    char *name = est__graph_attr_text(g, key, strlen(key));
     if (!a || !name) return false;
     if (n->n_attrs) memcpy(a, n->attrs, (size_t)n->n_attrs * sizeof *a);
     a[n->n_attrs] = (est_attr){.name = name, .type = EST_ATTR_INT, .i = value};

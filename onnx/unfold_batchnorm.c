@@ -139,7 +139,8 @@ est_status est__onnx_unfold_batchnorm(est_graph *g, int32_t conv_index, bool tra
     bn->outputs[0] = y;
     bn->n_outputs = 1;
     if (training && bn->opset >= 14) {
-        if (!(bn->attrs[0].name = est__graph_text(g, "training_mode"))) return oom(g, err);
+        static const char mode[] = "training_mode";
+        if (!(bn->attrs[0].name = est__graph_attr_text(g, mode, sizeof mode - 1))) return oom(g, err);
         bn->attrs[0].type = EST_ATTR_INT;
         bn->attrs[0].i = 1;
         bn->n_attrs = 1;
