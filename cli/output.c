@@ -121,6 +121,11 @@ static size_t shape_text(char *out, const est_tensor_info *t) {
     }
     size_t len = 0;
     for (int d = 0; d < t->rank && len < SHAPE_TEXT - 1; d++) {
+        if (SHAPE_TEXT - 1 - len >= 1 + 24) { /* room for "x" and fmt_i64's 24 bytes: in place, uncut */
+            if (d) out[len++] = 'x';
+            len += fmt_i64(out + len, t->shape[d]);
+            continue;
+        }
         char dim[24];
         size_t dim_len = d ? 1 : 0;
         dim[0] = 'x';
