@@ -10,14 +10,31 @@
 
 #include "numfmt.h"
 
+/* "00" to "99": two digits a division. */
+static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                               "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                               "8081828384858687888990919293949596979899";
+
+/* 10^1 to 10^19: how many digits a number has. */
+static const uint64_t tens[19] = {
+    UINT64_C(10), UINT64_C(100), UINT64_C(1000), UINT64_C(10000), UINT64_C(100000), UINT64_C(1000000),
+    UINT64_C(10000000), UINT64_C(100000000), UINT64_C(1000000000), UINT64_C(10000000000),
+    UINT64_C(100000000000), UINT64_C(1000000000000), UINT64_C(10000000000000), UINT64_C(100000000000000),
+    UINT64_C(1000000000000000), UINT64_C(10000000000000000), UINT64_C(100000000000000000),
+    UINT64_C(1000000000000000000), UINT64_C(10000000000000000000)};
+
+/* The digits go straight to their places, the last first: digits written
+ * into a buffer and copied out at once made each read wait for the small
+ * writes before it. */
 size_t fmt_u64(char *out, uint64_t v) {
-    char rev[20];
-    size_t n = 0;
-    do {
-        rev[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t k = 0; k < n; k++) out[k] = rev[n - 1 - k];
+    size_t n = 1;
+    while (n < 20 && v >= tens[n - 1]) n++;
+    for (size_t at = n; v >= 100; v /= 100) {
+        at -= 2;
+        memcpy(out + at, pairs + 2 * (v % 100), 2);
+    }
+    if (v >= 10) memcpy(out, pairs + 2 * v, 2);
+    else out[0] = (char)('0' + v);
     return n;
 }
 

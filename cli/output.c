@@ -14,38 +14,52 @@ static const char *put(char *buf, size_t n, const char *text, size_t len) {
     return buf;
 }
 
-/* text[0..len) followed by unit; the new length. */
-static size_t with_unit(char *text, size_t len, const char *unit) {
-    size_t unit_len = strlen(unit);
-    memcpy(text + len, unit, unit_len);
-    return len + unit_len;
-}
+/* A unit's text and length. */
+typedef struct unit {
+    const char *text;
+    size_t len;
+} unit;
 
-const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
-    static const char *const units[] = {" B", " KiB", " MiB", " GiB", " TiB", " PiB"};
+/* human_bytes's text, in text (48 bytes, no NUL); its length. */
+static size_t bytes_text(char *text, uint64_t bytes) {
+    static const unit units[] = {{" B", 2}, {" KiB", 4}, {" MiB", 4}, {" GiB", 4}, {" TiB", 4}, {" PiB", 4}};
     double v = (double)bytes;
     int u = 0;
     while (v >= 1024.0 && u < 5) {
         v /= 1024.0;
         u++;
     }
-    char text[48];
     size_t len = u ? fmt_fixed2(text, v) : fmt_u64(text, bytes);
-    return put(buf, n, text, with_unit(text, len, units[u]));
+    memcpy(text + len, units[u].text, units[u].len);
+    return len + units[u].len;
 }
 
-const char *human_count(char *buf, size_t n, uint64_t v) {
-    static const char *const units[] = {"", "K", "M", "G", "T", "P", "E"};
+/* human_count's text, in text (48 bytes, no NUL); its length. */
+static size_t count_text(char *text, uint64_t v) {
+    static const unit units[] = {{"", 0}, {"K", 1}, {"M", 1}, {"G", 1}, {"T", 1}, {"P", 1}, {"E", 1}};
+    if (v == 0) {
+        text[0] = '-';
+        return 1;
+    }
     double x = (double)v;
     int u = 0;
     while (x >= 1000.0 && u < 6) {
         x /= 1000.0;
         u++;
     }
-    if (v == 0) return put(buf, n, "-", 1);
-    char text[48];
     size_t len = u ? fmt_fixed2(text, x) : fmt_u64(text, v);
-    return put(buf, n, text, with_unit(text, len, units[u]));
+    memcpy(text + len, units[u].text, units[u].len);
+    return len + units[u].len;
+}
+
+const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
+    char text[48];
+    return put(buf, n, text, bytes_text(text, bytes));
+}
+
+const char *human_count(char *buf, size_t n, uint64_t v) {
+    char text[48];
+    return put(buf, n, text, count_text(text, v));
 }
 
 const char *dims_string(char *buf, size_t n, int rank, const int64_t *shape) {
@@ -98,15 +112,39 @@ void print_fit_lines(FILE *f, const fit_info *fit, uint64_t peak, const est_tota
     else fprintf(f, "  FITS            NO, short by %s\n", human_bytes(a, sizeof a, (uint64_t)-(h + 1) + 1));
 }
 
+/* shape_string(buf, SHAPE_TEXT, t)'s text, in out (no NUL); its length. */
+enum { SHAPE_TEXT = 256 };
+static size_t shape_text(char *out, const est_tensor_info *t) {
+    if (t->rank == 0) {
+        memcpy(out, "scalar", 6);
+        return 6;
+    }
+    size_t len = 0;
+    for (int d = 0; d < t->rank && len < SHAPE_TEXT - 1; d++) {
+        if (SHAPE_TEXT - 1 - len >= 1 + 24) { /* room for "x" and fmt_i64's 24 bytes: in place, uncut */
+            if (d) out[len++] = 'x';
+            len += fmt_i64(out + len, t->shape[d]);
+            continue;
+        }
+        char dim[24];
+        size_t dim_len = d ? 1 : 0;
+        dim[0] = 'x';
+        dim_len += fmt_i64(dim + dim_len, t->shape[d]);
+        if (dim_len > SHAPE_TEXT - 1 - len) dim_len = SHAPE_TEXT - 1 - len; /* cut as snprintf cuts */
+        memcpy(out + len, dim, dim_len);
+        len += dim_len;
+    }
+    return len;
+}
+
 /* The layer's output shapes, ", " between; its length. */
 static size_t outputs_string(char *buf, size_t n, const est_layer *L) {
     size_t used = 0;
     buf[0] = '\0';
     for (size_t k = 0; k < L->n_outputs && used + 1 < n; k++) {
-        char s[256];
+        char s[SHAPE_TEXT];
         if (k) used = fmt_append(buf, n, used, ", ", 2);
-        shape_string(s, sizeof s, &L->outputs[k]);
-        used = fmt_append(buf, n, used, s, strlen(s));
+        used = fmt_append(buf, n, used, s, shape_text(s, &L->outputs[k]));
     }
     return used < n ? used : n - 1;
 }
@@ -135,8 +173,12 @@ static void row_put(row *r, const char *s, size_t len) {
     r->len += len;
 }
 
+/* Pads with n spaces: up to 64 by copying 64 (a copy of a fixed size is a
+ * few stores; the rows' columns need at most 44, and the row has room). */
 static void row_pad(row *r, size_t n) {
-    memset(r->text + r->len, ' ', n);
+    static const char spaces[64] = "                                                                ";
+    if (n <= sizeof spaces) memcpy(r->text + r->len, spaces, sizeof spaces);
+    else memset(r->text + r->len, ' ', n);
     r->len += n;
 }
 
@@ -150,17 +192,16 @@ static void row_col(row *r, const char *s, size_t len, size_t width, bool left) 
 
 /* human_bytes(bytes), or "-" for none when dash. */
 static void row_bytes(row *r, uint64_t bytes, size_t width, bool dash) {
-    char a[64];
+    char a[48];
     row_pad(r, 2);
     if (!bytes && dash) row_col(r, "-", 1, width, false);
-    else human_bytes(a, sizeof a, bytes), row_col(r, a, strlen(a), width, false);
+    else row_col(r, a, bytes_text(a, bytes), width, false);
 }
 
 static void row_count(row *r, uint64_t v, size_t width) {
-    char a[64];
+    char a[48];
     row_pad(r, 2);
-    human_count(a, sizeof a, v);
-    row_col(r, a, strlen(a), width, false);
+    row_col(r, a, count_text(a, v), width, false);
 }
 
 /* Layer i's row, without the time columns and the newline. A name wider
@@ -186,6 +227,18 @@ static void layer_row(row *r, size_t i, const est_layer *L, size_t w) {
     row_count(r, L->flops_backward, 10);
     row_bytes(r, L->saved_bytes, 11, true);
     row_bytes(r, L->temp_bytes, 10, true);
+}
+
+/* Table rows gathered for one fwrite: a call a row cost a tenth of the
+ * table's time. */
+typedef struct row_block {
+    char text[64 << 10];
+    size_t len;
+} row_block;
+
+static void rows_flush(row_block *b, FILE *f) {
+    fwrite(b->text, 1, b->len, f);
+    b->len = 0;
 }
 
 /* A layer's label within its block: "q_proj" for "layers.0.self_attn.q_proj". */
@@ -258,6 +311,8 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
     if (o->time) fprintf(f, "  %10s  %10s", "fwd time", "bwd time");
     fputc('\n', f);
     size_t hidden = 0;
+    row_block rows;
+    rows.len = 0;
     for (size_t i = 0; i < est_report_layer_count(r); i++) {
         const est_layer *L = est_report_layer(r, i);
         if (L->shape_only && !o->all_layers) {
@@ -266,12 +321,19 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
         }
         row line;
         layer_row(&line, i, L, (size_t)w);
-        fwrite(line.text, 1, line.len, f);
         const est_layer_time *lt = est_time_layer(o->time, i);
-        if (lt)
-            fprintf(f, "  %10s  %10s", human_time(a, sizeof a, lt->forward_s), human_time(b, sizeof b, lt->backward_s));
-        fputc('\n', f);
+        if (lt) {
+            rows_flush(&rows, f);
+            fwrite(line.text, 1, line.len, f);
+            fprintf(f, "  %10s  %10s\n", human_time(a, sizeof a, lt->forward_s), human_time(b, sizeof b, lt->backward_s));
+            continue;
+        }
+        line.text[line.len++] = '\n';
+        if (sizeof rows.text - rows.len < line.len) rows_flush(&rows, f);
+        memcpy(rows.text + rows.len, line.text, line.len);
+        rows.len += line.len;
     }
+    rows_flush(&rows, f);
     fprintf(f, "\n");
     if (hidden)
         fprintf(f, "%zu shape-only layers (folded to constants) not shown; --all lists them.\n\n", hidden);

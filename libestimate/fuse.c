@@ -121,21 +121,16 @@ static bool rewrite_node(est_graph *g, est_node *n, const char *op_name, const i
                          const new_attr *attrs, int n_attrs, int32_t out) {
     const char *op = est__graph_intern(g, op_name);
     int32_t *inputs = est__graph_ids(g, (size_t)n_in);
-    est_attr *copies = n_attrs ? calloc((size_t)n_attrs, sizeof *copies) : NULL;
+    est_attr *copies = n_attrs ? est__graph_attrs(g, (size_t)n_attrs) : NULL;
     bool ok = op && inputs && (copies || !n_attrs);
     for (int j = 0; ok && j < n_attrs; j++) {
-        copies[j] = (est_attr){.name = est__strdup(attrs[j].name), .type = attrs[j].type, .i = attrs[j].i,
-                               .f = attrs[j].f};
+        copies[j] = (est_attr){.name = est__graph_attr_text(g, attrs[j].name, strlen(attrs[j].name)),
+                               .type = attrs[j].type, .i = attrs[j].i, .f = attrs[j].f};
         ok = copies[j].name != NULL;
     }
-    if (!ok) {
-        for (int j = 0; copies && j < n_attrs; j++) free(copies[j].name);
-        free(copies);
-        return false;
-    }
+    if (!ok) return false; /* what the graph's arena gave goes with the graph */
     memcpy(inputs, in, (size_t)n_in * sizeof *inputs);
     for (int32_t j = 0; j < n->n_attrs; j++) est__attr_free(&n->attrs[j]);
-    free(n->attrs);
     n->op_type = op;
     n->inputs = inputs;
     n->n_inputs = n_in;

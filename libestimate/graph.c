@@ -6,16 +6,27 @@
 #include "module_names.h"
 #include "registry.h"
 
-/* The name map keeps FNV-1a: est__str_hash, though fewer instructions,
- * loads the million-node synthetic graph 20% slower, its lookups missing
- * the cache more. */
-static uint64_t hash_name(const char *s) { return est__fnv1a(EST_FNV_START, s, strlen(s)); }
+/* The name map's 32-bit hash of s[0..len): est__str_hash of all but the
+ * last byte, the last byte added by a step of FNV-1a, and of that the bits
+ * from MAP_TURN up, then the lowest. A name's first slot is the hash's low
+ * bits. Names that differ in their last byte only ("mm7", "mm8") differ by
+ * a few units there, so that their lookups share a cache line or two:
+ * est__str_hash of the whole name loaded the million-node synthetic graph
+ * 20% slower, its lookups missing the cache, and FNV-1a's top bits put
+ * them a quarter slot apart, in runs that cost ten probes a lookup. */
+enum { MAP_TURN = 40 };
+static uint32_t name_hash(const char *s, size_t len) {
+    uint64_t h = est__str_hash(s, len ? len - 1 : 0);
+    if (len) h = (h ^ (unsigned char)s[len - 1]) * 1099511628211ull;
+    return (uint32_t)(h >> MAP_TURN | h << (64 - MAP_TURN));
+}
+static uint32_t hash_name(const char *s) { return name_hash(s, strlen(s)); }
 static uint64_t intern_hash(const char *s) { return est__str_hash(s, strlen(s)); }
 
-/* The tensors' and nodes' names and dims and the nodes' input and output
- * lists live as long as the graph: they go into its arena (g->text), freed together,
- * which spares a million-node graph millions of allocations and their
- * headers. */
+/* The tensors' and nodes' names and dims, the nodes' input and output lists
+ * and their attributes live as long as the graph: they go into its arenas
+ * (g->text, g->attr_text), freed together, which spares a million-node graph
+ * millions of allocations, their headers and their frees. */
 enum { CHUNK = 64 << 10 };
 
 static char *text_copy(est_graph *g, const char *s, size_t len) {
@@ -27,6 +38,34 @@ static char *text_copy(est_graph *g, const char *s, size_t len) {
 }
 
 char *est__graph_text(est_graph *g, const char *s) { return text_copy(g, s, strlen(s)); }
+
+/* An attribute's parts go into an arena of their own: among the names and
+ * the id lists, they spread the lists that every pass over the nodes reads,
+ * and the million-node graph's estimate ran 5% slower. */
+char *est__graph_attr_text(est_graph *g, const char *s, size_t len) {
+    char *p = est__arena_alloc(&g->attr_text, len + 1, 1);
+    if (!p) return NULL;
+    if (len) memcpy(p, s, len); /* s may be NULL when empty */
+    p[len] = '\0';
+    return p;
+}
+
+void *est__graph_attr_room(est_graph *g, size_t bytes) {
+    return est__arena_alloc(&g->attr_text, bytes ? bytes : 1, EST_ARENA_ALIGN);
+}
+
+void *est__graph_attr_copy(est_graph *g, const void *p, size_t bytes) {
+    void *copy = est__graph_attr_room(g, bytes);
+    if (copy && bytes) memcpy(copy, p, bytes);
+    return copy;
+}
+
+est_attr *est__graph_attrs(est_graph *g, size_t n) {
+    if (n > SIZE_MAX / sizeof(est_attr)) return NULL;
+    est_attr *a = est__arena_alloc(&g->attr_text, (n ? n : 1) * sizeof *a, _Alignof(est_attr));
+    if (a) memset(a, 0, (n ? n : 1) * sizeof *a);
+    return a;
+}
 
 int32_t *est__graph_ids(est_graph *g, size_t n) {
     return est__arena_alloc(&g->text, (n ? n : 1) * sizeof(int32_t), sizeof(int32_t));
@@ -43,6 +82,7 @@ est_graph *est__graph_new(const char *source) {
     est_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->text.chunk = CHUNK;
+    g->attr_text.chunk = CHUNK;
     if (pthread_mutex_init(&g->plan_lock, NULL) != 0) {
         free(g);
         return NULL;
@@ -58,23 +98,12 @@ est_graph *est__graph_new(const char *source) {
     return g;
 }
 
-void est__attr_free(est_attr *a) {
-    free(a->name);
-    free(a->s);
-    free(a->ints);
-    free(a->floats);
-    if (a->strings)
-        for (int64_t i = 0; i < a->n; i++) free(a->strings[i]);
-    free(a->strings);
-    free(a->t_dims);
-    est__const_free(a->t_value);
-}
+void est__attr_free(est_attr *a) { est__const_free(a->t_value); }
 
-/* Frees what node n owns (not its name, inputs and outputs, in the
- * graph's chunks), leaving n as it is. */
+/* Frees what node n owns (not its name, inputs, outputs and attributes, in
+ * the graph's chunks), leaving n as it is. */
 static void node_free(est_node *n) {
     for (int32_t k = 0; k < n->n_attrs; k++) est__attr_free(&n->attrs[k]);
-    free(n->attrs);
     free(n->input_held_until);
 }
 
@@ -170,6 +199,7 @@ void est_graph_free(est_graph *g) {
     for (uint64_t i = 0; i < g->strings.cap; i++) free(g->strings.slots[i]);
     free(g->strings.slots);
     est__arena_reset(&g->text, false);
+    est__arena_reset(&g->attr_text, false);
     free(g->source);
     free(g->name);
     free(g->producer);
@@ -178,42 +208,39 @@ void est_graph_free(est_graph *g) {
     free(g);
 }
 
-enum { MAP_FIRST_SHIFT = 64 - 6 }; /* 64 slots */
-#define MAP_HASH_TOP UINT64_C(0xffffffff00000000)
+enum { MAP_FIRST_CAP = 64 };
 
-static uint64_t map_slot(uint64_t hash, int32_t t) { return (hash & MAP_HASH_TOP) | ((uint64_t)t + 1); }
+static uint64_t map_slot(uint32_t hash, int32_t t) { return (uint64_t)hash << 32 | ((uint64_t)t + 1); }
 
 /* Grows the name map to at least `want` slots, in one step: each step
  * allocates a table and moves every name. */
 static bool map_grow(est_graph *g, uint64_t want) {
     est_name_map *m = &g->names;
-    uint64_t cap = m->cap ? m->cap * 2 : (uint64_t)1 << (64 - MAP_FIRST_SHIFT);
-    unsigned shift = m->cap ? m->shift - 1 : MAP_FIRST_SHIFT;
-    for (; cap < want; cap *= 2) shift--;
+    uint64_t cap = m->cap ? m->cap * 2 : MAP_FIRST_CAP;
+    while (cap < want) cap *= 2;
     uint64_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return false;
     for (uint64_t i = 0; i < m->cap; i++) {
         if (!m->slots[i]) continue;
-        uint64_t h = m->slots[i] >> shift; /* the hash's top bits lead the slot */
+        uint64_t h = (m->slots[i] >> 32) & (cap - 1);
         while (slots[h]) h = (h + 1) & (cap - 1);
         slots[h] = m->slots[i];
     }
     free(m->slots);
     m->slots = slots;
     m->cap = cap;
-    m->shift = shift;
     return true;
 }
 
-static int32_t find_hashed(const est_graph *g, const char *name, uint64_t hash) {
+static int32_t find_hashed(const est_graph *g, const char *name, uint32_t hash) {
     const est_name_map *m = &g->names;
     if (!m->cap) return -1;
     uint64_t mask = m->cap - 1;
-    for (uint64_t h = hash >> m->shift;; h = (h + 1) & mask) {
+    for (uint64_t h = hash & mask;; h = (h + 1) & mask) {
         uint64_t slot = m->slots[h];
         if (!slot) return -1;
         int32_t t = (int32_t)((uint32_t)slot - 1);
-        if ((slot & MAP_HASH_TOP) == (hash & MAP_HASH_TOP) && strcmp(g->tensors[t].name, name) == 0) return t;
+        if ((uint32_t)(slot >> 32) == hash && strcmp(g->tensors[t].name, name) == 0) return t;
     }
 }
 
@@ -221,7 +248,7 @@ int32_t est__graph_find(const est_graph *g, const char *name) { return find_hash
 
 int32_t est__graph_tensor(est_graph *g, const char *name) {
     size_t len = strlen(name);
-    uint64_t hash = est__fnv1a(EST_FNV_START, name, len);
+    uint32_t hash = name_hash(name, len);
     int32_t t = find_hashed(g, name, hash);
     if (t >= 0) return t;
     if ((uint64_t)(g->n_tensors + 1) * 2 > g->names.cap && !map_grow(g, 0)) return -1;
@@ -236,7 +263,7 @@ int32_t est__graph_tensor(est_graph *g, const char *name) {
     if (!copy) return -1;
     t = g->n_tensors++;
     g->tensors[t] = (est_tensor){.name = copy, .rank = -1, .producer = -1, .first_consumer = -1, .frame_held_until = -1};
-    uint64_t mask = g->names.cap - 1, h = hash >> g->names.shift;
+    uint64_t mask = g->names.cap - 1, h = hash & mask;
     while (g->names.slots[h]) h = (h + 1) & mask;
     g->names.slots[h] = map_slot(hash, t);
     return t;
@@ -331,7 +358,10 @@ static const char *tensor_origin(const est_tensor *t) {
     return t->kind == EST_T_INPUT ? "graph input" : "initializer";
 }
 
-static est_status assign_producers(est_graph *g, est_error *err) {
+/* Each activation's producing node; checks that every activation a node
+ * reads has one. *in_order: every node follows the producers of its inputs
+ * (the walk that checks them reads what sort_nodes would read again). */
+static est_status assign_producers(est_graph *g, est_error *err, bool *in_order) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         for (int32_t k = 0; k < n->n_outputs; k++) {
@@ -349,6 +379,7 @@ static est_status assign_producers(est_graph *g, est_error *err) {
             tt->producer = i;
         }
     }
+    bool sorted = true;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         est_node *n = &g->nodes[i];
         for (int32_t k = 0; k < n->n_inputs; k++) {
@@ -360,8 +391,10 @@ static est_status assign_producers(est_graph *g, est_error *err) {
                                  "%s: node '%s' (%s): input '%s' is not produced by any node, "
                                  "graph input or initializer",
                                  g->source, n->name, n->op_type, tt->name);
+            sorted &= tt->producer < i;
         }
     }
+    *in_order = sorted;
     for (int32_t k = 0; k < g->n_outputs; k++) {
         est_tensor *tt = &g->tensors[g->outputs[k]];
         if (tt->kind == EST_T_ACTIVATION && tt->producer < 0)
@@ -371,15 +404,6 @@ static est_status assign_producers(est_graph *g, est_error *err) {
     return EST_OK;
 }
 
-static bool already_sorted(const est_graph *g) {
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const est_node *n = &g->nodes[i];
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && g->tensors[n->inputs[k]].producer >= i) return false;
-    }
-    return true;
-}
-
 /* Orders the nodes so that every node follows the producers of its inputs,
  * keeping the file's order otherwise: a node out of place (one a rewrite
  * appended, or one the file lists late) moves up to just before its first
@@ -387,7 +411,6 @@ static bool already_sorted(const est_graph *g) {
  * simulation and the module calls (module_calls.c) read. A depth-first
  * walk, without recursion; reports a node on a cycle. */
 static est_status sort_nodes(est_graph *g, est_error *err) {
-    if (already_sorted(g)) return EST_OK;
     int32_t nn = g->n_nodes;
     enum { UNSEEN = 0, OPEN, DONE };
     uint8_t *state = calloc((size_t)nn + 1, 1);
@@ -535,9 +558,10 @@ static est_status check_limits(const est_graph *g, est_error *err) {
 }
 
 /* Each tensor's readers and first consumer, and how nodes read each
- * initializer (use), in one walk back over the nodes. */
+ * initializer (use), in one walk back over the nodes. A graph is finished
+ * once, and est__graph_tensor starts each tensor with no readers and no
+ * first consumer. */
 static void count_readers(est_graph *g, uint8_t *use) {
-    for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].readers = 0, g->tensors[t].first_consumer = -1;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         for (int32_t k = 0; k < g->nodes[i].n_inputs; k++) {
             int32_t t = g->nodes[i].inputs[k];
@@ -561,16 +585,17 @@ est_status est__graph_finish(est_graph *g, est_error *err) {
     est_status lst = check_limits(g, err);
     if (lst != EST_OK) return lst;
     resolve_ops(g);
-    est_status st = assign_producers(g, err);
+    bool in_order;
+    est_status st = assign_producers(g, err, &in_order);
     for (size_t p = 0; st == EST_OK && p < sizeof rewrite_passes / sizeof *rewrite_passes; p++) {
         int32_t changed = rewrite_passes[p](g);
         if (changed < 0) return est__fail(err, EST_ENOMEM, "%s: out of memory rewriting the graph", g->source);
         if (changed == 0) continue;
         for (int32_t t = 0; t < g->n_tensors; t++) g->tensors[t].producer = -1;
         resolve_ops(g);
-        st = assign_producers(g, err);
+        st = assign_producers(g, err, &in_order);
     }
-    if (st == EST_OK) st = sort_nodes(g, err);
+    if (st == EST_OK && !in_order) st = sort_nodes(g, err);
     if (st != EST_OK) return st;
     uint8_t *use = calloc((size_t)g->n_tensors + 1, 1);
     if (!use) return est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);

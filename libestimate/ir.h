@@ -108,6 +108,9 @@ typedef enum est_attr_type {
     EST_ATTR_TYPE_PROTOS = 14,
 } est_attr_type;
 
+/* An attribute's name and arrays live in its graph's arena for attributes
+ * (est__graph_attrs, est__graph_attr_text, est__graph_attr_copy), freed with
+ * the graph; its tensor value is shared by reference count (est__attr_free). */
 typedef struct est_attr {
     char *name;
     est_attr_type type;
@@ -239,10 +242,10 @@ void est__prefault_wait(est_prefault *pf);
 
 typedef struct est_name_map {
     uint64_t cap;       /* power of two, at most 2^32 */
-    unsigned shift;     /* 64 - log2(cap): a name's first slot is its hash >> shift */
-    uint64_t *slots;    /* 0 when empty, else the top 32 bits of the name's hash,
-                           then its tensor index + 1: a probe compares hashes
-                           before it reads a name, and growing reads none */
+    uint64_t *slots;    /* 0 when empty, else the name's 32-bit hash (graph.c),
+                           whose low bits pick its first slot, then its tensor
+                           index + 1: a probe compares hashes before it reads
+                           a name, and growing reads none */
 } est_name_map;
 
 struct est_graph {
@@ -264,6 +267,7 @@ struct est_graph {
     est_name_map names;
     est_arena text;      /* names, node inputs and outputs (est__graph_text,
                             est__graph_ids), freed with the graph */
+    est_arena attr_text; /* the nodes' attributes (est__graph_attrs) */
     est_intern strings;  /* the nodes' op types, domains and scopes */
     int32_t unfolded_batchnorms; /* BatchNorms the loader restored after a Conv */
     int32_t fused_nodes;         /* exporter-expanded sequences folded back (fuse.c) */
@@ -307,6 +311,15 @@ char *est__graph_text(est_graph *g, const char *s);
 /* An array of n (at least 1) tensor indices that the graph owns, alive until
  * it is freed: for node inputs and outputs. NULL when out of memory. */
 int32_t *est__graph_ids(est_graph *g, size_t n);
+/* An attribute's parts, alive until the graph is freed; NULL when out of
+ * memory: a copy of s[0..len) and a NUL (names, strings), */
+char *est__graph_attr_text(est_graph *g, const char *s, size_t len);
+/* room for bytes (at least one), aligned for any type (lists), */
+void *est__graph_attr_room(est_graph *g, size_t bytes);
+/* a copy of p[0..bytes) in such room, */
+void *est__graph_attr_copy(est_graph *g, const void *p, size_t bytes);
+/* and zeroed room for a node's n (at least 1) attributes. */
+est_attr *est__graph_attrs(est_graph *g, size_t n);
 /* Appends a zeroed node; returns it or NULL on allocation failure. */
 est_node *est__graph_add_node(est_graph *g);
 /* Makes room for that many more nodes and tensors, so that a loader that
@@ -320,7 +333,8 @@ est_status est__graph_finish(est_graph *g, est_error *err);
  * and each tensor's frame_held_until from the scopes (graph.c runs it last
  * but one in est__graph_finish). */
 est_status est__plan_module_calls(est_graph *g, est_error *err);
-/* Frees what an attribute owns (not the struct). */
+/* Lets go of what an attribute holds outside its graph's arena: its tensor
+ * value. */
 void est__attr_free(est_attr *a);
 /* common.c: node n's attribute called name, NULL when absent. */
 const est_attr *est_attr_get(const est_node *n, const char *name);
@@ -474,10 +488,10 @@ static inline uint64_t est__fnv1a(uint64_t h, const char *s, size_t len) {
     return h;
 }
 
-/* The hash of the interned strings, the scope components and the FX call
- * a node came from, eight bytes a step: these run to dozens of bytes, and a
- * byte a step cost as much as the rest of a lookup. Its low bits mix every
- * byte. */
+/* The hash of the interned strings, the scope components, the FX call a
+ * node came from and (but their last byte) the tensor names, eight bytes a
+ * step: these run to dozens of bytes, and a byte a step cost as much as the
+ * rest of a lookup. Its low bits mix every byte. */
 static inline uint64_t est__str_hash(const char *s, size_t len) {
     const uint64_t k = UINT64_C(0x9e3779b97f4a7c15);
     uint64_t h = len * k, w;

@@ -28,7 +28,7 @@ static est_status bad_attr(json_loader *J, const est_attr *a, const struct attr_
 static est_status parse_attr_ints(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
     if (!cJSON_IsArray(v)) return bad_attr(J, a, kind, NULL);
     int n = cJSON_GetArraySize(v);
-    if (!(a->ints = malloc((size_t)(n ? n : 1) * sizeof *a->ints))) return est__json_oom(J);
+    if (!(a->ints = est__graph_attr_room(J->g, (size_t)n * sizeof *a->ints))) return est__json_oom(J);
     a->n = n;
     int k = 0;
     for (const cJSON *item = v->child; item; item = item->next, k++) {
@@ -45,7 +45,7 @@ static est_status parse_attr_ints(json_loader *J, const cJSON *v, est_attr *a, c
 static est_status parse_attr_floats(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
     if (!cJSON_IsArray(v)) return bad_attr(J, a, kind, NULL);
     int n = cJSON_GetArraySize(v);
-    if (!(a->floats = malloc((size_t)(n ? n : 1) * sizeof *a->floats))) return est__json_oom(J);
+    if (!(a->floats = est__graph_attr_room(J->g, (size_t)n * sizeof *a->floats))) return est__json_oom(J);
     a->n = n;
     int k = 0;
     for (const cJSON *item = v->child; item; item = item->next, k++) {
@@ -62,8 +62,8 @@ static est_status parse_attr_floats(json_loader *J, const cJSON *v, est_attr *a,
 static est_status parse_attr_strings(json_loader *J, const cJSON *v, est_attr *a, const struct attr_kind *kind) {
     if (!cJSON_IsArray(v)) return bad_attr(J, a, kind, NULL);
     int n = cJSON_GetArraySize(v);
-    if (!(a->strings = calloc((size_t)(n ? n : 1), sizeof *a->strings))) return est__json_oom(J);
-    a->n = n; /* entries stay NULL until set, which freeing allows */
+    if (!(a->strings = est__graph_attr_room(J->g, (size_t)n * sizeof *a->strings))) return est__json_oom(J);
+    a->n = n;
     int k = 0;
     for (const cJSON *item = v->child; item; item = item->next, k++) {
         if (!cJSON_IsString(item)) {
@@ -71,7 +71,8 @@ static est_status parse_attr_strings(json_loader *J, const cJSON *v, est_attr *a
             snprintf(detail, sizeof detail, "element %d must be a string", k);
             return bad_attr(J, a, kind, detail);
         }
-        if (!(a->strings[k] = est__strdup(item->valuestring))) return est__json_oom(J);
+        const char *text = item->valuestring;
+        if (!(a->strings[k] = est__graph_attr_text(J->g, text, strlen(text)))) return est__json_oom(J);
     }
     return EST_OK;
 }
@@ -91,8 +92,8 @@ static est_status parse_attr_tensor(json_loader *J, const cJSON *v, est_attr *a,
     a->t_dtype = decl.dtype;
     a->t_rank = decl.rank;
     a->t_value = decl.value;
-    if (!(a->t_dims = malloc((size_t)(decl.rank > 0 ? decl.rank : 1) * sizeof *a->t_dims))) return est__json_oom(J);
-    if (decl.rank > 0) memcpy(a->t_dims, decl.dims, (size_t)decl.rank * sizeof *a->t_dims);
+    size_t dims = (size_t)(decl.rank > 0 ? decl.rank : 0) * sizeof *a->t_dims;
+    if (!(a->t_dims = est__graph_attr_copy(J->g, decl.dims, dims))) return est__json_oom(J);
     return EST_OK;
 }
 
@@ -107,7 +108,7 @@ static est_status parse_attr_scalar(json_loader *J, const cJSON *v, est_attr *a,
         return r == NUM_OK ? EST_OK : bad_attr(J, a, kind, est__json_float_problem(r));
     case EST_ATTR_STRING:
         if (!cJSON_IsString(v)) return bad_attr(J, a, kind, NULL);
-        return (a->s = est__strdup(v->valuestring)) ? EST_OK : est__json_oom(J);
+        return (a->s = est__graph_attr_text(J->g, v->valuestring, strlen(v->valuestring))) ? EST_OK : est__json_oom(J);
     default: /* kept by type only */
         return cJSON_IsNull(v) ? EST_OK : bad_attr(J, a, kind, NULL);
     }
@@ -115,7 +116,8 @@ static est_status parse_attr_scalar(json_loader *J, const cJSON *v, est_attr *a,
 
 /* One attribute: "name": {"type": value}, with exactly one type key. */
 static est_status parse_attr(json_loader *J, const cJSON *item, est_attr *a) {
-    if (!(a->name = est__strdup(key_of(item)))) return est__json_oom(J);
+    const char *name = key_of(item);
+    if (!(a->name = est__graph_attr_text(J->g, name, strlen(name)))) return est__json_oom(J);
     if (!a->name[0]) return est__json_fail(J, EST_EATTR, "an attribute has an empty name");
     if (!cJSON_IsObject(item) || !item->child || item->child->next)
         return est__json_fail(J, EST_EATTR, "attribute '%.64s' must be an object with one type key, such as "
@@ -166,7 +168,7 @@ est_status est__json_parse_attrs(json_loader *J, const cJSON *obj, est_node *n) 
     int count = cJSON_GetArraySize(attrs);
     est_status st = check_attr_names(J, attrs, count);
     if (st != EST_OK) return st;
-    if (!(n->attrs = calloc((size_t)(count ? count : 1), sizeof *n->attrs))) return est__json_oom(J);
+    if (!(n->attrs = est__graph_attrs(J->g, (size_t)count))) return est__json_oom(J);
     for (const cJSON *item = attrs->child; item; item = item->next)
         if ((st = parse_attr(J, item, &n->attrs[n->n_attrs++])) != EST_OK) return st;
     return EST_OK;

@@ -194,7 +194,8 @@ static est_status add_input(loader *L, const Onnx__ValueInfoProto *vi) {
 }
 
 static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onnx__AttributeProto *p) {
-    if (!(a->name = est__strdup(str_or_empty(p->name)))) return oom(L);
+    const char *name = str_or_empty(p->name);
+    if (!(a->name = est__graph_attr_text(L->g, name, strlen(name)))) return oom(L);
     est_attr_type type = p->has_type ? (est_attr_type)p->type : EST_ATTR_UNDEFINED;
     if (type == EST_ATTR_UNDEFINED) { /* IR < 2 models leave the type out */
         if (p->n_ints) type = EST_ATTR_INTS;
@@ -224,28 +225,23 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
                          biggest, (unsigned long long)L->lim->max_attr_elements);
     switch (type) {
     case EST_ATTR_STRING:
-        if (!(a->s = malloc(p->s.len + 1))) return oom(L);
-        if (p->s.len) memcpy(a->s, p->s.data, p->s.len);
-        a->s[p->s.len] = '\0';
+        if (!(a->s = est__graph_attr_text(L->g, (const char *)p->s.data, p->s.len))) return oom(L);
         break;
     case EST_ATTR_INTS:
         a->n = (int64_t)p->n_ints;
-        if (!(a->ints = malloc((p->n_ints ? p->n_ints : 1) * sizeof *a->ints))) return oom(L);
-        if (p->n_ints) memcpy(a->ints, p->ints, p->n_ints * sizeof *a->ints);
+        if (!(a->ints = est__graph_attr_copy(L->g, p->ints, p->n_ints * sizeof *a->ints))) return oom(L);
         break;
     case EST_ATTR_FLOATS:
         a->n = (int64_t)p->n_floats;
-        if (!(a->floats = malloc((p->n_floats ? p->n_floats : 1) * sizeof *a->floats))) return oom(L);
+        if (!(a->floats = est__graph_attr_room(L->g, p->n_floats * sizeof *a->floats))) return oom(L);
         for (size_t k = 0; k < p->n_floats; k++) a->floats[k] = p->floats[k];
         break;
     case EST_ATTR_STRINGS:
         a->n = (int64_t)p->n_strings;
-        if (!(a->strings = calloc(p->n_strings ? p->n_strings : 1, sizeof *a->strings))) return oom(L);
-        for (size_t k = 0; k < p->n_strings; k++) {
-            if (!(a->strings[k] = malloc(p->strings[k].len + 1))) return oom(L);
-            if (p->strings[k].len) memcpy(a->strings[k], p->strings[k].data, p->strings[k].len);
-            a->strings[k][p->strings[k].len] = '\0';
-        }
+        if (!(a->strings = est__graph_attr_room(L->g, p->n_strings * sizeof *a->strings))) return oom(L);
+        for (size_t k = 0; k < p->n_strings; k++)
+            if (!(a->strings[k] = est__graph_attr_text(L->g, (const char *)p->strings[k].data, p->strings[k].len)))
+                return oom(L);
         break;
     case EST_ATTR_TENSOR: {
         if (!p->t)
@@ -257,8 +253,7 @@ static est_status copy_attr(loader *L, const est_node *n, est_attr *a, const Onn
         if (st != EST_OK) return st;
         a->t_dtype = (est_dtype)p->t->data_type;
         a->t_rank = (int32_t)p->t->n_dims;
-        if (!(a->t_dims = malloc((p->t->n_dims ? p->t->n_dims : 1) * sizeof *a->t_dims))) return oom(L);
-        for (size_t d = 0; d < p->t->n_dims; d++) a->t_dims[d] = p->t->dims[d];
+        if (!(a->t_dims = est__graph_attr_copy(L->g, p->t->dims, p->t->n_dims * sizeof *a->t_dims))) return oom(L);
         return est__onnx_decode_values(p->t, count, &a->t_value, L->err, L->src);
     }
     default:
@@ -439,7 +434,7 @@ static est_status build_node(loader *L, const Onnx__NodeProto *p, int32_t index,
     n->opset = domain_opset(L->model, n->domain);
     n->inputs = est__graph_ids(L->g, p->n_input);
     n->outputs = est__graph_ids(L->g, p->n_output);
-    n->attrs = p->n_attribute ? calloc(p->n_attribute, sizeof *n->attrs) : NULL; /* most nodes have none */
+    n->attrs = p->n_attribute ? est__graph_attrs(L->g, p->n_attribute) : NULL; /* most nodes have none */
     if (!n->inputs || !n->outputs || (!n->attrs && p->n_attribute)) return oom(L);
     for (size_t k = 0; k < p->n_input; k++) {
         n->inputs[k] = -1;
@@ -620,7 +615,13 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
  * max_nesting. Malformed bytes are left for unpack to reject.
  * The same walk refuses a string field holding a NUL byte: protobuf-c hands
  * strings over as C strings, which end there, so memest would read another
- * name or location than the file holds ("ok\0/../../etc/passwd"). */
+ * name or location than the file holds ("ok\0/../../etc/passwd").
+ * NUL bytes are found by memchr from where the walk is on, never again
+ * behind it (the walk goes through the file in order), which passes over
+ * every name that ends before the next NUL byte of the file. A message that
+ * holds none and is too short to nest past the limit (each level takes a
+ * key and a length: n bytes nest at most n / 2 deeper) is passed over whole:
+ * most of a graph's items are. */
 
 /* Field `id` of desc, as protobuf_c_message_descriptor_get_field finds it:
  * desc->fields is sorted by id, and ONNX numbers its fields from 1 with few
@@ -632,23 +633,28 @@ static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor
     return desc->fields[k].id == id ? &desc->fields[k] : NULL;
 }
 
-/* Whether p[0..n) holds a NUL byte; for short names, eight bytes at a time
- * cost less than the call to memchr. */
-static bool holds_nul(const uint8_t *p, size_t n) {
-    if (n > 24) return memchr(p, 0, n) != NULL;
-    const uint64_t ones = UINT64_C(0x0101010101010101), highs = ones << 7;
-    size_t k = 0;
-    for (uint64_t w; k + 8 <= n; k += 8) {
-        memcpy(&w, p + k, 8);
-        if ((w - ones) & ~w & highs) return true; /* some byte of w is 0 */
+/* The file as check_nesting walks it: where it ends, and its first NUL byte
+ * at or after the last place looked from (the end when none; the file's
+ * start before the first look). */
+typedef struct nul_finder {
+    const uint8_t *end, *next;
+} nul_finder;
+
+/* Whether q[0..n) holds a NUL byte; q lies at or after every place asked
+ * about before. */
+static bool holds_nul(nul_finder *nf, const uint8_t *q, size_t n) {
+    if (q >= nf->next) {
+        const uint8_t *found = memchr(q, 0, (size_t)(nf->end - q));
+        nf->next = found ? found : nf->end;
     }
-    for (; k < n; k++)
-        if (!p[k]) return true;
-    return false;
+    return nf->next < q + n;
 }
 
-static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const ProtobufCMessageDescriptor *desc,
-                                uint32_t depth, long node, long *next_node) {
+/* Walks the message p[0..n) of type desc, `depth` deep (the ModelProto is
+ * 1); `node` is the index of the graph's node it lies in (-1: none), and
+ * *next_node counts the graph's nodes. */
+static est_status check_nesting(loader *L, nul_finder *nf, const uint8_t *p, size_t n,
+                                const ProtobufCMessageDescriptor *desc, uint32_t depth, long node, long *next_node) {
     size_t i = 0;
     uint64_t last_id = 0; /* repeated fields come in runs: one lookup a run */
     const ProtobufCFieldDescriptor *f = NULL;
@@ -670,10 +676,11 @@ static est_status check_nesting(loader *L, const uint8_t *p, size_t n, const Pro
                     return est__fail(L->err, EST_ELIMIT, "%s: messages nested more than %u deep (est_limits.max_nesting)",
                                      L->src, L->lim->max_nesting);
                 }
-                est_status st = check_nesting(L, p + body, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
+                if (depth + 1 + v / 2 <= L->lim->max_nesting && !holds_nul(nf, p + body, (size_t)v)) continue;
+                est_status st = check_nesting(L, nf, p + body, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
                                               depth + 1, sub_node, next_node);
                 if (st != EST_OK) return st;
-            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(p + body, (size_t)v)) {
+            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && holds_nul(nf, p + body, (size_t)v)) {
                 const char *msg = desc->short_name ? desc->short_name : "message";
                 if (node >= 0)
                     return est__fail(L->err, EST_EPARSE, "%s: node %ld of the graph: a %s's field '%s' holds a NUL "
@@ -700,7 +707,8 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
                          size, (unsigned long long)lim.max_file_bytes);
     loader L = {.err = err, .src = src, .lim = &lim};
     long next_node = 0; /* check_nesting counts the graph's nodes */
-    est_status st = check_nesting(&L, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
+    nul_finder nf = {.end = (const uint8_t *)data + size, .next = data};
+    est_status st = check_nesting(&L, &nf, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
     if (st != EST_OK) return st;
     /* the node cap before anything is unpacked (build_graph checks again) */
     if ((uint64_t)next_node > lim.max_nodes)

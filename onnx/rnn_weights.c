@@ -192,15 +192,14 @@ static int32_t previous_layer(const est_graph *g, const int32_t *producer, const
     return -1;
 }
 
-static bool add_int_attr(est_node *n, const char *key, int64_t value) {
-    est_attr *a = realloc(n->attrs, (size_t)(n->n_attrs + 1) * sizeof *a);
-    if (!a) return false;
+static bool add_int_attr(est_graph *g, est_node *n, const char *key, int64_t value) {
+    est_attr *a = est__graph_attrs(g, (size_t)n->n_attrs + 1);
+    char *name = est__graph_attr_text(g, key, strlen(key));
+    if (!a || !name) return false;
+    if (n->n_attrs) memcpy(a, n->attrs, (size_t)n->n_attrs * sizeof *a);
+    a[n->n_attrs] = (est_attr){.name = name, .type = EST_ATTR_INT, .i = value};
     n->attrs = a;
-    size_t len = strlen(key) + 1;
-    char *name = malloc(len);
-    if (!name) return false;
-    memcpy(name, key, len);
-    n->attrs[n->n_attrs++] = (est_attr){.name = name, .type = EST_ATTR_INT, .i = value};
+    n->n_attrs++;
     return true;
 }
 
@@ -235,8 +234,8 @@ static bool mark_call_layers(est_graph *g, const int32_t *producer) {
     for (int32_t i = 0; ok && i < g->n_nodes; i++) {
         if (!est__node_is_recurrent(&g->nodes[i]) || count[first[i]] < 2) continue;
         int64_t input = declared_input(g, producer, &g->nodes[first[i]]);
-        ok = add_int_attr(&g->nodes[i], EST_RNN_CALL_LAYERS, count[first[i]]) &&
-             (input <= 0 || add_int_attr(&g->nodes[i], EST_RNN_CALL_INPUT, input));
+        ok = add_int_attr(g, &g->nodes[i], EST_RNN_CALL_LAYERS, count[first[i]]) &&
+             (input <= 0 || add_int_attr(g, &g->nodes[i], EST_RNN_CALL_INPUT, input));
     }
     free(first);
     free(count);

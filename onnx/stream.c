@@ -49,21 +49,20 @@ static const struct item_def {
 /* protobuf-c's allocator over an est_arena: every block aligned for any
  * type, none freed before the arena is reset. One unpack makes many small
  * blocks; they are bumped off stretches of the arena, a call less each. */
-typedef struct bump {
-    est_arena *a;
-    uint8_t *at;
-    size_t left;
-} bump;
-
 enum { STRETCH = ARENA_CHUNK / 4 }; /* the most the arena packs into a chunk */
 
 static void *arena_alloc(void *data, size_t size) {
-    bump *b = data;
-    if (size > STRETCH) return est__arena_alloc(b->a, size, EST_ARENA_ALIGN);
+    est_onnx_bump *b = data;
+    if (size > STRETCH) {
+        b->more = true;
+        return est__arena_alloc(b->arena, size, EST_ARENA_ALIGN);
+    }
     size_t want = size ? (size + EST_ARENA_ALIGN - 1) & ~(size_t)(EST_ARENA_ALIGN - 1) : EST_ARENA_ALIGN;
     if (want > b->left) {
-        uint8_t *stretch = est__arena_alloc(b->a, STRETCH, EST_ARENA_ALIGN);
+        uint8_t *stretch = est__arena_alloc(b->arena, STRETCH, EST_ARENA_ALIGN);
         if (!stretch) return NULL;
+        if (b->first) b->more = true;
+        else b->first = stretch;
         b->at = stretch, b->left = STRETCH;
     }
     void *p = b->at;
@@ -75,11 +74,22 @@ static void arena_free_one(void *data, void *p) {
     (void)data, (void)p; /* all at once, in est__arena_reset */
 }
 
-static void *unpack_in(est_arena *a, const ProtobufCMessageDescriptor *desc, size_t n, const uint8_t *p) {
-    bump b = {.a = a};
-    ProtobufCAllocator in_arena = {.alloc = arena_alloc, .free = arena_free_one, .allocator_data = &b};
+static void *unpack_in(est_onnx_bump *b, const ProtobufCMessageDescriptor *desc, size_t n, const uint8_t *p) {
+    ProtobufCAllocator in_arena = {.alloc = arena_alloc, .free = arena_free_one, .allocator_data = b};
     static const uint8_t none[1];
     return protobuf_c_message_unpack(desc, &in_arena, n, n ? p : none);
+}
+
+/* Empties the items' arena for the next item: only the bump goes back to
+ * its first stretch when the last item fit in it, a call less an item. */
+static void items_reset(est_onnx_stream *s) {
+    est_onnx_bump *b = &s->item_bump;
+    if (b->first && !b->more) {
+        b->at = b->first, b->left = STRETCH;
+        return;
+    }
+    est__arena_reset(&s->item, true);
+    *b = (est_onnx_bump){.arena = &s->item};
 }
 
 /* ---- the wire format ---------------------------------------------------- */
@@ -110,6 +120,15 @@ static size_t read_key(const uint8_t *p, size_t n, uint32_t *tag, uint8_t *type)
  * scan fails (a bad key, a varint past 10 bytes, a length past 5 bytes or
  * INT_MAX or the end, a group or an unknown wire type). */
 static bool read_field(const uint8_t *p, size_t n, size_t i, wire_field *f) {
+    if (n - i >= 3 && p[i] >= 8 && (p[i] & 0x87) == WIRE_LEN && !(p[i + 2] & p[i + 1] & 0x80)) {
+        /* most items and names: a one-byte key, a length of one or two bytes */
+        size_t body = i + 2 + (p[i + 1] >> 7), len = p[i + 1] & 0x7f;
+        if (p[i + 1] & 0x80) len |= (size_t)p[i + 2] << 7;
+        if (len <= n - body) {
+            *f = (wire_field){.tag = p[i] >> 3, .type = WIRE_LEN, .start = i, .body = body, .end = body + len};
+            return true;
+        }
+    }
     size_t used = read_key(p + i, n - i, &f->tag, &f->type);
     if (!used) return false;
     f->start = i;
@@ -222,11 +241,13 @@ static bool kind_unpacks(est_onnx_stream *s, est_onnx_item kind) {
 
 bool est__onnx_stream_open(est_onnx_stream *s, const uint8_t *data, size_t size, bool slim) {
     *s = (est_onnx_stream){.data = data, .slim = slim, .shells.chunk = ARENA_CHUNK, .item.chunk = ARENA_CHUNK};
+    s->item_bump.arena = &s->item;
     bytes model = {0}, graph = {0};
     bool ok = split_model(s, size, &model) && split_graphs(s, &graph);
-    if (ok) ok = (s->model = unpack_in(&s->shells, &onnx__model_proto__descriptor, model.n, model.p)) != NULL;
+    est_onnx_bump shells = {.arena = &s->shells};
+    if (ok) ok = (s->model = unpack_in(&shells, &onnx__model_proto__descriptor, model.n, model.p)) != NULL;
     if (ok && s->n_graphs)
-        ok = (s->graph = unpack_in(&s->shells, &onnx__graph_proto__descriptor, graph.n, graph.p)) != NULL;
+        ok = (s->graph = unpack_in(&shells, &onnx__graph_proto__descriptor, graph.n, graph.p)) != NULL;
     free(model.p);
     free(graph.p);
     if (ok) ok = kind_unpacks(s, EST_ITEM_VALUE_INFO);
@@ -237,9 +258,9 @@ bool est__onnx_stream_open(est_onnx_stream *s, const uint8_t *data, size_t size,
 /* ---- items ------------------------------------------------------------- */
 
 static void *unpack_item(est_onnx_stream *s, const struct item_def *d, const uint8_t *p, size_t n, bool *bad) {
-    est__arena_reset(&s->item, true);
+    items_reset(s);
     if (s->slim && d->slim >= 0 && n >= SLIM_FROM) p = est__onnx_slim(p, n, (est_slim_kind)d->slim, &s->slimmed, &n);
-    void *m = unpack_in(&s->item, d->desc, n, p);
+    void *m = unpack_in(&s->item_bump, d->desc, n, p);
     if (!m) *bad = true;
     return m;
 }

@@ -29,6 +29,14 @@ typedef struct est_onnx_span {
     size_t from[EST_ITEM_KINDS], to[EST_ITEM_KINDS];
 } est_onnx_span;
 
+/* Where protobuf-c's blocks for one unpack are bumped off (stream.c). */
+typedef struct est_onnx_bump {
+    est_arena *arena;
+    uint8_t *at, *first; /* first: the first stretch taken from the arena */
+    size_t left;
+    bool more;           /* the unpack took more from the arena than that */
+} est_onnx_bump;
+
 typedef struct est_onnx_stream {
     const uint8_t *data;
     Onnx__ModelProto *model;  /* the ModelProto without its graph */
@@ -39,6 +47,7 @@ typedef struct est_onnx_stream {
     bool slim;                /* cut weight payloads before unpacking an item (slim.c) */
     est_slim_buf slimmed;
     est_arena shells, item;   /* protobuf-c's many small allocations of one unpack */
+    est_onnx_bump item_bump;  /* an item's, in item */
 } est_onnx_stream;
 
 /* Where est__onnx_stream_next is in the items of one kind. */

@@ -132,14 +132,15 @@ est_status est__onnx_unfold_batchnorm(est_graph *g, int32_t conv_index, bool tra
     bn->opset = conv->opset;
     bn->inputs = est__graph_ids(g, 5);
     bn->outputs = est__graph_ids(g, 1);
-    bn->attrs = calloc(1, sizeof *bn->attrs);
+    bn->attrs = est__graph_attrs(g, 1);
     if (!bn->name || !bn->op_type || !bn->domain || !bn->inputs || !bn->outputs || !bn->attrs) return oom(g, err);
     for (int k = 0; k < 5; k++) bn->inputs[k] = ids[k];
     bn->n_inputs = 5;
     bn->outputs[0] = y;
     bn->n_outputs = 1;
     if (training && bn->opset >= 14) {
-        if (!(bn->attrs[0].name = est__strdup("training_mode"))) return oom(g, err);
+        static const char mode[] = "training_mode";
+        if (!(bn->attrs[0].name = est__graph_attr_text(g, mode, sizeof mode - 1))) return oom(g, err);
         bn->attrs[0].type = EST_ATTR_INT;
         bn->attrs[0].i = 1;
         bn->n_attrs = 1;
