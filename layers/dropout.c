@@ -76,7 +76,7 @@ static est_status dropout_infer(est_infer_ctx *ctx) {
 /* The drop ratio: input 1 (opset 12+, default 0.5) or the attribute; -1
  * when the input is not known. */
 static double dropout_ratio(const est_cost_ctx *c) {
-    if (c->opset < 12) return est_node_attr_float(c->node, "ratio", 0.5);
+    if (c->node->opset < 12) return est_node_attr_float(c->node, "ratio", 0.5);
     const est_tval *ratio = est_cost_in(c, 1);
     if (!ratio) return 0.5;
     return ratio->value && ratio->value->count == 1 ? est_const_get_f(ratio->value, 0) : -1;
@@ -89,8 +89,8 @@ static double dropout_ratio(const est_cost_ctx *c) {
  * between the graph does not say, and a training step trains). */
 static bool dropout_drops(const est_cost_ctx *c) {
     if (!c->train || dropout_ratio(c) == 0) return false;
-    if (c->opset < 7) return est_node_attr_int(c->node, "is_test", 0) == 0;
-    if (c->opset < 12) return true;
+    if (c->node->opset < 7) return est_node_attr_int(c->node, "is_test", 0) == 0;
+    if (c->node->opset < 12) return true;
     const est_tval *training = est_cost_in(c, 2);
     if (!training) return false;
     return !(training->value && training->value->count == 1 && est_const_get_i(training->value, 0) == 0);

@@ -211,8 +211,8 @@ static int norm_axis(const est_cost_ctx *c) {
 /* BatchNormalization computes batch statistics: training_mode (opset 14+),
  * or the running and saved statistics among its outputs (before). */
 static bool batchnorm_trains(const est_cost_ctx *c) {
-    if (c->opset >= 14) return est_cost_attr_int(c, EST_KA_TRAINING_MODE, 0) != 0;
-    if (c->opset < 7 && est_node_attr_int(c->node, "is_test", 0)) return false;
+    if (c->node->opset >= 14) return est_cost_attr_int(c, EST_KA_TRAINING_MODE, 0) != 0;
+    if (c->node->opset < 7 && est_node_attr_int(c->node, "is_test", 0)) return false;
     for (int i = 1; i <= 4; i++)
         if (est_cost_out(c, i)) return true;
     return false;

@@ -170,8 +170,7 @@ struct est_infer_ctx {
 /* ---- what a training-step rule sees ---------------------------------------- */
 
 struct est_cost_ctx {
-    const est_node *node;
-    int64_t opset;
+    const est_node *node;             /* its opset is the node's (est_node.opset) */
     int n_in, n_out;
     /* Per-slot arrays of n_in entries (out: n_out), owned by the caller that
      * built the context; rules read them through est_cost_in, est_cost_out

@@ -42,7 +42,7 @@ static inline void set_context(est_cost_ctx *c, const est_node *n, int32_t i, co
                                bool any_grad, const context_common *common) {
     int n_in = n->n_inputs;
     /* one literal: every field stored once */
-    *c = (est_cost_ctx){.node = n, .opset = n->opset, .n_in = n_in, .n_out = n->n_outputs, .in = tv,
+    *c = (est_cost_ctx){.node = n, .n_in = n_in, .n_out = n->n_outputs, .in = tv,
                         .out = tv + n_in, .in_grad = flags, .in_param = flags + n_in, .in_strided = flags + 2 * n_in,
                         .any_grad = any_grad, .train = common->train, .float_dtype = common->float_dtype,
                         .export_dtype = common->export_dtype, .kernels = common->kernels, .device = common->device,

@@ -59,7 +59,7 @@ static void attach_slots(est_cost_ctx *c, ctx_slots *sl) {
 }
 
 static est_cost_ctx cost_ctx_of(const est_report *r, const est_node *n, const bool *grad, ctx_slots *sl) {
-    est_cost_ctx c = {.node = n, .opset = n->opset, .n_in = n->n_inputs, .n_out = n->n_outputs};
+    est_cost_ctx c = {.node = n, .n_in = n->n_inputs, .n_out = n->n_outputs};
     attach_slots(&c, sl);
     for (int32_t i = 0; i < n->n_inputs; i++) {
         int32_t t = n->inputs[i];
@@ -259,7 +259,7 @@ static void make_node(test_node *t, const char *op_type, int n_in, const int *ra
     t->node.op = est__op_lookup("", op_type);
     t->node.opset = 17;
     t->node.attrs = t->attrs;
-    t->c = (est_cost_ctx){.node = &t->node, .opset = 17, .n_in = n_in, .n_out = 1, .any_grad = true};
+    t->c = (est_cost_ctx){.node = &t->node, .n_in = n_in, .n_out = 1, .any_grad = true};
     attach_slots(&t->c, &t->slots);
     for (int i = 0; i < n_in; i++) {
         set_tval(&t->tv[i], ranks[i], dims);
