@@ -616,12 +616,15 @@ static est_status build_graph(loader *L, est_onnx_stream *s) {
  * The same walk refuses a string field holding a NUL byte: protobuf-c hands
  * strings over as C strings, which end there, so memest would read another
  * name or location than the file holds ("ok\0/../../etc/passwd").
- * NUL bytes are found by memchr from where the walk is on, never again
- * behind it (the walk goes through the file in order), which passes over
- * every name that ends before the next NUL byte of the file. A message that
- * holds none and is too short to nest past the limit (each level takes a
- * key and a length: n bytes nest at most n / 2 deeper) is passed over whole:
- * most of a graph's items are. */
+ * NUL bytes are found by memchr within the bytes asked about, from where
+ * the walk is on, never again behind it (the walk goes through the file in
+ * order), so that every name that ends before the last NUL byte found is
+ * passed over. A message of at most WHOLE_CHECK_BYTES that holds none and
+ * is too short to nest past the limit (each level takes a key and a length:
+ * n bytes nest at most n / 2 deeper) is passed over whole: most of a
+ * graph's items are. A longer one is walked, so that the weights in an
+ * initializer's bytes are never read (the file's pages stay on disk). */
+#define WHOLE_CHECK_BYTES 4096
 
 /* Field `id` of desc, as protobuf_c_message_descriptor_get_field finds it:
  * desc->fields is sorted by id, and ONNX numbers its fields from 1 with few
@@ -633,21 +636,26 @@ static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor
     return desc->fields[k].id == id ? &desc->fields[k] : NULL;
 }
 
-/* The file as check_nesting walks it: where it ends, and its first NUL byte
- * at or after the last place looked from (the end when none; the file's
- * start before the first look). */
+/* What check_nesting has looked at: no NUL byte lies from the last place
+ * looked from up to clean_to, which is one when at_nul. */
 typedef struct nul_finder {
-    const uint8_t *end, *next;
+    const uint8_t *clean_to;
+    bool at_nul;
 } nul_finder;
 
 /* Whether q[0..n) holds a NUL byte; q lies at or after every place asked
- * about before. */
+ * about before. Reads no byte outside q[0..n), and none twice. */
 static bool holds_nul(nul_finder *nf, const uint8_t *q, size_t n) {
-    if (q >= nf->next) {
-        const uint8_t *found = memchr(q, 0, (size_t)(nf->end - q));
-        nf->next = found ? found : nf->end;
+    const uint8_t *from = q, *end = q + n;
+    if (q <= nf->clean_to) {
+        if (end <= nf->clean_to) return false;
+        if (nf->at_nul) return true;
+        from = nf->clean_to;
     }
-    return nf->next < q + n;
+    const uint8_t *found = memchr(from, 0, (size_t)(end - from));
+    nf->clean_to = found ? found : end;
+    nf->at_nul = found != NULL;
+    return found != NULL;
 }
 
 /* Walks the message p[0..n) of type desc, `depth` deep (the ModelProto is
@@ -676,7 +684,9 @@ static est_status check_nesting(loader *L, nul_finder *nf, const uint8_t *p, siz
                     return est__fail(L->err, EST_ELIMIT, "%s: messages nested more than %u deep (est_limits.max_nesting)",
                                      L->src, L->lim->max_nesting);
                 }
-                if (depth + 1 + v / 2 <= L->lim->max_nesting && !holds_nul(nf, p + body, (size_t)v)) continue;
+                if (v <= WHOLE_CHECK_BYTES && depth + 1 + v / 2 <= L->lim->max_nesting &&
+                    !holds_nul(nf, p + body, (size_t)v))
+                    continue;
                 est_status st = check_nesting(L, nf, p + body, (size_t)v, (const ProtobufCMessageDescriptor *)f->descriptor,
                                               depth + 1, sub_node, next_node);
                 if (st != EST_OK) return st;
@@ -707,7 +717,7 @@ est_status est__load_onnx(const void *data, size_t size, const char *name, bool 
                          size, (unsigned long long)lim.max_file_bytes);
     loader L = {.err = err, .src = src, .lim = &lim};
     long next_node = 0; /* check_nesting counts the graph's nodes */
-    nul_finder nf = {.end = (const uint8_t *)data + size, .next = data};
+    nul_finder nf = {.clean_to = data, .at_nul = false};
     est_status st = check_nesting(&L, &nf, data, size, &onnx__model_proto__descriptor, 1, -1, &next_node);
     if (st != EST_OK) return st;
     /* the node cap before anything is unpacked (build_graph checks again) */

@@ -8,9 +8,13 @@
  *
  * usage: test_load TRUTH_DIR MODELS_DIR
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <dirent.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "estimate.h"
 #include "onnx.pb-c.h"
@@ -148,18 +152,36 @@ static void check_models_dir(const char *dir) {
     CHECK(n >= 4, "models/ holds %d loadable models, want at least 4", n);
 }
 
-/* x [batch, 1024] -> MatMul W [1024, 256] (1 MiB of raw_data) -> h ->
- * Reshape(h, shape = [-1, 16]) -> y [16 batch, 16], with an unused int64
- * initializer of 100,000 six-byte varints (600 KB, packed int64_data) and
- * the shape vector last, after both. Estimated in inference at batch 2:
- * y is [32, 16]; one parameter of 262,144 elements. */
+/* The pages wholly inside the first run of `len` bytes `fill` in buf[0..n)
+ * made unreadable: a read of them ends the test with SIGSEGV. */
+static void protect_run(uint8_t *buf, size_t n, uint8_t fill, size_t len) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), run = 0;
+    for (size_t i = 0; i < n; i++) {
+        run = buf[i] == fill ? run + 1 : 0;
+        if (run < len) continue;
+        uintptr_t from = ((uintptr_t)(buf + i + 1 - len) + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t to = (uintptr_t)(buf + i + 1) & ~(uintptr_t)(page - 1);
+        CHECK(to > from && mprotect((void *)from, to - from, PROT_NONE) == 0, "embedded: mprotect failed");
+        return;
+    }
+    CHECK(false, "embedded: no run of %zu bytes 0x%02x", len, fill);
+}
+
+/* x [batch, 4096] -> MatMul W [4096, 256] (4 MiB of raw_data, no byte 0)
+ * -> h -> Reshape(h, shape = [-1, 16]) -> y [16 batch, 16], with an unused
+ * int64 initializer of 100,000 six-byte varints (600 KB, packed int64_data,
+ * no byte 0) and the shape vector last, after both. The load must not read
+ * W's bytes: the pages inside them are unreadable (a scan for NUL bytes
+ * once read on through them). Estimated in inference at batch 2: y is
+ * [32, 16]; one parameter of 1,048,576 elements. */
 static void check_embedded_weights(void) {
-    enum { ROWS = 1024, COLS = 256, BIG = 100000 };
+    enum { ROWS = 4096, COLS = 256, BIG = 100000 };
     Onnx__TensorProto w, big, shape, *inits[3] = {&w, &big, &shape};
     int64_t w_dims[2] = {ROWS, COLS}, big_dims[1] = {BIG}, shape_dims[1] = {2}, shape_vals[2] = {-1, 16};
     onnx__tensor_proto__init(&w);
     w.name = "W", w.has_data_type = 1, w.data_type = 1, w.n_dims = 2, w.dims = w_dims;
-    w.has_raw_data = 1, w.raw_data.len = (size_t)ROWS * COLS * 4, w.raw_data.data = calloc(w.raw_data.len, 1);
+    w.has_raw_data = 1, w.raw_data.len = (size_t)ROWS * COLS * 4, w.raw_data.data = malloc(w.raw_data.len);
+    if (w.raw_data.data) memset(w.raw_data.data, 0x41, w.raw_data.len);
     onnx__tensor_proto__init(&big);
     big.name = "big", big.has_data_type = 1, big.data_type = 7, big.n_dims = 1, big.dims = big_dims;
     big.n_int64_data = BIG, big.int64_data = malloc(BIG * sizeof *big.int64_data);
@@ -204,7 +226,10 @@ static void check_embedded_weights(void) {
     model.has_ir_version = 1, model.ir_version = 8, model.n_opset_import = 1, model.opset_import = opsets;
     model.graph = &graph;
     size_t size = onnx__model_proto__get_packed_size(&model);
-    uint8_t *buf = w.raw_data.data && big.int64_data ? malloc(size) : NULL;
+    uint8_t *buf = w.raw_data.data && big.int64_data
+                       ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                       : NULL;
+    if (buf == MAP_FAILED) buf = NULL;
     CHECK(buf != NULL, "embedded: out of memory");
     CHECK(size > (size_t)ROWS * COLS * 4 + 500000, "embedded: %zu bytes packed", size);
     est_graph *g = NULL;
@@ -225,6 +250,7 @@ static void check_embedded_weights(void) {
             free(slimmed.data);
             free(item);
         }
+        protect_run(buf, size, 0x41, w.raw_data.len);
         if (est_load_onnx_buffer(buf, size, "embedded.onnx", &g, &err) != EST_OK)
             CHECK(false, "embedded: load failed: %s", err.message);
     }
@@ -244,7 +270,7 @@ static void check_embedded_weights(void) {
     }
     est_report_free(r);
     est_graph_free(g);
-    free(buf);
+    if (buf) munmap(buf, size);
     free(w.raw_data.data);
     free(big.int64_data);
 }
