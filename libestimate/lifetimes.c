@@ -645,46 +645,48 @@ static void keep_gradient_figures(sim *s) {
  * their own storage, not folded, that the step needs (fwd_allocates; the
  * rest of it is zeroed). A node's output is an activation, so `activation`
  * says whether it was folded. */
-static void mark_forward_allocations(sim *s, const est_node *n) {
-    /* in locals: the stores to fwd_allocates may alias them */
+static void mark_forward_allocations(const sim *s, const est_node *n, bool *allocates) {
+    /* in locals: the stores to allocates may alias them */
     const bool *activation = s->activation;
     const int32_t *base = s->base;
-    bool *allocates = s->fwd_allocates;
     for (int k = 0; k < n->n_outputs; k++) {
         int32_t t = n->outputs[k];
         if (t >= 0 && activation[t] && base[t] == t) allocates[t] = own_output_needed(s, t);
     }
 }
 
-/* Lists the nodes each pass of the step visits. The forward may do
- * something at node i when it runs it, frees a storage after it or --fsdp
- * gathers around it; the backward when it runs it, frees what it saved
- * (extras, autocast copies, storages, recomputed tensors) or --fsdp gathers
- * around it; and which outputs the forward allocates. One pass over locals. */
-static void list_acting_nodes(sim *s) {
+/* The forward may do something at node i when it runs it, frees a storage
+ * after it or --fsdp gathers around it; the backward when it runs it, frees
+ * what it saved (extras, autocast copies, storages, recomputed tensors) or
+ * --fsdp gathers around it. One pass over locals. */
+void est__sim_list_visits(const sim *s, const bool *any_grad, bool all, est_step_visits *v) {
+    const bool *trains = s->r->trains; /* in locals: the stores to trained may alias them */
+    const int32_t *params = s->g->params;
+    int32_t *trained = v->trained, n_trained = 0;
+    for (int32_t k = 0; k < s->g->n_params; k++)
+        if (trains[params[k]]) trained[n_trained++] = params[k];
+    v->n_trained = n_trained;
     int32_t n_nodes = s->g->n_nodes, n_fwd = 0, n_bwd = 0;
-    int32_t *fwd = s->fwd_nodes, *bwd = s->bwd_nodes;
-    bool *runs = s->fwd_runs;
+    int32_t *fwd = v->fwd_nodes, *bwd = v->bwd_nodes;
+    bool *runs = v->fwd_runs, *allocates = v->fwd_allocates;
     const est_node *nodes = s->g->nodes;
     const int32_t *release = s->release_first;
     const est_layer *layers = s->r->layers;
     const int32_t *extra = s->extra_first, *saved = s->bwd_first;
     const int32_t *rc = s->segs ? s->rc_first : NULL;
     const est_slot_mask *cast_saved = s->cast_saved;
-    const bool *any_grad = s->any_grad;
-    bool all = s->sharded;
     for (int32_t i = 0; i < n_nodes; i++) {
         if (all || !layers[i].shape_only || release[i] < release[i + 1]) {
             runs[n_fwd] = !layers[i].shape_only;
             fwd[n_fwd++] = i;
         }
-        mark_forward_allocations(s, &nodes[i]);
+        mark_forward_allocations(s, &nodes[i], allocates);
         if (all || any_grad[i] || extra[i] < extra[i + 1] || (cast_saved && cast_saved[i]) || saved[i] < saved[i + 1] ||
             (rc && rc[i] < rc[i + 1]))
             bwd[n_bwd++] = i;
     }
-    s->n_fwd_nodes = n_fwd;
-    s->n_bwd_nodes = n_bwd;
+    v->n_fwd = n_fwd;
+    v->n_bwd = n_bwd;
 }
 
 bool est__sim_compact_for_step(sim *s) {
@@ -698,18 +700,15 @@ bool est__sim_compact_for_step(sim *s) {
     s->fwd_allocates = calloc((size_t)g->n_tensors + 1, sizeof *s->fwd_allocates);
     if (!s->any_grad || !s->trained || !s->fwd_nodes || !s->bwd_nodes || !s->fwd_runs || !s->fwd_allocates)
         return false;
-    /* the parameters the optimizer updates (they have a gradient and state):
-     * those that train of the graph's parameters that some node reads (an
-     * unread one is never created on the GPU), in tensor order */
-    const bool *trains = s->r->trains; /* in locals: the stores to trained may alias them */
-    const int32_t *params = g->params;
-    int32_t *trained = s->trained, n_trained = 0;
-    for (int32_t k = 0; k < g->n_params; k++)
-        if (trains[params[k]]) trained[n_trained++] = params[k];
-    s->n_trained = n_trained;
     keep_gradient_figures(s);
     for (int32_t e = 0; e < s->n_extras; e++) s->extra_alloc[e] = round_alloc(s->extra_alloc[e]);
-    list_acting_nodes(s);
+    est_step_visits v = {.trained = s->trained, .fwd_nodes = s->fwd_nodes, .bwd_nodes = s->bwd_nodes,
+                         .fwd_runs = s->fwd_runs, .fwd_allocates = s->fwd_allocates};
+    if (!est__sim_visits_as_kept(s, &v)) est__sim_list_visits(s, s->any_grad, s->sharded, &v);
+    est__sim_let_go_of_plan(s);
+    s->n_trained = v.n_trained;
+    s->n_fwd_nodes = v.n_fwd;
+    s->n_bwd_nodes = v.n_bwd;
     free(s->ctx);
     free(s->ctx_tv);
     free(s->ctx_flags);

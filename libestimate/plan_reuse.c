@@ -54,6 +54,7 @@ struct est_lifetime_plan {
     bool *built_flags;
     bool *any_grad;
     est_dtype *float_dtype;
+    est_step_visits visits; /* without --fsdp, which visits every node */
 };
 
 /* The arrays the planning writes that the step reads, in one order: their
@@ -113,6 +114,11 @@ void est__lifetime_plan_free(est_lifetime_plan *p) {
     free(p->built_flags);
     free(p->any_grad);
     free(p->float_dtype);
+    free(p->visits.trained);
+    free(p->visits.fwd_nodes);
+    free(p->visits.bwd_nodes);
+    free(p->visits.fwd_runs);
+    free(p->visits.fwd_allocates);
     free(p);
 }
 
@@ -148,7 +154,14 @@ static est_lifetime_plan *plan_to_keep(sim *s) {
     p->tensor_key = malloc(((size_t)g->n_tensors + 1) * sizeof *p->tensor_key);
     p->any_grad = malloc(nn * sizeof *p->any_grad);
     if (s->dt) p->float_dtype = malloc(nn * sizeof *p->float_dtype);
-    if (!ok || !p->tensor_key || !p->any_grad || (s->dt && !p->float_dtype)) {
+    est_step_visits *v = &p->visits;
+    v->trained = malloc(((size_t)g->n_params + 1) * sizeof *v->trained);
+    v->fwd_nodes = malloc(nn * sizeof *v->fwd_nodes);
+    v->bwd_nodes = malloc(nn * sizeof *v->bwd_nodes);
+    v->fwd_runs = malloc(nn * sizeof *v->fwd_runs);
+    v->fwd_allocates = calloc((size_t)g->n_tensors + 1, sizeof *v->fwd_allocates);
+    if (!ok || !p->tensor_key || !p->any_grad || (s->dt && !p->float_dtype) || !v->trained || !v->fwd_nodes ||
+        !v->bwd_nodes || !v->fwd_runs || !v->fwd_allocates) {
         est__lifetime_plan_free(p);
         return NULL;
     }
@@ -160,6 +173,7 @@ static est_lifetime_plan *plan_to_keep(sim *s) {
         /* est__sim_build_contexts leaves no input strided */
         if (c->n_in) memset(p->built_flags + (c->in_strided - s->ctx_flags), 0, (size_t)c->n_in);
     }
+    est__sim_list_visits(s, p->any_grad, false, v);
     return p;
 }
 
@@ -307,10 +321,30 @@ bool est__sim_plan_step(sim *s) {
     taken t = NOT_TAKEN;
     if (!(same_key ? contexts_as_kept(s, kept) : est__sim_build_contexts(s))) t = OUT_OF_MEMORY;
     else if (same_key) t = take_plan(s, kept);
-    if (kept) let_go(s->g, kept);
+    if (t == TAKEN) s->held_plan = kept; /* until its visits are copied */
+    else if (kept) let_go(s->g, kept);
     if (t != NOT_TAKEN) return t == TAKEN;
     if (!plan_afresh(s)) return false;
     est_lifetime_plan *p = has_plan && !s->facts_lost && planned_before(s->g) ? plan_to_keep(s) : NULL;
     if (p) keep(s->g, p);
     return true;
+}
+
+bool est__sim_visits_as_kept(sim *s, est_step_visits *v) {
+    const est_lifetime_plan *p = s->held_plan;
+    if (!p || s->sharded) return false;
+    const est_step_visits *kept = &p->visits;
+    size_t nt = (size_t)s->g->n_tensors + 1;
+    memcpy(v->trained, kept->trained, (size_t)kept->n_trained * sizeof *v->trained);
+    memcpy(v->fwd_nodes, kept->fwd_nodes, (size_t)kept->n_fwd * sizeof *v->fwd_nodes);
+    memcpy(v->fwd_runs, kept->fwd_runs, (size_t)kept->n_fwd * sizeof *v->fwd_runs);
+    memcpy(v->bwd_nodes, kept->bwd_nodes, (size_t)kept->n_bwd * sizeof *v->bwd_nodes);
+    memcpy(v->fwd_allocates, kept->fwd_allocates, nt * sizeof *v->fwd_allocates);
+    v->n_trained = kept->n_trained, v->n_fwd = kept->n_fwd, v->n_bwd = kept->n_bwd;
+    return true;
+}
+
+void est__sim_let_go_of_plan(sim *s) {
+    if (s->held_plan) let_go(s->g, s->held_plan);
+    s->held_plan = NULL;
 }

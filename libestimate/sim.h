@@ -221,6 +221,8 @@ typedef struct sim {
     est_size_fact *facts;
     int32_t n_facts, cap_facts;
     bool facts_lost;
+    est_lifetime_plan *held_plan; /* the kept plan taken, held until the step's
+                                     visits are copied from it (plan_reuse.c) */
     est_prefault pages;     /* arrays faulted in on a second thread: the
                                planning's while it runs, then the replay's;
                                waited for before any of them is freed */
@@ -323,13 +325,32 @@ uint32_t est__sim_fact_answer(const sim *s, const est_size_fact *f);
 bool est__sim_ask_saves(sim *s);
 /* Once the step is planned: lists the parameters that train (trained),
  * keeps what the step reads of the contexts (any_grad), rounds the extras,
- * frees the rest and the other arrays only planning reads (last_use,
- * contiguous); false: out of memory. */
+ * lists the step's visits, frees the rest and the other arrays only
+ * planning reads (last_use, contiguous); false: out of memory. */
 bool est__sim_compact_for_step(sim *s);
 
+/* What est__sim_compact_for_step lists from the planned step alone: the
+ * parameters the optimizer updates (those that train of the graph's
+ * parameters that some node reads: an unread one is never created on the
+ * GPU), in tensor order; the nodes each pass visits; which outputs the
+ * forward allocates (fwd_allocates zeroed by the caller). */
+typedef struct est_step_visits {
+    int32_t *trained, *fwd_nodes, *bwd_nodes;
+    bool *fwd_runs, *fwd_allocates;
+    int32_t n_trained, n_fwd, n_bwd;
+} est_step_visits;
+/* Into v's arrays, from each node's any_grad; all (--fsdp): every node. */
+void est__sim_list_visits(const sim *s, const bool *any_grad, bool all, est_step_visits *v);
+
 /* plan_reuse.c: the whole planning above, or the plan of an earlier
- * estimate of the graph whose planning asked the same; false: out of memory. */
+ * estimate of the graph whose planning asked the same (then held,
+ * held_plan); false: out of memory. */
 bool est__sim_plan_step(sim *s);
+/* The held plan's visits copied into v's arrays, where they apply (held,
+ * not --fsdp); false: v is to be listed. */
+bool est__sim_visits_as_kept(sim *s, est_step_visits *v);
+/* Lets go of the held plan, if any. */
+void est__sim_let_go_of_plan(sim *s);
 
 /* a + b, saturating (est_add_sat); a saturated sum, or UINT64_MAX in
  * either (already a count too large to be exact), flags the step's overflow. */

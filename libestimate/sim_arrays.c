@@ -135,6 +135,7 @@ void est__sim_size(sim *s) {
 
 void est__sim_free(sim *s) {
     est__prefault_wait(&s->pages);
+    est__sim_let_go_of_plan(s); /* a failed estimate's, between planning and compacting */
     free(s->base);
     free(s->needs_grad);
     free(s->unreached);

@@ -4,9 +4,11 @@
  * equals the estimate of a freshly loaded graph, byte for byte as JSON with
  * the timeline: for models with fusion patterns, recurrent layers, LoRA,
  * unreached backwards and plain CNNs, under autocast, checkpointing, a
- * frozen-parameter filter, verify's kernels, inference, FSDP and tensor
+ * frozen-parameter filter, verify's kernels, inference, FSDP, DDP (whose
+ * first bucket's second estimate skips the allocator's replay) and tensor
  * parallelism, at batches that go back and forth through 1; one graph
- * through all of these options in turn; and grouped-query attention whose
+ * through all of these options in turn (FSDP visits every node, where the
+ * others take the kept plan's visits); and grouped-query attention whose
  * saves rule answers otherwise as its heads change (the kept plan's key
  * then matches up to the saves, and the estimate plans afresh).
  *
@@ -58,10 +60,10 @@ static const struct model {
 };
 
 /* Each variant's options, applied over est_options_init's. */
-typedef enum { PLAIN, AMP, CHECKPOINT, FROZEN, VERIFY, INFER, AMP_CHECKPOINT_FROZEN, FSDP, TP, N_VARIANTS } variant;
+typedef enum { PLAIN, AMP, CHECKPOINT, FROZEN, VERIFY, INFER, AMP_CHECKPOINT_FROZEN, FSDP, DDP, TP, N_VARIANTS } variant;
 static const char *const variant_names[N_VARIANTS] = {
     "plain", "amp bf16", "checkpoint every=1, sgd", "frozen *weight*", "kernels verify", "infer",
-    "amp fp16, checkpoint every=1, trainable *lora*|*1*", "fsdp over 2", "tp 2"};
+    "amp fp16, checkpoint every=1, trainable *lora*|*1*", "fsdp over 2", "ddp over 2", "tp 2"};
 
 static const char *const frozen[] = {"*weight*"};
 static const char *const trainable[] = {"*lora*"};
@@ -89,6 +91,10 @@ static void set_variant(est_options *o, variant v) {
     case FSDP:
         o->parallel.world_size = 2;
         o->parallel.strategy = EST_STRATEGY_FSDP;
+        break;
+    case DDP:
+        o->parallel.world_size = 2;
+        o->parallel.strategy = EST_STRATEGY_DDP;
         break;
     case TP:
         o->parallel.world_size = 2;
