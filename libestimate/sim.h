@@ -75,6 +75,8 @@ typedef struct sim {
     uint64_t max_transient;
     uint64_t max_activations; /* the largest set of live activations */
     /* per tensor */
+    void *arrays;           /* the allocation most per-tensor and per-node
+                               arrays are in (sim_arrays.c) */
     int32_t *base;          /* the tensor whose storage this one uses */
     bool *needs_grad;
     uint64_t *alloc_bytes;  /* what tensor_alloc() says, once the dtypes are known */
