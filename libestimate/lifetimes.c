@@ -434,16 +434,22 @@ static void keep_unreached_saves(sim *s) {
     }
 }
 
+/* Room in extra_alloc for n extras, a node's (EST_MAX_EXTRA) more than it
+ * holds at most; false: out of memory. */
+static bool room_for_extras(sim *s, int32_t n) {
+    if (n <= s->cap_extras) return true;
+    int32_t cap = s->cap_extras ? 2 * s->cap_extras : 256;
+    uint64_t *e = realloc(s->extra_alloc, (size_t)cap * sizeof *e);
+    if (!e) return false;
+    s->extra_alloc = e;
+    s->cap_extras = cap;
+    return true;
+}
+
 /* Keeps what node i's backward saves (sv); false: out of memory. */
 static bool keep_saves(sim *s, int32_t i, const est_saved *sv) {
     int32_t first = s->n_extras, n_extra = sv->n_extra;
-    if (first + n_extra > s->cap_extras) {
-        int32_t cap = s->cap_extras ? 2 * s->cap_extras : 256;
-        uint64_t *e = realloc(s->extra_alloc, (size_t)cap * sizeof *e);
-        if (!e) return false;
-        s->extra_alloc = e;
-        s->cap_extras = cap;
-    }
+    if (!room_for_extras(s, first + n_extra)) return false;
     uint64_t *extra = s->extra_alloc + first;
     for (int e = 0; e < n_extra; e++) extra[e] = sv->extra_bytes[e];
     s->n_extras = first + n_extra;
@@ -461,16 +467,31 @@ static inline bool saves_asked(bool train, const est_cost_ctx *c, const est_node
 }
 
 bool est__sim_ask_saves(sim *s) {
-    for (int32_t i = 0; i < s->g->n_nodes; i++) {
-        if (!saves_asked(s->train, &s->ctx[i], &s->g->nodes[i], s->unreached[i])) {
-            s->saved_inputs[i] = s->saved_outputs[i] = 0; /* keep_saves of nothing */
-            s->extra_first[i] = s->extra_first[i + 1] = s->n_extras;
+    /* in locals: the stores to the saves' arrays would make the compiler
+     * reload every field read through s at every node */
+    const est_node *nodes = s->g->nodes;
+    const est_cost_ctx *ctx = s->ctx;
+    const bool *unreached = s->unreached;
+    est_slot_mask *saved_inputs = s->saved_inputs, *saved_outputs = s->saved_outputs;
+    int32_t *extra_first = s->extra_first;
+    int32_t n_nodes = s->g->n_nodes, n_extras = s->n_extras;
+    bool train = s->train;
+    for (int32_t i = 0; i < n_nodes; i++) {
+        extra_first[i] = n_extras;
+        if (!saves_asked(train, &ctx[i], &nodes[i], unreached[i])) {
+            saved_inputs[i] = saved_outputs[i] = 0; /* keep_saves of nothing */
             continue;
         }
         est_saved sv = {0};
-        s->g->nodes[i].op->saves(&s->ctx[i], &sv);
-        if (!keep_saves(s, i, &sv)) return false;
+        nodes[i].op->saves(&ctx[i], &sv);
+        if (!room_for_extras(s, n_extras + sv.n_extra)) return false;
+        for (int e = 0; e < sv.n_extra; e++) s->extra_alloc[n_extras + e] = sv.extra_bytes[e];
+        n_extras += sv.n_extra;
+        saved_inputs[i] = sv.inputs;
+        saved_outputs[i] = sv.outputs;
     }
+    extra_first[n_nodes] = n_extras;
+    s->n_extras = n_extras;
     return true;
 }
 
