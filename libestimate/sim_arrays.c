@@ -113,9 +113,9 @@ bool est__sim_alloc_arrays(sim *s) {
     return true;
 }
 
-/* Node i's workspace as `rule` gives it, one GPU's share, rounded. */
+/* Node i's workspace as its `rule` gives it, one GPU's share, rounded. */
 static uint64_t node_workspace(sim *s, int32_t i, uint64_t (*rule)(const est_cost_ctx *)) {
-    uint64_t bytes = rule ? rule(&s->ctx[i]) : 0;
+    uint64_t bytes = rule(&s->ctx[i]);
     if (s->tp_node && s->tp_node[i]) bytes /= (uint64_t)s->r->parallel.tp; /* --tp: a GPU runs 1/tp of the op */
     return round_alloc(bytes);
 }
@@ -146,8 +146,9 @@ void est__sim_size(sim *s) {
     const est_cost_ctx *ctx = s->ctx;
     uint64_t *ws_forward = s->ws_forward, *ws_backward = s->ws_backward;
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        ws_forward[i] = layers[i].shape_only ? 0 : node_workspace(s, i, g->nodes[i].op->workspace);
-        ws_backward[i] = ctx[i].any_grad ? node_workspace(s, i, g->nodes[i].op->backward_workspace) : 0;
+        const est_op_def *op = g->nodes[i].op; /* most ops have no workspace rule: 0, no call */
+        ws_forward[i] = !layers[i].shape_only && op->workspace ? node_workspace(s, i, op->workspace) : 0;
+        ws_backward[i] = ctx[i].any_grad && op->backward_workspace ? node_workspace(s, i, op->backward_workspace) : 0;
     }
 }
 
