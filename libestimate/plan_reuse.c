@@ -12,12 +12,14 @@
  * and how many extras; their bytes are sizes). These are its key. An
  * estimate of the graph at another batch or other dims mostly reads the
  * same: the kept plan's key matches and it takes the kept arrays (what its
- * cost contexts classify too), asking only the facts and the saves rules
- * (the extras' bytes are its own); otherwise it plans, and its plan is kept
- * instead.
+ * cost contexts classify too, and, but under FSDP, the step's visits that
+ * est__sim_compact_for_step lists), asking only the facts and the saves
+ * rules (the extras' bytes are its own); otherwise it plans, and its plan
+ * is kept instead.
  *
  * The kept plan is replaced, and read, under the graph's lock; an estimate
- * copying it holds it (users), so that another may replace it meanwhile.
+ * copying it holds it (users), so that another may replace it meanwhile;
+ * one that took it holds it until its visits are copied.
  * When the host runs out of memory keeping one, nothing is kept.
  */
 #include "sim.h"
