@@ -221,9 +221,10 @@ est_status est_infer_like_input0(est_infer_ctx *ctx) {
     return est_set_out_like(ctx, 0, x);
 }
 
-/* `want` values of the ints attribute a (`name`), or dflt each when absent. */
-static est_status read_window_attr(est_infer_ctx *ctx, const est_attr *a, const char *name, int64_t dflt,
-                                   int64_t *vals, int64_t want) {
+/* `want` values of the ints attribute a (`name`), or dflt each when absent.
+ * Inline: a Conv or pool reads three at every estimate. */
+static inline est_status read_window_attr(est_infer_ctx *ctx, const est_attr *a, const char *name, int64_t dflt,
+                                          int64_t *vals, int64_t want) {
     if (!a) {
         for (int i = 0; i < want; i++) vals[i] = dflt;
         return EST_OK;
