@@ -598,6 +598,14 @@ uint64_t est__cache_addr(const est_cache *c, int64_t handle) {
     return x < 0 ? UINT64_MAX : c->b[x].addr;
 }
 
+void est__cache_prefetch(const est_cache *c, int64_t handle) {
+    uint64_t lo = (uint64_t)handle & 0xffffffffu;
+    if (handle <= 0 || lo == 0 || lo > (uint64_t)c->used) return;
+    const char *x = (const char *)&c->b[lo - 1];
+    __builtin_prefetch(x);
+    __builtin_prefetch(x + sizeof(blk) - 1); /* a block may straddle two lines */
+}
+
 int est__cache_release(est_cache *c, int64_t handle) {
     if (handle == EST__CACHE_NULL_HANDLE) return 0;
     int32_t x = handle_slot(c, handle);

@@ -58,6 +58,9 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes);
  * which changes nothing. EST__CACHE_NULL_HANDLE is accepted and does nothing.
  * Never allocates host memory. */
 int est__cache_release(est_cache *c, int64_t handle);
+/* Asks the processor to fetch the block behind `handle` into its cache,
+ * ahead of its release (a hint: anything passed is accepted). */
+void est__cache_prefetch(const est_cache *c, int64_t handle);
 
 /* torch.cuda.empty_cache(): releases every segment that is entirely free.
  * Never allocates host memory. */

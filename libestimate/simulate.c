@@ -135,6 +135,16 @@ static inline void prefetch_node(const est_graph *g, int32_t i) {
     __builtin_prefetch(n + offsetof(est_node, outputs)); /* the fields the passes read end there */
 }
 
+/* Fetches the replay's blocks of the activations and extras node i's
+ * backward frees: made in the forward, long before, they miss the cache in
+ * a large graph. */
+static void prefetch_saved_blocks(const sim *s, int32_t i) {
+    for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
+        est__sim_prefetch_block(s, KEY(K_EXTRA, i, e - s->extra_first[i]));
+    for (int32_t e = s->bwd_first[i]; e < s->bwd_first[i + 1]; e++)
+        est__sim_prefetch_block(s, KEY(K_STORAGE, s->bwd_order[e], 0));
+}
+
 static void forward(sim *s) {
     const est_graph *g = s->g;
     for (int32_t j = 0; j < s->n_fwd_nodes; j++) {
@@ -384,9 +394,13 @@ static void backward(sim *s) {
     est__sim_observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
     est__sim_release(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     est__par_backward_begin(s);
+    bool replay = replaying(s);
     for (int32_t j = s->n_bwd_nodes - 1; j >= 0; j--) {
         int32_t i = s->bwd_nodes[j];
-        if (j >= NODE_PREFETCH) prefetch_node(g, s->bwd_nodes[j - NODE_PREFETCH]);
+        if (j >= NODE_PREFETCH) {
+            prefetch_node(g, s->bwd_nodes[j - NODE_PREFETCH]);
+            if (replay) prefetch_saved_blocks(s, s->bwd_nodes[j - NODE_PREFETCH]);
+        }
         const est_node *n = &g->nodes[i];
         est_layer *L = &s->r->layers[i];
         est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
