@@ -86,6 +86,7 @@
 
 #include "caching.h"
 #include "estimate.h" /* EST_ALLOC_ROUND */
+#include "ir.h"       /* est__prefault_add */
 
 #define K_MIN_BLOCK_SIZE ((uint64_t)EST_ALLOC_ROUND) /* kMinBlockSize */
 #define K_SMALL_SIZE ((uint64_t)1048576)            /* kSmallSize: 1 MiB */
@@ -423,6 +424,20 @@ static bool grow_dead_bitmaps(est_cache *c, int32_t want) {
     return true;
 }
 
+/* Grows the slot arrays to `want` slots (more than cap). false: out of host
+ * memory (cap stays). */
+static bool grow_slots(est_cache *c, int32_t want) {
+    blk *nb = realloc(c->b, (size_t)want * sizeof *nb);
+    if (!nb) return false;
+    c->b = nb;
+    uint8_t *ns = realloc(c->state, (size_t)want);
+    if (!ns) return false; /* cap stays: the larger arrays are only room */
+    c->state = ns;
+    if (want >= BITMAP_SLOTS && !grow_dead_bitmaps(c, want)) return false;
+    c->cap = want;
+    return true;
+}
+
 /* Makes sure `n` slots can be taken without allocating. false: out of host
  * memory (nothing changed). */
 static bool reserve_slots(est_cache *c, int32_t n) {
@@ -430,14 +445,13 @@ static bool reserve_slots(est_cache *c, int32_t n) {
     int64_t want = c->cap < 32 ? 64 : (int64_t)c->cap * 2;
     if (want > INT32_MAX - 1) want = INT32_MAX - 1;
     if (want - c->used + c->nfree_slots < n) return false;
-    blk *nb = realloc(c->b, (size_t)want * sizeof *nb);
-    if (!nb) return false;
-    c->b = nb;
-    uint8_t *ns = realloc(c->state, (size_t)want);
-    if (!ns) return false; /* cap stays: the larger arrays are only room */
-    c->state = ns;
-    if (want >= BITMAP_SLOTS && !grow_dead_bitmaps(c, (int32_t)want)) return false;
-    c->cap = (int32_t)want;
+    return grow_slots(c, (int32_t)want);
+}
+
+bool est__cache_reserve(est_cache *c, int32_t blocks, est_prefault *pf) {
+    if (blocks > INT32_MAX - 1) blocks = INT32_MAX - 1;
+    if (blocks > c->cap && !grow_slots(c, blocks)) return false;
+    if (pf) est__prefault_add(pf, c->b + c->used, (size_t)(c->cap - c->used) * sizeof *c->b);
     return true;
 }
 

@@ -619,6 +619,15 @@ est_status est__simulate(est_report *r, est_error *err) {
         est__sim_free(&s);
         return est__fail(err, EST_ENOMEM, "out of memory simulating the step");
     }
+    if (s.cache) {
+        /* a step's blocks have been fewer than its tensors: room for them,
+         * faulted in meanwhile; not before the planning's arrays are freed,
+         * where the process holds the most (only room: the cache grows past
+         * it, or as it goes where it is refused) */
+        est__prefault_wait(&s.pages);
+        (void)est__cache_reserve(s.cache, g->n_tensors + 1, &s.pages);
+        est__prefault_start(&s.pages);
+    }
     if (s.cache && r->memory_limit) est__cache_set_limit(s.cache, r->memory_limit);
     if (r->timeline && !est__tl_new(&s)) {
         est__sim_free(&s);
