@@ -162,9 +162,12 @@ static int name_width(const est_report *r, bool all) {
 
 /* A row of the layer table, written by hand in the columns the header's
  * printf lays out: a million-node model prints a million of them. Also a
- * CSV row's fixed fields (two lists of 1024 and 512 bytes at most). */
+ * CSV row's fixed fields (two lists of 1024 and 512 bytes at most). It is
+ * written where its text points, ROW_ROOM bytes: a table row straight into
+ * the block of rows that one fwrite prints. */
+enum { ROW_ROOM = 2048 }; /* the widest table row is under 900 bytes */
 typedef struct row {
-    char text[2048]; /* the widest table row is under 900 bytes */
+    char *text;
     size_t len;
 } row;
 
@@ -239,6 +242,12 @@ typedef struct row_block {
 static void rows_flush(row_block *b, FILE *f) {
     fwrite(b->text, 1, b->len, f);
     b->len = 0;
+}
+
+/* A row at the end of the block, with room for it and its newline. */
+static row rows_next(row_block *b, FILE *f) {
+    if (sizeof b->text - b->len < ROW_ROOM + 1) rows_flush(b, f);
+    return (row){b->text + b->len, 0};
 }
 
 /* A layer's label within its block: "q_proj" for "layers.0.self_attn.q_proj". */
@@ -319,19 +328,16 @@ int print_table(FILE *f, const est_report *r, const output_opts *o) {
             hidden++;
             continue;
         }
-        row line;
+        row line = rows_next(&rows, f);
         layer_row(&line, i, L, (size_t)w);
+        rows.len += line.len;
         const est_layer_time *lt = est_time_layer(o->time, i);
         if (lt) {
             rows_flush(&rows, f);
-            fwrite(line.text, 1, line.len, f);
             fprintf(f, "  %10s  %10s\n", human_time(a, sizeof a, lt->forward_s), human_time(b, sizeof b, lt->backward_s));
             continue;
         }
-        line.text[line.len++] = '\n';
-        if (sizeof rows.text - rows.len < line.len) rows_flush(&rows, f);
-        memcpy(rows.text + rows.len, line.text, line.len);
-        rows.len += line.len;
+        rows.text[rows.len++] = '\n';
     }
     rows_flush(&rows, f);
     fprintf(f, "\n");
@@ -492,7 +498,8 @@ static void output_lists(const est_layer *L, char *shapes, size_t n_shapes, char
 static void csv_layer(FILE *f, const est_layer *L, size_t i, const output_opts *o) {
     char shapes[1024], dtypes[512];
     output_lists(L, shapes, sizeof shapes, dtypes, sizeof dtypes);
-    row r = {.len = 0};
+    char text[ROW_ROOM];
+    row r = {text, 0};
     r.len = fmt_u64(r.text, i);
     r.text[r.len++] = ',';
     fwrite(r.text, 1, r.len, f);

@@ -71,7 +71,8 @@
  * refused. The free blocks' sets keep their links inside the slots, so that
  * no insert or erase allocates. The large pool's is one treap keyed (size,
  * address): insert and erase are O(log n) expected; a slot's treap priority
- * is a hash of its index, so a run is deterministic. The small pool, where
+ * is a hash of its index, computed where compared, so a run is
+ * deterministic. The small pool, where
  * most requests of a training step go and few sizes recur, has a pairing heap
  * per size (the 4,096 multiples of 512 up to its 2 MiB segments), ordered
  * by address, and a bitmap of the sizes that have a free block, with a
@@ -85,6 +86,7 @@
 
 #include "caching.h"
 #include "estimate.h" /* EST_ALLOC_ROUND */
+#include "ir.h"       /* est__prefault_add */
 
 #define K_MIN_BLOCK_SIZE ((uint64_t)EST_ALLOC_ROUND) /* kMinBlockSize */
 #define K_SMALL_SIZE ((uint64_t)1048576)            /* kSmallSize: 1 MiB */
@@ -94,8 +96,15 @@
 #define K_ROUND_LARGE ((uint64_t)2097152)           /* kRoundLarge: 2 MiB */
 #define K_ONE_EXA_BYTES ((uint64_t)1152921504606846976ULL) /* allocate()'s cap */
 
-enum { SLOT_DEAD = 0, SLOT_FREE, SLOT_ALLOC };
+/* A slot's state byte: what it holds, and its block's pool (the small
+ * pool's flag; a block never changes pool). */
+enum { SLOT_DEAD = 0, SLOT_FREE, SLOT_ALLOC, SLOT_KIND = 3, SLOT_SMALL = 4 };
+static inline int slot_kind(uint8_t state) { return state & SLOT_KIND; }
+static inline uint8_t pool_flag(bool small) { return small ? SLOT_SMALL : 0; }
 
+/* 40 bytes: the treap priority is computed and the pool is in the state
+ * byte, since the replay of a million-node step walks a million blocks that
+ * miss the cache. */
 typedef struct blk {
     uint64_t addr, size;
     int32_t prev, next;   /* neighbours in the segment (-1: none); a dead
@@ -107,9 +116,7 @@ typedef struct blk {
     int32_t up;           /* small pool, free: its left sibling in the heap,
                              or its parent when it is the first child; -1 at
                              the root */
-    uint32_t prio;        /* treap priority (max-heap) */
     uint32_t gen;         /* bumped when a handle to the slot dies */
-    uint8_t small;        /* pool: 1 small, 0 large */
 } blk;
 
 /* The small pool's size classes: a block of s bytes (a multiple of 512, no
@@ -119,7 +126,7 @@ _Static_assert(CLASS_WORDS <= 64, "small_words has a bit per word of small_nonem
 
 struct est_cache {
     blk *b;
-    /* per slot its SLOT_*, apart from b: a free tests both neighbours'
+    /* per slot its SLOT_* and pool, apart from b: a free tests both neighbours'
      * states, and a byte array of a million slots stays in the cache where
      * the slots themselves miss */
     uint8_t *state;
@@ -151,6 +158,13 @@ struct est_cache {
 
 /* ---- the free-block treaps --------------------------------------------- */
 
+/* Slot x's treap priority (a max-heap): a hash of its index. */
+static inline uint32_t treap_prio(int32_t x) {
+    uint64_t h = ((uint64_t)x + 1) * 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 29;
+    return (uint32_t)(h >> 32);
+}
+
 static inline bool key_less(const blk *b, int32_t x, int32_t y) {
     return b[x].size < b[y].size || (b[x].size == b[y].size && b[x].addr < b[y].addr);
 }
@@ -176,7 +190,7 @@ static void treap_split(blk *b, int32_t t, int32_t x, int32_t *l, int32_t *r) {
 static int32_t treap_merge(blk *b, int32_t l, int32_t r) {
     int32_t res = -1, *link = &res;
     while (l >= 0 && r >= 0) {
-        if (b[l].prio >= b[r].prio) {
+        if (treap_prio(l) >= treap_prio(r)) {
             *link = l;
             link = &b[l].ch[1];
             l = b[l].ch[1];
@@ -192,7 +206,8 @@ static int32_t treap_merge(blk *b, int32_t l, int32_t r) {
 
 static void treap_insert(blk *b, int32_t *root, int32_t x) {
     int32_t *link = root;
-    while (*link >= 0 && b[*link].prio >= b[x].prio) link = &b[*link].ch[!key_less(b, x, *link)];
+    uint32_t prio = treap_prio(x);
+    while (*link >= 0 && treap_prio(*link) >= prio) link = &b[*link].ch[!key_less(b, x, *link)];
     treap_split(b, *link, x, &b[x].ch[0], &b[x].ch[1]);
     *link = x;
 }
@@ -301,7 +316,7 @@ static inline int small_class(uint64_t size) { return (int)(size / K_MIN_BLOCK_S
 
 /* The treap (large pool) or heap (small pool) free block x belongs in. */
 static inline int32_t *free_root(est_cache *c, int32_t x) {
-    return c->b[x].small ? &c->small_root[small_class(c->b[x].size)] : &c->large_root;
+    return c->state[x] & SLOT_SMALL ? &c->small_root[small_class(c->b[x].size)] : &c->large_root;
 }
 
 /* Kept out of line: inlined into est__cache_alloc and est__cache_release
@@ -314,7 +329,7 @@ static inline int32_t *free_root(est_cache *c, int32_t x) {
 #endif
 
 OUT_OF_LINE static void free_insert(est_cache *c, int32_t x) {
-    if (!c->b[x].small) {
+    if (!(c->state[x] & SLOT_SMALL)) {
         treap_insert(c->b, &c->large_root, x);
     } else {
         int k = small_class(c->b[x].size);
@@ -333,7 +348,7 @@ static inline void small_class_emptied(est_cache *c, int k) {
 
 OUT_OF_LINE static void free_erase(est_cache *c, int32_t x) {
     int32_t *root = free_root(c, x);
-    if (!c->b[x].small) {
+    if (!(c->state[x] & SLOT_SMALL)) {
         treap_erase(c->b, root, x);
         return;
     }
@@ -409,6 +424,20 @@ static bool grow_dead_bitmaps(est_cache *c, int32_t want) {
     return true;
 }
 
+/* Grows the slot arrays to `want` slots (more than cap). false: out of host
+ * memory (cap stays). */
+static bool grow_slots(est_cache *c, int32_t want) {
+    blk *nb = realloc(c->b, (size_t)want * sizeof *nb);
+    if (!nb) return false;
+    c->b = nb;
+    uint8_t *ns = realloc(c->state, (size_t)want);
+    if (!ns) return false; /* cap stays: the larger arrays are only room */
+    c->state = ns;
+    if (want >= BITMAP_SLOTS && !grow_dead_bitmaps(c, want)) return false;
+    c->cap = want;
+    return true;
+}
+
 /* Makes sure `n` slots can be taken without allocating. false: out of host
  * memory (nothing changed). */
 static bool reserve_slots(est_cache *c, int32_t n) {
@@ -416,14 +445,13 @@ static bool reserve_slots(est_cache *c, int32_t n) {
     int64_t want = c->cap < 32 ? 64 : (int64_t)c->cap * 2;
     if (want > INT32_MAX - 1) want = INT32_MAX - 1;
     if (want - c->used + c->nfree_slots < n) return false;
-    blk *nb = realloc(c->b, (size_t)want * sizeof *nb);
-    if (!nb) return false;
-    c->b = nb;
-    uint8_t *ns = realloc(c->state, (size_t)want);
-    if (!ns) return false; /* cap stays: the larger arrays are only room */
-    c->state = ns;
-    if (want >= BITMAP_SLOTS && !grow_dead_bitmaps(c, (int32_t)want)) return false;
-    c->cap = (int32_t)want;
+    return grow_slots(c, (int32_t)want);
+}
+
+bool est__cache_reserve(est_cache *c, int32_t blocks, est_prefault *pf) {
+    if (blocks > INT32_MAX - 1) blocks = INT32_MAX - 1;
+    if (blocks > c->cap && !grow_slots(c, blocks)) return false;
+    if (pf) est__prefault_add(pf, c->b + c->used, (size_t)(c->cap - c->used) * sizeof *c->b);
     return true;
 }
 
@@ -451,9 +479,6 @@ static int32_t take_slot(est_cache *c) {
         c->nfree_slots--;
     } else {
         i = c->used++;
-        uint64_t h = ((uint64_t)i + 1) * 0x9E3779B97F4A7C15ULL;
-        h ^= h >> 29;
-        c->b[i].prio = (uint32_t)(h >> 32);
         c->b[i].gen = 0;
     }
     c->b[i].ch[0] = c->b[i].ch[1] = c->b[i].up = -1;
@@ -543,7 +568,6 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
         r = take_slot(c);
         b[r].addr = c->next_addr;
         b[r].size = seg;
-        b[r].small = (uint8_t)small;
         c->next_addr += seg;
         c->reserved += seg;
         c->segments++;
@@ -557,17 +581,16 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes) {
         a = take_slot(c);
         b[a].addr = b[r].addr;
         b[a].size = size;
-        b[a].small = (uint8_t)small;
         b[a].prev = b[r].prev;
         if (b[a].prev >= 0) b[b[a].prev].next = a;
         b[a].next = r;
         b[r].prev = a;
         b[r].addr += size;
         b[r].size = remaining;
-        c->state[r] = SLOT_FREE;
+        c->state[r] = SLOT_FREE | pool_flag(small);
         free_insert(c, r);
     }
-    c->state[a] = SLOT_ALLOC;
+    c->state[a] = SLOT_ALLOC | pool_flag(small);
     c->allocated += b[a].size;
     if (c->allocated > c->peak_allocated) c->peak_allocated = c->allocated;
     return make_handle(c, a);
@@ -579,7 +602,7 @@ static int32_t handle_slot(const est_cache *c, int64_t handle) {
     uint64_t lo = (uint64_t)handle & 0xffffffffu;
     if (lo == 0 || lo > (uint64_t)c->used) return -1;
     int32_t x = (int32_t)(lo - 1);
-    if (c->state[x] != SLOT_ALLOC || (c->b[x].gen & 0x7fffffffu) != (uint64_t)handle >> 32)
+    if (slot_kind(c->state[x]) != SLOT_ALLOC || (c->b[x].gen & 0x7fffffffu) != (uint64_t)handle >> 32)
         return -1;
     return x;
 }
@@ -589,6 +612,14 @@ uint64_t est__cache_addr(const est_cache *c, int64_t handle) {
     return x < 0 ? UINT64_MAX : c->b[x].addr;
 }
 
+void est__cache_prefetch(const est_cache *c, int64_t handle) {
+    uint64_t lo = (uint64_t)handle & 0xffffffffu;
+    if (handle <= 0 || lo == 0 || lo > (uint64_t)c->used) return;
+    const char *x = (const char *)&c->b[lo - 1];
+    __builtin_prefetch(x);
+    __builtin_prefetch(x + sizeof(blk) - 1); /* a block may straddle two lines */
+}
+
 int est__cache_release(est_cache *c, int64_t handle) {
     if (handle == EST__CACHE_NULL_HANDLE) return 0;
     int32_t x = handle_slot(c, handle);
@@ -596,11 +627,11 @@ int est__cache_release(est_cache *c, int64_t handle) {
     blk *b = c->b;
 
     uint8_t *state = c->state;
-    state[x] = SLOT_FREE;
+    state[x] = SLOT_FREE | (state[x] & SLOT_SMALL);
     b[x].gen++;
     c->allocated -= b[x].size;
     int32_t p = b[x].prev;
-    if (p >= 0 && state[p] == SLOT_FREE) { /* [p x] */
+    if (p >= 0 && slot_kind(state[p]) == SLOT_FREE) { /* [p x] */
         free_erase(c, p);
         b[x].addr = b[p].addr;
         b[x].size += b[p].size;
@@ -609,7 +640,7 @@ int est__cache_release(est_cache *c, int64_t handle) {
         kill_slot(c, p);
     }
     int32_t n = b[x].next;
-    if (n >= 0 && state[n] == SLOT_FREE) { /* [x n] */
+    if (n >= 0 && slot_kind(state[n]) == SLOT_FREE) { /* [x n] */
         free_erase(c, n);
         b[x].size += b[n].size;
         b[x].next = b[n].next;
@@ -623,7 +654,7 @@ int est__cache_release(est_cache *c, int64_t handle) {
 void est__cache_empty(est_cache *c) {
     blk *b = c->b;
     for (int32_t i = 0; i < c->used; i++) {
-        if (c->state[i] != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
+        if (slot_kind(c->state[i]) != SLOT_FREE || b[i].prev >= 0 || b[i].next >= 0) continue;
         free_erase(c, i);
         c->reserved -= b[i].size;
         c->segments--;

@@ -15,9 +15,11 @@
 #ifndef EST_CACHING_H
 #define EST_CACHING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct est_cache est_cache;
+struct est_prefault; /* ir.h */
 
 /* est__cache_alloc's error returns (a handle is >= 0). */
 #define EST__CACHE_ENOMEM (-1)  /* host memory ran out; the cache is unchanged */
@@ -58,6 +60,14 @@ int64_t est__cache_alloc(est_cache *c, uint64_t bytes);
  * which changes nothing. EST__CACHE_NULL_HANDLE is accepted and does nothing.
  * Never allocates host memory. */
 int est__cache_release(est_cache *c, int64_t handle);
+/* Makes room for `blocks` blocks at once, where the cache would grow as it
+ * goes, copying its arrays at each doubling, and adds the room's pages to
+ * pf (NULL: none), which its thread faults in. false: out of host memory
+ * (the cache is as it was, and usable). */
+bool est__cache_reserve(est_cache *c, int32_t blocks, struct est_prefault *pf);
+/* Asks the processor to fetch the block behind `handle` into its cache,
+ * ahead of its release (a hint: anything passed is accepted). */
+void est__cache_prefetch(const est_cache *c, int64_t handle);
 
 /* torch.cuda.empty_cache(): releases every segment that is entirely free.
  * Never allocates host memory. */

@@ -387,6 +387,9 @@ static inline void est__sim_check_request(sim *s, uint64_t bytes) {
  * timeline: what the books below hand on when either is on. */
 void est__sim_replay_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key);
 void est__sim_replay_release(sim *s, est_category c, uint64_t bytes, uint64_t key);
+/* Fetches the replay's block of a storage's key into the processor's cache
+ * ahead of its free (only when replaying). */
+void est__sim_prefetch_block(const sim *s, uint64_t key);
 static inline void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     est__sim_check_request(s, bytes);
     s->total = sim_add(s, s->total, bytes);

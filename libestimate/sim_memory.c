@@ -179,6 +179,11 @@ void est__sim_replay_release(sim *s, est_category c, uint64_t bytes, uint64_t ke
     if (s->tl) est__tl_push(s, EST_EVENT_FREE, c, bytes, key);
 }
 
+void est__sim_prefetch_block(const sim *s, uint64_t key) {
+    const int64_t *d = direct_slot(s, key);
+    if (d && *d > 0) est__cache_prefetch(s->cache, *d);
+}
+
 /* The same block under another key (a view's gradient, y kept past its
  * step), or in another category. */
 static void rekey(sim *s, uint64_t from, uint64_t to) {
