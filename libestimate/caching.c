@@ -72,12 +72,12 @@
  * no insert or erase allocates. The large pool's is one treap keyed (size,
  * address): insert and erase are O(log n) expected; a slot's treap priority
  * is a hash of its index, computed where compared, so a run is
- * deterministic. The small pool, where
- * most requests of a training step go and few sizes recur, has a pairing heap
- * per size (the 4,096 multiples of 512 up to its 2 MiB segments), ordered
- * by address, and a bitmap of the sizes that have a free block, with a
- * word that says which of its words are not empty: best fit is the first
- * set bit at or above the request's size, then that heap's root.
+ * deterministic. The small pool, where most requests of a training step go
+ * and few sizes recur, has a pairing heap per size (the 4,096 multiples of
+ * 512 up to its 2 MiB segments), ordered by address, and a bitmap of the
+ * sizes that have a free block, with a word that says which of its words
+ * are not empty: best fit is the first set bit at or above the request's
+ * size, then that heap's root.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -126,9 +126,9 @@ _Static_assert(CLASS_WORDS <= 64, "small_words has a bit per word of small_nonem
 
 struct est_cache {
     blk *b;
-    /* per slot its SLOT_* and pool, apart from b: a free tests both neighbours'
-     * states, and a byte array of a million slots stays in the cache where
-     * the slots themselves miss */
+    /* per slot its SLOT_* and pool, apart from b: a free tests both
+     * neighbours' states, and a byte array of a million slots stays in the
+     * cache where the slots themselves miss */
     uint8_t *state;
     int32_t cap, used;    /* slots allocated / slots ever handed out */
     /* Dead slots, reused. While there are fewer than BITMAP_SLOTS slots, a
