@@ -116,7 +116,8 @@ typedef struct sim {
     int32_t n_gblocks, cap_gblocks;
     int32_t free_gblock;    /* the first dropped block, whose entry a new one takes; -1 none */
     int32_t live_gblocks;   /* blocks some tensor holds (0: no tensor has a gradient) */
-    bool *grad_key0;        /* per tensor: KEY(K_GRAD, t, 0) names a live block */
+    bool *grad_key0;        /* per tensor: KEY(K_GRAD, t, 0) names a live block
+                               (keys are kept only while handed_on) */
     uint32_t grad_serial;   /* the slot of the next block whose tensor's slot 0 is taken */
     bool *param_has_grad;
     /* per node; ctx and its arrays only while the step is planned

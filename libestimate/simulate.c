@@ -180,6 +180,16 @@ typedef struct grad_block {
 
 static inline bool has_grad(const sim *s, int32_t t) { return s->grad_block[t] >= 0; }
 
+/* The key of a new block of t's gradient. Only the replay and the timeline
+ * read keys: without them (!handed_on) every block is 0 and grad_key0 stays
+ * false. */
+static inline uint64_t grad_key(sim *s, int32_t t) {
+    if (!s->handed_on) return 0;
+    if (s->grad_key0[t]) return KEY(K_GRAD, t, 1 + s->grad_serial++ % 0xfffe); /* t's first block is still held */
+    s->grad_key0[t] = true;
+    return KEY(K_GRAD, t, 0);
+}
+
 /* A new block of `bytes` for t's gradient (t held none). false: out of host
  * memory (the replay fails). */
 static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
@@ -193,9 +203,7 @@ static bool grad_new(sim *s, int32_t t, uint64_t bytes) {
         s->gblocks = b;
         s->cap_gblocks = cap;
     }
-    uint64_t key = KEY(K_GRAD, t, 0);
-    if (s->grad_key0[t]) key = KEY(K_GRAD, t, 1 + s->grad_serial++ % 0xfffe); /* t's first block is still held */
-    else s->grad_key0[t] = true;
+    uint64_t key = grad_key(s, t);
     est__sim_alloc(s, EST_CAT_TEMP, bytes, key);
     int32_t b = s->free_gblock; /* a dropped block's entry is reused */
     if (b >= 0) s->free_gblock = s->gblocks[b].next_free;
@@ -220,7 +228,7 @@ static inline void grad_drop(sim *s, int32_t t) {
     if (b < 0 || --s->gblocks[b].holders > 0) return;
     uint64_t key = s->gblocks[b].key;
     est__sim_release(s, EST_CAT_TEMP, s->gblocks[b].bytes, key);
-    if ((key & 0xffff) == 0) s->grad_key0[(key >> 16) & 0xffffffffu] = false;
+    if (s->handed_on && (key & 0xffff) == 0) s->grad_key0[(key >> 16) & 0xffffffffu] = false;
     s->gblocks[b].next_free = s->free_gblock;
     s->free_gblock = b;
     s->live_gblocks--;
@@ -229,11 +237,11 @@ static inline void grad_drop(sim *s, int32_t t) {
 static bool grad_is_shared(const sim *s, int32_t t) { return s->gblocks[s->grad_block[t]].holders > 1; }
 
 /* The gradient of view input t is out's, moved over: the block is renamed
- * for t when out held it alone. */
+ * for t when out held it alone (a rename only keys show). */
 static void grad_move(sim *s, int32_t t, int32_t out) {
     int32_t b = s->grad_block[out];
     grad_block *B = &s->gblocks[b];
-    if (B->holders == 1 && !s->grad_key0[t] && (B->key & 0xffff) == 0) {
+    if (s->handed_on && B->holders == 1 && !s->grad_key0[t] && (B->key & 0xffff) == 0) {
         uint64_t key = KEY(K_GRAD, t, 0);
         est__sim_move(s, EST_CAT_TEMP, EST_CAT_TEMP, B->bytes, B->key, key);
         s->grad_key0[(B->key >> 16) & 0xffffffffu] = false;

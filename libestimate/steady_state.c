@@ -41,7 +41,6 @@ struct est_steady {
     uint64_t y_bound;                                /* the y and loss the derivation binds */
     uint64_t too_large;
     const char *too_large_at;
-    uint32_t grad_serial;
     uint64_t max_transient, max_activations, flops_recompute;
     est_peak peak;
     int n_saved;
@@ -70,12 +69,13 @@ static const saved_array *saved_of(const struct est_steady *st, const void *arra
  * the struct; false: out of memory. */
 static struct est_steady *save_start(sim *s) {
     struct est_steady probe = {0};
-    /* the int32_t arrays first: every copy then starts aligned for its type */
+    /* the int32_t arrays first: every copy then starts aligned for its type
+     * (no grad_key0 or grad_serial: without the replay and the timeline the
+     * gradients' blocks take no keys) */
     add_saved(&probe, s->grad_block, sizeof *s->grad_block);
     add_saved(&probe, s->rc_last, sizeof *s->rc_last);
     add_saved(&probe, s->allocated, sizeof *s->allocated);
     add_saved(&probe, s->param_has_grad, sizeof *s->param_has_grad);
-    add_saved(&probe, s->grad_key0, sizeof *s->grad_key0);
     add_saved(&probe, s->pcast_live, sizeof *s->pcast_live);
     add_saved(&probe, s->recomputed, sizeof *s->recomputed);
     add_saved(&probe, s->rc_pcast_live, sizeof *s->rc_pcast_live);
@@ -98,7 +98,6 @@ static struct est_steady *save_start(sim *s) {
     st->total = s->total;
     st->too_large = s->too_large;
     st->too_large_at = s->too_large_at;
-    st->grad_serial = s->grad_serial;
     st->max_transient = s->max_transient;
     st->max_activations = s->max_activations;
     st->flops_recompute = s->r->totals.flops_recompute;
@@ -172,7 +171,6 @@ static void put_back(sim *s, const struct est_steady *st) {
     s->too_large = st->too_large;
     s->too_large_at = st->too_large_at;
     s->cache_failed = false;
-    s->grad_serial = st->grad_serial;
     s->max_transient = st->max_transient;
     s->max_activations = st->max_activations;
     s->r->peak = st->peak;
