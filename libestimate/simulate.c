@@ -63,6 +63,15 @@ static void create_model_and_input(sim *s) {
     }
 }
 
+/* The common step: no autocast copies, no checkpointed segments, no
+ * sharded parameters, PyTorch's kernels. The passes are compiled twice
+ * (PASS: always inlined with a constant `plain`), and the copy for it skips
+ * each per-node check of those, constant for the whole step. */
+#define PASS static inline __attribute__((always_inline))
+static bool plain_step(const sim *s) {
+    return !s->cast_mask && !s->seg_of && !s->sharded && s->r->kernels != EST_KERNELS_VERIFY;
+}
+
 /* Outputs that memest verify's kernel writes though nothing reads them
  * (est_op_def.verify_writes_unread): the executor drops them when the node
  * returns, so they are a transient of the node. */
@@ -80,9 +89,9 @@ static uint64_t unread_outputs(sim *s, int32_t i) {
 
 /* Allocates node i's outputs and what it saves beyond them, and observes its
  * workspace. */
-static void run_forward_node(sim *s, int32_t i) {
+PASS void run_forward_node(sim *s, int32_t i, bool plain) {
     const est_node *n = &s->g->nodes[i];
-    bool casts = s->cast_mask && s->cast_mask[i]; /* is_cast of some input */
+    bool casts = !plain && s->cast_mask && s->cast_mask[i]; /* is_cast of some input */
     /* autocast's copies of the inputs, read while the op runs */
     for (int k = 0; casts && k < n->n_inputs; k++) {
         if (!is_cast(s, i, k)) continue;
@@ -102,9 +111,9 @@ static void run_forward_node(sim *s, int32_t i) {
     /* masks and statistics made for backward; a checkpointed op drops them */
     uint64_t dropped = 0;
     for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
-        if (segment_of(s, i) >= 0) dropped = sim_add(s, dropped, s->extra_alloc[e]);
+        if (!plain && segment_of(s, i) >= 0) dropped = sim_add(s, dropped, s->extra_alloc[e]);
         else est__sim_alloc(s, EST_CAT_ACTIVATIONS, s->extra_alloc[e], KEY(K_EXTRA, i, e - s->extra_first[i]));
-    uint64_t ws = sim_add(s, s->ws_forward[i], unread_outputs(s, i));
+    uint64_t ws = plain ? s->ws_forward[i] : sim_add(s, s->ws_forward[i], unread_outputs(s, i));
     if (s->recording) s->r->layers[i].temp_bytes = ws;
     est__sim_observe_transient(s, EST_PHASE_FORWARD, n->name, ws + dropped);
     /* copies no backward keeps die with the op */
@@ -147,14 +156,14 @@ static void prefetch_saved_blocks(const sim *s, int32_t i) {
         est__sim_prefetch_block(s, KEY(K_STORAGE, s->bwd_order[e], 0));
 }
 
-static void forward(sim *s) {
+PASS void forward_nodes(sim *s, bool plain) {
     const est_graph *g = s->g;
     for (int32_t j = 0; j < s->n_fwd_nodes; j++) {
         int32_t i = s->fwd_nodes[j];
         if (j + NODE_PREFETCH < s->n_fwd_nodes) prefetch_node(g, s->fwd_nodes[j + NODE_PREFETCH]);
         est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
-        if (s->sharded) est__par_forward_node(s, i, false);
-        if (s->fwd_runs[j]) run_forward_node(s, i);
+        if (!plain && s->sharded) est__par_forward_node(s, i, false);
+        if (s->fwd_runs[j]) run_forward_node(s, i, plain);
         /* free what no later op reads, no module call still holds and no
          * backward needs */
         for (int32_t e = s->release_first[i]; e < s->release_first[i + 1]; e++) {
@@ -164,10 +173,15 @@ static void forward(sim *s) {
                 s->allocated[b] = false;
             }
         }
-        if (s->sharded) est__par_forward_node(s, i, true);
+        if (!plain && s->sharded) est__par_forward_node(s, i, true);
     }
+}
+
+static void forward(sim *s) {
+    if (plain_step(s)) forward_nodes(s, true);
+    else forward_nodes(s, false);
     /* the moment of the last node, passed over or not */
-    if (g->n_nodes > 0) est__sim_moment(s, EST_PHASE_FORWARD, g->n_nodes - 1, NULL);
+    if (s->g->n_nodes > 0) est__sim_moment(s, EST_PHASE_FORWARD, s->g->n_nodes - 1, NULL);
 }
 
 /* ---- activation gradients ------------------------------------------------ */
@@ -282,7 +296,7 @@ static bool passes_gradient(const sim *s, int32_t i, int k) {
 /* The gradient of input k of node i: a new tensor; for a view op, a view
  * of the output's gradient; for an op that passes its gradient on (Add),
  * that gradient itself. Adds what is only summed in to *transient. */
-static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
+PASS void grad_of_input(sim *s, int32_t i, int k, bool plain, uint64_t *transient) {
     const est_node *n = &s->g->nodes[i];
     int32_t t = n->inputs[k];
     uint64_t bytes = tensor_alloc(s, t);
@@ -296,7 +310,7 @@ static void grad_of_input(sim *s, int32_t i, int k, uint64_t *transient) {
     }
     int32_t out = n->outputs[0];
     bool view = (k == 0 && n->op->view != EST_VIEW_NONE) || s->inplace_slot[i] == k;
-    bool passing = passes_gradient(s, i, k);
+    bool passing = !plain && passes_gradient(s, i, k);
     bool same_size = k < 32 ? (s->same_size[i] & EST_SLOT(k)) != 0
                             : out >= 0 && s->r->tv[out].elements == s->r->tv[t].elements;
     bool passes = passing && same_size && has_grad(s, out) && tensor_alloc(s, out) == bytes;
@@ -317,7 +331,7 @@ static void cast_gradients_back(sim *s, int32_t i, uint64_t low) {
     for (int k = 0; k < n->n_inputs; k++) {
         if (!input_needs_grad(s, i, k) || !is_cast(s, i, k)) continue;
         uint64_t transient = 0;
-        grad_of_input(s, i, k, &transient);
+        grad_of_input(s, i, k, false, &transient);
         est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, sim_add(s, transient, low));
         low -= cast_bytes(s, i, k);
     }
@@ -326,9 +340,9 @@ static void cast_gradients_back(sim *s, int32_t i, uint64_t low) {
 /* Input k's gradient, which node i's backward computes: the autocast
  * copy's bytes are added to *low, and, unless verify's executor casts it
  * back after the kernel (after), the gradient is made (grad_of_input). */
-static inline void input_gradient(sim *s, int32_t i, int k, bool after, uint64_t *transient, uint64_t *low) {
-    if (is_cast(s, i, k)) *low = sim_add(s, *low, cast_bytes(s, i, k));
-    if (!after || !is_cast(s, i, k)) grad_of_input(s, i, k, transient);
+PASS void input_gradient(sim *s, int32_t i, int k, bool plain, bool after, uint64_t *transient, uint64_t *low) {
+    if (!plain && is_cast(s, i, k)) *low = sim_add(s, *low, cast_bytes(s, i, k));
+    if (plain || !after || !is_cast(s, i, k)) grad_of_input(s, i, k, plain, transient);
 }
 
 static bool receives_grad(const sim *s, int32_t i) {
@@ -338,13 +352,13 @@ static bool receives_grad(const sim *s, int32_t i) {
     return false;
 }
 
-static void release_saved(sim *s, int32_t i) {
+PASS void release_saved(sim *s, int32_t i, bool plain) {
     const est_node *n = &s->g->nodes[i];
-    int32_t seg = segment_of(s, i);
+    int32_t seg = plain ? -1 : segment_of(s, i);
     if (seg < 0 || s->seg_done[seg])
         for (int32_t e = s->extra_first[i]; e < s->extra_first[i + 1]; e++)
             est__sim_release(s, EST_CAT_ACTIVATIONS, s->extra_alloc[e], KEY(K_EXTRA, i, e - s->extra_first[i]));
-    bool casts = s->cast_saved && s->cast_saved[i] && (seg < 0 || s->seg_done[seg]);
+    bool casts = !plain && s->cast_saved && s->cast_saved[i] && (seg < 0 || s->seg_done[seg]);
     for (int k = 0; casts && k < n->n_inputs; k++) {
         if (!(k < 32 && (s->cast_saved[i] & EST_SLOT(k)))) continue;
         int32_t b = s->base[n->inputs[k]];
@@ -366,7 +380,7 @@ static void release_saved(sim *s, int32_t i) {
             s->allocated[b] = false;
         }
     }
-    for (int32_t e = s->segs ? s->rc_first[i] : 0; s->segs && e < s->rc_first[i + 1]; e++) {
+    for (int32_t e = !plain && s->segs ? s->rc_first[i] : 0; !plain && s->segs && e < s->rc_first[i + 1]; e++) {
         int32_t b = s->rc_order[e];
         if (s->recomputed[b]) {
             est__sim_release(s, EST_CAT_ACTIVATIONS, tensor_alloc(s, b), KEY(K_RECOMPUTED, b, 0));
@@ -388,6 +402,50 @@ static uint64_t loss_upcast_bytes(sim *s) {
     return sum;
 }
 
+/* The nodes in reverse: each one's input gradients and workspace, then
+ * its output gradients and what it saved released. */
+PASS void backward_nodes(sim *s, bool plain) {
+    const est_graph *g = s->g;
+    bool fetch_blocks = replaying(s) && s->g->n_tensors >= PREFETCH_BLOCKS_FROM;
+    for (int32_t j = s->n_bwd_nodes - 1; j >= 0; j--) {
+        int32_t i = s->bwd_nodes[j];
+        if (j >= NODE_PREFETCH) {
+            prefetch_node(g, s->bwd_nodes[j - NODE_PREFETCH]);
+            if (fetch_blocks) prefetch_saved_blocks(s, s->bwd_nodes[j - NODE_PREFETCH]);
+        }
+        const est_node *n = &g->nodes[i];
+        est_layer *L = &s->r->layers[i];
+        est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
+        if (!plain && s->sharded) est__par_backward_node(s, i, false);
+        if (s->any_grad[i] && receives_grad(s, i)) {
+            int32_t seg = plain ? -1 : segment_of(s, i);
+            if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
+            /* the kernel makes an autocast copy's gradient in the copy's
+             * dtype; verify's executor casts it back to the input's after
+             * the kernel. The PyTorch estimate keeps the input's gradient
+             * beside the kernel's (docs/memory-model.md, "Mixed precision"). */
+            bool after = !plain && s->r->kernels == EST_KERNELS_VERIFY;
+            uint64_t transient = 0, low = 0;
+            /* the inputs that take a gradient, in slot order: those below 32
+             * from their mask, the rest asked one by one */
+            for (est_slot_mask m = s->grad_inputs[i]; m; m &= m - 1)
+                input_gradient(s, i, __builtin_ctz(m), plain, after, &transient, &low);
+            for (int k = 32; k < n->n_inputs; k++)
+                if (input_needs_grad(s, i, k)) input_gradient(s, i, k, plain, after, &transient, &low);
+            uint64_t ws = s->ws_backward[i];
+            if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
+            est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, sim_add(s, transient + ws, low));
+            for (int k = 0; k < n->n_outputs; k++) {
+                int32_t t = n->outputs[k];
+                if (t >= 0 && has_grad(s, t)) grad_drop(s, t);
+            }
+            if (after && low) cast_gradients_back(s, i, low);
+        }
+        release_saved(s, i, plain);
+        if (!plain && s->sharded) est__par_backward_node(s, i, true);
+    }
+}
+
 static void backward(sim *s) {
     const est_graph *g = s->g;
     s->n_gblocks = s->live_gblocks = 0; /* the last backward dropped every gradient */
@@ -404,44 +462,8 @@ static void backward(sim *s) {
     est__sim_observe_transient(s, EST_PHASE_BACKWARD, "loss", loss_upcast_bytes(s));
     est__sim_release(s, EST_CAT_TEMP, EST_ALLOC_ROUND, KEY(K_TEMP, 1, 0));
     est__par_backward_begin(s);
-    bool fetch_blocks = replaying(s) && s->g->n_tensors >= PREFETCH_BLOCKS_FROM;
-    for (int32_t j = s->n_bwd_nodes - 1; j >= 0; j--) {
-        int32_t i = s->bwd_nodes[j];
-        if (j >= NODE_PREFETCH) {
-            prefetch_node(g, s->bwd_nodes[j - NODE_PREFETCH]);
-            if (fetch_blocks) prefetch_saved_blocks(s, s->bwd_nodes[j - NODE_PREFETCH]);
-        }
-        const est_node *n = &g->nodes[i];
-        est_layer *L = &s->r->layers[i];
-        est__sim_moment(s, EST_PHASE_BACKWARD, i, NULL);
-        if (s->sharded) est__par_backward_node(s, i, false);
-        if (s->any_grad[i] && receives_grad(s, i)) {
-            int32_t seg = segment_of(s, i);
-            if (seg >= 0 && !s->seg_done[seg] && i <= s->seg_last_saver[seg]) est__sim_recompute_segment(s, seg);
-            /* the kernel makes an autocast copy's gradient in the copy's
-             * dtype; verify's executor casts it back to the input's after
-             * the kernel. The PyTorch estimate keeps the input's gradient
-             * beside the kernel's (docs/memory-model.md, "Mixed precision"). */
-            bool after = s->r->kernels == EST_KERNELS_VERIFY;
-            uint64_t transient = 0, low = 0;
-            /* the inputs that take a gradient, in slot order: those below 32
-             * from their mask, the rest asked one by one */
-            for (est_slot_mask m = s->grad_inputs[i]; m; m &= m - 1)
-                input_gradient(s, i, __builtin_ctz(m), after, &transient, &low);
-            for (int k = 32; k < n->n_inputs; k++)
-                if (input_needs_grad(s, i, k)) input_gradient(s, i, k, after, &transient, &low);
-            uint64_t ws = s->ws_backward[i];
-            if (s->recording && ws > L->temp_bytes) L->temp_bytes = ws;
-            est__sim_observe_transient(s, EST_PHASE_BACKWARD, n->name, sim_add(s, transient + ws, low));
-            for (int k = 0; k < n->n_outputs; k++) {
-                int32_t t = n->outputs[k];
-                if (t >= 0 && has_grad(s, t)) grad_drop(s, t);
-            }
-            if (after && low) cast_gradients_back(s, i, low);
-        }
-        release_saved(s, i);
-        if (s->sharded) est__par_backward_node(s, i, true);
-    }
+    if (plain_step(s)) backward_nodes(s, true);
+    else backward_nodes(s, false);
     /* the moment of the first node, passed over or not */
     if (g->n_nodes > 0) est__sim_moment(s, EST_PHASE_BACKWARD, 0, NULL);
     /* gradients that reached no producer (graph inputs) are dropped; the
