@@ -71,6 +71,25 @@ static void adafactor_step(sim *s) {
     est__sim_observe_transient(s, EST_PHASE_OPTIMIZER, "", largest);
 }
 
+/* `per` state tensors of each parameter that trains, into the books as one
+ * sum, each tensor's request checked as its allocation checks it: without
+ * the replay and the timeline no one names a block. false (nothing added):
+ * the sum would reach 2^64 - 1, where the books stop partway; allocate one
+ * by one then. */
+static bool add_state_at_once(sim *s, int per) {
+    uint64_t sum = 0;
+    for (int32_t k = 0; k < s->n_trained; k++) {
+        uint64_t bytes = est__par_state_bytes(s, s->trained[k]);
+        if (!bytes || !per) continue;
+        est__sim_check_request(s, bytes);
+        sum = est_add_sat(sum, est_mul_sat(bytes, (uint64_t)per));
+    }
+    if (s->overflow || est_add_sat(s->total, sum) == UINT64_MAX) return false;
+    s->total += sum;
+    s->live[EST_CAT_OPTIMIZER] += sum;
+    return true;
+}
+
 /* The state the first step creates, per parameter that trains: momentum's
  * buffer, Adam's exp_avg and exp_avg_sq, Adafactor's factored second
  * moment. */
@@ -86,6 +105,7 @@ void est__sim_create_optimizer_state(sim *s) {
         return;
     }
     int per = state_per_param(s);
+    if (!s->handed_on && add_state_at_once(s, per)) return;
     for (int32_t k = 0; k < s->n_trained; k++) {
         int32_t t = s->trained[k];
         uint64_t bytes = est__par_state_bytes(s, t);
