@@ -221,34 +221,35 @@ est_status est_infer_like_input0(est_infer_ctx *ctx) {
     return est_set_out_like(ctx, 0, x);
 }
 
-/* `want` values of the ints attribute a (`name`), or dflt each when absent.
- * Inline: a Conv or pool reads three at every estimate. */
-static inline est_status read_window_attr(est_infer_ctx *ctx, const est_attr *a, const char *name, int64_t dflt,
-                                          int64_t *vals, int64_t want) {
-    if (!a) {
-        for (int i = 0; i < want; i++) vals[i] = dflt;
-        return EST_OK;
-    }
+/* The window attributes' defaults: strides and dilations of 1, pads of 0. */
+static const int64_t window_ones[EST_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+_Static_assert(EST_MAX_RANK == 12, "window_ones holds EST_MAX_RANK ones");
+static const int64_t window_zeros[2 * EST_MAX_RANK];
+
+/* Points *vals at the `want` values of the ints attribute a (`name`), not
+ * copied (a Conv or pool reads three at every estimate); absent, *vals
+ * keeps its default. */
+static inline est_status window_attr(est_infer_ctx *ctx, const est_attr *a, const char *name, const int64_t **vals,
+                                     int64_t want) {
+    if (!a) return EST_OK;
     if (a->type != EST_ATTR_INTS) return wrong_type(ctx, a, "ints");
     if (a->n != want)
         return est_op_fail(ctx, EST_EATTR, "attribute '%s' has %lld values, expected %lld", name,
                            (long long)a->n, (long long)want);
-    for (int i = 0; i < want; i++) vals[i] = a->ints[i]; /* a few: no call */
+    *vals = a->ints;
     return EST_OK;
 }
 
 est_status est_window_out(est_infer_ctx *ctx, int n, const int64_t *in, const int64_t *kernel,
                           bool ceil_mode, int64_t *out) {
-    int64_t strides[EST_MAX_RANK], dil[EST_MAX_RANK], pads[2 * EST_MAX_RANK];
+    const int64_t *strides = window_ones, *dil = window_ones, *pads = window_zeros;
     est_status st;
     const est_node_attrs *known = ctx->known;
     const est_node *node = ctx->node;
     const est_attr *auto_pad_attr = est_known_attr_get(known, node, EST_KA_AUTO_PAD);
-    if ((st = read_window_attr(ctx, est_known_attr_get(known, node, EST_KA_STRIDES), "strides", 1, strides, n)) !=
-            EST_OK ||
-        (st = read_window_attr(ctx, est_known_attr_get(known, node, EST_KA_DILATIONS), "dilations", 1, dil, n)) !=
-            EST_OK ||
-        (st = read_window_attr(ctx, est_known_attr_get(known, node, EST_KA_PADS), "pads", 0, pads, 2 * n)) != EST_OK)
+    if ((st = window_attr(ctx, est_known_attr_get(known, node, EST_KA_STRIDES), "strides", &strides, n)) != EST_OK ||
+        (st = window_attr(ctx, est_known_attr_get(known, node, EST_KA_DILATIONS), "dilations", &dil, n)) != EST_OK ||
+        (st = window_attr(ctx, est_known_attr_get(known, node, EST_KA_PADS), "pads", &pads, 2 * n)) != EST_OK)
         return st;
     if (auto_pad_attr && auto_pad_attr->type != EST_ATTR_STRING) return wrong_type(ctx, auto_pad_attr, "string");
     const char *auto_pad = auto_pad_attr && auto_pad_attr->s ? auto_pad_attr->s : "NOTSET";
