@@ -138,6 +138,8 @@ static void amp_exit(sim *s) {
 /* How many nodes ahead the step's passes fetch a node: its struct misses the
  * cache in a large graph, and the hardware's prefetch stops at each page. */
 enum { NODE_PREFETCH = 4 };
+/* Graphs of fewer nodes keep them in the cache: none is fetched. */
+enum { PREFETCH_NODES_FROM = 4096 };
 static inline void prefetch_node(const est_graph *g, int32_t i) {
     const char *n = (const char *)&g->nodes[i];
     __builtin_prefetch(n);
@@ -158,9 +160,10 @@ static void prefetch_saved_blocks(const sim *s, int32_t i) {
 
 PASS void forward_nodes(sim *s, bool plain) {
     const est_graph *g = s->g;
+    int32_t fetch_until = g->n_nodes >= PREFETCH_NODES_FROM ? s->n_fwd_nodes - NODE_PREFETCH : 0;
     for (int32_t j = 0; j < s->n_fwd_nodes; j++) {
         int32_t i = s->fwd_nodes[j];
-        if (j + NODE_PREFETCH < s->n_fwd_nodes) prefetch_node(g, s->fwd_nodes[j + NODE_PREFETCH]);
+        if (j < fetch_until) prefetch_node(g, s->fwd_nodes[j + NODE_PREFETCH]);
         est__sim_moment(s, EST_PHASE_FORWARD, i, NULL);
         if (!plain && s->sharded) est__par_forward_node(s, i, false);
         if (s->fwd_runs[j]) run_forward_node(s, i, plain);
@@ -407,9 +410,10 @@ static uint64_t loss_upcast_bytes(sim *s) {
 PASS void backward_nodes(sim *s, bool plain) {
     const est_graph *g = s->g;
     bool fetch_blocks = replaying(s) && s->g->n_tensors >= PREFETCH_BLOCKS_FROM;
+    int32_t fetch_from = fetch_blocks || g->n_nodes >= PREFETCH_NODES_FROM ? NODE_PREFETCH : INT32_MAX;
     for (int32_t j = s->n_bwd_nodes - 1; j >= 0; j--) {
         int32_t i = s->bwd_nodes[j];
-        if (j >= NODE_PREFETCH) {
+        if (j >= fetch_from) {
             prefetch_node(g, s->bwd_nodes[j - NODE_PREFETCH]);
             if (fetch_blocks) prefetch_saved_blocks(s, s->bwd_nodes[j - NODE_PREFETCH]);
         }
