@@ -348,7 +348,7 @@ PASS void input_gradient(sim *s, int32_t i, int k, bool plain, bool after, uint6
     if (plain || !after || !is_cast(s, i, k)) grad_of_input(s, i, k, plain, transient);
 }
 
-static bool receives_grad(const sim *s, int32_t i) {
+static inline bool receives_grad(const sim *s, int32_t i) {
     const est_node *n = &s->g->nodes[i];
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0 && has_grad(s, n->outputs[k])) return true;
