@@ -77,16 +77,16 @@ static void adafactor_step(sim *s) {
  * the sum would reach 2^64 - 1, where the books stop partway; allocate one
  * by one then. */
 static bool add_state_at_once(sim *s, int per) {
+    if (!per) return true;
     uint64_t sum = 0;
     for (int32_t k = 0; k < s->n_trained; k++) {
         uint64_t bytes = est__par_state_bytes(s, s->trained[k]);
-        if (!bytes || !per) continue;
+        if (!bytes) continue;
         est__sim_check_request(s, bytes);
         sum = est_add_sat(sum, est_mul_sat(bytes, (uint64_t)per));
     }
     if (s->overflow || est_add_sat(s->total, sum) == UINT64_MAX) return false;
-    s->total += sum;
-    s->live[EST_CAT_OPTIMIZER] += sum;
+    est__sim_alloc_unnamed(s, EST_CAT_OPTIMIZER, sum);
     return true;
 }
 

@@ -398,6 +398,13 @@ static inline void est__sim_alloc(sim *s, est_category c, uint64_t bytes, uint64
     s->live[c] += bytes; /* no more than total, the sum of live, which did not saturate */
     if (s->handed_on) est__sim_replay_alloc(s, c, bytes, key);
 }
+/* Blocks no one names (neither the replay nor the timeline is on), `sum`
+ * bytes of them in category c, into the books at once; the caller checked
+ * each one's request (est__sim_check_request), as est__sim_alloc would. */
+static inline void est__sim_alloc_unnamed(sim *s, est_category c, uint64_t sum) {
+    s->total = sim_add(s, s->total, sum);
+    if (!s->overflow) s->live[c] += sum;
+}
 static inline void est__sim_release(sim *s, est_category c, uint64_t bytes, uint64_t key) {
     if (s->overflow) return;
     s->live[c] -= bytes;

@@ -124,8 +124,9 @@ static void bind_y(sim *s, struct est_steady *st) {
 }
 
 /* The .grad the first backward leaves on each parameter that trains and
- * needs one: into the books as one sum (no one names the blocks here, and
- * an overflow or a refused request puts the starting state back). */
+ * needs one: into the books as one sum, each request checked (no one names
+ * the blocks here, and an overflow or a refused request puts the starting
+ * state back). */
 static void create_grads(sim *s) {
     uint64_t sum = 0;
     for (int32_t k = 0; k < s->n_trained; k++) {
@@ -135,7 +136,7 @@ static void create_grads(sim *s) {
         sum = est_add_sat(sum, tensor_alloc(s, t));
         s->param_has_grad[t] = true;
     }
-    est__sim_alloc(s, EST_CAT_GRADS, sum, 0);
+    est__sim_alloc_unnamed(s, EST_CAT_GRADS, sum);
 }
 
 struct est_steady *est__steady_begin(sim *s) {
