@@ -230,7 +230,7 @@ static uint64_t conv_im2col_backward_workspace(const est_cost_ctx *c) {
  * and backward (one im2col of dY for dX and dW) alike. Under the PyTorch
  * kernels the rule has no workspace for ConvTranspose. */
 static uint64_t conv_transpose_im2col_workspace(const est_cost_ctx *c) {
-    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    if (est_cost_kernels(c) != EST_KERNELS_VERIFY) return 0;
     uint64_t chunk = 0;
     return est__dtype_bytes(c->float_dtype, im2col_elements(est_cost_out(c, 0), est_cost_in(c, 1), est_cost_in(c, 0), &chunk));
 }
@@ -284,7 +284,7 @@ static bool keeps_channels_and_size(const est_cost_ctx *c, int64_t group) {
 }
 
 static uint64_t conv_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_workspace(c);
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) return conv_im2col_workspace(c);
     int64_t group = conv_group(c);
     uint64_t strided = strided_pointwise_workspace(c, group);
     if (strided) return strided;
@@ -332,7 +332,8 @@ static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static uint64_t split_k_partials(const est_cost_ctx *c) {
     const est_tval *w = est_cost_in(c, 1), *y = est_cost_out(c, 0);
     if (!w || !y || y->rank < 2 || y->dims[1] <= 0 || w->dims[0] <= 0) return 0;
-    const est_device *dev = c->device ? c->device : est__default_device();
+    const est_device *dev = est_cost_device(c);
+    if (!dev) dev = est__default_device();
     const uint64_t ctas = (uint64_t)(dev->sm_count > 0 ? dev->sm_count : 1); /* one tile per SM */
     uint64_t rows = (uint64_t)w->dims[0], cols = est_tval_elements(w) / rows; /* Cout x (C x kernel) */
     uint64_t reduced = est_tval_elements(y) / (uint64_t)y->dims[1];           /* batch x output pixels */
@@ -346,7 +347,7 @@ static uint64_t split_k_partials(const est_cost_ctx *c) {
 }
 
 static uint64_t conv_backward_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY) return conv_im2col_backward_workspace(c);
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) return conv_im2col_backward_workspace(c);
     int64_t group = conv_group(c);
     uint64_t strided = est_needs_grad(c, 0) || est_needs_grad(c, 1) ? strided_pointwise_workspace(c, group) : 0;
     if (strided) return strided;

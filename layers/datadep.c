@@ -169,7 +169,7 @@ static uint64_t verify_compact_workspace(uint64_t elements) {
 /* Compress under verify: the compaction over the condition, and, when no
  * backward keeps it (compress_saves), the kept slices' int64 index. */
 static uint64_t compress_workspace(const est_cost_ctx *c) {
-    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    if (est_cost_kernels(c) != EST_KERNELS_VERIFY) return 0;
     uint64_t ws = verify_compact_workspace(est_tval_elements(est_cost_in(c, 1)));
     const est_tval *y = est_cost_out(c, 0);
     if (est_backward_runs(c) || !y) return ws;
@@ -182,7 +182,7 @@ static uint64_t compress_workspace(const est_cost_ctx *c) {
 
 /* NonZero under verify: the compaction over the input. */
 static uint64_t non_zero_workspace(const est_cost_ctx *c) {
-    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    if (est_cost_kernels(c) != EST_KERNELS_VERIFY) return 0;
     return verify_compact_workspace(est_tval_elements(est_cost_in(c, 0)));
 }
 
@@ -191,7 +191,7 @@ static uint64_t non_zero_workspace(const est_cost_ctx *c) {
  * sorted): 2 u int64. */
 static uint64_t unique_workspace(const est_cost_ctx *c) {
     const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
-    if (c->kernels != EST_KERNELS_VERIFY || !x || !y) return 0;
+    if (est_cost_kernels(c) != EST_KERNELS_VERIFY || !x || !y) return 0;
     int64_t axis = est_node_attr_int(c->node, "axis", INT64_MIN);
     if (axis != INT64_MIN && axis < 0) axis += x->rank;
     bool along_axis = axis != INT64_MIN && axis >= 0 && axis < x->rank && axis < y->rank;

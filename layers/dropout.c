@@ -88,7 +88,7 @@ static double dropout_ratio(const est_cost_ctx *c) {
  * (is_test before opset 7; training_mode absent or false from opset 12; in
  * between the graph does not say, and a training step trains). */
 static bool dropout_drops(const est_cost_ctx *c) {
-    if (!c->train || dropout_ratio(c) == 0) return false;
+    if (!est_cost_train(c) || dropout_ratio(c) == 0) return false;
     if (c->node->opset < 7) return est_node_attr_int(c->node, "is_test", 0) == 0;
     if (c->node->opset < 12) return true;
     const est_tval *training = est_cost_in(c, 2);

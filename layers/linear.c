@@ -415,7 +415,7 @@ static uint64_t matmul_workspace(const est_cost_ctx *c) {
  * contiguous and B is the transposed weight of x @ W.t(), which cuBLAS reads
  * as it is. */
 static uint64_t matmul_backward_workspace(const est_cost_ctx *c) {
-    if (c->kernels != EST_KERNELS_VERIFY) return 0;
+    if (est_cost_kernels(c) != EST_KERNELS_VERIFY) return 0;
     const est_tval *b = est_cost_in(c, 1);
     bool b_is_weight_t = b && b->rank == 2 && c->in_strided[1];
     if (!c->in_strided[0] && (!c->in_strided[1] || b_is_weight_t)) return 0;
@@ -618,7 +618,7 @@ static uint64_t attention_rows(const est_cost_ctx *c) {
  * mask does not. */
 static bool attention_runs_math(const est_cost_ctx *c) {
     const est_tval *q = est_cost_in(c, 0), *k = est_cost_in(c, 1);
-    if (c->kernels != EST_KERNELS_PYTORCH || !q || !k || q->rank != 4 || k->rank != 4) return false;
+    if (est_cost_kernels(c) != EST_KERNELS_PYTORCH || !q || !k || q->rank != 4 || k->rank != 4) return false;
     if (est_needs_grad(c, 3)) return true;
     bool grouped = k->dims[1] > 0 && k->dims[1] < q->dims[1];
     return grouped && (c->float_dtype == EST_DT_FLOAT || c->float_dtype == EST_DT_DOUBLE);
@@ -669,7 +669,7 @@ static void attention_math_saves(const est_cost_ctx *c, est_saved *s) {
  * scores' gradient when Q, K or the mask needs a gradient. */
 static uint64_t attention_verify_probs(const est_cost_ctx *c) {
     const est_tval *q = est_cost_in(c, 0);
-    est_dtype dt = q ? est__step_dtype(q->dtype, c->export_dtype, c->float_dtype) : EST_DT_FLOAT;
+    est_dtype dt = q ? est__step_dtype(q->dtype, est_cost_export_dtype(c), c->float_dtype) : EST_DT_FLOAT;
     return est__dtype_bytes(dt, est_mul_sat(attention_rows(c), attention_kv_len(c)));
 }
 
@@ -691,7 +691,7 @@ static uint64_t attention_verify_backward(const est_cost_ctx *c) {
 /* The math kernel's forward: the masked scores beside the probabilities,
  * and the repeated key, held until the call returns. */
 static uint64_t attention_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY) return c->train ? 0 : attention_verify_probs(c);
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) return est_cost_train(c) ? 0 : attention_verify_probs(c);
     if (!attention_runs_math(c)) return 0;
     return est_add_sat(attention_probs_bytes(c), est_mul_sat(kv_repeats(c), est_cost_bytes(c, est_cost_in(c, 1))));
 }
@@ -700,7 +700,7 @@ static uint64_t attention_workspace(const est_cost_ctx *c) {
  * _softmax_backward_data's result and its temporary (three of the
  * probabilities' size, measured). */
 static uint64_t attention_backward_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY) return attention_verify_backward(c);
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) return attention_verify_backward(c);
     return attention_runs_math(c) ? est_mul_sat(3, attention_probs_bytes(c)) : 0;
 }
 
@@ -711,7 +711,7 @@ static uint64_t attention_backward_workspace(const est_cost_ctx *c) {
  * cache, K and V are the concatenated present_key / present_value. */
 static void attention_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
-    if (c->kernels == EST_KERNELS_VERIFY) {
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) {
         attention_verify_saves(c, s);
         return;
     }

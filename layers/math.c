@@ -219,7 +219,7 @@ static est_status cast_infer(est_infer_ctx *ctx) {
  * (verify/ops_elementwise.cu, cast_fwd: a view). */
 static bool cast_returns_input(const est_cost_ctx *c) {
     const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
-    return c->kernels == EST_KERNELS_VERIFY && x && y && x->dtype == y->dtype;
+    return est_cost_kernels(c) == EST_KERNELS_VERIFY && x && y && x->dtype == y->dtype;
 }
 
 /* CastLike: the target type is input 1's. */

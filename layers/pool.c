@@ -176,7 +176,7 @@ static void max_pool_saves(const est_cost_ctx *c, est_saved *s) {
  * does on CUDA: without a backward (inference, a frozen input) they are the
  * forward's workspace, unless the node outputs them. */
 static uint64_t max_pool_workspace(const est_cost_ctx *c) {
-    if (c->kernels != EST_KERNELS_VERIFY || est_backward_runs(c) || est_cost_out(c, 1)) return 0;
+    if (est_cost_kernels(c) != EST_KERNELS_VERIFY || est_backward_runs(c) || est_cost_out(c, 1)) return 0;
     return est__dtype_bytes(EST_DT_INT64, out_elements(c));
 }
 
@@ -192,7 +192,7 @@ static void average_pool_saves(const est_cost_ctx *c, est_saved *s) {
 static void lp_pool_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
     est_save_input(c, s, 0);
-    if (c->kernels == EST_KERNELS_VERIFY) {
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) {
         est_save_output(c, s, 0);
         return;
     }

@@ -241,7 +241,7 @@ static rnn_dims verify_dims(const est_cost_ctx *c) {
 
 static void rnn_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
-    if (c->kernels == EST_KERNELS_VERIFY) {
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) {
         for (int k = 0; k <= 6; k++)
             if (k != 4) est_save_input(c, s, k);
         est_save_output(c, s, 0);
@@ -274,16 +274,16 @@ static uint64_t fitted(const est_cost_ctx *c, const double *fit) {
 
 /* In eval mode cuDNN makes no reserve and takes its own workspace. */
 static uint64_t rnn_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY) {
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) {
         rnn_dims d = verify_dims(c);
-        return est_add_sat(verify_input_copies(c), c->train ? 0 : verify_forward_bytes(c, &d));
+        return est_add_sat(verify_input_copies(c), est_cost_train(c) ? 0 : verify_forward_bytes(c, &d));
     }
     const rnn_rule *rule = &rules[mode_of(c->node)];
-    return fitted(c, c->train ? rule->fwd : rule->eval);
+    return fitted(c, est_cost_train(c) ? rule->fwd : rule->eval);
 }
 
 static uint64_t rnn_backward_workspace(const est_cost_ctx *c) {
-    if (c->kernels == EST_KERNELS_VERIFY) {
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) {
         rnn_dims d = verify_dims(c);
         return est_add_sat(verify_input_copies(c), verify_backward_bytes(c, &d));
     }

@@ -169,6 +169,15 @@ struct est_infer_ctx {
 
 /* ---- what a training-step rule sees ---------------------------------------- */
 
+/* What every context of one estimate shares: held once per estimate, not
+ * copied into each node's context (a million of them on a large graph). */
+typedef struct est_cost_shared {
+    const est_device *device;         /* the GPU it runs on (est_options.device; never NULL) */
+    est_kernels kernels;              /* whose kernels run the ops (est_options.kernels) */
+    est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */
+    bool train;                       /* the estimate is of a training step */
+} est_cost_shared;
+
 struct est_cost_ctx {
     const est_node *node;             /* its opset is the node's (est_node.opset) */
     int n_in, n_out;
@@ -181,14 +190,18 @@ struct est_cost_ctx {
     bool *in_param;                   /* input i is a trainable parameter */
     bool *in_strided;                 /* input i is a non-contiguous view (of a Transpose) */
     bool any_grad;                    /* some input needs a gradient: backward runs */
-    bool train;                       /* the estimate is of a training step */
-    est_dtype float_dtype;            /* the dtype tensors of export_dtype take in this
-                                         estimate (the node's under --amp) */
-    est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */
-    est_kernels kernels;              /* whose kernels run the op (est_options.kernels) */
-    const est_device *device;         /* the GPU it runs on (est_options.device; never NULL) */
+    est_dtype float_dtype;            /* the dtype tensors of the export's float dtype
+                                         take in this estimate (the node's under --amp) */
+    const est_cost_shared *shared;    /* the estimate's; rules read it through
+                                         est_cost_train and the like */
     const est_node_attrs *known;      /* the node's known attributes; NULL without a plan */
 };
+
+/* The estimate's facts every node shares (est_cost_shared). */
+static inline bool est_cost_train(const est_cost_ctx *c) { return c->shared->train; }
+static inline est_kernels est_cost_kernels(const est_cost_ctx *c) { return c->shared->kernels; }
+static inline est_dtype est_cost_export_dtype(const est_cost_ctx *c) { return c->shared->export_dtype; }
+static inline const est_device *est_cost_device(const est_cost_ctx *c) { return c->shared->device; }
 
 struct est_flops {
     uint64_t fwd;
@@ -357,7 +370,7 @@ uint64_t est_stat_bytes(const est_tval *x, uint64_t count);
  * dtype, else its own. */
 static inline uint64_t est_cost_bytes(const est_cost_ctx *c, const est_tval *t) {
     if (!t) return 0;
-    return est__dtype_bytes(est__step_dtype(t->dtype, c->export_dtype, c->float_dtype), est_tval_elements(t));
+    return est__dtype_bytes(est__step_dtype(t->dtype, est_cost_export_dtype(c), c->float_dtype), est_tval_elements(t));
 }
 /* dims[from] * ... * dims[to - 1] (1 for an empty range). */
 int64_t est_dims_product(int from, int to, const int64_t *dims);

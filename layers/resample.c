@@ -352,7 +352,7 @@ static void grid_sample_saves(const est_cost_ctx *c, est_saved *s) {
 static void roi_align_saves(const est_cost_ctx *c, est_saved *s) {
     if (!est_backward_runs(c)) return;
     est_save_input(c, s, 1);
-    if (c->kernels != EST_KERNELS_VERIFY) return;
+    if (est_cost_kernels(c) != EST_KERNELS_VERIFY) return;
     est_save_input(c, s, 2);
     if (strcmp(est_node_attr_string(c->node, "mode", "avg"), "max") == 0) est_save_input(c, s, 0);
 }

@@ -74,7 +74,7 @@ uint64_t est_column_sum_workspace(const est_device *dev, uint64_t rows, uint64_t
 uint64_t est_sum_to_workspace(const est_cost_ctx *c, int i) {
     /* memest verify's executor sums with one block or thread per output
      * (verify/ops_common.cuh, vxk_reduce_run): no staging buffer */
-    if (c->kernels == EST_KERNELS_VERIFY) return 0;
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY) return 0;
     const est_tval *y = est_cost_out(c, 0), *x = est_cost_in(c, i);
     if (!y || !x || y->rank < 0 || x->rank < 0 || x->rank > y->rank || x->elements >= y->elements) return 0;
     /* x's dims right-aligned under y's; the reduced ones must lead */
@@ -91,5 +91,5 @@ uint64_t est_sum_to_workspace(const est_cost_ctx *c, int i) {
             cols = est_mul_sat(cols, (uint64_t)y->dims[d]);
         }
     }
-    return est_column_sum_workspace(c->device, rows, cols);
+    return est_column_sum_workspace(est_cost_device(c), rows, cols);
 }

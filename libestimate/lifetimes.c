@@ -14,25 +14,25 @@
 
 /* ---- classification --------------------------------------------------------- */
 
-/* The fields of the contexts that every node shares. */
+/* What set_context gives every node alike. */
 typedef struct context_common {
     const est_plan *plan;
-    bool train;
-    est_dtype float_dtype, export_dtype;
-    est_kernels kernels;
-    const est_device *device;
+    est_dtype float_dtype;    /* the node's own under --amp (plan_amp sets it later) */
+    const est_cost_shared *shared;
 } context_common;
 
 /* The pools the contexts' slices are in (every entry written by the
- * caller, absent inputs and outputs included) and what they share; false
- * when out of memory. */
+ * caller, absent inputs and outputs included), the facts they share (in s,
+ * which outlives them) and what set_context gives each; false when out of
+ * memory. */
 static bool start_contexts(sim *s, context_common *common) {
     est_slot_counts slots = est__graph_slot_counts(s->g);
     size_t all_in = slots.inputs, all_out = slots.outputs;
     s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
     s->ctx_flags = malloc((3 * all_in + 1) * sizeof *s->ctx_flags);
-    *common = (context_common){.plan = est__graph_plan(s->g), .train = s->train, .float_dtype = s->r->dtype,
-                               .export_dtype = s->g->dtype, .kernels = s->r->kernels, .device = s->r->device};
+    s->ctx_shared = (est_cost_shared){.device = s->r->device, .kernels = s->r->kernels, .export_dtype = s->g->dtype,
+                                      .train = s->train};
+    *common = (context_common){.plan = est__graph_plan(s->g), .float_dtype = s->r->dtype, .shared = &s->ctx_shared};
     return s->ctx_tv && s->ctx_flags;
 }
 
@@ -44,8 +44,7 @@ static inline void set_context(est_cost_ctx *c, const est_node *n, int32_t i, co
     /* one literal: every field stored once */
     *c = (est_cost_ctx){.node = n, .n_in = n_in, .n_out = n->n_outputs, .in = tv,
                         .out = tv + n_in, .in_grad = flags, .in_param = flags + n_in, .in_strided = flags + 2 * n_in,
-                        .any_grad = any_grad, .train = common->train, .float_dtype = common->float_dtype,
-                        .export_dtype = common->export_dtype, .kernels = common->kernels, .device = common->device,
+                        .any_grad = any_grad, .float_dtype = common->float_dtype, .shared = common->shared,
                         .known = est__plan_node_attrs(common->plan, i)};
 }
 

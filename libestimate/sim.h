@@ -128,6 +128,7 @@ typedef struct sim {
     uint64_t *ws_backward;  /* per node: its backward's workspace, rounded */
     const est_tval **ctx_tv; /* the contexts' in and out arrays, node after node */
     bool *ctx_flags;        /* their in_grad, in_param and in_strided arrays */
+    est_cost_shared ctx_shared; /* what every context shares (they point at it) */
     bool *any_grad;         /* per node: its context's any_grad (backward runs),
                                kept when the contexts are freed */
     est_slot_mask *grad_inputs; /* per node: the inputs (below 32) that take a

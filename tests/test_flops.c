@@ -43,10 +43,12 @@ static bool *tensors_needing_grad(const est_report *r) {
     return grad;
 }
 
-/* The per-slot arrays an est_cost_ctx points at. */
+/* What an est_cost_ctx points at: its per-slot arrays, and the estimate's
+ * shared facts (zeroed: inference, PyTorch's kernels, no device). */
 typedef struct ctx_slots {
     const est_tval *in[EST_MAX_IO], *out[EST_MAX_IO];
     bool in_grad[EST_MAX_IO], in_param[EST_MAX_IO], in_strided[EST_MAX_IO];
+    est_cost_shared shared;
 } ctx_slots;
 
 static void attach_slots(est_cost_ctx *c, ctx_slots *sl) {
@@ -56,6 +58,7 @@ static void attach_slots(est_cost_ctx *c, ctx_slots *sl) {
     c->in_grad = sl->in_grad;
     c->in_param = sl->in_param;
     c->in_strided = sl->in_strided;
+    c->shared = &sl->shared;
 }
 
 static est_cost_ctx cost_ctx_of(const est_report *r, const est_node *n, const bool *grad, ctx_slots *sl) {
@@ -457,7 +460,7 @@ static void check_dropout_saves(void) {
     t.tv[1].value = &ratio;
     t.tv[2].value = &train;
     t.c.in_grad[1] = t.c.in_grad[2] = false;
-    t.c.train = true;
+    t.slots.shared.train = true;
     est_saved s = saved_of(&t);
     CHECK(s.n_extra == 1 && s.extra_bytes[0] == 4096 && s.outputs == 0, "Dropout keeps a bool mask");
     t.c.n_out = 2;
@@ -469,7 +472,7 @@ static void check_dropout_saves(void) {
     s = saved_of(&t);
     CHECK(s.n_extra == 0 && s.outputs == 0, "Dropout with training_mode 0 keeps nothing");
     training = 1;
-    t.c.train = false;
+    t.slots.shared.train = false;
     s = saved_of(&t);
     CHECK(s.n_extra == 0 && s.outputs == 0, "Dropout in an inference step (model.eval()) keeps nothing");
 }
