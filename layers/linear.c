@@ -405,7 +405,7 @@ static uint64_t matmul_workspace(const est_cost_ctx *c) {
     uint64_t bytes = 0;
     for (int i = 0; i < 2; i++) {
         const est_tval *t = est_cost_in(c, i);
-        if (t && t->rank > 2 && c->in_strided[i]) bytes += est_cost_bytes(c, t);
+        if (t && t->rank > 2 && est_cost_strided(c, i)) bytes += est_cost_bytes(c, t);
     }
     return bytes;
 }
@@ -417,11 +417,11 @@ static uint64_t matmul_workspace(const est_cost_ctx *c) {
 static uint64_t matmul_backward_workspace(const est_cost_ctx *c) {
     if (est_cost_kernels(c) != EST_KERNELS_VERIFY) return 0;
     const est_tval *b = est_cost_in(c, 1);
-    bool b_is_weight_t = b && b->rank == 2 && c->in_strided[1];
-    if (!c->in_strided[0] && (!c->in_strided[1] || b_is_weight_t)) return 0;
+    bool b_is_weight_t = b && b->rank == 2 && est_cost_strided(c, 1);
+    if (!est_cost_strided(c, 0) && (!est_cost_strided(c, 1) || b_is_weight_t)) return 0;
     uint64_t bytes = 0;
     for (int i = 0; i < 2; i++)
-        if (c->in_strided[i] && est_cost_in(c, i)) bytes = est_add_sat(bytes, est_cost_bytes(c, est_cost_in(c, i)));
+        if (est_cost_strided(c, i)) bytes = est_add_sat(bytes, est_cost_bytes(c, est_cost_in(c, i)));
     return bytes;
 }
 

@@ -218,7 +218,7 @@ static uint64_t verify_backward_bytes(const est_cost_ctx *c, const rnn_dims *d) 
 static uint64_t verify_input_copies(const est_cost_ctx *c) {
     uint64_t bytes = 0;
     for (int k = 0; k <= 6; k++)
-        if (k < c->n_in && c->in_strided[k]) bytes = est_add_sat(bytes, est_alloc_bytes(est_cost_bytes(c, est_cost_in(c, k))));
+        if (est_cost_strided(c, k)) bytes = est_add_sat(bytes, est_alloc_bytes(est_cost_bytes(c, est_cost_in(c, k))));
     return bytes;
 }
 

@@ -178,24 +178,33 @@ typedef struct est_cost_shared {
     bool train;                       /* the estimate is of a training step */
 } est_cost_shared;
 
+/* 56 bytes a node on a 64-bit machine: every estimate builds one per node,
+ * and they are alive at the 1M-node graph's peak; out and each flag array
+ * are found from n_in rather than pointed at. */
 struct est_cost_ctx {
     const est_node *node;             /* its opset is the node's (est_node.opset) */
-    int n_in, n_out;
-    /* Per-slot arrays of n_in entries (out: n_out), owned by the caller that
-     * built the context; rules read them through est_cost_in, est_cost_out
-     * and est_needs_grad, which bound the index. */
-    const est_tval **in;              /* NULL for omitted inputs */
-    const est_tval **out;             /* NULL for omitted outputs */
-    bool *in_grad;                    /* input i needs a gradient */
-    bool *in_param;                   /* input i is a trainable parameter */
-    bool *in_strided;                 /* input i is a non-contiguous view (of a Transpose) */
-    bool any_grad;                    /* some input needs a gradient: backward runs */
-    est_dtype float_dtype;            /* the dtype tensors of the export's float dtype
-                                         take in this estimate (the node's under --amp) */
+    /* Per-slot arrays owned by the caller that built the context; rules read
+     * them through est_cost_in, est_cost_out, est_needs_grad and
+     * est_cost_strided, which bound the index. */
+    const est_tval **tv;              /* n_in + n_out: the inputs' states, then the
+                                         outputs' (NULL for omitted ones) */
+    bool *in_flags;                   /* 2 * n_in: per input, needs a gradient
+                                         (est_cost_grad_flags), then is a non-contiguous
+                                         view of a Transpose (est_cost_strided_flags) */
     const est_cost_shared *shared;    /* the estimate's; rules read it through
                                          est_cost_train and the like */
     const est_node_attrs *known;      /* the node's known attributes; NULL without a plan */
+    int n_in, n_out;
+    est_dtype float_dtype;            /* the dtype tensors of the export's float dtype
+                                         take in this estimate (the node's under --amp) */
+    bool any_grad;                    /* some input needs a gradient: backward runs */
 };
+_Static_assert(sizeof(void *) != 8 || sizeof(struct est_cost_ctx) <= 56,
+               "est_cost_ctx grew: every estimate holds one per node");
+
+/* The context's flag arrays, n_in entries each, for whoever builds it. */
+static inline bool *est_cost_grad_flags(const est_cost_ctx *c) { return c->in_flags; }
+static inline bool *est_cost_strided_flags(const est_cost_ctx *c) { return c->in_flags + c->n_in; }
 
 /* The estimate's facts every node shares (est_cost_shared). */
 static inline bool est_cost_train(const est_cost_ctx *c) { return c->shared->train; }
@@ -313,13 +322,19 @@ static inline uint64_t est_tval_elements(const est_tval *t) {
 }
 /* Input or output i of the node, NULL when absent. */
 static inline const est_tval *est_cost_in(const est_cost_ctx *c, int i) {
-    return i >= 0 && i < c->n_in ? c->in[i] : NULL;
+    return i >= 0 && i < c->n_in ? c->tv[i] : NULL;
 }
 static inline const est_tval *est_cost_out(const est_cost_ctx *c, int i) {
-    return i >= 0 && i < c->n_out ? c->out[i] : NULL;
+    return i >= 0 && i < c->n_out ? c->tv[c->n_in + i] : NULL;
 }
 /* True when input i is present and needs a gradient. */
-static inline bool est_needs_grad(const est_cost_ctx *c, int i) { return est_cost_in(c, i) && c->in_grad[i]; }
+static inline bool est_needs_grad(const est_cost_ctx *c, int i) {
+    return est_cost_in(c, i) && est_cost_grad_flags(c)[i];
+}
+/* True when input i is present and a non-contiguous view (of a Transpose). */
+static inline bool est_cost_strided(const est_cost_ctx *c, int i) {
+    return est_cost_in(c, i) && est_cost_strided_flags(c)[i];
+}
 /* True when the op's backward does work: some input needs a gradient and
  * output 0 is floating (bool and integer outputs carry no gradient). */
 static inline bool est_backward_runs(const est_cost_ctx *c) {

@@ -29,7 +29,7 @@ static bool start_contexts(sim *s, context_common *common) {
     est_slot_counts slots = est__graph_slot_counts(s->g);
     size_t all_in = slots.inputs, all_out = slots.outputs;
     s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
-    s->ctx_flags = malloc((3 * all_in + 1) * sizeof *s->ctx_flags);
+    s->ctx_flags = malloc((2 * all_in + 1) * sizeof *s->ctx_flags);
     s->ctx_shared = (est_cost_shared){.device = s->r->device, .kernels = s->r->kernels, .export_dtype = s->g->dtype,
                                       .train = s->train};
     *common = (context_common){.plan = est__graph_plan(s->g), .float_dtype = s->r->dtype, .shared = &s->ctx_shared};
@@ -37,15 +37,13 @@ static bool start_contexts(sim *s, context_common *common) {
 }
 
 /* Node i's context c, on its slices tv (its inputs' states, then its
- * outputs') and flags (in_grad, in_param, in_strided). */
+ * outputs') and flags (per input, needs a gradient, then is strided). */
 static inline void set_context(est_cost_ctx *c, const est_node *n, int32_t i, const est_tval **tv, bool *flags,
                                bool any_grad, const context_common *common) {
-    int n_in = n->n_inputs;
     /* one literal: every field stored once */
-    *c = (est_cost_ctx){.node = n, .n_in = n_in, .n_out = n->n_outputs, .in = tv,
-                        .out = tv + n_in, .in_grad = flags, .in_param = flags + n_in, .in_strided = flags + 2 * n_in,
-                        .any_grad = any_grad, .float_dtype = common->float_dtype, .shared = common->shared,
-                        .known = est__plan_node_attrs(common->plan, i)};
+    *c = (est_cost_ctx){.node = n, .tv = tv, .in_flags = flags, .shared = common->shared,
+                        .known = est__plan_node_attrs(common->plan, i), .n_in = n->n_inputs, .n_out = n->n_outputs,
+                        .float_dtype = common->float_dtype, .any_grad = any_grad};
 }
 
 /* False when out of memory. */
@@ -79,7 +77,7 @@ bool est__sim_build_contexts(sim *s) {
         const est_node *n = &nodes[i];
         int n_in = n->n_inputs, n_out = n->n_outputs;
         const est_tval **in = tv, **out = tv + n_in;
-        bool *in_grad = flags, *in_param = flags + n_in, *in_strided = flags + 2 * n_in, any_grad = false;
+        bool *in_grad = flags, *in_strided = flags + n_in, any_grad = false; /* set_context's layout */
         est_slot_mask nondiff = n->op->nondiff_inputs, takes_grad = 0;
         const int32_t *inputs = n->inputs, *outputs = n->outputs; /* locals too */
         for (int k = 0; k < n_in; k++) {
@@ -87,13 +85,12 @@ bool est__sim_build_contexts(sim *s) {
             in_strided[k] = false;
             if (t < 0) {
                 in[k] = NULL;
-                in_grad[k] = in_param[k] = false;
+                in_grad[k] = false;
                 continue;
             }
             bool grad = slot_needs_grad(nondiff, k, needs_grad[t]); /* input_needs_grad's, from locals */
             in[k] = &vals[t];
             in_grad[k] = grad;
-            in_param[k] = param[t];
             any_grad |= grad;
             if (k < 32) takes_grad |= (est_slot_mask)grad << k;
         }
@@ -106,7 +103,7 @@ bool est__sim_build_contexts(sim *s) {
         }
         set_context(&ctx[i], n, i, tv, flags, any_grad, &common);
         tv += n_in + n_out;
-        flags += 3 * n_in;
+        flags += 2 * n_in;
     }
     return true;
 }
@@ -127,7 +124,7 @@ bool est__sim_point_contexts(sim *s, const bool *any_grad) {
         for (int k = 0; k < n_out; k++) tv[n_in + k] = outputs[k] >= 0 ? &vals[outputs[k]] : NULL;
         set_context(&ctx[i], n, i, tv, flags, any_grad[i], &common);
         tv += n_in + n_out;
-        flags += 3 * n_in;
+        flags += 2 * n_in;
     }
     return true;
 }
@@ -158,7 +155,7 @@ bool est__sim_mark_unreached(sim *s) {
         /* the inputs that take a gradient: below 32 from the mask */
         for (est_slot_mask m = grad_inputs[i]; m; m &= m - 1) reached[n->inputs[__builtin_ctz(m)]] = true;
         for (int k = 32; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && c->in_grad[k]) reached[n->inputs[k]] = true;
+            if (n->inputs[k] >= 0 && est_cost_grad_flags(c)[k]) reached[n->inputs[k]] = true;
     }
     free(reached);
     return true;
@@ -495,7 +492,7 @@ bool est__sim_ask_saves(sim *s) {
 }
 
 /* What extend_last_uses reads, loaded once for all nodes: its stores to
- * last_use and in_strided would make the compiler reload every field read
+ * last_use and the strided flags would make the compiler reload every field read
  * through s at every node. */
 typedef struct lifetime_arrays {
     const est_tensor *tensors;
@@ -509,14 +506,14 @@ typedef struct lifetime_arrays {
 
 /* Storage lifetimes up to node i: each storage lives until its last reader
  * or anything that holds it. And which of its inputs are non-contiguous
- * views (its context's in_strided, false from est__sim_build_contexts on),
+ * views (its context's strided flags, false from est__sim_build_contexts on),
  * before its rules are asked what it saves. */
 static inline void extend_last_uses(const lifetime_arrays *a, int32_t i) {
     const est_node *n = &a->nodes[i];
     int32_t *last_use = a->last_use;
     const int32_t *base = a->base;
     const bool *contiguous = a->contiguous;
-    bool *strided = a->ctx[i].in_strided;
+    bool *strided = est_cost_strided_flags(&a->ctx[i]);
     bool pytorch = a->pytorch;
     /* the node's arrays too: a store to strided may alias them */
     const int32_t *inputs = n->inputs, *held_until = n->input_held_until;

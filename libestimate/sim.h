@@ -127,7 +127,7 @@ typedef struct sim {
     uint64_t *ws_forward;   /* per node: its forward's workspace, rounded */
     uint64_t *ws_backward;  /* per node: its backward's workspace, rounded */
     const est_tval **ctx_tv; /* the contexts' in and out arrays, node after node */
-    bool *ctx_flags;        /* their in_grad, in_param and in_strided arrays */
+    bool *ctx_flags;        /* their flag arrays (est_cost_ctx.in_flags) */
     est_cost_shared ctx_shared; /* what every context shares (they point at it) */
     bool *any_grad;         /* per node: its context's any_grad (backward runs),
                                kept when the contexts are freed */
@@ -272,7 +272,7 @@ static inline bool cached_cast(const sim *s, int32_t i, int k) {
 static inline bool is_cast(const sim *s, int32_t i, int k) {
     return s->cast_mask && k < 32 && (s->cast_mask[i] & EST_SLOT(k));
 }
-/* Whether input k of node i takes a gradient (its cost context's in_grad,
+/* Whether input k of node i takes a gradient (its cost context's grad flag,
  * which the step reads after the contexts are freed). */
 /* Whether input slot k takes a gradient: a differentiable slot (not in
  * nondiff; slots past the mask's 32 are) of a tensor that needs one. */

@@ -43,35 +43,33 @@ static bool *tensors_needing_grad(const est_report *r) {
     return grad;
 }
 
-/* What an est_cost_ctx points at: its per-slot arrays, and the estimate's
+/* What an est_cost_ctx points at: its per-slot arrays (its inputs, then
+ * its outputs; room for a later output past n_out), and the estimate's
  * shared facts (zeroed: inference, PyTorch's kernels, no device). */
 typedef struct ctx_slots {
-    const est_tval *in[EST_MAX_IO], *out[EST_MAX_IO];
-    bool in_grad[EST_MAX_IO], in_param[EST_MAX_IO], in_strided[EST_MAX_IO];
+    const est_tval *tv[2 * EST_MAX_IO];
+    bool in_flags[2 * EST_MAX_IO];
     est_cost_shared shared;
 } ctx_slots;
 
 static void attach_slots(est_cost_ctx *c, ctx_slots *sl) {
     memset(sl, 0, sizeof *sl);
-    c->in = sl->in;
-    c->out = sl->out;
-    c->in_grad = sl->in_grad;
-    c->in_param = sl->in_param;
-    c->in_strided = sl->in_strided;
+    c->tv = sl->tv;
+    c->in_flags = sl->in_flags;
     c->shared = &sl->shared;
 }
 
 static est_cost_ctx cost_ctx_of(const est_report *r, const est_node *n, const bool *grad, ctx_slots *sl) {
     est_cost_ctx c = {.node = n, .n_in = n->n_inputs, .n_out = n->n_outputs};
     attach_slots(&c, sl);
+    bool *in_grad = est_cost_grad_flags(&c);
     for (int32_t i = 0; i < n->n_inputs; i++) {
         int32_t t = n->inputs[i];
-        c.in[i] = t >= 0 ? &r->tv[t] : NULL;
-        c.in_grad[i] = t >= 0 && grad[t] && !(n->op->nondiff_inputs & EST_SLOT(i));
-        c.in_param[i] = t >= 0 && r->graph->tensors[t].role == EST_ROLE_PARAM;
-        c.any_grad |= c.in_grad[i];
+        c.tv[i] = t >= 0 ? &r->tv[t] : NULL;
+        in_grad[i] = t >= 0 && grad[t] && !(n->op->nondiff_inputs & EST_SLOT(i));
+        c.any_grad |= in_grad[i];
     }
-    for (int32_t o = 0; o < n->n_outputs; o++) c.out[o] = n->outputs[o] >= 0 ? &r->tv[n->outputs[o]] : NULL;
+    for (int32_t o = 0; o < n->n_outputs; o++) c.tv[c.n_in + o] = n->outputs[o] >= 0 ? &r->tv[n->outputs[o]] : NULL;
     return c;
 }
 
@@ -171,8 +169,8 @@ static void check_rule_invariants(const char *file, const est_cost_ctx *c) {
           "%s: %s: backward work without an input that needs a gradient", file, name);
     CHECK(s.n_extra >= 0 && s.n_extra <= EST_MAX_EXTRA, "%s: %s: %d extras", file, name, s.n_extra);
     for (int i = 0; i < 32; i++) {
-        CHECK(!(s.inputs & EST_SLOT(i)) || (i < c->n_in && c->in[i]), "%s: %s: saves absent input %d", file, name, i);
-        CHECK(!(s.outputs & EST_SLOT(i)) || (i < c->n_out && c->out[i]), "%s: %s: saves absent output %d", file,
+        CHECK(!(s.inputs & EST_SLOT(i)) || est_cost_in(c, i), "%s: %s: saves absent input %d", file, name, i);
+        CHECK(!(s.outputs & EST_SLOT(i)) || est_cost_out(c, i), "%s: %s: saves absent output %d", file,
               name, i);
     }
     for (int e = 0; e < s.n_extra && e < EST_MAX_EXTRA; e++)
@@ -202,7 +200,7 @@ static int sweep_model(const char *path, bool all_grad) {
         est_cost_ctx c = cost_ctx_of(r, &g->nodes[k], grad, &sl);
         check_rule_invariants(path, &c);
         c.any_grad = false;
-        for (int i = 0; i < c.n_in; i++) c.in_grad[i] = false;
+        for (int i = 0; i < c.n_in; i++) est_cost_grad_flags(&c)[i] = false;
         check_rule_invariants(path, &c);
     }
     free(grad);
@@ -267,11 +265,11 @@ static void make_node(test_node *t, const char *op_type, int n_in, const int *ra
     for (int i = 0; i < n_in; i++) {
         set_tval(&t->tv[i], ranks[i], dims);
         dims += ranks[i];
-        t->c.in[i] = &t->tv[i];
-        t->c.in_grad[i] = true;
+        t->c.tv[i] = &t->tv[i];
+        est_cost_grad_flags(&t->c)[i] = true;
     }
     set_tval(&t->tv[EST_MAX_IO], out_rank, out_dims);
-    t->c.out[0] = &t->tv[EST_MAX_IO];
+    t->c.tv[n_in] = &t->tv[EST_MAX_IO];
 }
 
 static void add_int_attr(test_node *t, const char *name, int64_t value) {
@@ -279,8 +277,8 @@ static void add_int_attr(test_node *t, const char *name, int64_t value) {
 }
 
 static void set_grads(test_node *t, bool g0, bool g1) {
-    t->c.in_grad[0] = g0;
-    t->c.in_grad[1] = g1;
+    est_cost_grad_flags(&t->c)[0] = g0;
+    est_cost_grad_flags(&t->c)[1] = g1;
     t->c.any_grad = g0 || g1;
 }
 
@@ -354,7 +352,7 @@ static void check_gemm(void) {
     uint64_t fwd = 2ull * 32 * 256 * 128;
     CHECK_FLOPS(flops_of(&t), fwd, 2 * fwd, "Gemm with C (bias not counted)");
     set_grads(&t, false, true);
-    t.c.in_grad[2] = true;
+    est_cost_grad_flags(&t.c)[2] = true;
     CHECK_FLOPS(flops_of(&t), fwd, fwd, "Gemm on the graph input");
     est_saved s = saved_of(&t);
     CHECK(s.inputs == EST_SLOT(0), "Gemm with only B needing grad keeps only A (mask %x)", s.inputs);
@@ -438,7 +436,7 @@ static void check_batchnorm_saves(void) {
     const int64_t dims[] = {2, 64, 8, 8, 64, 64, 64, 64}, out[] = {2, 64, 8, 8};
     make_node(&t, "BatchNormalization", 5, ranks, dims, 4, out);
     add_int_attr(&t, "training_mode", 1);
-    t.c.in_grad[3] = t.c.in_grad[4] = false;
+    est_cost_grad_flags(&t.c)[3] = est_cost_grad_flags(&t.c)[4] = false;
     est_saved s = saved_of(&t);
     CHECK(s.inputs & EST_SLOT(0), "BatchNormalization keeps X");
     CHECK(s.n_extra == 2 && s.extra_bytes[0] == 64 * 4 && s.extra_bytes[1] == 64 * 4,
@@ -459,12 +457,12 @@ static void check_dropout_saves(void) {
     est_const train = {.dtype = EST_DT_BOOL, .count = 1, .i64 = &training};
     t.tv[1].value = &ratio;
     t.tv[2].value = &train;
-    t.c.in_grad[1] = t.c.in_grad[2] = false;
+    est_cost_grad_flags(&t.c)[1] = est_cost_grad_flags(&t.c)[2] = false;
     t.slots.shared.train = true;
     est_saved s = saved_of(&t);
     CHECK(s.n_extra == 1 && s.extra_bytes[0] == 4096 && s.outputs == 0, "Dropout keeps a bool mask");
     t.c.n_out = 2;
-    t.c.out[1] = &t.tv[EST_MAX_IO + 1];
+    t.c.tv[t.c.n_in + 1] = &t.tv[EST_MAX_IO + 1];
     set_tval(&t.tv[EST_MAX_IO + 1], 2, out);
     s = saved_of(&t);
     CHECK(s.n_extra == 0 && s.outputs == EST_SLOT(1), "Dropout keeps its mask output");
