@@ -49,6 +49,29 @@ static est_status gelu_infer(est_infer_ctx *ctx) {
     return est_infer_like_input0(ctx);
 }
 
+/* BLOOM's GeLUFunction (libestimate/fuse.c: memest.bloom_gelu): PyTorch
+ * runs its formula op by op, each step a tensor of x's size, where a gelu
+ * kernel makes none. Per-op probe (H100, 2026-11-27, bench/accuracy/data/
+ * blind3/), matching Python's order of evaluation:
+ *   forward, bloom_gelu_forward: x * 0.5, 0.79788456 * x and 0.044715 * x
+ *   are live when their product is made, four temporaries and no output
+ *   yet; beyond the output, three.
+ *   backward, bloom_gelu_back: tanh_out, 0.5 * x, 1 - tanh_out^2,
+ *   0.1070322243 * x and its product with x are live at once, five, before
+ *   the input's gradient is made; beyond it, four.
+ * memest verify's gelu kernel makes none. */
+static bool runs_bloom_gelu(const est_cost_ctx *c) {
+    return est_cost_kernels(c) != EST_KERNELS_VERIFY && est_node_attr_int(c->node, "memest.bloom_gelu", 0) == 1;
+}
+
+static uint64_t gelu_workspace(const est_cost_ctx *c) {
+    return runs_bloom_gelu(c) ? est_mul_sat(3, est_cost_bytes(c, est_cost_in(c, 0))) : 0;
+}
+
+static uint64_t gelu_backward_workspace(const est_cost_ctx *c) {
+    return runs_bloom_gelu(c) && est_needs_grad(c, 0) ? est_mul_sat(4, est_cost_bytes(c, est_cost_in(c, 0))) : 0;
+}
+
 /* PRelu: slope broadcasts one way to X (opset 7+), so Y has X's shape. */
 static est_status prelu_infer(est_infer_ctx *ctx) {
     const est_tval *x, *slope;
@@ -206,7 +229,8 @@ EST_FAMILY(activation,
     UNARY("Selu", selu_infer, .flops = transcendental_flops, .saves = saves_input),
     UNARY("HardSigmoid", hard_sigmoid_infer, .flops = hard_sigmoid_flops, .saves = saves_input),
     UNARY("Shrink", shrink_infer, .flops = piecewise_linear_flops, .saves = saves_input),
-    UNARY("Gelu", gelu_infer, .flops = composite_flops, .saves = saves_input),
+    UNARY("Gelu", gelu_infer, .flops = composite_flops, .saves = saves_input, .workspace = gelu_workspace,
+          .backward_workspace = gelu_backward_workspace),
     /* x * sigmoid(alpha x) (opset 24); also what libestimate/fuse.c folds an
      * exported SiLU back into */
     UNARY("Swish", alpha_infer, .flops = composite_flops, .saves = saves_input),

@@ -215,11 +215,18 @@ static est_status cast_infer(est_infer_ctx *ctx) {
     return cast_to(ctx, (est_dtype)to);
 }
 
-/* memest verify's Cast to the dtype its input has already is that input
- * (verify/ops_elementwise.cu, cast_fwd: a view). */
+/* A Cast to the dtype its input has already is that input: PyTorch's
+ * Tensor.to, .float() and softmax's dtype argument return self when the
+ * dtype is the same (the TorchScript exporter still writes a Cast; per-op
+ * probe of BLOOM's F.softmax(..., dtype=float32).to(float32), H100,
+ * 2026-11-27: no copy), and memest verify's cast_fwd makes a view
+ * (verify/ops_elementwise.cu). Under --amp the export's dtypes are not the
+ * step's (an upcast of a low output is a real copy): there only verify's
+ * executor, which runs the export's dtypes, is sure. */
 static bool cast_returns_input(const est_cost_ctx *c) {
     const est_tval *x = est_cost_in(c, 0), *y = est_cost_out(c, 0);
-    return est_cost_kernels(c) == EST_KERNELS_VERIFY && x && y && x->dtype == y->dtype;
+    if (!x || !y || x->dtype != y->dtype) return false;
+    return est_cost_kernels(c) == EST_KERNELS_VERIFY || !est_cost_autocast(c);
 }
 
 /* CastLike: the target type is input 1's. */

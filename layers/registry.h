@@ -176,6 +176,8 @@ typedef struct est_cost_shared {
     est_kernels kernels;              /* whose kernels run the ops (est_options.kernels) */
     est_dtype export_dtype;           /* the export's own float dtype (est_graph_dtype) */
     bool train;                       /* the estimate is of a training step */
+    bool autocast;                    /* under --amp: a tensor's dtype in the step is
+                                         not its context's (lifetimes.c's per tensor) */
 } est_cost_shared;
 
 /* 56 bytes a node on a 64-bit machine: every estimate builds one per node,
@@ -211,6 +213,7 @@ static inline bool est_cost_train(const est_cost_ctx *c) { return c->shared->tra
 static inline est_kernels est_cost_kernels(const est_cost_ctx *c) { return c->shared->kernels; }
 static inline est_dtype est_cost_export_dtype(const est_cost_ctx *c) { return c->shared->export_dtype; }
 static inline const est_device *est_cost_device(const est_cost_ctx *c) { return c->shared->device; }
+static inline bool est_cost_autocast(const est_cost_ctx *c) { return c->shared->autocast; }
 
 struct est_flops {
     uint64_t fwd;

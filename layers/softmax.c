@@ -47,6 +47,18 @@ static void softmax_saves(const est_cost_ctx *c, est_saved *s) {
     if (est_backward_runs(c)) est_save_output(c, s, 0);
 }
 
+/* _softmax_backward_data on CUDA makes the product of the gradient and the
+ * result as a temporary beside its own result: every Softmax backward of
+ * the per-op probes peaks at twice its result (bart_small, t5_encdec,
+ * mobilevit_like, H100, 2026-11-24; whisper_encoder, bloom_4l, gpt_neox_4l,
+ * deberta_v2_small, maxvit_t, H100, 2026-11-27: 8 of 8 models), as the
+ * attention rule's math kernel does (layers/linear.c). memest verify's
+ * kernel makes none. */
+static uint64_t softmax_backward_workspace(const est_cost_ctx *c) {
+    if (est_cost_kernels(c) == EST_KERNELS_VERIFY || !est_backward_runs(c) || !est_needs_grad(c, 0)) return 0;
+    return est_cost_bytes(c, est_cost_out(c, 0));
+}
+
 #define SOFTMAX_LIKE(op_name, ...) \
     {.name = op_name, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, \
      .infer = softmax_infer, __VA_ARGS__}
@@ -56,7 +68,8 @@ EST_FAMILY(softmax,
      * Hugging Face's eager attention returns them, and the layer keeps the
      * returned tuple until it returns (BertLayer's `self_attention_output, _
      * = self.attention(...)`) */
-    SOFTMAX_LIKE("Softmax", .flops = softmax_flops, .saves = softmax_saves, .held_by_block = true),
+    SOFTMAX_LIKE("Softmax", .flops = softmax_flops, .saves = softmax_saves,
+                 .backward_workspace = softmax_backward_workspace, .held_by_block = true),
     SOFTMAX_LIKE("LogSoftmax", .flops = softmax_flops, .saves = softmax_saves),
     SOFTMAX_LIKE("Hardmax", .flops = hardmax_flops),
 );

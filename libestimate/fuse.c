@@ -42,6 +42,20 @@
  *   nn.MultiheadAttention with need_weights) scales the product, or only q,
  *   and is not touched: PyTorch keeps its matrix.
  *
+ *   BLOOM's GELU. Hugging Face's BloomGelu runs, in training,
+ *   GeLUFunction: a torch.autograd.Function whose forward saves only x and
+ *   returns bloom_gelu_forward(x), written op by op
+ *   (transformers/models/bloom/modeling_bloom.py):
+ *       x * 0.5 * (1.0 + tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+ *   Both exporters trace the function's forward into those nine nodes, and
+ *   keeping each one's saves would hold eight tensors of x's size per layer
+ *   for backward; PyTorch holds x alone (per-op probe, H100, 2026-11-27:
+ *   bench/accuracy/data/blind3/). Fused into one Gelu node (approximate
+ *   "tanh") marked memest.bloom_gelu, whose rules (layers/activation.c) keep
+ *   the temporaries the function makes op by op. The same formula with
+ *   pow(x, 3) (GPT-2's NewGELUActivation) runs under autograd and is not
+ *   touched.
+ *
  *   GroupNorm. Both exporters write aten::group_norm(x, G, weight, bias)
  *   (torch/onnx/symbolic_opset9.py, group_norm; onnxscript's torchlib,
  *   aten_group_norm) as
@@ -109,9 +123,10 @@ static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
 /* An attribute a rewrite gives a node: its name is copied. */
 typedef struct new_attr {
     const char *name;
-    est_attr_type type; /* EST_ATTR_INT or EST_ATTR_FLOAT */
+    est_attr_type type; /* EST_ATTR_INT, EST_ATTR_FLOAT or EST_ATTR_STRING */
     int64_t i;
     double f;
+    const char *s;
 } new_attr;
 
 /* Rewrites node n into op_name(inputs) with the given attributes, writing
@@ -126,7 +141,8 @@ static bool rewrite_node(est_graph *g, est_node *n, const char *op_name, const i
     for (int j = 0; ok && j < n_attrs; j++) {
         copies[j] = (est_attr){.name = est__graph_attr_text(g, attrs[j].name, strlen(attrs[j].name)),
                                .type = attrs[j].type, .i = attrs[j].i, .f = attrs[j].f};
-        ok = copies[j].name != NULL;
+        if (attrs[j].type == EST_ATTR_STRING) copies[j].s = est__graph_attr_text(g, attrs[j].s, strlen(attrs[j].s));
+        ok = copies[j].name != NULL && (attrs[j].type != EST_ATTR_STRING || copies[j].s != NULL);
     }
     if (!ok) return false; /* what the graph's arena gave goes with the graph */
     memcpy(inputs, in, (size_t)n_in * sizeof *inputs);
@@ -178,6 +194,84 @@ static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
     if (mul < 0 || other_input(&g->nodes[mul], s->outputs[0]) != x || g->nodes[mul].n_outputs != 1) return false;
     if (!rewrite_node(g, &g->nodes[sig], "Swish", &x, 1, NULL, 0, g->nodes[mul].outputs[0])) return f->out_of_memory = true, false;
     drop[mul] = true;
+    return true;
+}
+
+/* Node i is Mul(t, scalar near k) in either order and writes one tensor;
+ * *t gets the tensor. */
+static bool scaled_by(const est_graph *g, int32_t i, double k, int32_t *t) {
+    if (!is_op(g, i, "Mul")) return false;
+    const est_node *n = &g->nodes[i];
+    if (n->n_inputs != 2 || n->n_outputs != 1) return false;
+    double c;
+    for (int side = 0; side < 2; side++)
+        if (n->inputs[side] >= 0 && scalar(g, n->inputs[1 - side], &c) && near(c, k)) {
+            *t = n->inputs[side];
+            return true;
+        }
+    return false;
+}
+
+/* Node i is Add(t, 1) in either order and writes one tensor; *t gets t. */
+static bool plus_one(const est_graph *g, int32_t i, int32_t *t) {
+    if (!is_op(g, i, "Add")) return false;
+    const est_node *n = &g->nodes[i];
+    if (n->n_inputs != 2 || n->n_outputs != 1) return false;
+    double c;
+    for (int side = 0; side < 2; side++)
+        if (n->inputs[side] >= 0 && scalar(g, n->inputs[1 - side], &c) && c == 1.0) {
+            *t = n->inputs[side];
+            return true;
+        }
+    return false;
+}
+
+/* BLOOM's bloom_gelu_forward around its Tanh (the header's pattern):
+ *   a = Mul(x, 0.5)  b = Mul(x, 0.79788456)  c = Mul(x, 0.044715)
+ *   d = Mul(c, x)  e = Add(d, 1)  f = Mul(b, e)  t = Tanh(f)
+ *   u = Add(t, 1)  y = Mul(a, u)
+ * every intermediate read once, in the pattern. The first of the nine
+ * nodes becomes Gelu(x) writing y; the others are dropped. */
+static bool match_bloom_gelu(fuse_ctx *f, int32_t tanh, bool *drop) {
+    est_graph *g = f->g;
+    const est_node *tn = &g->nodes[tanh];
+    if (!is_op(g, tanh, "Tanh") || tn->n_inputs != 1 || tn->n_outputs != 1 || !single_use(f, tn->inputs[0]))
+        return false;
+    int32_t fm = producer(g, tn->inputs[0]);
+    if (!is_op(g, fm, "Mul") || g->nodes[fm].n_inputs != 2 || g->nodes[fm].n_outputs != 1) return false;
+    /* f = Mul(b, e), either order */
+    int32_t x = -1, inner = -1, bm = -1, em = -1;
+    for (int side = 0; side < 2 && x < 0; side++) {
+        bm = producer(g, g->nodes[fm].inputs[side]);
+        em = producer(g, g->nodes[fm].inputs[1 - side]);
+        if (!scaled_by(g, bm, 0.79788456, &x) || !plus_one(g, em, &inner)) x = -1;
+    }
+    if (x < 0 || !single_use(f, g->nodes[bm].outputs[0]) || !single_use(f, g->nodes[em].outputs[0]) ||
+        !single_use(f, inner))
+        return false;
+    /* d = Mul(c, x) with c = Mul(x, 0.044715) */
+    int32_t dm = producer(g, inner), cm = -1, cx = -1;
+    if (!is_op(g, dm, "Mul") || g->nodes[dm].n_inputs != 2 || g->nodes[dm].n_outputs != 1) return false;
+    cm = producer(g, other_input(&g->nodes[dm], x));
+    if (!scaled_by(g, cm, 0.044715, &cx) || cx != x || !single_use(f, g->nodes[cm].outputs[0])) return false;
+    /* y = Mul(a, Add(t, 1)) with a = Mul(x, 0.5) */
+    int32_t um = only_consumer(f, tn->outputs[0], "Add", tanh), ut = -1;
+    if (um < 0 || !plus_one(g, um, &ut) || ut != tn->outputs[0]) return false;
+    int32_t ym = only_consumer(f, g->nodes[um].outputs[0], "Mul", um), ax = -1;
+    if (ym < 0 || g->nodes[ym].n_outputs != 1) return false;
+    int32_t am = producer(g, other_input(&g->nodes[ym], g->nodes[um].outputs[0]));
+    if (!scaled_by(g, am, 0.5, &ax) || ax != x || !single_use(f, g->nodes[am].outputs[0])) return false;
+
+    int32_t nodes[9] = {am, bm, cm, dm, em, fm, tanh, um, ym}, first = am;
+    for (int k = 0; k < 9; k++)
+        if (drop[nodes[k]]) return false;
+        else if (nodes[k] < first) first = nodes[k];
+    static const new_attr attrs[] = {{.name = "approximate", .type = EST_ATTR_STRING, .s = "tanh"},
+                                     {.name = "memest.bloom_gelu", .type = EST_ATTR_INT, .i = 1}};
+    if (!rewrite_node(g, &g->nodes[first], "Gelu", &x, 1, attrs, 2, g->nodes[ym].outputs[0]))
+        return f->out_of_memory = true, false;
+    for (int k = 0; k < 9; k++)
+        if (nodes[k] != first) drop[nodes[k]] = true;
     return true;
 }
 
@@ -271,7 +365,8 @@ static bool match_group_norm(fuse_ctx *f, int32_t in, bool *drop) {
     for (int32_t j = 0; j < n->n_attrs; j++)
         if (strcmp(n->attrs[j].name, "epsilon") == 0 && n->attrs[j].type == EST_ATTR_FLOAT) epsilon = n->attrs[j].f;
     const int32_t inputs[3] = {x, w, b};
-    const new_attr attrs[2] = {{"num_groups", EST_ATTR_INT, groups, 0}, {"epsilon", EST_ATTR_FLOAT, 0, epsilon}};
+    const new_attr attrs[2] = {{.name = "num_groups", .type = EST_ATTR_INT, .i = groups},
+                               {.name = "epsilon", .type = EST_ATTR_FLOAT, .f = epsilon}};
     if (!rewrite_node(g, &g->nodes[in], "GroupNormalization", inputs, 3, attrs, 2, g->nodes[add].outputs[0]))
         return f->out_of_memory = true, false;
     if (g->nodes[in].opset < 21) g->nodes[in].opset = 21; /* scale and bias of C */
@@ -450,8 +545,9 @@ static bool match_sdpa(fuse_ctx *f, int32_t sm, bool *drop) {
     bool grouped = k_kv >= 0 && v_kv >= 0 && repermute < 0;
     /* Attention(q, k, v[, mask]), one head per input for 3-D operands */
     const int32_t inputs[4] = {q, grouped ? k_kv : k, grouped ? v_kv : v, mask};
-    const new_attr attrs[3] = {{"q_num_heads", EST_ATTR_INT, 1, 0}, {"kv_num_heads", EST_ATTR_INT, 1, 0},
-                               {EST_ATTENTION_DROPOUT, EST_ATTR_INT, 1, 0}};
+    const new_attr attrs[3] = {{.name = "q_num_heads", .type = EST_ATTR_INT, .i = 1},
+                               {.name = "kv_num_heads", .type = EST_ATTR_INT, .i = 1},
+                               {.name = EST_ATTENTION_DROPOUT, .type = EST_ATTR_INT, .i = 1}};
     bool dropped = dropout >= 0 || g->nodes[sm].fx_sdpa_dropout;
     if (!rewrite_node(g, &g->nodes[mm2], "Attention", inputs, mask >= 0 ? 4 : 3, attrs, dropped ? 3 : 2, -1))
         return f->out_of_memory = true, false;
@@ -580,7 +676,7 @@ static int32_t split_merged_dropouts(est_graph *g) {
  * ops are passed over, and a graph without any needs no readers' index. */
 static bool starts_pattern(const est_node *n) {
     return est__node_is(n, "Div") || est__node_is(n, "Sigmoid") || est__node_is(n, "Softmax") ||
-           est__node_is(n, "InstanceNormalization");
+           est__node_is(n, "InstanceNormalization") || est__node_is(n, "Tanh");
 }
 
 /* Counts and indexes the readers of every tensor, for the first node a
@@ -598,7 +694,8 @@ int32_t est__fuse_exporter_patterns(est_graph *g) {
     bool *drop = NULL;
     int32_t fused = 0;
     bool named = est__graph_interned(g, "Div") || est__graph_interned(g, "Sigmoid") ||
-                 est__graph_interned(g, "Softmax") || est__graph_interned(g, "InstanceNormalization");
+                 est__graph_interned(g, "Softmax") || est__graph_interned(g, "InstanceNormalization") ||
+                 est__graph_interned(g, "Tanh");
     for (int32_t i = 0; named && !f.out_of_memory && i < g->n_nodes; i++) {
         if (!starts_pattern(&g->nodes[i])) continue;
         if (!drop && (!index_readers(&f) || !(drop = calloc((size_t)g->n_nodes + 1, sizeof *drop)))) {
@@ -606,7 +703,7 @@ int32_t est__fuse_exporter_patterns(est_graph *g) {
             break;
         }
         if (!drop[i] && (match_gelu_erf(&f, i, drop) || match_silu(&f, i, drop) || match_sdpa(&f, i, drop) ||
-                         match_group_norm(&f, i, drop)))
+                         match_group_norm(&f, i, drop) || match_bloom_gelu(&f, i, drop)))
             fused++;
     }
     if (fused && !f.out_of_memory) {

@@ -31,7 +31,7 @@ static bool start_contexts(sim *s, context_common *common) {
     s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
     s->ctx_flags = malloc((2 * all_in + 1) * sizeof *s->ctx_flags);
     s->ctx_shared = (est_cost_shared){.device = s->r->device, .kernels = s->r->kernels, .export_dtype = s->g->dtype,
-                                      .train = s->train};
+                                      .train = s->train, .autocast = s->r->amp != EST_AMP_NONE};
     *common = (context_common){.plan = est__graph_plan(s->g), .float_dtype = s->r->dtype, .shared = &s->ctx_shared};
     return s->ctx_tv && s->ctx_flags;
 }

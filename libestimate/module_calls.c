@@ -309,6 +309,74 @@ static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_
     }
 }
 
+/* How far back from a Softmax its scores' MatMul may lie: a scale, a mask
+ * add or fill, a view, a cast. */
+enum { SCORE_STEPS = 6 };
+
+/* The MatMul whose product node s's input 0 is, through elementwise
+ * scales, mask adds and fills, casts and views, at or after node `from`;
+ * -1 when there is none. */
+static int32_t scores_matmul(const est_graph *g, int32_t s, int32_t from) {
+    int32_t t = g->nodes[s].inputs[0];
+    for (int step = 0; step < SCORE_STEPS && t >= 0; step++) {
+        int32_t p = g->tensors[t].producer;
+        if (p < from) return -1;
+        const est_node *n = &g->nodes[p];
+        if (est__node_is(n, "MatMul")) return p;
+        if (!(est__node_is(n, "Mul") || est__node_is(n, "Div") || est__node_is(n, "Add") ||
+              est__node_is(n, "Sub") || est__node_is(n, "Cast") || est__node_is(n, "Reshape") ||
+              est__node_is(n, "Where")))
+            return -1;
+        t = n->inputs[est__node_is(n, "Where") ? 2 : 0]; /* Where(mask, fill, scores) */
+    }
+    return -1;
+}
+
+/* The MatMul that reads node s's output, through a Dropout, Cast or view,
+ * and its input other than the probabilities; -1 when there is none. */
+static int32_t values_of(const est_graph *g, const est_readers *rd, int32_t s) {
+    int32_t t = g->nodes[s].outputs[0];
+    for (int step = 0; step < SCORE_STEPS && t >= 0; step++) {
+        if (rd->start[t + 1] - rd->start[t] != 1) return -1;
+        const est_node *n = &g->nodes[rd->nodes[rd->start[t]]];
+        if (est__node_is(n, "MatMul")) return n->n_inputs == 2 && n->inputs[0] == t ? n->inputs[1] : -1;
+        if (!(est__node_is(n, "Dropout") || est__node_is(n, "Cast") || est__node_is(n, "Reshape"))) return -1;
+        t = n->outputs[0];
+    }
+    return -1;
+}
+
+static void hold_until(est_graph *g, int32_t t, int32_t end) {
+    if (t >= 0 && g->tensors[t].frame_held_until < end) g->tensors[t].frame_held_until = end;
+}
+
+/* Attention written out (Hugging Face's eager attention, torchvision's
+ * windowed attention) binds its queries, keys and values to locals of the
+ * call that computes it: they stay referenced until that call returns,
+ * after their MatMuls have read them for the last time. Per-op probe of
+ * Whisper's encoder in inference (H100, 2026-11-27, bench/accuracy/data/
+ * blind3/): q, k and v are all live through the out_proj. The call is the
+ * innermost module call around the Softmax; q and k are the scores'
+ * MatMul operands, v the other operand of the MatMul that reads the
+ * probabilities. Fused attention (SDPA) has no Softmax and is not
+ * touched. */
+static void hold_attention_operands(est_graph *g, const scope_parts *sp, const int32_t *first, const int32_t *last,
+                                    const est_readers *rd) {
+    for (int32_t s = 0; s < g->n_nodes; s++) {
+        const est_node *n = &g->nodes[s];
+        int32_t depth = sp->offset[s + 1] - sp->offset[s];
+        if (!n->op || !n->op->held_by_block || sp->outside[s] || depth == 0 || n->n_inputs < 1 ||
+            n->n_outputs < 1 || n->outputs[0] < 0)
+            continue;
+        int32_t o = sp->offset[s] + depth - 1, end = last[o];
+        int32_t mm = scores_matmul(g, s, first[o]);
+        if (mm < 0 || g->nodes[mm].n_inputs != 2) continue;
+        hold_until(g, g->nodes[mm].inputs[0], end);
+        hold_until(g, g->nodes[mm].inputs[1], end);
+        hold_until(g, values_of(g, rd, s), end);
+    }
+}
+
 /* est_node.input_held_until of node i's input k: the last node of the
  * outermost call that reads it without having produced it, when after i;
  * -1 otherwise. */
@@ -434,8 +502,14 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
             n->op && n->op->held_by_block && !outside[i] ? innermost_block_end(n, &last[offset[i]]) : -1;
         if (n->output_held_until <= i) n->output_held_until = -1;
     }
-    if (!plan_frame_holds(g, &sp, first, last)) st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
-    else hold_inputs_embeds(g, &sp, last);
+    est_readers readers;
+    if (!plan_frame_holds(g, &sp, first, last) || !est__graph_readers(g, &readers)) {
+        st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
+    } else {
+        hold_inputs_embeds(g, &sp, last);
+        hold_attention_operands(g, &sp, first, last, &readers);
+        est__readers_free(&readers);
+    }
 out:
     free(outside);
     free(offset);

@@ -460,6 +460,44 @@ def _bart():
                                               use_cache=False, attn_implementation="eager")))
 
 
+def _gpt_neox():
+    from transformers import GPTNeoXConfig, GPTNeoXModel
+    return LastHidden(GPTNeoXModel(GPTNeoXConfig(hidden_size=512, intermediate_size=2048, num_hidden_layers=4,
+                                                 num_attention_heads=8, rotary_pct=0.25, vocab_size=32000,
+                                                 max_position_embeddings=512, use_parallel_residual=True,
+                                                 use_cache=False, attn_implementation="eager")))
+
+
+def _bloom():
+    from transformers import BloomConfig, BloomModel
+    return LastHidden(BloomModel(BloomConfig(hidden_size=512, n_layer=4, n_head=8, vocab_size=32000,
+                                             use_cache=False)))
+
+
+def _deberta_v2():
+    from transformers import DebertaV2Config, DebertaV2Model
+    return LastHidden(DebertaV2Model(DebertaV2Config(hidden_size=384, num_hidden_layers=6, num_attention_heads=6,
+                                                     intermediate_size=1536, vocab_size=32000,
+                                                     max_position_embeddings=512, relative_attention=True,
+                                                     position_buckets=256, pos_att_type=["p2c", "c2p"])))
+
+
+class WhisperEncoderHidden(nn.Module):
+    """Whisper's encoder: two Conv1d over 80 log-mel bins, then transformer
+    layers; returns last_hidden_state."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import WhisperConfig
+        from transformers.models.whisper.modeling_whisper import WhisperEncoder
+        self.m = WhisperEncoder(WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6,
+                                              encoder_ffn_dim=1536, num_mel_bins=80, max_source_positions=750,
+                                              attn_implementation="eager"))
+
+    def forward(self, x):
+        return self.m(input_features=x).last_hidden_state
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -549,6 +587,17 @@ MODELS = {
     # with learned positions and biased projections), measured after them
     "t5_encdec": (_t5_encdec, lambda b: tokens(b, 32128), [1, 8, 32], False),
     "bart_small": (_bart, lambda b: tokens(b, 50265), [1, 8, 32], False),
+    # a blind check of families no rule was written for, measured once:
+    # GPT-NeoX (parallel attention and MLP residuals, rotary on a quarter of
+    # each head), BLOOM (ALiBi biases, fused QKV), DeBERTa-v2 (disentangled
+    # relative-position attention), Whisper's encoder (Conv1d front over
+    # log-mel frames) and MaxViT (MBConv with squeeze-excitation, block and
+    # grid attention)
+    "gpt_neox_4l": (_gpt_neox, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "bloom_4l": (_bloom, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "deberta_v2_small": (_deberta_v2, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "whisper_encoder": (WhisperEncoderHidden, lambda b: torch.randn(b, 80, 1500), [1, 8, 32], False),
+    "maxvit_t": (_tv("maxvit_t"), image, [1, 8, 32], False),
 }
 
 
