@@ -4,7 +4,9 @@
  * input lives until the block's last node in inference; without scopes it
  * is freed after its last reader; the JSON writer keeps the scopes. A
  * Softmax in a block (a transformer layer, "layer.0") stays alive until the
- * block returns: attention probabilities that the layer holds. Repeated
+ * block returns: attention probabilities that the layer holds; the scores'
+ * operands (q, k) and the values (v) stay until the attention call returns,
+ * as the locals of the function that computes it. Repeated
  * calls of one module, TorchScript's call counts, frame locals, inputs
  * embeddings, hoisted shapes and a stable order of the calls.
  *
@@ -14,6 +16,46 @@
  * usage: test_module_calls
  */
 #include "rules_util.h"
+
+/* ---- attention's locals ------------------------------------------------------- */
+
+/* x [32, 32] -> layer.0/attn: q, k, v (Relu, the projections) -> s =
+ * MatMul(q, k) -> SM(s) -> p -> o = MatMul(p, v) -> a (Relu, out_proj);
+ * layer.0/ffn: f (Relu); root: y (Relu). Every tensor is 32 x 32 floats,
+ * T = 4096 bytes. Inference, SM Softmax: q, k and v stay until a, the
+ * attention call's last node, and p until f, the layer's; at a live are x,
+ * q, k, v, p, o and a: 7 T. SM Relu (no attention): q and k die at s, v and
+ * p at o, o at a; the peak is at s: x, q, k, v, s = 5 T. */
+static void check_attention_locals(void) {
+    const uint64_t T = 32 * 32 * 4;
+    static const struct { const char *op, *at; uint64_t peak; } cases[] = {{"Softmax", "a", 7}, {"Relu", "s", 5}};
+    for (int c = 0; c < 2; c++) {
+        char text[4096], what[64];
+        snprintf(what, sizeof what, "attention locals, %s", cases[c].op);
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"attn\", \"opset_import\": {\"\": 17},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [32, 32]}],\n"
+                 " \"nodes\": [{\"name\": \"q\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"q\"], \"scope\": \"layer.0/attn\"},\n"
+                 "  {\"name\": \"k\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"k\"], \"scope\": \"layer.0/attn\"},\n"
+                 "  {\"name\": \"v\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"v\"], \"scope\": \"layer.0/attn\"},\n"
+                 "  {\"name\": \"s\", \"op\": \"MatMul\", \"inputs\": [\"q\", \"k\"], \"outputs\": [\"s\"], \"scope\": \"layer.0/attn\"},\n"
+                 "  {\"name\": \"sm\", \"op\": \"%s\", \"inputs\": [\"s\"], \"outputs\": [\"p\"], \"scope\": \"layer.0/attn\"},\n"
+                 "  {\"name\": \"o\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"o\"], \"scope\": \"layer.0/attn\"},\n"
+                 "  {\"name\": \"a\", \"op\": \"Relu\", \"inputs\": [\"o\"], \"outputs\": [\"a\"], \"scope\": \"layer.0/attn\"},\n"
+                 "  {\"name\": \"f\", \"op\": \"Relu\", \"inputs\": [\"a\"], \"outputs\": [\"f\"], \"scope\": \"layer.0/ffn\"},\n"
+                 "  {\"name\": \"out\", \"op\": \"Relu\", \"inputs\": [\"f\"], \"outputs\": [\"y\"], \"scope\": \"\"}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 cases[c].op);
+        est_graph *g = load_json(text, what);
+        est_report *r = run(g, EST_MODE_INFER, 0);
+        if (r)
+            CHECK(est_report_peak(r)->bytes == cases[c].peak * T && strcmp(est_report_peak(r)->layer, cases[c].at) == 0,
+                  "%s: inference peak %llu at %s, expected %llu at %s", what, U(est_report_peak(r)->bytes),
+                  est_report_peak(r)->layer, U(cases[c].peak * T), cases[c].at);
+        est_report_free(r);
+        est_graph_free(g);
+    }
+}
 
 /* ---- 6. module calls keep their arguments --------------------------------------- */
 
@@ -350,6 +392,7 @@ static void check_module_calls(void) {
 
 
 int main(void) {
+    check_attention_locals();
     check_module_calls();
     check_attention_held_by_block();
     check_repeated_calls();

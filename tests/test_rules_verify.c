@@ -18,7 +18,9 @@
  *    their gradients cast back;
  *  - constant initializers uploaded at setup, integers held as int64, a
  *    Cast to its own dtype returning its input, a residual Add handing one
- *    gradient to both operands.
+ *    gradient to both operands;
+ *  - Softmax's backward: PyTorch's _softmax_backward_data makes a
+ *    temporary of its result's size, verify's kernel none.
  *
  * usage: test_rules_verify
  */
@@ -497,6 +499,27 @@ static void check_add_passes_gradient_verify(void) {
     est_graph_free(g);
 }
 
+/* x [64, 64] -> MatMul W [64, 64] -> h -> Softmax -> p -> MatMul W2 [64,
+ * 64] -> z, SGD: the Softmax's backward makes h's gradient (16 KiB) and,
+ * under PyTorch's kernels, the product of p's gradient and p (16 KiB) as a
+ * temporary beside it; verify's kernel makes none. */
+static void check_softmax_backward_temporary(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"softmax\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 64]}],\n"
+        " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [64, 64]},\n"
+        "                  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [64, 64]}],\n"
+        " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"h\"]},\n"
+        "             {\"name\": \"sm\", \"op\": \"Softmax\", \"inputs\": [\"h\"], \"outputs\": [\"p\"]},\n"
+        "             {\"name\": \"out\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"W2\"], \"outputs\": [\"z\"]}],\n"
+        " \"outputs\": [\"z\"]}\n";
+    uint64_t torch = layer_temp_in_training(text, "softmax (PyTorch)", "sm", NULL, EST_KERNELS_PYTORCH);
+    uint64_t verify = layer_temp_in_training(text, "softmax (verify)", "sm", NULL, EST_KERNELS_VERIFY);
+    CHECK(torch == 64 * 64 * 4, "Softmax backward, PyTorch kernels: temporary %llu, expected %llu", U(torch),
+          U(64 * 64 * 4));
+    CHECK(verify == 0, "Softmax backward, verify kernels: temporary %llu, expected 0", U(verify));
+}
+
 int main(void) {
     check_attention_verify();
     check_recurrent_verify_dtype();
@@ -511,5 +534,6 @@ int main(void) {
     check_verify_integers_int64();
     check_cast_same_dtype();
     check_add_passes_gradient_verify();
+    check_softmax_backward_temporary();
     return test_result("test_rules_verify");
 }
