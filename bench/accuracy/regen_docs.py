@@ -37,6 +37,9 @@ Measurements:
 - data/blind/ (committed): Hugging Face's encoder-decoders T5 and BART,
   measured after the frame and reduction rules (H100, 2026-11-24;
   run_models.sh);
+- data/blind3/ (committed): five more families (GPT-NeoX, BLOOM,
+  DeBERTa-v2, Whisper's encoder, MaxViT), measured once as a blind check
+  (H100, 2026-11-27; run_models.sh, run_max_batch.sh);
 - data/time/ (committed): time_layers.py's runs on the H100 and the H200
   machines (2026-11-24), against which compare_time.py sets the step time.
 Exports (git-ignored, made on a CPU): out/exports by
@@ -129,6 +132,8 @@ RECURRENT = os.path.join(HERE, "data", "rnn", "measured_rnn_h100_run1.json")
 FAMILIES = os.path.join(HERE, "data", "families", "measured_families_h100_run1.json")
 BLIND = os.path.join(HERE, "data", "blind", "measured_blind_h100_run1.json")
 MAX_BATCH_BLIND = os.path.join(HERE, "data", "blind", "max_batch_blind_h100_run1.json")
+BLIND3 = os.path.join(HERE, "data", "blind3", "measured_blind3_h100_run1.json")
+MAX_BATCH_BLIND3 = os.path.join(HERE, "data", "blind3", "max_batch_blind3_h100_run1.json")
 MAX_BATCH_H100 = os.path.join(CAPACITY, "max_batch_h100_run1.json")
 MAX_BATCH_H200 = os.path.join(CAPACITY, "max_batch_h200_run1.json")
 TIME_H100 = os.path.join(HERE, "data", "time", "time_layers_h100_run1.json")
@@ -156,6 +161,9 @@ RUNS = {
     "blind": ("compare.py", ["--markdown", BLIND, EXPORTS], BLIND, EXPORTS),
     "max-batch-blind": ("compare_max_batch.py", ["--markdown", MAX_BATCH_BLIND, "H100-80GB", EXPORTS],
                         MAX_BATCH_BLIND, EXPORTS),
+    "blind3": ("compare.py", ["--markdown", BLIND3, EXPORTS], BLIND3, EXPORTS),
+    "max-batch-blind3": ("compare_max_batch.py", ["--markdown", MAX_BATCH_BLIND3, "H100-80GB", EXPORTS],
+                         MAX_BATCH_BLIND3, EXPORTS),
     "max-batch-h100": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H100, "H100-80GB", EXPORTS], MAX_BATCH_H100,
                        EXPORTS),
     "max-batch-h200": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H200, "H200", EXPORTS], MAX_BATCH_H200,
@@ -474,6 +482,8 @@ TABLES = {
     "families": (("families",), lambda o: view_zoo(o, "families")),
     "blind": (("blind",), lambda o: view_zoo(o, "blind")),
     "max-batch-blind": (("max-batch-blind",), lambda o: view_raw(o, "max-batch-blind", source=False)),
+    "blind3": (("blind3",), lambda o: view_zoo(o, "blind3")),
+    "max-batch-blind3": (("max-batch-blind3",), lambda o: view_raw(o, "max-batch-blind3", source=False)),
     "max-batch-h100": (("max-batch-h100",), lambda o: view_raw(o, "max-batch-h100", source=False)),
     "max-batch-h200": (("max-batch-h200",), lambda o: view_raw(o, "max-batch-h200", source=False)),
     "time-h100": (("time-h100",), lambda o: view_raw(o, "time-h100")),
