@@ -282,23 +282,39 @@ static bool plan_frame_holds(est_graph *g, const scope_parts *sp, const int32_t 
     return true;
 }
 
-/* Hugging Face's model stacks (LlamaModel, Qwen2Model, MistralModel,
- * OPTDecoder, the BART, Marian and T5 encoders and decoders) begin with
- * "inputs_embeds = self.embed_tokens(input_ids)" and keep that name while
- * every layer runs, whatever they bind the hidden states to next. The first
- * layer reads the embedding right away, so the frame rule above cannot see
- * the name; the module name can: what a call of a module named
- * "embed_tokens" returns is held until the call around it returns. */
+/* Hugging Face's model stacks begin with "inputs_embeds =
+ * self.<table>(input_ids)" and keep that name while every layer runs,
+ * whatever they bind the hidden states to next: embed_tokens (LlamaModel,
+ * Qwen2Model, MistralModel, OPTDecoder, the BART, Marian and T5 encoders
+ * and decoders), word_embeddings (BloomModel, FalconModel), wte (GPT2Model)
+ * and embed_in (GPTNeoXModel). The first layer reads the embedding right
+ * away, so the frame rule above cannot see the name; the module name can:
+ * what a call of a module of one of these names returns is held until the
+ * call around it returns. Where the table sits in an embeddings module
+ * (BERT's word_embeddings), that module's call is the one around it, and
+ * its own local lives as long. Per-op probe of bloom_4l in inference (H100,
+ * 2026-11-27, bench/accuracy/data/blind3/): the embedding output is live at
+ * the last layer's MLP. */
+static const char *const embedding_tables[] = {"embed_tokens", "word_embeddings", "wte", "embed_in"};
+
+/* The component (len characters at c) names one of embedding_tables, whole
+ * or as the last part of a dotted path. */
+static bool names_embedding_table(const char *c, size_t len) {
+    for (size_t k = 0; k < sizeof embedding_tables / sizeof *embedding_tables; k++) {
+        size_t n = strlen(embedding_tables[k]);
+        if (len >= n && memcmp(c + len - n, embedding_tables[k], n) == 0 && (len == n || c[len - n - 1] == '.'))
+            return true;
+    }
+    return false;
+}
+
 static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_t *last) {
-    static const char name[] = "embed_tokens";
-    const size_t n = sizeof name - 1;
     for (int32_t p = 0; p < g->n_nodes; p++) {
         const est_node *node = &g->nodes[p];
         int32_t depth = sp->offset[p + 1] - sp->offset[p];
         if (depth == 0) continue; /* no scope, or a shape computation */
         int32_t o = sp->offset[p] + depth - 1;
-        size_t len = (size_t)sp->len[o];
-        if (len < n || memcmp(node->scope + sp->start[o] + len - n, name, n) != 0) continue;
+        if (!names_embedding_table(node->scope + sp->start[o], (size_t)sp->len[o])) continue;
         int32_t end_call = last[o], end_parent = depth > 1 ? last[o - 1] : g->n_nodes - 1;
         if (p != end_call) continue; /* what the call returns: its last node's outputs */
         for (int k = 0; k < node->n_outputs; k++) {
