@@ -325,27 +325,46 @@ static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_
     }
 }
 
-/* How far back from a Softmax its scores' MatMul may lie: a scale, a mask
- * add or fill, a view, a cast. */
-enum { SCORE_STEPS = 6 };
+static void hold_until(est_graph *g, int32_t t, int32_t end) {
+    if (t >= 0 && g->tensors[t].frame_held_until < end) g->tensors[t].frame_held_until = end;
+}
 
-/* The MatMul whose product node s's input 0 is, through elementwise
- * scales, mask adds and fills, casts and views, at or after node `from`;
- * -1 when there is none. */
-static int32_t scores_matmul(const est_graph *g, int32_t s, int32_t from) {
-    int32_t t = g->nodes[s].inputs[0];
-    for (int step = 0; step < SCORE_STEPS && t >= 0; step++) {
-        int32_t p = g->tensors[t].producer;
-        if (p < from) return -1;
-        const est_node *n = &g->nodes[p];
-        if (est__node_is(n, "MatMul")) return p;
-        if (!(est__node_is(n, "Mul") || est__node_is(n, "Div") || est__node_is(n, "Add") ||
-              est__node_is(n, "Sub") || est__node_is(n, "Cast") || est__node_is(n, "Reshape") ||
-              est__node_is(n, "Where")))
-            return -1;
-        t = n->inputs[est__node_is(n, "Where") ? 2 : 0]; /* Where(mask, fill, scores) */
+/* How many nodes the walk back from a Softmax to its scores' MatMuls
+ * visits at most, and how far it looks forward to the values' MatMul. */
+enum { SCORE_NODES = 32, SCORE_STEPS = 6 };
+
+/* Ops the scores pass through between their MatMuls and the Softmax: scales,
+ * mask adds and fills, casts, views, and the index gathers of relative
+ * positions (DeBERTa's c2p and p2c). */
+static bool scores_pass_through(const est_node *n) {
+    static const char *const ops[] = {"Add",   "Sub",     "Mul",       "Div",       "Where",  "Cast",
+                                      "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Gather",
+                                      "GatherElements", "Clip"};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
+        if (est__node_is(n, ops[k])) return true;
+    return false;
+}
+
+/* Holds until `end` the operands of every MatMul the scores of Softmax s
+ * come from, through scores_pass_through ops, among the nodes from `from`
+ * on (the attention call's). */
+static void hold_score_operands(est_graph *g, int32_t s, int32_t from, int32_t end) {
+    int32_t stack[SCORE_NODES], top = 0, visited = 0;
+    int32_t p0 = g->tensors[g->nodes[s].inputs[0]].producer;
+    if (p0 >= from) stack[top++] = p0;
+    while (top > 0 && visited < SCORE_NODES) {
+        const est_node *n = &g->nodes[stack[--top]];
+        visited++;
+        if (est__node_is(n, "MatMul")) {
+            for (int k = 0; k < n->n_inputs; k++) hold_until(g, n->inputs[k], end);
+            continue;
+        }
+        if (!scores_pass_through(n)) continue;
+        for (int k = 0; k < n->n_inputs && top < SCORE_NODES; k++) {
+            int32_t t = n->inputs[k], p = t >= 0 ? g->tensors[t].producer : -1;
+            if (p >= from && p < s) stack[top++] = p;
+        }
     }
-    return -1;
 }
 
 /* The MatMul that reads node s's output, through a Dropout, Cast or view,
@@ -362,19 +381,16 @@ static int32_t values_of(const est_graph *g, const est_readers *rd, int32_t s) {
     return -1;
 }
 
-static void hold_until(est_graph *g, int32_t t, int32_t end) {
-    if (t >= 0 && g->tensors[t].frame_held_until < end) g->tensors[t].frame_held_until = end;
-}
-
 /* Attention written out (Hugging Face's eager attention, torchvision's
  * windowed attention) binds its queries, keys and values to locals of the
  * call that computes it: they stay referenced until that call returns,
  * after their MatMuls have read them for the last time. Per-op probe of
  * Whisper's encoder in inference (H100, 2026-11-27, bench/accuracy/data/
- * blind3/): q, k and v are all live through the out_proj. The call is the
- * innermost module call around the Softmax; q and k are the scores'
- * MatMul operands, v the other operand of the MatMul that reads the
- * probabilities. Fused attention (SDPA) has no Softmax and is not
+ * blind3/): q, k and v are all live through the out_proj; of DeBERTa's:
+ * the relative-position keys and queries too. The call is the innermost
+ * module call around the Softmax; q, k (and DeBERTa's position terms) are
+ * the operands of the MatMuls the scores come from, v the other operand of
+ * the MatMul that reads the probabilities. Fused attention (SDPA) has no Softmax and is not
  * touched. */
 static void hold_attention_operands(est_graph *g, const scope_parts *sp, const int32_t *first, const int32_t *last,
                                     const est_readers *rd) {
@@ -385,10 +401,8 @@ static void hold_attention_operands(est_graph *g, const scope_parts *sp, const i
             n->n_outputs < 1 || n->outputs[0] < 0)
             continue;
         int32_t o = sp->offset[s] + depth - 1, end = last[o];
-        int32_t mm = scores_matmul(g, s, first[o]);
-        if (mm < 0 || g->nodes[mm].n_inputs != 2) continue;
-        hold_until(g, g->nodes[mm].inputs[0], end);
-        hold_until(g, g->nodes[mm].inputs[1], end);
+        if (n->inputs[0] < 0) continue;
+        hold_score_operands(g, s, first[o], end);
         hold_until(g, values_of(g, rd, s), end);
     }
 }

@@ -25,27 +25,33 @@
  * T = 4096 bytes. Inference, SM Softmax: q, k and v stay until a, the
  * attention call's last node, and p until f, the layer's; at a live are x,
  * q, k, v, p, o and a: 7 T. SM Relu (no attention): q and k die at s, v and
- * p at o, o at a; the peak is at s: x, q, k, v, s = 5 T. */
+ * p at o, o at a; the peak is at s: x, q, k, v, s = 5 T. With a position
+ * term (DeBERTa's c2p: pk (Relu), c = MatMul(q, pk), s2 = Add(s, c) into the
+ * Softmax), pk stays too: 8 T, first at s2 (x, q, k, v, pk, s, c, s2). */
 static void check_attention_locals(void) {
     const uint64_t T = 32 * 32 * 4;
-    static const struct { const char *op, *at; uint64_t peak; } cases[] = {{"Softmax", "a", 7}, {"Relu", "s", 5}};
-    for (int c = 0; c < 2; c++) {
+#define N(name, op, in, out) "  {\"name\": \"" name "\", \"op\": \"" op "\", \"inputs\": [" in "], \"outputs\": [\"" out "\"], \"scope\": \"layer.0/attn\"},\n"
+    static const char qkv[] = N("q", "Relu", "\"x\"", "q") N("k", "Relu", "\"x\"", "k") N("v", "Relu", "\"x\"", "v")
+        N("s", "MatMul", "\"q\", \"k\"", "s");
+    static const char position[] = N("pk", "Relu", "\"x\"", "pk") N("c", "MatMul", "\"q\", \"pk\"", "c")
+        N("s2", "Add", "\"s\", \"c\"", "s2");
+    static const struct { const char *op, *extra, *scores, *at; uint64_t peak; } cases[] = {
+        {"Softmax", "", "s", "a", 7}, {"Relu", "", "s", "s", 5}, {"Softmax", position, "s2", "s2", 8}};
+#undef N
+    for (int c = 0; c < 3; c++) {
         char text[4096], what[64];
-        snprintf(what, sizeof what, "attention locals, %s", cases[c].op);
+        snprintf(what, sizeof what, "attention locals, %s%s", cases[c].op, *cases[c].extra ? " + position" : "");
         snprintf(text, sizeof text,
                  "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"attn\", \"opset_import\": {\"\": 17},\n"
                  " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [32, 32]}],\n"
-                 " \"nodes\": [{\"name\": \"q\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"q\"], \"scope\": \"layer.0/attn\"},\n"
-                 "  {\"name\": \"k\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"k\"], \"scope\": \"layer.0/attn\"},\n"
-                 "  {\"name\": \"v\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"v\"], \"scope\": \"layer.0/attn\"},\n"
-                 "  {\"name\": \"s\", \"op\": \"MatMul\", \"inputs\": [\"q\", \"k\"], \"outputs\": [\"s\"], \"scope\": \"layer.0/attn\"},\n"
-                 "  {\"name\": \"sm\", \"op\": \"%s\", \"inputs\": [\"s\"], \"outputs\": [\"p\"], \"scope\": \"layer.0/attn\"},\n"
+                 " \"nodes\": [\n%s%s"
+                 "  {\"name\": \"sm\", \"op\": \"%s\", \"inputs\": [\"%s\"], \"outputs\": [\"p\"], \"scope\": \"layer.0/attn\"},\n"
                  "  {\"name\": \"o\", \"op\": \"MatMul\", \"inputs\": [\"p\", \"v\"], \"outputs\": [\"o\"], \"scope\": \"layer.0/attn\"},\n"
                  "  {\"name\": \"a\", \"op\": \"Relu\", \"inputs\": [\"o\"], \"outputs\": [\"a\"], \"scope\": \"layer.0/attn\"},\n"
                  "  {\"name\": \"f\", \"op\": \"Relu\", \"inputs\": [\"a\"], \"outputs\": [\"f\"], \"scope\": \"layer.0/ffn\"},\n"
                  "  {\"name\": \"out\", \"op\": \"Relu\", \"inputs\": [\"f\"], \"outputs\": [\"y\"], \"scope\": \"\"}],\n"
                  " \"outputs\": [\"y\"]}\n",
-                 cases[c].op);
+                 qkv, cases[c].extra, cases[c].op, cases[c].scores);
         est_graph *g = load_json(text, what);
         est_report *r = run(g, EST_MODE_INFER, 0);
         if (r)
