@@ -1,6 +1,7 @@
 /* cli_util.h: running the memest command from the CLI test executables
- * (test_cli, test_capacity). cli_test_args() sets `memest`, `models` and
- * `tmp` from the command line first. */
+ * (test_cli, test_cli_training, test_cli_shapes, test_capacity).
+ * cli_test_args() sets `memest`, `models` and `tmp` from the command line
+ * first. */
 #ifndef EST_CLI_UTIL_H
 #define EST_CLI_UTIL_H
 

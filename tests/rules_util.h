@@ -1,9 +1,9 @@
 /*
- * rules_util.h: what test_rules, test_rules_verify, test_fusion and
- * test_module_calls share beside estimate_util.h: estimating a graph,
- * finding a layer, and the small graphs and figures several checks are
- * derived from. Header-only, like test_util.h, whose
- * CHECK counts each executable's failures.
+ * rules_util.h: what test_rules, test_rules_views, test_rules_unfold,
+ * test_rules_verify, test_fusion and test_module_calls share beside
+ * estimate_util.h: estimating a graph, finding a layer, and the small graphs
+ * and figures several checks are derived from. Header-only, like
+ * test_util.h, whose CHECK counts each executable's failures.
  */
 #ifndef EST_RULES_UTIL_H
 #define EST_RULES_UTIL_H

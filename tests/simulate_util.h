@@ -1,7 +1,8 @@
 /*
- * simulate_util.h: what the simulation's tests (test_simulate, test_checkpoint)
- * share: one estimate with the options a test varies, the peak checked
- * against figures derived by hand, a layer by name, and the MLP graph.
+ * simulate_util.h: what the simulation's tests (test_simulate,
+ * test_simulate_alloc, test_simulate_repeat, test_checkpoint) share: one
+ * estimate with the options a test varies, the peak checked against figures
+ * derived by hand, a layer by name, and the MLP and Relu graphs.
  */
 #ifndef MEMEST_TESTS_SIMULATE_UTIL_H
 #define MEMEST_TESTS_SIMULATE_UTIL_H
@@ -98,6 +99,13 @@ static inline const est_layer *layer_named(const est_report *r, const char *name
     "  {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"r\"]},\n" \
     "  {\"name\": \"fc2\", \"op\": \"Gemm\", \"inputs\": [\"r\", \"W2\", \"b2\"], \"outputs\": [\"y\"],\n" \
     "   \"attributes\": {\"transB\": {\"int\": 1}}}],\n" \
+    " \"outputs\": [\"y\"]}\n"
+
+/* y = relu(x), x [batch, n]. */
+#define RELU_JSON \
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"relu\", \"opset_import\": {\"\": 17},\n" \
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", \"n\"]}],\n" \
+    " \"nodes\": [{\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"y\"]}],\n" \
     " \"outputs\": [\"y\"]}\n"
 
 #endif

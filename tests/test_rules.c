@@ -1,10 +1,12 @@
 /*
  * test_rules: the per-op rules that make an estimate follow what PyTorch's
- * kernels keep and take (workspaces, views, in-place writes), through the
- * public API only (libestimate/estimate.h). The exporter-pattern passes are
- * test_fusion's, the module calls test_module_calls', memest verify's
- * kernels (est_options.kernels = EST_KERNELS_VERIFY) test_rules_verify's;
- * the helpers they share are rules_util.h's.
+ * kernels take as temporaries (workspaces, backward temporaries), through
+ * the public API only (libestimate/estimate.h). Views and in-place writes
+ * are test_rules_views', the folded-BatchNorm unfold test_rules_unfold's,
+ * the exporter-pattern passes test_fusion's, the module calls
+ * test_module_calls', memest verify's kernels (est_options.kernels =
+ * EST_KERNELS_VERIFY) test_rules_verify's; the helpers they share are
+ * rules_util.h's.
  *
  * Every expected figure is derived by hand from the rule it tests and written
  * out as arithmetic:
@@ -12,7 +14,7 @@
  *    the larger of the forward and (in training) backward workspace, each
  *    rounded up to 512 bytes like the caching allocator (R()).
  *
- * Checks, without arguments (JSON graphs written here, docs/json-format.md):
+ * Checks (JSON graphs written here, docs/json-format.md):
  *  - cuDNN Conv workspace (layers/conv.c): a 64->64 3x3 conv, a grouped
  *    3x3 conv (channels-last copies), strided 1x1 convs over 256 and 64
  *    channels (ResNet's downsample), a depthwise 7x7 conv, convs reducing
@@ -26,35 +28,11 @@
  *  - MatMul copies a batched operand that is a transposed view
  *    (layers/linear.c, matmul_workspace); not a contiguous one, nor a 2-D
  *    transposed one.
- *  - The folded-BatchNorm unfold is the ONNX loader's: a JSON graph with the
- *    TorchScript signal (producer "pytorch", weight "onnx::Conv_1") is left
- *    as written.
- *  - Split's outputs are views of its input, as torch.split / chunk return
- *    them: a saved piece keeps the whole input alive.
- *  - SplitToSequence read by SequenceAt (the dynamo exporter's aten.split;
- *    libestimate/sequences.c) becomes one Slice view per item read: a
- *    chunk size (the last chunk smaller) and a list of sizes with a
- *    negative index give the same bytes as Split does; a chunk size read
- *    at a negative index cannot be lowered and names the op unsupported.
- *  - A linear layer's bias add (MatMul then Add of a 1-D weight) writes
- *    into the product, as PyTorch's addmm / add_ do; not when the product
- *    has a second reader or the addend is an activation.
- *  - A Dropout that drops nothing (ratio 0) returns its input, as
- *    at::dropout does; one with ratio 0.1 in training makes a new tensor.
  *  - Backward temporaries: the bias gradient's sum, PRelu's slope gradient,
  *    Embedding's backward, a trainable attention mask's gradient, LpPool's
  *    saves.
  *
- * With an argument, the directory of the truth exports (shared/truth/onnx;
- * exit 77 when it is absent): folded BatchNorms restored
- * (onnx/unfold_batchnorm.c): resnet18 legacy/dynamo/dynamo-train 20 each,
- * legacy-train and squeezenet1_0 0; the dynamo-train ones train (saved
- * statistics, 5 FLOPs per element) and match the real BatchNorms of
- * legacy-train layer for layer; totals: PyTorch's 11689512 parameters and
- * 9600 buffer elements; a JSON round trip keeps 20 BatchNorms and unfolds
- * nothing more.
- *
- * usage: test_rules [TRUTH_ONNX_DIR]
+ * usage: test_rules
  */
 #include <math.h>
 
@@ -467,289 +445,6 @@ static void check_matmul(void) {
     }
 }
 
-/* ---- 4. the unfold is the ONNX loader's ------------------------------------------ */
-
-/* A JSON graph says every node explicitly: a Conv whose weight carries the
- * TorchScript fold's name stays a lone Conv. */
-static void check_json_no_unfold(void) {
-    static const char text[] =
-        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"c\", \"producer\": \"pytorch\",\n"
-        " \"opset_import\": {\"\": 17},\n"
-        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [1, 3, 8, 8]}],\n"
-        " \"initializers\": [{\"name\": \"onnx::Conv_1\", \"dtype\": \"float32\", \"dims\": [8, 3, 3, 3]},\n"
-        "                    {\"name\": \"onnx::Conv_2\", \"dtype\": \"float32\", \"dims\": [8]}],\n"
-        " \"nodes\": [{\"name\": \"conv\", \"op\": \"Conv\", \"inputs\": [\"x\", \"onnx::Conv_1\", \"onnx::Conv_2\"],\n"
-        "   \"outputs\": [\"y\"], \"attributes\": {\"kernel_shape\": {\"ints\": [3, 3]}}}],\n"
-        " \"outputs\": [\"y\"]}\n";
-    est_graph *g = load_json(text, "json conv");
-    if (!g) return;
-    CHECK(est_graph_unfolded_batchnorms(g) == 0, "json: %zu BatchNorms unfolded, expected 0",
-          est_graph_unfolded_batchnorms(g));
-    CHECK(est_graph_node_count(g) == 1, "json: %zu nodes, expected 1", est_graph_node_count(g));
-    est_graph_free(g);
-}
-
-/* ---- 5. folded BatchNorm, on the truth exports ------------------------------------ */
-
-/* resnet18 has 20 BatchNorms: bn1 (64), 8 basic blocks of 2 (4 x 64, 4 x 128,
- * 4 x 256, 4 x 512) and 3 downsamples (128, 256, 512). Channels:
- * 64 + 4*64 + 4*128 + 128 + 4*256 + 256 + 4*512 + 512 = 4800; running mean
- * and variance are 2 x 4800 = 9600 buffer elements (PyTorch's n_buffers,
- * 9620, also counts the 20 num_batches_tracked scalars, which no export
- * carries). Parameters: PyTorch's n_params, 11689512. */
-#define RESNET18_PARAMS 11689512ULL
-#define RESNET18_BUFFERS 9600ULL
-
-/* The BatchNorms of a resnet18 report at batch 8, checked as training (or
- * eval) BatchNorms: a training one saves its input and two float32 statistics
- * per channel and costs 5 FLOPs per element forward; an eval one saves its
- * input and costs 2 (docs/flops.md). */
-static void check_resnet_bns(const est_report *r, const char *what, bool training) {
-    size_t bns = 0;
-    for (size_t i = 0; r && i < est_report_layer_count(r); i++) {
-        const est_layer *L = est_report_layer(r, i);
-        if (strcmp(L->op, "BatchNormalization") != 0) continue;
-        bns++;
-        if (L->n_inputs < 1 || L->inputs[0].rank != 4) {
-            CHECK(false, "%s: %s: input 0 not 4-D", what, L->name);
-            continue;
-        }
-        uint64_t C = (uint64_t)L->inputs[0].shape[1];
-        uint64_t elements = L->inputs[0].elements;
-        uint64_t x = R(L->inputs[0].bytes);
-        uint64_t saved = training ? x + 2 * R(C * 4) : x;
-        uint64_t flops = (training ? 5 : 2) * elements;
-        CHECK(L->saved_bytes == saved, "%s: %s saves %llu, expected %llu", what, L->name, U(L->saved_bytes), U(saved));
-        CHECK(L->flops_forward == flops, "%s: %s forward FLOPs %llu, expected %llu", what, L->name,
-              U(L->flops_forward), U(flops));
-        /* scale and shift: 2 x C parameters; running mean and var: 2 x C x 4 bytes */
-        CHECK(L->param_count == 2 * C, "%s: %s has %llu params, expected %llu", what, L->name, U(L->param_count),
-              U(2 * C));
-        CHECK(L->buffer_bytes == 2 * C * 4, "%s: %s has %llu buffer bytes, expected %llu", what, L->name,
-              U(L->buffer_bytes), U(2 * C * 4));
-    }
-    CHECK(bns == 20, "%s: %zu BatchNorm layers, expected 20", what, bns);
-}
-
-static void check_totals(const est_report *r, const char *what, bool params) {
-    if (!r) return;
-    const est_totals *t = est_report_totals(r);
-    if (params) CHECK(t->param_count == RESNET18_PARAMS, "%s: %llu params, expected %llu", what, U(t->param_count),
-          U(RESNET18_PARAMS));
-    CHECK(t->buffer_count == RESNET18_BUFFERS, "%s: %llu buffer elements, expected %llu", what, U(t->buffer_count),
-          U(RESNET18_BUFFERS));
-}
-
-static void check_onnx(const char *dir) {
-    static const struct {
-        const char *file;
-        size_t unfolded;
-    } counts[] = {
-        {"resnet18.legacy.onnx", 20},       /* TorchScript eval: onnx::Conv_<n> weights */
-        {"resnet18.dynamo.onnx", 20},       /* dynamo: FuseBatchNormIntoConv metadata */
-        {"resnet18.dynamo-train.onnx", 20}, /* the same, from model.train() */
-        {"resnet18.legacy-train.onnx", 0},  /* BatchNorms kept as nodes */
-        {"squeezenet1_0.legacy.onnx", 0},   /* no BatchNorm */
-    };
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
-        est_graph *g = load_export(dir, counts[i].file);
-        if (!g) continue;
-        CHECK(est_graph_unfolded_batchnorms(g) == counts[i].unfolded, "%s: %zu BatchNorms unfolded, expected %zu",
-              counts[i].file, est_graph_unfolded_batchnorms(g), counts[i].unfolded);
-        est_graph_free(g);
-    }
-
-    /* Training step at batch 8 with each resnet18 export. */
-    est_graph *dt = load_export(dir, "resnet18.dynamo-train.onnx");
-    est_graph *de = load_export(dir, "resnet18.dynamo.onnx");
-    est_graph *le = load_export(dir, "resnet18.legacy.onnx");
-    est_graph *lt = load_export(dir, "resnet18.legacy-train.onnx");
-    est_report *rdt = run(dt, EST_MODE_TRAIN, 8), *rde = run(de, EST_MODE_TRAIN, 8);
-    est_report *rle = run(le, EST_MODE_TRAIN, 8), *rlt = run(lt, EST_MODE_TRAIN, 8);
-
-    /* dynamo-train: the fx node says _native_batch_norm_legit_functional: training */
-    check_resnet_bns(rdt, "resnet18.dynamo-train", true);
-    /* eval exports: the restored BatchNorms use their running statistics */
-    check_resnet_bns(rde, "resnet18.dynamo", false);
-    check_resnet_bns(rle, "resnet18.legacy", false);
-    /* the real BatchNorms of legacy-train, for comparison */
-    check_resnet_bns(rlt, "resnet18.legacy-train", true);
-
-    /* Every restored one matches legacy-train's real BatchNorm at the same
-     * place (both graphs run in module order). */
-    if (rdt && rlt) {
-        size_t a = 0, b = 0, na = est_report_layer_count(rdt), nb = est_report_layer_count(rlt);
-        for (;;) {
-            while (a < na && strcmp(est_report_layer(rdt, a)->op, "BatchNormalization") != 0) a++;
-            while (b < nb && strcmp(est_report_layer(rlt, b)->op, "BatchNormalization") != 0) b++;
-            if (a >= na || b >= nb) break;
-            const est_layer *A = est_report_layer(rdt, a), *B = est_report_layer(rlt, b);
-            CHECK(A->saved_bytes == B->saved_bytes && A->flops_forward == B->flops_forward &&
-                      A->flops_backward == B->flops_backward && A->param_count == B->param_count &&
-                      A->buffer_bytes == B->buffer_bytes && A->outputs[0].elements == B->outputs[0].elements,
-                  "%s vs %s: saved %llu/%llu flops %llu/%llu", A->name, B->name, U(A->saved_bytes),
-                  U(B->saved_bytes), U(A->flops_forward), U(B->flops_forward));
-            a++, b++;
-        }
-        CHECK(a >= na && b >= nb, "dynamo-train and legacy-train differ in BatchNorm count");
-    }
-
-    check_totals(rdt, "resnet18.dynamo-train", true);
-    check_totals(rde, "resnet18.dynamo", true);
-    check_totals(rlt, "resnet18.legacy-train", true);
-    /* The TorchScript exporter shares equal folded biases through Identity
-     * nodes (Identity_0..15 copying onnx::Conv_194, _209, _224, _239); once
-     * the unfold drops the biases the loader drops those dead Identities, so
-     * their 960 elements do not count as parameters. */
-    check_totals(rle, "resnet18.legacy", true);
-
-    /* A JSON round trip carries the restored BatchNorms as ordinary nodes: the
-     * same node count, 20 BatchNorm layers, nothing unfolded a second time. */
-    if (le) {
-        char *json = NULL;
-        est_error err;
-        if (est_graph_to_json(le, &json, &err) != EST_OK) CHECK(false, "to_json: %s", err.message);
-        else {
-            est_graph *back = load_json(json, "resnet18.legacy.json");
-            if (back) {
-                CHECK(est_graph_unfolded_batchnorms(back) == 0, "round trip: %zu unfolded again",
-                      est_graph_unfolded_batchnorms(back));
-                CHECK(est_graph_node_count(back) == est_graph_node_count(le), "round trip: %zu nodes, was %zu",
-                      est_graph_node_count(back), est_graph_node_count(le));
-                est_report *rb = run(back, EST_MODE_TRAIN, 8);
-                CHECK(count_op(rb, "BatchNormalization") == 20, "round trip: %zu BatchNorms",
-                      count_op(rb, "BatchNormalization"));
-                check_totals(rb, "resnet18.legacy round trip", false);
-                est_report_free(rb);
-                est_graph_free(back);
-            }
-            est_free(json);
-        }
-    }
-
-    est_report_free(rdt);
-    est_report_free(rde);
-    est_report_free(rle);
-    est_report_free(rlt);
-    est_graph_free(dt);
-    est_graph_free(de);
-    est_graph_free(le);
-    est_graph_free(lt);
-}
-
-/* ---- 9. Split pieces are views ------------------------------------------------------- */
-
-/* x [64, 256] -> MatMul W0 [256, 256] -> h (65536 bytes) -> Split axis 1 ->
- * a, b [64, 128] -> Mul(b, s) (s [128], a parameter: Mul keeps b, the
- * second piece) -> yb; Concat(a, yb) -> y (65536 bytes). */
-static void check_split_views(void) {
-    const char *what = "split views";
-    est_graph *g = load_json(
-        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"split\", \"opset_import\": {\"\": 17},\n"
-        " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
-        " \"initializers\": [{\"name\": \"W0\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
-        "   {\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [128]},\n"
-        "   {\"name\": \"halves\", \"dtype\": \"int64\", \"dims\": [2], \"values\": [128, 128]}],\n"
-        " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W0\"], \"outputs\": [\"h\"]},\n"
-        "  {\"name\": \"sp\", \"op\": \"Split\", \"inputs\": [\"h\", \"halves\"], \"outputs\": [\"a\", \"b\"],\n"
-        "   \"attributes\": {\"axis\": {\"int\": 1}}},\n"
-        "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"b\", \"s\"], \"outputs\": [\"yb\"]},\n"
-        "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"a\", \"yb\"], \"outputs\": [\"y\"],\n"
-        "   \"attributes\": {\"axis\": {\"int\": 1}}}],\n"
-        " \"outputs\": [\"y\"]}\n",
-        what);
-    est_report *r = run(g, EST_MODE_TRAIN, 0);
-    if (r) {
-        /* Mul keeps b, a view of h: all of h (65536) stays, not half of
-         * it; yb goes after the Concat; y is the output */
-        CHECK(est_report_totals(r)->activations_bytes == 65536 + 65536,
-              "%s: activations_bytes %llu, expected h + y = 131072", what,
-              U(est_report_totals(r)->activations_bytes));
-        const est_layer *sp = layer_named(r, "sp", what);
-        if (sp) CHECK(sp->saved_bytes == 0, "%s: Split saves %llu", what, U(sp->saved_bytes));
-    }
-    est_report_free(r);
-    est_graph_free(g);
-}
-
-/* ---- 12. SplitToSequence and SequenceAt become Slice views ------------------------ */
-
-/* x [64, 256] -> MatMul W0 -> h [64, 256] -> SplitToSequence(h, SPLIT, axis
- * 1) -> items 0 and LAST (an index initializer and a Constant node) -> Mul
- * (LAST item, s [64]) -> Concat(item 0, .) -> y [64, 160]. */
-static est_graph *split_sequence_graph(const char *split, int64_t last, const char *what) {
-    char text[4096];
-    snprintf(text, sizeof text,
-             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"seq\", \"opset_import\": {\"\": 18},\n"
-             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
-             " \"initializers\": [{\"name\": \"W0\", \"dtype\": \"float32\", \"dims\": [256, 256]},\n"
-             "   {\"name\": \"s\", \"dtype\": \"float32\", \"dims\": [64]},\n"
-             "   {\"name\": \"i0\", \"dtype\": \"int64\", \"dims\": [], \"values\": [0]},\n"
-             "   %s],\n"
-             " \"nodes\": [{\"name\": \"fc\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W0\"], \"outputs\": [\"h\"]},\n"
-             "  {\"name\": \"c_last\", \"op\": \"Constant\", \"inputs\": [], \"outputs\": [\"i_last\"],\n"
-             "   \"attributes\": {\"value\": {\"tensor\": {\"dtype\": \"int64\", \"dims\": [], \"values\": [%lld]}}}},\n"
-             "  {\"name\": \"split\", \"op\": \"SplitToSequence\", \"inputs\": [\"h\", \"sizes\"], \"outputs\": [\"seq\"],\n"
-             "   \"attributes\": {\"axis\": {\"int\": 1}}},\n"
-             "  {\"name\": \"at0\", \"op\": \"SequenceAt\", \"inputs\": [\"seq\", \"i0\"], \"outputs\": [\"a\"]},\n"
-             "  {\"name\": \"at_last\", \"op\": \"SequenceAt\", \"inputs\": [\"seq\", \"i_last\"], \"outputs\": [\"b\"]},\n"
-             "  {\"name\": \"mul\", \"op\": \"Mul\", \"inputs\": [\"b\", \"s\"], \"outputs\": [\"yb\"]},\n"
-             "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"a\", \"yb\"], \"outputs\": [\"y\"],\n"
-             "   \"attributes\": {\"axis\": {\"int\": 1}}}],\n"
-             " \"outputs\": [\"y\"]}\n",
-             split, (long long)last);
-    return load_json(text, what);
-}
-
-static void check_split_to_sequence(void) {
-    static const struct {
-        const char *what, *split;
-        int64_t last;
-    } lowered[] = {
-        {"split to sequence, chunk size 96", "{\"name\": \"sizes\", \"dtype\": \"int64\", \"dims\": [], \"values\": [96]}", 2},
-        {"split to sequence, sizes, item -1",
-         "{\"name\": \"sizes\", \"dtype\": \"int64\", \"dims\": [3], \"values\": [96, 96, 64]}", -1},
-    };
-    for (size_t c = 0; c < sizeof lowered / sizeof *lowered; c++) {
-        const char *what = lowered[c].what;
-        est_graph *g = split_sequence_graph(lowered[c].split, lowered[c].last, what);
-        /* fc, c_last, at0, at_last, mul, cat: the SplitToSequence is gone */
-        if (g) CHECK(est_graph_node_count(g) == 6, "%s: %zu nodes, expected 6", what, est_graph_node_count(g));
-        est_report *r = run(g, EST_MODE_TRAIN, 0);
-        if (r) {
-            const est_layer *at = layer_named(r, "at_last", what);
-            /* the last chunk is columns 192..255: [64, 64] */
-            if (at) {
-                CHECK(strcmp(at->op, "Slice") == 0, "%s: at_last is %s, expected Slice", what, at->op);
-                CHECK(at->n_outputs == 1 && at->outputs[0].elements == 64 * 64, "%s: at_last writes %llu elements",
-                      what, U(at->n_outputs ? at->outputs[0].elements : 0));
-            }
-            /* Mul keeps b, a view of h: all of h (65536 bytes) stays; y is
-             * [64, 96 + 64] = 40960 bytes */
-            CHECK(est_report_totals(r)->activations_bytes == 65536 + 40960,
-                  "%s: activations_bytes %llu, expected h + y = 106496", what,
-                  U(est_report_totals(r)->activations_bytes));
-        }
-        est_report_free(r);
-        est_graph_free(g);
-    }
-    /* a chunk size read from the end needs the chunk count: left as it is */
-    const char *what = "split to sequence, chunk size, item -1";
-    est_graph *g = split_sequence_graph(
-        "{\"name\": \"sizes\", \"dtype\": \"int64\", \"dims\": [], \"values\": [96]}", -1, what);
-    if (g) {
-        est_options opt;
-        est_options_init(&opt);
-        est_report *r = NULL;
-        est_error err;
-        CHECK(est_estimate(g, &opt, &r, &err) != EST_OK && strstr(err.message, "'SplitToSequence'") &&
-                  strstr(err.message, "not supported"),
-              "%s: expected an unsupported-op error, got '%s'", what, r ? "a report" : err.message);
-        est_report_free(r);
-    }
-    est_graph_free(g);
-}
-
 /* ---- 13. split-K follows the device's SMs ------------------------------------------- */
 
 static void check_split_k_device(void) {
@@ -791,116 +486,14 @@ static void check_split_k_device(void) {
           "device names");
 }
 
-/* ---- 10. a linear layer's bias add is in place ----------------------------------- */
-
-/* x [64, 256] -> MatMul W [256, 512] -> mm (131072 bytes) -> Add(mm, ADDEND)
- * -> y -> ReduceSum -> s (one float). EXTRA: more nodes. */
-static est_graph *bias_add_graph(const char *addend, const char *extra, const char *what) {
-    char text[4096];
-    snprintf(text, sizeof text,
-             "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"linear\", \"opset_import\": {\"\": 17},\n"
-             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
-             " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [256, 512]},\n"
-             "   {\"name\": \"b\", \"dtype\": \"float32\", \"dims\": [512]}],\n"
-             " \"nodes\": [{\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"p\"]},\n"
-             "  %s"
-             "  {\"name\": \"add\", \"op\": \"Add\", \"inputs\": [\"p\", \"%s\"], \"outputs\": [\"y\"]},\n"
-             "  {\"name\": \"sum\", \"op\": \"ReduceSum\", \"inputs\": [\"y\"], \"outputs\": [\"s\"],\n"
-             "   \"attributes\": {\"keepdims\": {\"int\": 0}}}],\n"
-             " \"outputs\": [\"s\"%s]}\n",
-             extra, addend, strstr(extra, "\"q\"") ? ", \"q\"" : "");
-    return load_json(text, what);
-}
-
-static void check_bias_add_in_place(void) {
-    const uint64_t x = 64 * 256 * 4, W = 256 * 512 * 4, b = 512 * 4, p = 64 * 512 * 4, s = 512;
-    static const struct {
-        const char *what, *addend, *extra;
-        bool in_place;
-    } cases[] = {
-        {"bias add", "b", "", true},
-        /* the product read twice: PyTorch would keep it; the sum is new */
-        {"bias add, product read twice", "b",
-         "{\"name\": \"neg\", \"op\": \"Neg\", \"inputs\": [\"p\"], \"outputs\": [\"q\"]},\n", false},
-        /* an activation added: a residual, not a bias */
-        {"residual add", "r", "{\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [\"r0\"]},\n"
-         "  {\"name\": \"cat\", \"op\": \"Concat\", \"inputs\": [\"r0\", \"r0\"], \"outputs\": [\"r\"], "
-         "\"attributes\": {\"axis\": {\"int\": 1}}},\n", false},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        est_graph *g = bias_add_graph(cases[c].addend, cases[c].extra, cases[c].what);
-        est_report *r = run(g, EST_MODE_INFER, 0);
-        if (r && cases[c].in_place)
-            /* weights, x, the product (the sum is its storage), then s */
-            CHECK(est_report_peak(r)->bytes == W + b + x + p + s, "%s: inference peak %llu, expected %llu",
-                  cases[c].what, U(est_report_peak(r)->bytes), U(W + b + x + p + s));
-        else if (r)
-            /* at the Add the product and the sum both live */
-            CHECK(est_report_peak(r)->bytes >= W + b + x + 2 * p, "%s: inference peak %llu, expected >= %llu",
-                  cases[c].what, U(est_report_peak(r)->bytes), U(W + b + x + 2 * p));
-        est_report_free(r);
-        est_graph_free(g);
-    }
-}
-
-/* ---- 11. a Dropout that drops nothing returns its input ---------------------------- */
-
-static void check_dropout_identity(void) {
-    const uint64_t x = 64 * 256 * 4, W = 256 * 512 * 4, h = 64 * 512 * 4, s = 512;
-    static const struct { const char *ratio; bool same; } cases[] = {{"0.0", true}, {"0.1", false}};
-    for (int c = 0; c < 2; c++) {
-        char text[4096], what[64];
-        snprintf(what, sizeof what, "dropout ratio %s", cases[c].ratio);
-        snprintf(text, sizeof text,
-                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"drop\", \"opset_import\": {\"\": 17},\n"
-                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [64, 256]}],\n"
-                 " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [256, 512]},\n"
-                 "   {\"name\": \"ratio\", \"dtype\": \"float32\", \"dims\": [], \"values\": [%s]},\n"
-                 "   {\"name\": \"train\", \"dtype\": \"bool\", \"dims\": [], \"values\": [1]}],\n"
-                 " \"nodes\": [{\"name\": \"mm\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"h\"]},\n"
-                 "  {\"name\": \"drop\", \"op\": \"Dropout\", \"inputs\": [\"h\", \"ratio\", \"train\"], \"outputs\": [\"d\"]},\n"
-                 "  {\"name\": \"sum\", \"op\": \"ReduceSum\", \"inputs\": [\"d\"], \"outputs\": [\"s\"],\n"
-                 "   \"attributes\": {\"keepdims\": {\"int\": 0}}}],\n"
-                 " \"outputs\": [\"s\"]}\n",
-                 cases[c].ratio);
-        est_graph *g = load_json(text, what);
-        /* inference (model.eval()) drops nothing whatever the ratio: x, W,
-         * h and then s */
-        est_report *r = run(g, EST_MODE_INFER, 0);
-        if (r)
-            CHECK(est_report_peak(r)->bytes == W + x + h + s, "%s: inference peak %llu, expected %llu", what,
-                  U(est_report_peak(r)->bytes), U(W + x + h + s));
-        est_report_free(r);
-        /* a training step: ratio 0 keeps no mask, 0.1 a bool mask of h's
-         * 64 x 512 elements */
-        r = run(g, EST_MODE_TRAIN, 0);
-        const est_layer *drop = r ? est_report_layer(r, 1) : NULL;
-        if (drop)
-            CHECK(drop->saved_bytes == (cases[c].same ? 0 : 64 * 512), "%s: training Dropout saves %llu, expected %u",
-                  what, U(drop->saved_bytes), cases[c].same ? 0u : 64u * 512u);
-        est_report_free(r);
-        est_graph_free(g);
-    }
-}
-
 int main(int argc, char **argv) {
-    if (argc > 2) {
-        fprintf(stderr, "usage: %s [TRUTH_ONNX_DIR]\n", argv[0]);
+    if (argc > 1) {
+        fprintf(stderr, "usage: %s\n", argv[0]);
         return 2;
-    }
-    if (argc == 2) {
-        if (!test_have_file(argv[1], "resnet18.legacy.onnx", "test_rules", "the ONNX checks")) return 77;
-        check_onnx(argv[1]);
-        return test_result("test_rules (onnx)");
     }
     check_conv();
     check_matmul();
-    check_json_no_unfold();
-    check_split_views();
-    check_split_to_sequence();
     check_split_k_device();
-    check_bias_add_in_place();
-    check_dropout_identity();
     check_bias_grad_sum();
     check_prelu_slope_grad();
     check_embedding_backward();

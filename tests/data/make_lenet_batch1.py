@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes lenet_batch1.onnx, the test model for --input-shape (tests/test_cli.c):
+"""Writes lenet_batch1.onnx, the test model for --input-shape (tests/test_cli_shapes.c):
 models/lenet.onnx with its symbolic batch fixed to 1 in the input and output
 shapes, as an export without dynamic axes (the ONNX zoo's batch-1 models)
 declares them. The weights stay where models/lenet.onnx has them: memest
