@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes rotary_block.dynamo.onnx, the test model for folded tables
-(tests/test_rules.c): a block with rotary position embeddings as in Llama,
+(tests/test_fusion.c): a block with rotary position embeddings as in Llama,
 exported with torch.onnx.export(dynamo=True) in training mode. The exporter
 folds the cos/sin tables (computed from a buffer) into initializers that
 multiply activations; memest must not take them for parameters, while the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes sdpa_bias.dynamo.onnx, the test model for SDPA calls the dynamo
-exporter decomposes without a scaling Mul (tests/test_rules.c,
+exporter decomposes without a scaling Mul (tests/test_fusion.c,
 check_sdpa_bias): as T5 does, one scaled_dot_product_attention with a scale
 of 1, a trainable bias as its mask and a dropout of 0.1, and one with a
 constant bias, zeros filled by a Where as T5's cross-attention builds it,
