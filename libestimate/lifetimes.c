@@ -163,6 +163,51 @@ bool est__sim_mark_unreached(sim *s) {
 
 /* ---- the facts of the sizes the planning asks --------------------------- */
 
+/* Whether Reshape (or Flatten) node i can view its input, a Transpose of a
+ * contiguous tensor: PyTorch's view and reshape return a view exactly when
+ * at::detail::computeStride finds strides for the new shape
+ * (aten/src/ATen/TensorUtils.cpp), which holds when the new shape only
+ * splits dims or merges dims that lie one after another in memory.
+ * SegFormer's transpose(1, 2).view(B, C, H, W) is a view (per-op probe,
+ * H100, 2026-11-27, bench/accuracy/data/blind4/); attention's
+ * transpose(1, 2).reshape(B, N, C) merges the heads with the head size,
+ * which the transpose separated, and copies. */
+static bool reshape_view_possible(const sim *s, int32_t i) {
+    const est_graph *g = s->g;
+    const est_tval *tv = s->r->tv;
+    int32_t tin = g->nodes[i].inputs[0], tr = g->tensors[tin].producer;
+    const est_node *t = &g->nodes[tr];
+    const est_tval *src = &tv[t->inputs[0]], *old = &tv[tin], *out = &tv[g->nodes[i].outputs[0]];
+    int r = old->rank;
+    if (r < 1 || src->rank != r || out->rank < 0 || old->elements == 0) return false;
+    int64_t count, src_stride[EST_MAX_RANK], stride[EST_MAX_RANK];
+    const int64_t *perm = est_node_attr_ints(t, "perm", &count);
+    if (perm && count != r) return false;
+    src_stride[r - 1] = 1;
+    for (int d = r - 2; d >= 0; d--) src_stride[d] = src_stride[d + 1] * src->dims[d + 1];
+    for (int d = 0; d < r; d++) {
+        int64_t from = perm ? perm[d] : r - 1 - d;
+        if (from < 0 || from >= r) return false;
+        stride[d] = src_stride[from];
+    }
+    /* computeStride: each chunk of old dims that lie one after another in
+     * memory must be covered by whole new dims */
+    int view_d = out->rank - 1;
+    int64_t chunk_base = stride[r - 1], tensor_numel = 1, view_numel = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        tensor_numel *= old->dims[d];
+        if (d == 0 || (old->dims[d - 1] != 1 && stride[d - 1] != tensor_numel * chunk_base)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || out->dims[view_d] == 1)) view_numel *= out->dims[view_d--];
+            if (view_numel != tensor_numel) return false;
+            if (d > 0) {
+                chunk_base = stride[d - 1];
+                tensor_numel = view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
 uint32_t est__sim_fact_answer(const sim *s, const est_size_fact *f) {
     const est_node *n = &s->g->nodes[f->node];
     const est_tval *tv = s->r->tv;
@@ -173,6 +218,8 @@ uint32_t est__sim_fact_answer(const sim *s, const est_size_fact *f) {
         return tv[n->inputs[0]].rank == 4 && tv[n->inputs[0]].dims[1] == 1;
     case FACT_RETURNS_INPUT:
         return n->op->returns_input(&s->ctx[f->node]);
+    case FACT_RESHAPE_VIEW:
+        return reshape_view_possible(s, f->node);
     case FACT_UNREACHED_SAVES:
         break;
     }
@@ -252,6 +299,16 @@ static bool rnn_output_in_torch_layout(sim *s, int32_t i) {
     return ask(s, FACT_ONE_DIRECTION, i, 0);
 }
 
+/* Tensor t is a Transpose of a contiguous tensor, under PyTorch's kernels
+ * (memest verify's executor copies a strided Reshape input). */
+static bool reshape_of_transpose(const sim *s, int32_t t) {
+    int32_t p = s->g->tensors[t].producer;
+    if (s->r->kernels != EST_KERNELS_PYTORCH || p < 0) return false;
+    const est_node *n = &s->g->nodes[p];
+    return est__node_is(n, "Transpose") && n->n_inputs >= 1 && n->inputs[0] >= 0 && s->contiguous[n->inputs[0]] &&
+           s->base[t] == s->base[n->inputs[0]];
+}
+
 /* Node i's outputs' storage: input 0's when it is a view of it or writes
  * into it. in and out: its first input and output, out not folded. */
 static void assign_output_storage(sim *s, int32_t i, int32_t in, int32_t out) {
@@ -268,7 +325,12 @@ static void assign_output_storage(sim *s, int32_t i, int32_t in, int32_t out) {
         s->contiguous[out] = rnn_output_in_torch_layout(s, i);
         break;
     case EST_VIEW_RESHAPE:
-        if (s->contiguous[in]) s->base[out] = s->base[in];
+        if (s->contiguous[in]) {
+            s->base[out] = s->base[in];
+        } else if (reshape_of_transpose(s, in) && ask(s, FACT_RESHAPE_VIEW, i, 0)) {
+            s->base[out] = s->base[in]; /* a strided view, as the Transpose is */
+            s->contiguous[out] = false;
+        }
         break;
     default:
         if (n->op->returns_input && ask(s, FACT_RETURNS_INPUT, i, 0)) {

@@ -58,6 +58,7 @@ typedef enum est_fact_kind {
     FACT_ONE_DIRECTION,   /* rnn_output_in_torch_layout: Y is [seq, 1, batch, hidden] */
     FACT_RETURNS_INPUT,   /* the op's returns_input rule */
     FACT_UNREACHED_SAVES, /* an unreached node's saves rule: the inputs it saves */
+    FACT_RESHAPE_VIEW,    /* reshape_of_transpose: the strides allow a view */
 } est_fact_kind;
 typedef struct est_size_fact {
     int32_t node;

@@ -23,6 +23,10 @@
  *    has a second reader or the addend is an activation.
  *  - A Dropout that drops nothing (ratio 0) returns its input, as
  *    at::dropout does; one with ratio 0.1 in training makes a new tensor.
+ *  - A Reshape of a Transpose is a view when PyTorch's computeStride finds
+ *    strides for it (splitting a dim: SegFormer's transpose(1, 2).view(B,
+ *    C, H, W)) and a copy when it merges dims the Transpose separated;
+ *    under verify's kernels always a copy.
  *
  * usage: test_rules_views
  */
@@ -235,6 +239,39 @@ static void check_dropout_identity(void) {
     }
 }
 
+/* x [8, 16, 32] (T = 16 KiB) -> Transpose(0, 2, 1) -> [8, 32, 16] ->
+ * Reshape to SHAPE -> Relu -> y, inference. [8, 32, 4, 4] splits the last
+ * dim: a view, and at the Relu x and y are live, 2 T. [8, 512] merges the
+ * dims the Transpose swapped: a copy, 3 T at the Relu (x, the copy, y). Under
+ * verify's kernels both copy. */
+static void check_reshape_of_transpose(void) {
+    const uint64_t T = 8 * 16 * 32 * 4;
+    static const struct { const char *shape; int dims; uint64_t torch, verify; } cases[] = {
+        {"8, 32, 4, 4", 4, 2, 3}, {"8, 512", 2, 3, 3}};
+    for (int c = 0; c < 2; c++) {
+        char text[2048], what[64];
+        snprintf(what, sizeof what, "reshape of a transpose to [%s]", cases[c].shape);
+        snprintf(text, sizeof text,
+                 "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"rt\", \"opset_import\": {\"\": 17},\n"
+                 " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [8, 16, 32]}],\n"
+                 " \"initializers\": [{\"name\": \"shape\", \"dtype\": \"int64\", \"dims\": [%d], \"values\": [%s]}],\n"
+                 " \"nodes\": [{\"name\": \"t\", \"op\": \"Transpose\", \"inputs\": [\"x\"], \"outputs\": [\"t\"],\n"
+                 "              \"attributes\": {\"perm\": {\"ints\": [0, 2, 1]}}},\n"
+                 "             {\"name\": \"r\", \"op\": \"Reshape\", \"inputs\": [\"t\", \"shape\"], \"outputs\": [\"r\"]},\n"
+                 "             {\"name\": \"relu\", \"op\": \"Relu\", \"inputs\": [\"r\"], \"outputs\": [\"y\"]}],\n"
+                 " \"outputs\": [\"y\"]}\n",
+                 cases[c].dims, cases[c].shape);
+        est_graph *g = load_json(text, what);
+        uint64_t peak[2];
+        peaks_by_kernels(g, EST_MODE_INFER, EST_OPT_SGD, what, peak);
+        CHECK(peak[0] == cases[c].torch * T, "%s, PyTorch kernels: peak %llu, expected %llu", what, U(peak[0]),
+              U(cases[c].torch * T));
+        CHECK(peak[1] == cases[c].verify * T, "%s, verify kernels: peak %llu, expected %llu", what, U(peak[1]),
+              U(cases[c].verify * T));
+        est_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {
         fprintf(stderr, "usage: %s\n", argv[0]);
@@ -244,5 +281,6 @@ int main(int argc, char **argv) {
     check_split_to_sequence();
     check_bias_add_in_place();
     check_dropout_identity();
+    check_reshape_of_transpose();
     return test_result("test_rules_views");
 }
