@@ -391,9 +391,32 @@ static void matmul_flops(const est_cost_ctx *c, est_flops *f) {
 /* mm / addmm: "mat1: mm_mat1_backward(grad, mat2, ...)", "mat2:
  * mm_mat2_backward(grad, mat1, ...)": each operand is kept only for the
  * other's gradient. Gemm's C needs nothing (its gradient is grad). */
+/* Operand i's bytes expanded to the product's batch dims, when both are
+ * batched (rank 3 or more) and i's batch dims broadcast; 0 otherwise.
+ * aten::matmul expands such an operand and reshapes it for bmm, which
+ * materializes it whole (stride-0 dims cannot be viewed as a batch), and
+ * bmm's backward keeps that copy, not the operand (Falcon's multi-query
+ * attention: q [B, H, S, D] @ k^T [B, 1, D, S]; per-op probe, H100,
+ * 2026-11-27, bench/accuracy/data/blind4/: clones of k and v at H heads,
+ * kept for backward). */
+static uint64_t expanded_operand_bytes(const est_cost_ctx *c, int i) {
+    const est_tval *a = est_cost_in(c, 0), *b = est_cost_in(c, 1), *y = est_cost_out(c, 0), *t = est_cost_in(c, i);
+    if (!a || !b || !y || a->rank < 3 || b->rank < 3 || y->rank < 3 || est_cost_kernels(c) == EST_KERNELS_VERIFY)
+        return 0;
+    uint64_t batch = 1, own = 1;
+    for (int d = 0; d < y->rank - 2; d++) batch = est_mul_sat(batch, (uint64_t)y->dims[d]);
+    for (int d = 0; d < t->rank - 2; d++) own = est_mul_sat(own, (uint64_t)t->dims[d]);
+    if (own == 0 || own >= batch) return 0;
+    return est_mul_sat(est_cost_bytes(c, t) / own, batch);
+}
+
 static void matmul_saves(const est_cost_ctx *c, est_saved *s) {
-    if (est_needs_grad(c, 1)) est_save_input(c, s, 0);
-    if (est_needs_grad(c, 0)) est_save_input(c, s, 1);
+    for (int i = 0; i < 2; i++) {
+        if (!est_needs_grad(c, 1 - i)) continue; /* operand i is kept for the other's gradient */
+        uint64_t expanded = expanded_operand_bytes(c, i);
+        if (expanded) est_save_extra(s, expanded);
+        else est_save_input(c, s, i);
+    }
 }
 
 /* aten::matmul on batched operands reshapes them for bmm; a transposed view
@@ -405,7 +428,11 @@ static uint64_t matmul_workspace(const est_cost_ctx *c) {
     uint64_t bytes = 0;
     for (int i = 0; i < 2; i++) {
         const est_tval *t = est_cost_in(c, i);
-        if (t && t->rank > 2 && est_cost_strided(c, i)) bytes += est_cost_bytes(c, t);
+        uint64_t expanded = expanded_operand_bytes(c, i);
+        /* a broadcast operand's copy: kept as a saved extra when the other
+         * operand takes a gradient, else only for the call */
+        if (expanded) bytes = est_add_sat(bytes, est_backward_runs(c) && est_needs_grad(c, 1 - i) ? 0 : expanded);
+        else if (t && t->rank > 2 && est_cost_strided(c, i)) bytes = est_add_sat(bytes, est_cost_bytes(c, t));
     }
     return bytes;
 }

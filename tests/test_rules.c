@@ -27,7 +27,9 @@
  *    SMs / 5 tiles), 8 on a T4 (40 / 5), 21 on an A100 (108 / 5).
  *  - MatMul copies a batched operand that is a transposed view
  *    (layers/linear.c, matmul_workspace); not a contiguous one, nor a 2-D
- *    transposed one.
+ *    transposed one. A batched operand whose batch dims broadcast (Falcon's
+ *    one key head against eight query heads) is expanded whole, and that
+ *    copy, not the operand, is kept for backward.
  *  - Backward temporaries: the bias gradient's sum, PRelu's slope gradient,
  *    Embedding's backward, a trainable attention mask's gradient, LpPool's
  *    saves.
@@ -486,6 +488,49 @@ static void check_split_k_device(void) {
           "device names");
 }
 
+/* xa [4, 8, 32, 32] @ Wa [32, 32] = a; xb [4, 1, 32, 32] @ Wb = b; y = a @ b
+ * [4, 8, 32, 32]. a is 128 KiB, b 16 KiB. In training y's MatMul keeps a
+ * (for b's gradient) and b expanded to 4 x 8 batches, 128 KiB (for a's):
+ * 256 KiB, where the operands themselves are 144 KiB (verify's kernels keep
+ * those). In inference the expanded copy lives only for the call: 128 KiB
+ * of temporaries. */
+static void check_matmul_broadcast(void) {
+    static const char text[] =
+        "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"mqa\", \"opset_import\": {\"\": 17},\n"
+        " \"inputs\": [{\"name\": \"xa\", \"dtype\": \"float32\", \"dims\": [4, 8, 32, 32]},\n"
+        "            {\"name\": \"xb\", \"dtype\": \"float32\", \"dims\": [4, 1, 32, 32]}],\n"
+        " \"initializers\": [{\"name\": \"Wa\", \"dtype\": \"float32\", \"dims\": [32, 32]},\n"
+        "                  {\"name\": \"Wb\", \"dtype\": \"float32\", \"dims\": [32, 32]}],\n"
+        " \"nodes\": [{\"name\": \"pa\", \"op\": \"MatMul\", \"inputs\": [\"xa\", \"Wa\"], \"outputs\": [\"a\"]},\n"
+        "             {\"name\": \"pb\", \"op\": \"MatMul\", \"inputs\": [\"xb\", \"Wb\"], \"outputs\": [\"b\"]},\n"
+        "             {\"name\": \"y\", \"op\": \"MatMul\", \"inputs\": [\"a\", \"b\"], \"outputs\": [\"y\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    const uint64_t A = 4 * 8 * 32 * 32 * 4, B = 4 * 32 * 32 * 4;
+    est_graph *g = load_json(text, "matmul broadcast");
+    for (int k = 0; g && k < 2; k++) {
+        est_options opt;
+        est_options_init(&opt);
+        opt.kernels = k ? EST_KERNELS_VERIFY : EST_KERNELS_PYTORCH;
+        est_report *r = NULL;
+        est_error err;
+        if (est_estimate(g, &opt, &r, &err) != EST_OK) {
+            CHECK(false, "matmul broadcast: %s", err.message);
+            continue;
+        }
+        const est_layer *y = layer_named(r, "y", "matmul broadcast");
+        uint64_t want = k ? A + B : 2 * A;
+        if (y)
+            CHECK(y->saved_bytes == want, "matmul broadcast (%s kernels): y saves %llu, expected %llu",
+                  k ? "verify" : "PyTorch", U(y->saved_bytes), U(want));
+        est_report_free(r);
+    }
+    est_report *r = run(g, EST_MODE_INFER, 0);
+    const est_layer *y = r ? layer_named(r, "y", "matmul broadcast") : NULL;
+    if (y) CHECK(y->temp_bytes == A, "matmul broadcast: inference temporaries %llu, expected %llu", U(y->temp_bytes), U(A));
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {
         fprintf(stderr, "usage: %s\n", argv[0]);
@@ -493,6 +538,7 @@ int main(int argc, char **argv) {
     }
     check_conv();
     check_matmul();
+    check_matmul_broadcast();
     check_split_k_device();
     check_bias_grad_sum();
     check_prelu_slope_grad();
