@@ -498,6 +498,43 @@ class WhisperEncoderHidden(nn.Module):
         return self.m(input_features=x).last_hidden_state
 
 
+def _falcon():
+    from transformers import FalconConfig, FalconModel
+    return LastHidden(FalconModel(FalconConfig(hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
+                                               num_kv_heads=1, multi_query=True, parallel_attn=True,
+                                               new_decoder_architecture=False, alibi=False, bias=False,
+                                               vocab_size=32000, max_position_embeddings=512,
+                                               use_cache=False, attn_implementation="eager")))
+
+
+def _clip_vision():
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    class ClipHidden(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = CLIPVisionModel(CLIPVisionConfig(hidden_size=384, intermediate_size=1536, num_hidden_layers=6,
+                                                      num_attention_heads=6, image_size=224, patch_size=16,
+                                                      hidden_act="quick_gelu", attn_implementation="eager"))
+
+        def forward(self, x):
+            return self.m(pixel_values=x).last_hidden_state
+    return ClipHidden()
+
+
+def _segformer():
+    from transformers import SegformerConfig, SegformerModel
+
+    class SegformerHidden(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = SegformerModel(SegformerConfig())  # MiT-b0: 4 stages, efficient attention
+
+        def forward(self, x):
+            return self.m(pixel_values=x).last_hidden_state
+    return SegformerHidden()
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -598,6 +635,18 @@ MODELS = {
     "deberta_v2_small": (_deberta_v2, lambda b: tokens(b, 32000), [1, 8, 32], False),
     "whisper_encoder": (WhisperEncoderHidden, lambda b: torch.randn(b, 80, 1500), [1, 8, 32], False),
     "maxvit_t": (_tv("maxvit_t"), image, [1, 8, 32], False),
+    # a second blind check, measured once: Falcon (multi-query attention,
+    # parallel attention and MLP, rotary), CLIP's vision tower (quick_gelu,
+    # pre-LayerNorm), SegFormer's MiT-b0 encoder (spatial-reduction
+    # attention, Mix-FFN depthwise convs), torchvision's Swin V2 (cosine
+    # attention, a continuous position-bias MLP) and Inception v3
+    # (factorized convs, 299x299)
+    "falcon_4l": (_falcon, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "clip_vision": (_clip_vision, image, [1, 8, 32], False),
+    "segformer_b0": (_segformer, lambda b: torch.randn(b, 3, 512, 512), [1, 8, 32], False),
+    "swin_v2_t": (_tv("swin_v2_t"), image, [1, 8, 32], False),
+    "inception_v3": (_tv("inception_v3", aux_logits=False, init_weights=True), lambda b: torch.randn(b, 3, 299, 299),
+                     [1, 8, 32], False),
 }
 
 
