@@ -15,6 +15,8 @@
 #ifndef EST_REGISTRY_H
 #define EST_REGISTRY_H
 
+#include <assert.h>
+
 #include "ir.h"
 
 typedef struct est_infer_ctx est_infer_ctx;
@@ -201,8 +203,9 @@ struct est_cost_ctx {
                                          take in this estimate (the node's under --amp) */
     bool any_grad;                    /* some input needs a gradient: backward runs */
 };
-_Static_assert(sizeof(void *) != 8 || sizeof(struct est_cost_ctx) <= 56,
-               "est_cost_ctx grew: every estimate holds one per node");
+/* static_assert (assert.h): verify's CUDA sources read this header as C++ */
+static_assert(sizeof(void *) != 8 || sizeof(struct est_cost_ctx) <= 56,
+              "est_cost_ctx grew: every estimate holds one per node");
 
 /* The context's flag arrays, n_in entries each, for whoever builds it. */
 static inline bool *est_cost_grad_flags(const est_cost_ctx *c) { return c->in_flags; }
