@@ -43,6 +43,9 @@ Measurements:
 - data/blind4/ (committed): a second blind check of five families
   (Falcon, CLIP's vision tower, SegFormer, Swin V2, Inception v3; H100,
   2026-11-27; run_models.sh, run_max_batch.sh);
+- data/blind5/ (committed): a third blind check of five families (Gemma,
+  GPT-BigCode, MobileBERT, DINOv2, ConvNeXt V2; H100, 2026-11-27;
+  run_models.sh, run_max_batch.sh);
 - data/time/ (committed): time_layers.py's runs on the H100 and the H200
   machines (2026-11-24), against which compare_time.py sets the step time.
 Exports (git-ignored, made on a CPU): out/exports by
@@ -139,6 +142,8 @@ BLIND3 = os.path.join(HERE, "data", "blind3", "measured_blind3_h100_run1.json")
 MAX_BATCH_BLIND3 = os.path.join(HERE, "data", "blind3", "max_batch_blind3_h100_run1.json")
 BLIND4 = os.path.join(HERE, "data", "blind4", "measured_blind4_h100_run1.json")
 MAX_BATCH_BLIND4 = os.path.join(HERE, "data", "blind4", "max_batch_blind4_h100_run1.json")
+BLIND5 = os.path.join(HERE, "data", "blind5", "measured_blind5_h100_run1.json")
+MAX_BATCH_BLIND5 = os.path.join(HERE, "data", "blind5", "max_batch_blind5_h100_run1.json")
 MAX_BATCH_H100 = os.path.join(CAPACITY, "max_batch_h100_run1.json")
 MAX_BATCH_H200 = os.path.join(CAPACITY, "max_batch_h200_run1.json")
 TIME_H100 = os.path.join(HERE, "data", "time", "time_layers_h100_run1.json")
@@ -172,6 +177,9 @@ RUNS = {
     "blind4": ("compare.py", ["--markdown", BLIND4, EXPORTS], BLIND4, EXPORTS),
     "max-batch-blind4": ("compare_max_batch.py", ["--markdown", MAX_BATCH_BLIND4, "H100-80GB", EXPORTS],
                          MAX_BATCH_BLIND4, EXPORTS),
+    "blind5": ("compare.py", ["--markdown", BLIND5, EXPORTS], BLIND5, EXPORTS),
+    "max-batch-blind5": ("compare_max_batch.py", ["--markdown", MAX_BATCH_BLIND5, "H100-80GB", EXPORTS],
+                         MAX_BATCH_BLIND5, EXPORTS),
     "max-batch-h100": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H100, "H100-80GB", EXPORTS], MAX_BATCH_H100,
                        EXPORTS),
     "max-batch-h200": ("compare_max_batch.py", ["--markdown", MAX_BATCH_H200, "H200", EXPORTS], MAX_BATCH_H200,
@@ -494,6 +502,8 @@ TABLES = {
     "max-batch-blind3": (("max-batch-blind3",), lambda o: view_raw(o, "max-batch-blind3", source=False)),
     "blind4": (("blind4",), lambda o: view_zoo(o, "blind4")),
     "max-batch-blind4": (("max-batch-blind4",), lambda o: view_raw(o, "max-batch-blind4", source=False)),
+    "blind5": (("blind5",), lambda o: view_zoo(o, "blind5")),
+    "max-batch-blind5": (("max-batch-blind5",), lambda o: view_raw(o, "max-batch-blind5", source=False)),
     "max-batch-h100": (("max-batch-h100",), lambda o: view_raw(o, "max-batch-h100", source=False)),
     "max-batch-h200": (("max-batch-h200",), lambda o: view_raw(o, "max-batch-h200", source=False)),
     "time-h100": (("time-h100",), lambda o: view_raw(o, "time-h100")),

@@ -535,6 +535,50 @@ def _segformer():
     return SegformerHidden()
 
 
+def _gemma():
+    from transformers import GemmaConfig, GemmaModel
+    return LastHidden(GemmaModel(GemmaConfig(hidden_size=512, intermediate_size=2048, num_hidden_layers=4,
+                                             num_attention_heads=8, num_key_value_heads=1, head_dim=64,
+                                             vocab_size=32000, max_position_embeddings=512, use_cache=False,
+                                             attn_implementation="eager")))
+
+
+def _gpt_bigcode():
+    from transformers import GPTBigCodeConfig, GPTBigCodeModel
+    return LastHidden(GPTBigCodeModel(GPTBigCodeConfig(n_embd=512, n_layer=4, n_head=8, n_positions=512,
+                                                       vocab_size=32000, multi_query=True, use_cache=False,
+                                                       attn_implementation="eager")))
+
+
+def _mobilebert():
+    from transformers import MobileBertConfig, MobileBertModel
+    return LastHidden(MobileBertModel(MobileBertConfig(num_hidden_layers=6, vocab_size=30522),
+                                      add_pooling_layer=False))
+
+
+class PixelHidden(nn.Module):
+    """A Hugging Face vision model that takes pixel_values and returns
+    last_hidden_state."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(pixel_values=x).last_hidden_state
+
+
+def _dinov2():
+    from transformers import Dinov2Config, Dinov2Model
+    return PixelHidden(Dinov2Model(Dinov2Config(hidden_size=384, num_hidden_layers=6, num_attention_heads=6,
+                                                image_size=224, patch_size=14, attn_implementation="eager")))
+
+
+def _convnextv2():
+    from transformers import ConvNextV2Config, ConvNextV2Model
+    return PixelHidden(ConvNextV2Model(ConvNextV2Config(depths=[2, 2, 6, 2], hidden_sizes=[80, 160, 320, 640])))
+
+
 def image(batch):
     return torch.randn(batch, *IMAGE)
 
@@ -647,6 +691,16 @@ MODELS = {
     "swin_v2_t": (_tv("swin_v2_t"), image, [1, 8, 32], False),
     "inception_v3": (_tv("inception_v3", aux_logits=False, init_weights=True), lambda b: torch.randn(b, 3, 299, 299),
                      [1, 8, 32], False),
+    # a third blind check, measured once: Gemma (GeGLU, one key/value head
+    # repeated, scaled embeddings), GPT-BigCode (multi-query attention with a
+    # fused key/value projection), MobileBERT (bottlenecks, NoNorm, four
+    # stacked feed-forwards), DINOv2 (LayerScale, patch 14) and ConvNeXt V2
+    # (global response normalization)
+    "gemma_4l": (_gemma, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "gpt_bigcode_4l": (_gpt_bigcode, lambda b: tokens(b, 32000), [1, 8, 32], False),
+    "mobilebert": (_mobilebert, tokens, [1, 8, 32], False),
+    "dinov2_small": (_dinov2, image, [1, 8, 32], False),
+    "convnextv2_nano": (_convnextv2, image, [1, 8, 32], False),
 }
 
 
