@@ -95,8 +95,10 @@ void est__sim_recompute_segment(sim *s, int32_t seg) {
     const est_segment *S = &s->segs[seg];
     int32_t end = s->seg_last_saver[seg];
     s->seg_done[seg] = true;
+    /* a shape-only node does not run again: its reads keep nothing alive
+     * (a tensor only a Shape reads is freed as soon as it is made) */
     for (int32_t j = S->first; j <= end; j++)
-        for (int k = 0; k < s->g->nodes[j].n_inputs; k++)
+        for (int k = 0; !s->r->layers[j].shape_only && k < s->g->nodes[j].n_inputs; k++)
             if (s->g->nodes[j].inputs[k] >= 0) s->rc_last[s->base[s->g->nodes[j].inputs[k]]] = j;
     if (s->dt) plan_recomputed_casts(s, S->first, end);
     for (int32_t j = S->first; j <= end; j++) {

@@ -8,7 +8,8 @@
  * every=N and by prefix, with both exporters' scope spellings; what the
  * forward keeps, the recomputation's FLOPs and flags, the peak of the
  * recompute-then-backward, what stays under bf16 autocast, and the errors
- * (no match, no module names).
+ * (no match, no module names). A tensor of a segment that only a Shape
+ * reads is freed as soon as the recompute makes it.
  *
  * usage: test_checkpoint
  */
@@ -330,8 +331,47 @@ static void test_checkpoint_direct_match_wins(void) {
     est_graph_free(g);
 }
 
+/* x [batch 1024, 1024] (T = 4 MiB) -> layers.0: h = x W, r = Relu(h) read only
+ * by a Shape, y = Reshape(h, Shape(r)), g = y W2; layers.1: h1 = g W3,
+ * z = Relu(h1). SGD, checkpoint prefix "layers.0". The Shape folds and does
+ * not run again, so the recompute frees r as soon as it makes it: at g's
+ * backward live are x, z, the recomputed h (g's saved input, y a view of
+ * it), the gradients of g and y, the three weights and the gradients of W3
+ * and W2: 10 T, and the loss (512 bytes); r kept until the end of the
+ * segment's backward would make it 11 T. */
+static const char shape_read_json[] =
+    "{\"format\": \"memest-graph\", \"version\": 1, \"name\": \"rc\", \"opset_import\": {\"\": 17},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"dims\": [\"batch\", 1024]}],\n"
+    " \"initializers\": [{\"name\": \"W\", \"dtype\": \"float32\", \"dims\": [1024, 1024]},\n"
+    "  {\"name\": \"W2\", \"dtype\": \"float32\", \"dims\": [1024, 1024]},\n"
+    "  {\"name\": \"W3\", \"dtype\": \"float32\", \"dims\": [1024, 1024]}],\n"
+    " \"nodes\": [{\"name\": \"h\", \"op\": \"MatMul\", \"inputs\": [\"x\", \"W\"], \"outputs\": [\"h\"], \"scope\": \"layers/layers.0\"},\n"
+    "  {\"name\": \"r\", \"op\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"r\"], \"scope\": \"layers/layers.0\"},\n"
+    "  {\"name\": \"sh\", \"op\": \"Shape\", \"inputs\": [\"r\"], \"outputs\": [\"s\"], \"scope\": \"layers/layers.0\"},\n"
+    "  {\"name\": \"y\", \"op\": \"Reshape\", \"inputs\": [\"h\", \"s\"], \"outputs\": [\"y\"], \"scope\": \"layers/layers.0\"},\n"
+    "  {\"name\": \"g\", \"op\": \"MatMul\", \"inputs\": [\"y\", \"W2\"], \"outputs\": [\"g\"], \"scope\": \"layers/layers.0\"},\n"
+    "  {\"name\": \"h1\", \"op\": \"MatMul\", \"inputs\": [\"g\", \"W3\"], \"outputs\": [\"h1\"], \"scope\": \"layers/layers.1\"},\n"
+    "  {\"name\": \"r1\", \"op\": \"Relu\", \"inputs\": [\"h1\"], \"outputs\": [\"z\"], \"scope\": \"layers/layers.1\"}],\n"
+    " \"outputs\": [\"z\"]}\n";
+
+static void check_checkpoint_shape_read(void) {
+    static const char *const layers_0[] = {"layers.0"};
+    const uint64_t T = 1024 * 1024 * 4;
+    est_graph *g = load_json(shape_read_json, "shape read");
+    est_error err;
+    est_report *r = g ? run_checkpoint(g, (est_checkpoint){.prefixes = layers_0, .n_prefixes = 1}, &err) : NULL;
+    CHECK(r != NULL, "shape read: estimate failed: %s", g ? err.message : "no graph");
+    if (r)
+        CHECK(est_report_peak(r)->bytes == 10 * T + 512 && strcmp(est_report_peak(r)->layer, "g") == 0,
+              "shape read: peak %llu at %s, expected %llu at g", (unsigned long long)est_report_peak(r)->bytes,
+              est_report_peak(r)->layer, (unsigned long long)(10 * T + 512));
+    est_report_free(r);
+    est_graph_free(g);
+}
+
 int main(void) {
     test_checkpoint();
+    check_checkpoint_shape_read();
     test_checkpoint_wrapped();
     test_checkpoint_direct_match_wins();
     return test_result("test_checkpoint");
