@@ -403,6 +403,11 @@ static uint64_t expanded_operand_bytes(const est_cost_ctx *c, int i) {
     const est_tval *a = est_cost_in(c, 0), *b = est_cost_in(c, 1), *y = est_cost_out(c, 0), *t = est_cost_in(c, i);
     if (!a || !b || !y || a->rank < 3 || b->rank < 3 || y->rank < 3 || est_cost_kernels(c) == EST_KERNELS_VERIFY)
         return 0;
+    /* a view of an Expand that broadcasts (GPT-BigCode's key and value,
+     * expanded to every head and viewed as [B, H, S, D]): reshaped for bmm,
+     * it is copied whole, and bmm keeps the copy (per-op probe, H100,
+     * 2026-11-27, bench/accuracy/data/blind5/) */
+    if (est_cost_expanded(c, i)) return est_cost_bytes(c, t);
     uint64_t batch = 1, own = 1;
     for (int d = 0; d < y->rank - 2; d++) batch = est_mul_sat(batch, (uint64_t)y->dims[d]);
     for (int d = 0; d < t->rank - 2; d++) own = est_mul_sat(own, (uint64_t)t->dims[d]);

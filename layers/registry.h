@@ -192,9 +192,11 @@ struct est_cost_ctx {
      * est_cost_strided, which bound the index. */
     const est_tval **tv;              /* n_in + n_out: the inputs' states, then the
                                          outputs' (NULL for omitted ones) */
-    bool *in_flags;                   /* 2 * n_in: per input, needs a gradient
+    bool *in_flags;                   /* 3 * n_in: per input, needs a gradient
                                          (est_cost_grad_flags), then is a non-contiguous
-                                         view of a Transpose (est_cost_strided_flags) */
+                                         view of a Transpose (est_cost_strided_flags),
+                                         then is a view of an Expand that broadcasts
+                                         (est_cost_expanded_flags) */
     const est_cost_shared *shared;    /* the estimate's; rules read it through
                                          est_cost_train and the like */
     const est_node_attrs *known;      /* the node's known attributes; NULL without a plan */
@@ -210,6 +212,7 @@ static_assert(sizeof(void *) != 8 || sizeof(struct est_cost_ctx) <= 56,
 /* The context's flag arrays, n_in entries each, for whoever builds it. */
 static inline bool *est_cost_grad_flags(const est_cost_ctx *c) { return c->in_flags; }
 static inline bool *est_cost_strided_flags(const est_cost_ctx *c) { return c->in_flags + c->n_in; }
+static inline bool *est_cost_expanded_flags(const est_cost_ctx *c) { return c->in_flags + 2 * c->n_in; }
 
 /* The estimate's facts every node shares (est_cost_shared). */
 static inline bool est_cost_train(const est_cost_ctx *c) { return c->shared->train; }
@@ -340,6 +343,11 @@ static inline bool est_needs_grad(const est_cost_ctx *c, int i) {
 /* True when input i is present and a non-contiguous view (of a Transpose). */
 static inline bool est_cost_strided(const est_cost_ctx *c, int i) {
     return est_cost_in(c, i) && est_cost_strided_flags(c)[i];
+}
+/* True when input i is present and a view of an Expand that broadcasts: its
+ * storage holds fewer elements than it has (a stride-0 dim). */
+static inline bool est_cost_expanded(const est_cost_ctx *c, int i) {
+    return est_cost_in(c, i) && est_cost_expanded_flags(c)[i];
 }
 /* True when the op's backward does work: some input needs a gradient and
  * output 0 is floating (bool and integer outputs carry no gradient). */

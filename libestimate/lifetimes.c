@@ -29,7 +29,7 @@ static bool start_contexts(sim *s, context_common *common) {
     est_slot_counts slots = est__graph_slot_counts(s->g);
     size_t all_in = slots.inputs, all_out = slots.outputs;
     s->ctx_tv = malloc((all_in + all_out + 1) * sizeof *s->ctx_tv);
-    s->ctx_flags = malloc((2 * all_in + 1) * sizeof *s->ctx_flags);
+    s->ctx_flags = malloc((3 * all_in + 1) * sizeof *s->ctx_flags);
     s->ctx_shared = (est_cost_shared){.device = s->r->device, .kernels = s->r->kernels, .export_dtype = s->g->dtype,
                                       .train = s->train, .autocast = s->r->amp != EST_AMP_NONE};
     *common = (context_common){.plan = est__graph_plan(s->g), .float_dtype = s->r->dtype, .shared = &s->ctx_shared};
@@ -37,7 +37,8 @@ static bool start_contexts(sim *s, context_common *common) {
 }
 
 /* Node i's context c, on its slices tv (its inputs' states, then its
- * outputs') and flags (per input, needs a gradient, then is strided). */
+ * outputs') and flags (per input, needs a gradient, then is strided, then
+ * is expanded). */
 static inline void set_context(est_cost_ctx *c, const est_node *n, int32_t i, const est_tval **tv, bool *flags,
                                bool any_grad, const context_common *common) {
     /* one literal: every field stored once */
@@ -77,12 +78,13 @@ bool est__sim_build_contexts(sim *s) {
         const est_node *n = &nodes[i];
         int n_in = n->n_inputs, n_out = n->n_outputs;
         const est_tval **in = tv, **out = tv + n_in;
-        bool *in_grad = flags, *in_strided = flags + n_in, any_grad = false; /* set_context's layout */
+        bool *in_grad = flags, *in_strided = flags + n_in, *in_expanded = flags + 2 * n_in; /* set_context's layout */
+        bool any_grad = false;
         est_slot_mask nondiff = n->op->nondiff_inputs, takes_grad = 0;
         const int32_t *inputs = n->inputs, *outputs = n->outputs; /* locals too */
         for (int k = 0; k < n_in; k++) {
             int32_t t = inputs[k];
-            in_strided[k] = false;
+            in_strided[k] = in_expanded[k] = false;
             if (t < 0) {
                 in[k] = NULL;
                 in_grad[k] = false;
@@ -103,7 +105,7 @@ bool est__sim_build_contexts(sim *s) {
         }
         set_context(&ctx[i], n, i, tv, flags, any_grad, &common);
         tv += n_in + n_out;
-        flags += 2 * n_in;
+        flags += 3 * n_in;
     }
     return true;
 }
@@ -124,7 +126,7 @@ bool est__sim_point_contexts(sim *s, const bool *any_grad) {
         for (int k = 0; k < n_out; k++) tv[n_in + k] = outputs[k] >= 0 ? &vals[outputs[k]] : NULL;
         set_context(&ctx[i], n, i, tv, flags, any_grad[i], &common);
         tv += n_in + n_out;
-        flags += 2 * n_in;
+        flags += 3 * n_in;
     }
     return true;
 }
@@ -220,6 +222,8 @@ uint32_t est__sim_fact_answer(const sim *s, const est_size_fact *f) {
         return n->op->returns_input(&s->ctx[f->node]);
     case FACT_RESHAPE_VIEW:
         return reshape_view_possible(s, f->node);
+    case FACT_EXPANDS:
+        return tv[n->outputs[0]].elements > tv[n->inputs[0]].elements;
     case FACT_UNREACHED_SAVES:
         break;
     }
@@ -252,6 +256,7 @@ static uint32_t ask(sim *s, est_fact_kind kind, int32_t i, int slot) {
 static void share_storage(sim *s, int32_t out, int32_t in) {
     s->base[out] = s->base[in];
     s->contiguous[out] = s->contiguous[in];
+    s->expanded[out] = s->expanded[in];
 }
 
 /* A linear layer's bias, added to its product: PyTorch's linear runs addmm,
@@ -319,14 +324,20 @@ static void assign_output_storage(sim *s, int32_t i, int32_t in, int32_t out) {
          * torch.split / chunk return them */
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0 && !is_folded(s, n->outputs[k])) share_storage(s, n->outputs[k], in);
+        /* an Expand that broadcasts: a view whose storage holds fewer
+         * elements than it has (layers/linear.c's copy for bmm) */
+        if (est__node_is(n, "Expand") && s->r->kernels == EST_KERNELS_PYTORCH && ask(s, FACT_EXPANDS, i, 0))
+            s->expanded[out] = true;
         break;
     case EST_VIEW_PERMUTE:
         s->base[out] = s->base[in];
         s->contiguous[out] = rnn_output_in_torch_layout(s, i);
+        s->expanded[out] = s->expanded[in];
         break;
     case EST_VIEW_RESHAPE:
         if (s->contiguous[in]) {
             s->base[out] = s->base[in];
+            s->expanded[out] = s->expanded[in];
         } else if (reshape_of_transpose(s, in) && ask(s, FACT_RESHAPE_VIEW, i, 0)) {
             s->base[out] = s->base[in]; /* a strided view, as the Transpose is */
             s->contiguous[out] = false;
@@ -353,6 +364,7 @@ void est__sim_assign_storage(sim *s) {
         base[t] = t;
         contiguous[t] = true;
     }
+    memset(s->expanded, 0, (size_t)n_tensors * sizeof *s->expanded);
     /* the nodes with an input and an output not folded, in a tight loop */
     const est_node *nodes = g->nodes;
     const est_tval *vals = s->r->tv;
@@ -562,6 +574,7 @@ typedef struct lifetime_arrays {
     const est_cost_ctx *ctx;
     const int32_t *base;
     const bool *contiguous;
+    const bool *expanded;
     int32_t *last_use;
     bool pytorch;
 } lifetime_arrays;
@@ -575,7 +588,7 @@ static inline void extend_last_uses(const lifetime_arrays *a, int32_t i) {
     int32_t *last_use = a->last_use;
     const int32_t *base = a->base;
     const bool *contiguous = a->contiguous;
-    bool *strided = est_cost_strided_flags(&a->ctx[i]);
+    bool *strided = est_cost_strided_flags(&a->ctx[i]), *expanded = est_cost_expanded_flags(&a->ctx[i]);
     bool pytorch = a->pytorch;
     /* the node's arrays too: a store to strided may alias them */
     const int32_t *inputs = n->inputs, *held_until = n->input_held_until;
@@ -583,7 +596,10 @@ static inline void extend_last_uses(const lifetime_arrays *a, int32_t i) {
     for (int k = 0; k < n_in; k++) {
         int32_t t = inputs[k];
         if (t < 0) continue;
-        if (k < EST_MAX_IO) strided[k] = !contiguous[t];
+        if (k < EST_MAX_IO) {
+            strided[k] = !contiguous[t];
+            expanded[k] = a->expanded[t];
+        }
         int32_t b = base[t];
         /* read here, and referenced until the module call that reads it returns */
         int32_t held = held_until ? held_until[k] : -1;
@@ -667,7 +683,7 @@ bool est__sim_plan_lifetimes(sim *s) {
     int32_t *extra_first = s->extra_first;
     bool train = s->train;
     const lifetime_arrays arrays = {.tensors = g->tensors, .nodes = nodes, .ctx = ctx, .base = s->base,
-                                    .contiguous = s->contiguous, .last_use = last_use,
+                                    .contiguous = s->contiguous, .expanded = s->expanded, .last_use = last_use,
                                     .pytorch = s->r->kernels == EST_KERNELS_PYTORCH};
     for (int32_t i = 0; i < n_nodes; i++) {
         extend_last_uses(&arrays, i);
@@ -793,10 +809,12 @@ bool est__sim_compact_for_step(sim *s) {
     free(s->ctx_flags);
     free(s->last_use);   /* the release lists hold what the step needs of it */
     free(s->contiguous);
+    free(s->expanded);
     s->ctx = NULL;
     s->ctx_tv = NULL;
     s->ctx_flags = NULL;
     s->last_use = NULL;
     s->contiguous = NULL;
+    s->expanded = NULL;
     return true;
 }

@@ -65,7 +65,7 @@ struct est_lifetime_plan {
  * again. */
 static void list_spans(const sim *s, span spans[N_SPANS]) {
     size_t nt = (size_t)s->g->n_tensors + 1, nn = (size_t)s->g->n_nodes + 1, n_segs = (size_t)s->n_segs;
-    size_t flags = 2 * est__graph_slot_counts(s->g).inputs; /* each input's grad and strided flags */
+    size_t flags = 3 * est__graph_slot_counts(s->g).inputs; /* each input's grad, strided and expanded flags */
     bool segs = s->segs != NULL, amp = s->dt != NULL;
     const span list[N_SPANS] = {
         {s->needs_grad, nt * sizeof *s->needs_grad},
@@ -172,8 +172,8 @@ static est_lifetime_plan *plan_to_keep(sim *s) {
         const est_cost_ctx *c = &s->ctx[i];
         p->any_grad[i] = c->any_grad;
         if (s->dt) p->float_dtype[i] = c->float_dtype;
-        /* est__sim_build_contexts leaves no input strided */
-        if (c->n_in) memset(p->built_flags + (est_cost_strided_flags(c) - s->ctx_flags), 0, (size_t)c->n_in);
+        /* est__sim_build_contexts leaves no input strided or expanded */
+        if (c->n_in) memset(p->built_flags + (est_cost_strided_flags(c) - s->ctx_flags), 0, 2 * (size_t)c->n_in);
     }
     est__sim_list_visits(s, p->any_grad, false, v);
     return p;

@@ -58,6 +58,7 @@ typedef enum est_fact_kind {
     FACT_ONE_DIRECTION,   /* rnn_output_in_torch_layout: Y is [seq, 1, batch, hidden] */
     FACT_RETURNS_INPUT,   /* the op's returns_input rule */
     FACT_UNREACHED_SAVES, /* an unreached node's saves rule: the inputs it saves */
+    FACT_EXPANDS,         /* an Expand broadcasts: its output has more elements */
     FACT_RESHAPE_VIEW,    /* reshape_of_transpose: the strides allow a view */
 } est_fact_kind;
 typedef struct est_size_fact {
@@ -82,6 +83,7 @@ typedef struct sim {
     bool *needs_grad;
     uint64_t *alloc_bytes;  /* what tensor_alloc() says, once the dtypes are known */
     bool *contiguous;       /* while planning (est__sim_compact_for_step frees it) */
+    bool *expanded;         /* while planning: a view of an Expand that broadcasts */
     bool *allocated;        /* per storage (indexed by base) */
     int32_t *last_use;      /* per storage: last forward reader, -1 none; while planning */
     int32_t *release_first; /* per node (n + 1): where its storages start in release_order */

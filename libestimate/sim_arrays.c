@@ -32,7 +32,7 @@ static void prefault_planning_arrays(sim *s, size_t nt, size_t nn) {
 static void zero_sentinels(sim *s, size_t nt, size_t nn) {
     s->base[nt - 1] = s->last_use[nt - 1] = s->saved_until[nt - 1] = 0;
     s->release_order[nt - 1] = s->bwd_order[nt - 1] = 0;
-    s->contiguous[nt - 1] = s->needs_grad[nt - 1] = false;
+    s->contiguous[nt - 1] = s->expanded[nt - 1] = s->needs_grad[nt - 1] = false;
     s->saved_inputs[nn - 1] = s->saved_outputs[nn - 1] = s->same_size[nn - 1] = s->grad_inputs[nn - 1] = 0;
     s->release_first[nn] = s->bwd_first[nn] = s->extra_first[nn] = s->extra_first[0] = 0;
 }
@@ -87,6 +87,7 @@ bool est__sim_alloc_arrays(sim *s) {
     memset(s->grad_block, 0xff, nt * sizeof *s->grad_block); /* every entry -1: no gradient */
     /* freed once the step is planned (est__sim_compact_for_step) */
     s->contiguous = malloc(nt * sizeof *s->contiguous);
+    s->expanded = malloc(nt * sizeof *s->expanded);
     s->last_use = malloc(nt * sizeof *s->last_use);
     s->ctx = malloc(nn * sizeof *s->ctx); /* est__sim_build_contexts writes each */
     s->allocated = calloc(nt, sizeof *s->allocated);
@@ -94,7 +95,7 @@ bool est__sim_alloc_arrays(sim *s) {
     s->grad_key0 = calloc(nt, sizeof *s->grad_key0);
     s->param_has_grad = calloc(nt, sizeof *s->param_has_grad);
     s->unreached = calloc(nn, sizeof *s->unreached);
-    if (!s->contiguous || !s->last_use || !s->ctx || !s->allocated || !s->kept || !s->grad_key0 ||
+    if (!s->contiguous || !s->expanded || !s->last_use || !s->ctx || !s->allocated || !s->kept || !s->grad_key0 ||
         !s->param_has_grad || !s->unreached)
         return false;
     zero_sentinels(s, nt, nn);
@@ -158,6 +159,7 @@ void est__sim_free(sim *s) {
     free(s->arrays);
     free(s->unreached);
     free(s->contiguous);
+    free(s->expanded);
     free(s->allocated);
     free(s->last_use);
     free(s->kept);
