@@ -124,8 +124,8 @@ typedef struct sim {
     uint32_t grad_serial;   /* the slot of the next block whose tensor's slot 0 is taken */
     bool *param_has_grad;
     /* per node; ctx and its arrays only while the step is planned
-     * (est__sim_compact_for_step frees them: some 75 bytes a node, 56 of
-     * them the context) */
+     * (est__sim_compact_for_step frees them: some 78 bytes a node, 56 of
+     * them the context, three flag bytes an input) */
     bool *unreached;        /* per node: no gradient reaches it from the loss (mark_unreached) */
     est_cost_ctx *ctx;      /* built once per node */
     uint64_t *ws_forward;   /* per node: its forward's workspace, rounded */
