@@ -392,7 +392,8 @@ static void matmul_flops(const est_cost_ctx *c, est_flops *f) {
  * mm_mat2_backward(grad, mat1, ...)": each operand is kept only for the
  * other's gradient. Gemm's C needs nothing (its gradient is grad). */
 /* Operand i's bytes expanded to the product's batch dims, when both are
- * batched (rank 3 or more) and i's batch dims broadcast; 0 otherwise.
+ * batched (rank 3 or more) and i's batch dims broadcast or i is a view of
+ * an Expand that broadcasts; 0 otherwise.
  * aten::matmul expands such an operand and reshapes it for bmm, which
  * materializes it whole (stride-0 dims cannot be viewed as a batch), and
  * bmm's backward keeps that copy, not the operand (Falcon's multi-query
@@ -428,7 +429,9 @@ static void matmul_saves(const est_cost_ctx *c, est_saved *s) {
  * (attention's q @ k^T after a Transpose) cannot be reshaped in place, so it
  * is copied to a contiguous tensor for the call. Seen in the H200 probe of
  * BERT: one clone per strided operand around each bmm. 2-D products pass
- * the transpose to cuBLAS instead and copy nothing. */
+ * the transpose to cuBLAS instead and copy nothing. An expanded operand's
+ * copy (expanded_operand_bytes) is a workspace only where no backward keeps
+ * it. */
 static uint64_t matmul_workspace(const est_cost_ctx *c) {
     uint64_t bytes = 0;
     for (int i = 0; i < 2; i++) {

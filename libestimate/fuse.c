@@ -197,29 +197,15 @@ static bool match_silu(fuse_ctx *f, int32_t sig, bool *drop) {
     return true;
 }
 
-/* Node i is Mul(t, scalar near k) in either order and writes one tensor;
- * *t gets the tensor. */
-static bool scaled_by(const est_graph *g, int32_t i, double k, int32_t *t) {
-    if (!is_op(g, i, "Mul")) return false;
+/* Node i is op(t, c) or op(c, t) writing one tensor, c a scalar equal to k
+ * (exact) or near it; *t gets t. */
+static bool op_with_scalar(const est_graph *g, int32_t i, const char *op, double k, bool exact, int32_t *t) {
+    if (!is_op(g, i, op)) return false;
     const est_node *n = &g->nodes[i];
     if (n->n_inputs != 2 || n->n_outputs != 1) return false;
     double c;
     for (int side = 0; side < 2; side++)
-        if (n->inputs[side] >= 0 && scalar(g, n->inputs[1 - side], &c) && near(c, k)) {
-            *t = n->inputs[side];
-            return true;
-        }
-    return false;
-}
-
-/* Node i is Add(t, 1) in either order and writes one tensor; *t gets t. */
-static bool plus_one(const est_graph *g, int32_t i, int32_t *t) {
-    if (!is_op(g, i, "Add")) return false;
-    const est_node *n = &g->nodes[i];
-    if (n->n_inputs != 2 || n->n_outputs != 1) return false;
-    double c;
-    for (int side = 0; side < 2; side++)
-        if (n->inputs[side] >= 0 && scalar(g, n->inputs[1 - side], &c) && c == 1.0) {
+        if (n->inputs[side] >= 0 && scalar(g, n->inputs[1 - side], &c) && (exact ? c == k : near(c, k))) {
             *t = n->inputs[side];
             return true;
         }
@@ -244,7 +230,8 @@ static bool match_bloom_gelu(fuse_ctx *f, int32_t tanh, bool *drop) {
     for (int side = 0; side < 2 && x < 0; side++) {
         bm = producer(g, g->nodes[fm].inputs[side]);
         em = producer(g, g->nodes[fm].inputs[1 - side]);
-        if (!scaled_by(g, bm, 0.79788456, &x) || !plus_one(g, em, &inner)) x = -1;
+        if (!op_with_scalar(g, bm, "Mul", 0.79788456, false, &x) || !op_with_scalar(g, em, "Add", 1.0, true, &inner))
+            x = -1;
     }
     if (x < 0 || !single_use(f, g->nodes[bm].outputs[0]) || !single_use(f, g->nodes[em].outputs[0]) ||
         !single_use(f, inner))
@@ -253,14 +240,14 @@ static bool match_bloom_gelu(fuse_ctx *f, int32_t tanh, bool *drop) {
     int32_t dm = producer(g, inner), cm = -1, cx = -1;
     if (!is_op(g, dm, "Mul") || g->nodes[dm].n_inputs != 2 || g->nodes[dm].n_outputs != 1) return false;
     cm = producer(g, other_input(&g->nodes[dm], x));
-    if (!scaled_by(g, cm, 0.044715, &cx) || cx != x || !single_use(f, g->nodes[cm].outputs[0])) return false;
+    if (!op_with_scalar(g, cm, "Mul", 0.044715, false, &cx) || cx != x || !single_use(f, g->nodes[cm].outputs[0])) return false;
     /* y = Mul(a, Add(t, 1)) with a = Mul(x, 0.5) */
     int32_t um = only_consumer(f, tn->outputs[0], "Add", tanh), ut = -1;
-    if (um < 0 || !plus_one(g, um, &ut) || ut != tn->outputs[0]) return false;
+    if (um < 0 || !op_with_scalar(g, um, "Add", 1.0, true, &ut) || ut != tn->outputs[0]) return false;
     int32_t ym = only_consumer(f, g->nodes[um].outputs[0], "Mul", um), ax = -1;
     if (ym < 0 || g->nodes[ym].n_outputs != 1) return false;
     int32_t am = producer(g, other_input(&g->nodes[ym], g->nodes[um].outputs[0]));
-    if (!scaled_by(g, am, 0.5, &ax) || ax != x || !single_use(f, g->nodes[am].outputs[0])) return false;
+    if (!op_with_scalar(g, am, "Mul", 0.5, false, &ax) || ax != x || !single_use(f, g->nodes[am].outputs[0])) return false;
 
     int32_t nodes[9] = {am, bm, cm, dm, em, fm, tanh, um, ym}, first = am;
     for (int k = 0; k < 9; k++)

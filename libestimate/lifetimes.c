@@ -336,8 +336,7 @@ static void assign_output_storage(sim *s, int32_t i, int32_t in, int32_t out) {
         break;
     case EST_VIEW_RESHAPE:
         if (s->contiguous[in]) {
-            s->base[out] = s->base[in];
-            s->expanded[out] = s->expanded[in];
+            share_storage(s, out, in);
         } else if (reshape_of_transpose(s, in) && ask(s, FACT_RESHAPE_VIEW, i, 0)) {
             s->base[out] = s->base[in]; /* a strided view, as the Transpose is */
             s->contiguous[out] = false;

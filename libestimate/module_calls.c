@@ -282,6 +282,11 @@ static bool plan_frame_holds(est_graph *g, const scope_parts *sp, const int32_t 
     return true;
 }
 
+/* Tensor t stays referenced at least until node end. */
+static void hold_until(est_graph *g, int32_t t, int32_t end) {
+    if (t >= 0 && g->tensors[t].frame_held_until < end) g->tensors[t].frame_held_until = end;
+}
+
 /* Hugging Face's model stacks begin with "inputs_embeds =
  * self.<table>(input_ids)" and keep that name while every layer runs,
  * whatever they bind the hidden states to next: embed_tokens (LlamaModel,
@@ -317,16 +322,8 @@ static void hold_inputs_embeds(est_graph *g, const scope_parts *sp, const int32_
         if (!names_embedding_table(node->scope + sp->start[o], (size_t)sp->len[o])) continue;
         int32_t end_call = last[o], end_parent = depth > 1 ? last[o - 1] : g->n_nodes - 1;
         if (p != end_call) continue; /* what the call returns: its last node's outputs */
-        for (int k = 0; k < node->n_outputs; k++) {
-            int32_t t = node->outputs[k];
-            if (t < 0 || end_parent <= end_call) continue;
-            if (g->tensors[t].frame_held_until < end_parent) g->tensors[t].frame_held_until = end_parent;
-        }
+        for (int k = 0; end_parent > end_call && k < node->n_outputs; k++) hold_until(g, node->outputs[k], end_parent);
     }
-}
-
-static void hold_until(est_graph *g, int32_t t, int32_t end) {
-    if (t >= 0 && g->tensors[t].frame_held_until < end) g->tensors[t].frame_held_until = end;
 }
 
 /* How many nodes the walk back from a Softmax to its scores' MatMuls
@@ -390,18 +387,17 @@ static int32_t values_of(const est_graph *g, const est_readers *rd, int32_t s) {
  * the relative-position keys and queries too. The call is the innermost
  * module call around the Softmax; q, k (and DeBERTa's position terms) are
  * the operands of the MatMuls the scores come from, v the other operand of
- * the MatMul that reads the probabilities. Fused attention (SDPA) has no Softmax and is not
- * touched. */
+ * the MatMul that reads the probabilities. Fused attention (SDPA) has no
+ * Softmax and is not touched. */
 static void hold_attention_operands(est_graph *g, const scope_parts *sp, const int32_t *first, const int32_t *last,
                                     const est_readers *rd) {
     for (int32_t s = 0; s < g->n_nodes; s++) {
         const est_node *n = &g->nodes[s];
         int32_t depth = sp->offset[s + 1] - sp->offset[s];
-        if (!n->op || !n->op->held_by_block || sp->outside[s] || depth == 0 || n->n_inputs < 1 ||
+        if (!n->op || !n->op->held_by_block || sp->outside[s] || depth == 0 || n->n_inputs < 1 || n->inputs[0] < 0 ||
             n->n_outputs < 1 || n->outputs[0] < 0)
             continue;
         int32_t o = sp->offset[s] + depth - 1, end = last[o];
-        if (n->inputs[0] < 0) continue;
         hold_score_operands(g, s, first[o], end);
         hold_until(g, values_of(g, rd, s), end);
     }
@@ -532,12 +528,16 @@ est_status est__plan_module_calls(est_graph *g, est_error *err) {
             n->op && n->op->held_by_block && !outside[i] ? innermost_block_end(n, &last[offset[i]]) : -1;
         if (n->output_held_until <= i) n->output_held_until = -1;
     }
-    est_readers readers;
-    if (!plan_frame_holds(g, &sp, first, last) || !est__graph_readers(g, &readers)) {
+    /* who reads what, for the attention holds only: most graphs have no
+     * Softmax to index the readers for */
+    bool softmax = false;
+    for (int32_t i = 0; i < nn && !softmax; i++) softmax = g->nodes[i].op && g->nodes[i].op->held_by_block;
+    est_readers readers = {0};
+    if (!plan_frame_holds(g, &sp, first, last) || (softmax && !est__graph_readers(g, &readers))) {
         st = est__fail(err, EST_ENOMEM, "%s: out of memory", g->source);
     } else {
         hold_inputs_embeds(g, &sp, last);
-        hold_attention_operands(g, &sp, first, last, &readers);
+        if (softmax) hold_attention_operands(g, &sp, first, last, &readers);
         est__readers_free(&readers);
     }
 out:
